@@ -1,0 +1,96 @@
+"""The in-memory columnar form every reader produces and every consumer reads.
+
+One `Split` holds parallel NumPy columns, one row per (image, question, answer) sample.
+A `Dataset` is the splits of one dataset folder plus what is needed to find its images.
+Answers are stored twice: `raw_answer` as written in the files, `answer` after the dataset's
+normalisation (LR count binning, HR area binning), which is what vocabularies are built on.
+"""
+import dataclasses
+import os
+from typing import Callable, Mapping
+
+import numpy as np
+
+from rsvqa_jax.errors import RSVQAError
+
+COLUMNS = ("question_id", "image_id", "qtype", "question", "answer", "raw_answer")
+
+
+@dataclasses.dataclass(frozen=True)
+class Split:
+  """One split as columns. String columns are NumPy object arrays of `str`."""
+
+  name: str
+  question_id: np.ndarray  # int64
+  image_id: np.ndarray  # int64
+  qtype: np.ndarray  # str: presence, comp, count, rural_urban, area, ...
+  question: np.ndarray  # str
+  answer: np.ndarray  # str, normalised (binned) answer
+  raw_answer: np.ndarray  # str, as in the files
+
+  def __post_init__(self):
+    n = len(self.question_id)
+    for col in COLUMNS:
+      if len(getattr(self, col)) != n:
+        raise ValueError(f"split {self.name}: column {col} has {len(getattr(self, col))} rows, expected {n}")
+
+  def __len__(self):
+    return len(self.question_id)
+
+  @property
+  def qtypes(self):
+    """Question types present, in first-seen order."""
+    return list(dict.fromkeys(self.qtype.tolist()))
+
+  def select(self, mask_or_index):
+    """A new Split with the rows picked by a boolean mask or an index array."""
+    return dataclasses.replace(self, **{c: getattr(self, c)[mask_or_index] for c in COLUMNS})
+
+  @classmethod
+  def from_rows(cls, name, rows):
+    """Build from an iterable of dicts with the keys in COLUMNS."""
+    rows = list(rows)
+    cols = {}
+    for col in COLUMNS:
+      values = [r[col] for r in rows]
+      if col in ("question_id", "image_id"):
+        cols[col] = np.asarray(values, dtype=np.int64)
+      else:
+        arr = np.empty(len(values), dtype=object)
+        arr[:] = values
+        cols[col] = arr
+    return cls(name=name, **cols)
+
+
+@dataclasses.dataclass(frozen=True)
+class Dataset:
+  """The splits of one dataset folder.
+
+  Attributes:
+    name: "lr", "hr", "xben", "floodnet", "rsivqa", ...
+    root: the folder it was read from.
+    splits: split name -> Split ("train", "val", "test", and "test_phili" for HR).
+    image_path: image id -> path of its image file (None for datasets read without images).
+    image_size: (height, width) every image must have, or None if it varies.
+  """
+
+  name: str
+  root: str
+  splits: Mapping[str, Split]
+  image_path: Callable[[int], str] | None = None
+  image_size: tuple[int, int] | None = None
+
+  def __getitem__(self, split):
+    if split not in self.splits:
+      raise KeyError(f"dataset {self.name} at {self.root} has no split {split!r} (has {sorted(self.splits)})")
+    return self.splits[split]
+
+  def image_ids(self, split):
+    """Distinct image ids of a split, sorted."""
+    return np.unique(self[split].image_id)
+
+  def check_image_exists(self, image_id):
+    path = self.image_path(image_id)
+    if not os.path.exists(path):
+      raise RSVQAError(f"{path}: image file missing (image id {image_id})")
+    return path
