@@ -1,0 +1,71 @@
+"""The assembled RSVQA model and its visual-blind twin.
+
+The frozen ResNet never runs inside the model: its pooled features are computed once and
+cached (train/feature_cache), so the model takes `image_features` [B, 2048]. The question
+side takes either token ids (a trainable or frozen text encoder runs) or cached
+`question_vector`s when the language model is frozen and its outputs were cached.
+
+Batch keys read: image_features, and either question_vector or (tokens, mask).
+"""
+import ml_collections
+from flax import nnx
+
+from rsvqa_jax.models.fusion import Classifier, Fusion
+
+
+def head_config():
+  """Defaults of the fusion + classifier part (the paper's settings)."""
+  c = ml_collections.ConfigDict()
+  c.fusion = "mult"  # mult | concat | mutan
+  c.hidden_dim = 1200
+  c.classifier_dim = 256
+  c.dropout = 0.5
+  c.mutan_rank = 5
+  c.mutan_dim = 1200
+  c.mutan_normalize = False
+  c.blind = False  # visual blind: question vector straight into the classifier
+  return c
+
+
+class VQAHead(nnx.Module):
+  """Fusion + classifier on (image vector, question vector); blind models skip the image."""
+
+  def __init__(self, cfg, *, q_dim, v_dim, num_answers, rngs):
+    self.blind = bool(cfg.blind)
+    if self.blind:
+      self.fusion = None
+      in_dim = q_dim
+    else:
+      self.fusion = Fusion(cfg.fusion, v_dim, q_dim, hidden_dim=cfg.hidden_dim,
+                           dropout=cfg.dropout, mutan_rank=cfg.mutan_rank,
+                           mutan_dim=cfg.mutan_dim, mutan_normalize=cfg.mutan_normalize,
+                           rngs=rngs)
+      in_dim = self.fusion.out_dim
+    self.classifier = Classifier(in_dim, num_answers, hidden_dim=cfg.classifier_dim,
+                                 dropout=cfg.dropout, rngs=rngs)
+
+  def __call__(self, image_vector, question_vector, *, deterministic):
+    x = question_vector
+    if not self.blind:
+      x = self.fusion(image_vector, question_vector, deterministic=deterministic)
+    return self.classifier(x, deterministic=deterministic)
+
+
+class RSVQAModel(nnx.Module):
+  """Text encoder (optional when question vectors are cached) + VQA head."""
+
+  def __init__(self, head, text_encoder=None):
+    self.head = head
+    self.text_encoder = text_encoder
+
+  def question_vector(self, batch, *, deterministic):
+    if "question_vector" in batch:
+      return batch["question_vector"]
+    if self.text_encoder is None:
+      raise ValueError("batch has no question_vector and the model has no text encoder")
+    return self.text_encoder(batch["tokens"], batch["mask"], deterministic=deterministic)
+
+  def __call__(self, batch, *, deterministic=True):
+    q = self.question_vector(batch, deterministic=deterministic)
+    v = None if self.head.blind else batch["image_features"]
+    return self.head(v, q, deterministic=deterministic)
