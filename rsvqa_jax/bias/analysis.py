@@ -1,0 +1,237 @@
+"""The dataset analysis of Section 3.4 and the relative metrics of Section 4.
+
+For every level of subsets (subsets.py) the most common answer of each subset is taken
+from the fit split (the training split; the evaluated split itself for a dataset without
+splits) and predicted for every sample of the evaluated split that falls in that subset.
+
+Definitions (all accuracies are fractions; the tables print percentages):
+  - Per subset: Prior_Acc_s (Eq. 2) and Uni_Acc_s = 1/|A_s| (Eq. 3), A_s the distinct
+    answers of s in the fit split (see metrics.py).
+  - Per level, per question type and over the whole split, the aggregate is weighted by
+    samples: Prior_Acc is the accuracy over all those samples when each one is predicted
+    by its own subset's prior; Uni_Acc is the mean over those samples of 1/|A_s| of their
+    subset (the expected accuracy of guessing uniformly within one's subset). At the type
+    level over the whole split this is the paper's "Overall" row.
+  - A subset of the evaluated split that does not occur in the fit split is predicted by
+    the level it nests in: the question type's prior and |A| (and a type missing from the
+    fit split by the all-level prior). Such subsets and their samples are counted
+    (`unseen_subsets`, `unseen_samples`) and shown in the tables.
+  - A question type with no evaluated sample (present in the fit split only) gets NaN
+    accuracies, reported as "n/a", and is left out of the Average row.
+  - Average row: unweighted mean over the types with samples of Prior_Acc, Uni_Acc and the
+    model accuracies (AA); IO_Prior / IO_AdTest are Equation 1 applied to these means.
+    Overall row: sample-weighted type-level Prior_Acc and Uni_Acc, OA, and Equation 1 on
+    them (as in the paper's Table 3).
+"""
+import dataclasses
+import math
+
+import numpy as np
+
+from rsvqa_jax.bias import metrics
+from rsvqa_jax.bias import subsets
+from rsvqa_jax.errors import RSVQAError
+
+BASE_LEVELS = ("all", "type", "question")
+
+
+@dataclasses.dataclass(frozen=True)
+class SubsetRow:
+  """One subset of the evaluated split at one level."""
+
+  key: tuple[str, ...]
+  n: int  # evaluated samples
+  n_fit: int  # samples in the fit split (0 when unseen)
+  n_answers: int  # |A| used for Uni_Acc (the fallback's when unseen)
+  prior: str  # answer predicted for the subset (the fallback's when unseen)
+  prior_acc: float
+  uni_acc: float
+  seen: bool
+
+
+@dataclasses.dataclass(frozen=True)
+class Level:
+  """Prior_Acc and Uni_Acc of one level of subsets."""
+
+  name: str
+  subsets: tuple[SubsetRow, ...]  # the subsets of the evaluated split, sorted by key
+  prior_acc: float  # over the whole evaluated split, sample-weighted
+  uni_acc: float
+  type_prior_acc: dict  # qtype -> sample-weighted Prior_Acc within the type
+  type_uni_acc: dict
+  type_subsets: dict  # qtype -> number of evaluated subsets of that type
+  unseen_subsets: int
+  unseen_samples: int
+  fit_priors: dict  # key -> metrics.SubsetPrior, every subset of the fit split
+
+
+@dataclasses.dataclass(frozen=True)
+class Scores:
+  """A model's accuracy on the evaluated split."""
+
+  per_type: dict  # qtype -> accuracy
+  overall: float  # OA
+  average: float  # AA
+  missing: int  # evaluated samples the predictions file had no row for
+
+
+@dataclasses.dataclass(frozen=True)
+class TypeRow:
+  """One row of the question-type table (Tables 3 and 5)."""
+
+  label: str  # "All", a qtype, "Average", "Overall", "Question-level, overall"
+  n: int | None = None
+  n_answers: int | None = None
+  prior: str | None = None
+  prior_acc: float = math.nan
+  uni_acc: float = math.nan
+  acc: float | None = None  # RSVQA_Acc; None where not applicable
+  adv_acc: float | None = None  # AdTest_Acc; None where not applicable
+  io_prior: float | None = None  # None with acc set means undefined (LB = 1)
+  io_adtest: float | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class Analysis:
+  """Everything the tables need about one evaluated split."""
+
+  fit_split: str
+  eval_split: str
+  n_fit: int
+  n_eval: int
+  types: tuple[str, ...]  # sorted union of the fit and evaluated question types
+  type_counts: dict  # qtype -> evaluated samples
+  levels: dict  # level name -> Level
+  unparsed: int | None  # evaluated samples matching no LR template; None if not parsed
+  accuracy: Scores | None = None
+  adversarial: Scores | None = None
+
+  def type_rows(self):
+    """All / per type / Average / Overall / Question-level rows of Tables 3 and 5."""
+    all_level, type_level = self.levels["all"], self.levels["type"]
+    by_key = {row.key[0]: row for row in type_level.subsets}  # types with evaluated samples
+    (everything,) = all_level.subsets
+    rows = [TypeRow("All", n=everything.n, n_answers=everything.n_answers, prior=everything.prior,
+                    prior_acc=everything.prior_acc, uni_acc=everything.uni_acc)]
+    for t in self.types:
+      sub = by_key.get(t)
+      acc, adv = self._model_cells(lambda s: s.per_type[t])
+      row = TypeRow(t, n=self.type_counts[t], prior_acc=type_level.type_prior_acc[t],
+                    uni_acc=type_level.type_uni_acc[t], acc=acc, adv_acc=adv)
+      if sub is not None:
+        row = dataclasses.replace(row, n_answers=sub.n_answers, prior=sub.prior)
+      else:
+        fit_prior = type_level.fit_priors[(t,)]
+        row = dataclasses.replace(row, n_answers=fit_prior.n_answers, prior=fit_prior.answer)
+      rows.append(_with_io(row))
+    with_samples = [t for t in self.types if self.type_counts[t]]
+    mean = lambda d: float(np.mean([d[t] for t in with_samples])) if with_samples else math.nan
+    acc, adv = self._model_cells(lambda s: s.average)
+    rows.append(_with_io(TypeRow("Average", prior_acc=mean(type_level.type_prior_acc),
+                                 uni_acc=mean(type_level.type_uni_acc), acc=acc, adv_acc=adv)))
+    acc, adv = self._model_cells(lambda s: s.overall)
+    rows.append(_with_io(TypeRow("Overall", n=self.n_eval, prior_acc=type_level.prior_acc,
+                                 uni_acc=type_level.uni_acc, acc=acc, adv_acc=adv)))
+    if "question" in self.levels:
+      q = self.levels["question"]
+      rows.append(TypeRow("Question-level, overall", n=self.n_eval, prior_acc=q.prior_acc, uni_acc=q.uni_acc))
+    return rows
+
+  def _model_cells(self, pick):
+    return (None if self.accuracy is None else pick(self.accuracy),
+            None if self.adversarial is None else pick(self.adversarial))
+
+
+def _with_io(row):
+  io_prior = None if row.acc is None else metrics.io_lower_bound(row.acc, row.prior_acc)
+  io_adtest = None if row.acc is None or row.adv_acc is None else metrics.io_lower_bound(row.acc, row.adv_acc)
+  return dataclasses.replace(row, io_prior=io_prior, io_adtest=io_adtest)
+
+
+def _level(name, fit, evaluated, fit_keys, eval_keys, fallback, types):
+  priors = metrics.fit_priors(fit_keys, fit.answer)
+  pred = metrics.predict(priors, eval_keys, fallback)
+  correct = (pred.prediction == evaluated.answer).astype(np.float64)
+  n_subsets = len(pred.subsets)
+  n = np.bincount(pred.subset, minlength=n_subsets)
+  hits = np.bincount(pred.subset, weights=correct, minlength=n_subsets)
+  _, first = np.unique(pred.subset, return_index=True)  # a sample of each subset
+  rows = []
+  for code in sorted(range(n_subsets), key=lambda c: pred.subsets[c]):
+    key, i = pred.subsets[code], first[code]
+    prior = priors.get(key)
+    rows.append(SubsetRow(key=key, n=int(n[code]), n_fit=prior.n_fit if prior else 0,
+                          n_answers=int(pred.n_answers[i]), prior=pred.prediction[i],
+                          prior_acc=float(hits[code] / n[code]), uni_acc=float(1.0 / pred.n_answers[i]),
+                          seen=prior is not None))
+  masks = {t: evaluated.qtype == t for t in types}
+  return Level(
+      name=name, subsets=tuple(rows),
+      prior_acc=metrics.prior_accuracy(pred, evaluated.answer),
+      uni_acc=metrics.uniform_accuracy(pred),
+      type_prior_acc={t: metrics.prior_accuracy(pred, evaluated.answer, m) for t, m in masks.items()},
+      type_uni_acc={t: metrics.uniform_accuracy(pred, m) for t, m in masks.items()},
+      type_subsets={t: sum(r.key[0] == t for r in rows) for t in types} if name != "all" else {},
+      unseen_subsets=sum(not r.seen for r in rows),
+      unseen_samples=int((~pred.seen).sum()),
+      fit_priors=priors), pred
+
+
+def _scores(aligned, evaluated, types):
+  correct = aligned.correct(evaluated.answer)
+  per_type = metrics.per_type_accuracy(correct, evaluated.qtype, types)
+  return Scores(per_type=per_type, overall=metrics.accuracy(correct),
+                average=metrics.average_accuracy(per_type), missing=aligned.missing)
+
+
+def analyze(fit, evaluated, templates=False, predictions=None, adversarial=None):
+  """Run the dataset analysis of `evaluated` with priors from `fit`.
+
+  Args:
+    fit: records.Split the most common answers are taken from (training split, or the
+      evaluated split itself for a dataset without splits).
+    evaluated: records.Split the priors are applied to.
+    templates: also compute the LR objects & patterns levels.
+    predictions: predictions.Aligned of a model on `evaluated` (adds RSVQA_Acc, IO_Prior).
+    adversarial: predictions.Aligned of the same model under adversarial testing
+      (adds AdTest_Acc, IO_AdTest).
+  """
+  for split in (fit, evaluated):
+    if len(split) == 0:
+      raise RSVQAError(f"split {split.name!r} has no sample to analyse")
+  types = tuple(sorted(set(fit.qtype.tolist()) | set(evaluated.qtype.tolist())))
+  names = BASE_LEVELS + (subsets.TEMPLATE_LEVELS if templates else ())
+  parsed = None
+  if templates:
+    parsed = subsets.parse_questions(fit)
+    parsed.update(subsets.parse_questions(evaluated))
+  levels, preds = {}, {}
+  for name in names:
+    fallback = {"all": None, "type": "all"}.get(name, "type")
+    levels[name], preds[name] = _level(
+        name, fit, evaluated, subsets.keys(fit, name, parsed), subsets.keys(evaluated, name, parsed),
+        preds[fallback] if fallback else None, types)
+  return Analysis(
+      fit_split=fit.name, eval_split=evaluated.name, n_fit=len(fit), n_eval=len(evaluated), types=types,
+      type_counts={t: int((evaluated.qtype == t).sum()) for t in types}, levels=levels,
+      unparsed=subsets.count_unparsed(evaluated, parsed) if templates else None,
+      accuracy=None if predictions is None else _scores(predictions, evaluated, types),
+      adversarial=None if adversarial is None else _scores(adversarial, evaluated, types))
+
+
+def default_splits(dataset):
+  """(fit split name, evaluated split names) for a records.Dataset.
+
+  The fit split is "train" when present, else the dataset's only split. The evaluated
+  splits are those whose name starts with "test" (HR: test and test_phili), or the fit
+  split itself when there is none (FloodNet: train only; RSIVQA: the whole set).
+  """
+  names = sorted(dataset.splits)
+  if "train" in dataset.splits:
+    fit = "train"
+  elif len(names) == 1:
+    fit = names[0]
+  else:
+    raise RSVQAError(f"{dataset.root}: dataset {dataset.name} has no 'train' split among {names}")
+  tests = [n for n in names if n.startswith("test")]
+  return fit, tests or [fit]

@@ -1,0 +1,129 @@
+"""Accuracy metrics and the paper's relative metric (Section 4, Equation 1).
+
+Accuracies are fractions in [0, 1]; an empty set of samples has accuracy NaN (reported as
+"n/a"), never an error.
+
+  OA           correct / all samples.
+  AA           unweighted mean of the per-question-type accuracies (types with no sample
+               are left out of the mean).
+  Prior_Acc_s  share of subset s whose answer equals the most common answer of s in the
+               fit (training) split; among tied answers the lexicographically smallest
+               wins, so the result does not depend on the order of the files.
+  Uni_Acc_s    1 / |A_s|, A_s the distinct answers of s in the fit split (the answers a
+               model trained on that split can know of).
+  IO           (Acc - LB) / (1 - LB); LB = 1 leaves nothing to improve on and is undefined
+               (None); a negative IO (a model below its lower bound) is returned as is.
+"""
+import dataclasses
+import math
+
+import numpy as np
+
+
+def accuracy(correct):
+  """Mean of a boolean array; NaN when it is empty."""
+  correct = np.asarray(correct, dtype=bool)
+  return float(correct.mean()) if correct.size else math.nan
+
+
+def per_type_accuracy(correct, qtype, types):
+  """qtype -> accuracy over the samples of that type (NaN for a type with none)."""
+  correct = np.asarray(correct, dtype=bool)
+  return {t: accuracy(correct[qtype == t]) for t in types}
+
+
+def average_accuracy(per_type):
+  """AA: unweighted mean over the types that have samples; NaN if none has."""
+  values = [v for v in per_type.values() if not math.isnan(v)]
+  return float(np.mean(values)) if values else math.nan
+
+
+def io_lower_bound(acc, lower_bound):
+  """Equation 1. None when lower_bound == 1 (undefined); NaN when an input is NaN."""
+  if math.isnan(acc) or math.isnan(lower_bound):
+    return math.nan
+  if lower_bound >= 1.0 - 1e-12:
+    return None
+  return (acc - lower_bound) / (1.0 - lower_bound)
+
+
+@dataclasses.dataclass(frozen=True)
+class SubsetPrior:
+  """What the fit split says about one subset."""
+
+  answer: str  # most common answer, ties -> lexicographically smallest
+  n_fit: int  # samples of the subset in the fit split
+  n_answers: int  # |A_s|: distinct answers of the subset in the fit split
+
+
+def factorize(values):
+  """(int64 codes, distinct values in first-seen order) of a sequence of hashables."""
+  index = dict.fromkeys(values)
+  for code, value in enumerate(index):
+    index[value] = code
+  codes = np.fromiter(map(index.__getitem__, values), dtype=np.int64, count=len(values))
+  return codes, list(index)
+
+
+def fit_priors(keys, answers):
+  """subset key -> SubsetPrior, from parallel arrays of keys and answers."""
+  key_codes, key_list = factorize(keys.tolist())
+  answer_codes, answer_list = factorize(answers.tolist())
+  if not key_list:
+    return {}
+  ranked = sorted(answer_list)  # rank order = lexicographic order, for the tie break
+  position = {a: i for i, a in enumerate(ranked)}
+  rank = np.array([position[a] for a in answer_list], dtype=np.int64)
+  n_ranks = len(ranked)
+  pairs, counts = np.unique(key_codes * n_ranks + rank[answer_codes], return_counts=True)
+  key_of, rank_of = pairs // n_ranks, pairs % n_ranks
+  order = np.lexsort((rank_of, -counts, key_of))  # per key: most frequent first, then smallest answer
+  best = order[np.r_[0, np.flatnonzero(np.diff(key_of[order])) + 1]]
+  n_fit = np.bincount(key_codes, minlength=len(key_list))
+  n_answers = np.bincount(key_of, minlength=len(key_list))
+  return {key: SubsetPrior(answer=ranked[rank_of[b]], n_fit=int(n_fit[i]), n_answers=int(n_answers[i]))
+          for i, (key, b) in enumerate(zip(key_list, best))}
+
+
+@dataclasses.dataclass(frozen=True)
+class LevelPrediction:
+  """Per-sample outcome of predicting each sample by its own subset's prior."""
+
+  prediction: np.ndarray  # str: the answer predicted for the sample
+  n_answers: np.ndarray  # int: |A| of the subset whose prior was used
+  seen: np.ndarray  # bool: the sample's own subset occurs in the fit split
+  subset: np.ndarray  # int: code of the sample's subset, an index into `subsets`
+  subsets: list  # subset keys of the predicted samples, in first-seen order
+
+
+def predict(priors, keys, fallback=None):
+  """Predict each sample by the prior of its subset.
+
+  A subset absent from the fit split takes, sample by sample, the prediction and |A| of
+  `fallback` (the coarser level it nests in, e.g. its question type).
+  """
+  codes, key_list = factorize(keys.tolist())
+  found = [priors.get(k) for k in key_list]
+  by_code = np.empty(len(key_list), dtype=object)
+  by_code[:] = [p.answer if p else None for p in found]
+  seen = np.array([p is not None for p in found], dtype=bool)[codes]
+  prediction = by_code[codes]
+  n_answers = np.array([p.n_answers if p else 0 for p in found], dtype=np.int64)[codes]
+  if not seen.all():
+    if fallback is None:
+      raise ValueError(f"subset {key_list[codes[~seen][0]]} is not in the fit split and has no fallback level")
+    prediction[~seen] = fallback.prediction[~seen]
+    n_answers[~seen] = fallback.n_answers[~seen]
+  return LevelPrediction(prediction=prediction, n_answers=n_answers, seen=seen, subset=codes, subsets=key_list)
+
+
+def prior_accuracy(prediction, answers, mask=None):
+  """Prior_Acc over the samples picked by `mask` (all when None)."""
+  correct = prediction.prediction == answers
+  return accuracy(correct if mask is None else correct[mask])
+
+
+def uniform_accuracy(prediction, mask=None):
+  """Uni_Acc aggregated by samples: mean of 1/|A_s| over the picked samples."""
+  n_answers = prediction.n_answers if mask is None else prediction.n_answers[mask]
+  return float(np.mean(1.0 / n_answers)) if n_answers.size else math.nan

@@ -1,0 +1,148 @@
+"""The paper's table layouts (Tables 3, 4, 5, 7), written as CSV, Markdown and LaTeX.
+
+Cell convention: a float is an accuracy-like fraction and is printed as a percentage with
+two decimals; NaN (no sample) prints "n/a"; None prints "undefined" (IO with LB = 100%);
+int and str print as they are; "" is a blank cell.
+"""
+import csv
+import dataclasses
+import io
+import math
+import os
+
+TYPE_NAMES = {
+    "comp": "Comparison", "count": "Counting", "presence": "Presence", "rural_urban": "Rural/urban",
+    "area": "Area", "yes_no": "Yes/No", "yes/no": "Yes/No", "lc": "Land cover", "land_cover": "Land cover",
+    "location": "Location", "scene": "Scene", "simple_counting": "Simple Counting",
+    "complex_counting": "Complex Counting", "condition_yes_no": "Condition Recognition - Yes/No",
+    "condition_road": "Condition Recognition - Road", "condition_scene": "Condition Recognition - Scene",
+}
+LEVEL_NAMES = {"pattern": "pattern", "object": "object", "object_attr": "object (w/ attr)"}
+
+
+def type_name(qtype):
+  return TYPE_NAMES.get(qtype.lower(), qtype)
+
+
+@dataclasses.dataclass(frozen=True)
+class Table:
+  caption: str
+  columns: tuple
+  rows: tuple  # tuples of cells, one per column
+
+
+def cell(value):
+  if value is None:
+    return "undefined"
+  if isinstance(value, float):
+    return "n/a" if math.isnan(value) else f"{100.0 * value:.2f}"
+  return str(value)
+
+
+def to_csv(table):
+  buf = io.StringIO()
+  writer = csv.writer(buf, lineterminator="\n")
+  writer.writerow(table.columns)
+  writer.writerows([cell(v) for v in row] for row in table.rows)
+  return buf.getvalue()
+
+
+def to_markdown(table):
+  esc = lambda s: s.replace("|", "\\|")
+  lines = [f"**{esc(table.caption)}**", "", "| " + " | ".join(esc(c) for c in table.columns) + " |",
+           "|" + "|".join("---" for _ in table.columns) + "|"]
+  lines += ["| " + " | ".join(esc(cell(v)) for v in row) + " |" for row in table.rows]
+  return "\n".join(lines) + "\n"
+
+
+_LATEX_SPECIAL = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_",
+                  "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}",
+                  "|": r"\textbar{}"}
+
+
+def latex_escape(text):
+  return "".join(_LATEX_SPECIAL.get(ch, ch) for ch in text)
+
+
+def to_latex(table):
+  align = "l" * 2 + "r" * (len(table.columns) - 2) if len(table.columns) > 2 else "l" * len(table.columns)
+  lines = [r"\begin{table}[ht]", r"\centering", rf"\caption{{{latex_escape(table.caption)}}}",
+           rf"\begin{{tabular}}{{{align}}}", r"\hline",
+           " & ".join(latex_escape(c) for c in table.columns) + r" \\", r"\hline"]
+  lines += [" & ".join(latex_escape(cell(v)) for v in row) + r" \\" for row in table.rows]
+  lines += [r"\hline", r"\end{tabular}", r"\end{table}"]
+  return "\n".join(lines) + "\n"
+
+
+def write(table, out_dir, stem):
+  """Write `stem`.csv, .md and .tex under `out_dir`; returns the three paths."""
+  os.makedirs(out_dir, exist_ok=True)
+  paths = []
+  for ext, render in (("csv", to_csv), ("md", to_markdown), ("tex", to_latex)):
+    path = os.path.join(out_dir, f"{stem}.{ext}")
+    with open(path, "w", encoding="utf-8") as f:
+      f.write(render(table))
+    paths.append(path)
+  return paths
+
+
+def _blank(value):
+  return "" if value is None else value
+
+
+def type_table(analysis, dataset):
+  """Tables 3 / 5: the analysis at the question-type level, with the model when given."""
+  model = analysis.accuracy is not None
+  adv = analysis.adversarial is not None
+  columns = ["Question type", "N_s", "|A_s|", "Most common answer", "Prior_Acc (%)", "Uni_Acc (%)"]
+  columns += ["RSVQA_Acc (%)", "IO_Prior (%)"] if model else []
+  columns += ["AdTest_Acc (%)", "IO_AdTest (%)"] if adv else []
+  rows = []
+  for r in analysis.type_rows():
+    label = type_name(r.label) if r.label in analysis.types else r.label
+    row = [label, _blank(r.n), _blank(r.n_answers), _blank(r.prior), r.prior_acc, r.uni_acc]
+    if model:
+      row += ["", ""] if r.acc is None else [r.acc, r.io_prior]
+    if adv:
+      row += ["", ""] if r.acc is None or r.adv_acc is None else [r.adv_acc, r.io_adtest]
+    rows.append(tuple(row))
+  notes = [f"{dataset} {analysis.eval_split}: most common answers from split {analysis.fit_split} "
+           f"({analysis.n_fit} samples) applied to {analysis.n_eval} samples"]
+  for name, scores in (("predictions", analysis.accuracy), ("adversarial predictions", analysis.adversarial)):
+    if scores is not None and scores.missing:
+      notes.append(f"{scores.missing} sample(s) without a row in the {name} file counted as wrong")
+  unseen = analysis.levels["type"].unseen_samples
+  if unseen:
+    notes.append(f"{unseen} sample(s) of types absent from {analysis.fit_split} predicted by the overall prior")
+  return Table(caption="; ".join(notes), columns=tuple(columns), rows=tuple(rows))
+
+
+def objects_patterns_table(analysis, dataset):
+  """Table 4: the LR objects & patterns levels, per question type and overall."""
+  columns = ("Question type", "Group", "Subsets", "Prior_Acc (%)", "Uni_Acc (%)")
+  rows = []
+  levels = [analysis.levels[name] for name in LEVEL_NAMES]
+  for t in analysis.types:
+    for level in levels:
+      rows.append((type_name(t), LEVEL_NAMES[level.name], level.type_subsets[t],
+                   level.type_prior_acc[t], level.type_uni_acc[t]))
+  for level in levels:
+    rows.append(("Overall", LEVEL_NAMES[level.name], len(level.subsets), level.prior_acc, level.uni_acc))
+  unseen = ", ".join(f"{LEVEL_NAMES[lv.name]} {lv.unseen_subsets} ({lv.unseen_samples} samples)" for lv in levels)
+  caption = (f"{dataset} {analysis.eval_split}: objects & patterns levels, priors from {analysis.fit_split}; "
+             f"subsets absent from {analysis.fit_split} (predicted by their type's prior): {unseen}; "
+             f"questions matching no template: {analysis.unparsed}")
+  return Table(caption=caption, columns=columns, rows=tuple(rows))
+
+
+def question_table(analysis, dataset):
+  """Table 7: the analysis per single question."""
+  level = analysis.levels["question"]
+  columns = ("Question type", "Question", "Most common answer", "N_s", "|A_s|", "Prior_Acc (%)",
+             "Uni_Acc (%)", f"In {analysis.fit_split}")
+  rows = [(type_name(r.key[0]), r.key[1], r.prior, r.n, r.n_answers, r.prior_acc, r.uni_acc,
+           "yes" if r.seen else "no") for r in level.subsets]
+  rows.append(("Question-level, overall", "", "", analysis.n_eval, "", level.prior_acc, level.uni_acc, ""))
+  caption = (f"{dataset} {analysis.eval_split}: accuracy of predicting the most common answer of each "
+             f"question (from {analysis.fit_split})")
+  return Table(caption=caption, columns=columns, rows=tuple(rows))

@@ -1,0 +1,160 @@
+"""Readers for the question files of FloodNet-VQA and RSIVQA (the paper's Table 5).
+
+These datasets are only analysed (most-common-answer and uniform accuracies), so they are
+read without images: `Dataset.image_path` is None.
+
+FloodNet-VQA (FloodNet Challenge @ EarthVision 2021, Track 2). Each question file is one
+JSON object keyed by question id:
+  {"0": {"Image_ID": "10165.JPG", "Question": "...", "Ground_Truth": "flooded" | 3,
+         "Question_Type": "Condition_Recognition" | "Yes_No" | "Simple_Counting" |
+                          "Complex_Counting"}, ...}
+The split of a file is taken from its name: Training*/Train* -> train, Valid*/Val* -> val,
+Test* -> test (searched recursively under the root, case-insensitive, .json). Only the
+training file has answers in the public release: a file none of whose entries has
+"Ground_Truth" is skipped; a file where only some have it is an error. As in the paper,
+Condition_Recognition is divided by its question into condition_road (the question names
+the road) and condition_scene (the overall condition); the types read are
+simple_counting, complex_counting, condition_yes_no (Yes_No), condition_road and
+condition_scene ("Road_Condition_Recognition", found in derived files, maps to
+condition_road). Answers are lower-cased strings ("Yes" -> "yes", 3 -> "3"); raw_answer
+keeps the file's value as a string. Image ids are the numeric stems of Image_ID
+("10165.JPG" -> 10165), or consecutive numbers in first-seen order when a stem is not numeric.
+
+RSIVQA (spectralpublic/RSIVQA). Plain-text files, one sample per line, per source dataset
+(UCM/ucm_vqa.txt, UCM/ucm_res.txt, Sydney/sydney_vqa.txt, AID/rsicd_vqa.txt,
+HRRSD/opt_val_vqa.txt, DOTA/dota_{train,val}_vqa2.txt):
+  <image name>:<question>?<answer>        e.g. "P0000: how many planes are there in this picture?21"
+split at the first ":" and the last "?"; the question is kept stripped with its "?". All
+*.txt files under the root are read (sorted by path) into one split "all" (RSIVQA publishes
+no splits). Question types come from the question's start (case-insensitive): "how many" ->
+count, "does this picture contain" / "is there" -> presence, "what is the location" /
+"where" -> location, "what is the theme" -> scene; any other question is an error naming
+file and line. Answers are stripped of surrounding spaces (the files have e.g. both
+"everywhere" and "everywhere "); raw_answer keeps the text as written. Question ids are
+the sample's position (0-based) over the sorted files; image ids number the distinct
+(file folder, image name) pairs in first-seen order.
+"""
+import json
+import os
+
+from rsvqa_jax.data import records
+from rsvqa_jax.errors import RSVQAError
+
+FLOODNET_TYPES = {
+    "simple_counting": "simple_counting", "complex_counting": "complex_counting",
+    "yes_no": "condition_yes_no", "road_condition_recognition": "condition_road",
+}
+RSIVQA_TYPES = (
+    ("how many", "count"), ("does this picture contain", "presence"), ("is there", "presence"),
+    ("what is the location", "location"), ("where", "location"), ("what is the theme", "scene"),
+)
+_FLOODNET_SPLITS = (("training", "train"), ("train", "train"), ("valid", "val"), ("val", "val"), ("test", "test"))
+
+
+def _files(root, ext):
+  if not os.path.isdir(root):
+    raise RSVQAError(f"{root}: dataset folder not found")
+  found = []
+  for folder, _, names in os.walk(root):
+    found += [os.path.join(folder, n) for n in names if n.lower().endswith(ext)]
+  return sorted(found)
+
+
+def _floodnet_type(raw_type, question, path, key):
+  t = str(raw_type).strip().lower()
+  if t == "condition_recognition":
+    return "condition_road" if "road" in question.lower() else "condition_scene"
+  if t not in FLOODNET_TYPES:
+    raise RSVQAError(f"{path}: question {key}: unknown Question_Type {raw_type!r}")
+  return FLOODNET_TYPES[t]
+
+
+def _read_floodnet_file(path, split, image_ids):
+  try:
+    with open(path, encoding="utf-8") as f:
+      data = json.load(f)
+  except (OSError, json.JSONDecodeError) as e:
+    raise RSVQAError(f"{path}: cannot read FloodNet question file ({e})") from e
+  if not isinstance(data, dict):
+    raise RSVQAError(f"{path}: expected a JSON object keyed by question id")
+  with_answer = sum(isinstance(v, dict) and "Ground_Truth" in v for v in data.values())
+  if with_answer == 0:
+    return None
+  rows = []
+  for key, entry in data.items():
+    missing = [k for k in ("Image_ID", "Question", "Ground_Truth", "Question_Type")
+               if not isinstance(entry, dict) or k not in entry]
+    if missing:
+      raise RSVQAError(f"{path}: question {key}: missing {', '.join(missing)}")
+    try:
+      qid = int(key)
+    except ValueError:
+      raise RSVQAError(f"{path}: question id {key!r} is not an integer") from None
+    image = str(entry["Image_ID"])
+    stem = os.path.splitext(image)[0]
+    if image not in image_ids:
+      image_ids[image] = int(stem) if stem.isdigit() else len(image_ids)
+    question = str(entry["Question"]).strip()
+    raw = str(entry["Ground_Truth"])
+    rows.append({"question_id": qid, "image_id": image_ids[image],
+                 "qtype": _floodnet_type(entry["Question_Type"], question, path, key),
+                 "question": question, "answer": raw.strip().lower(), "raw_answer": raw})
+  return records.Split.from_rows(split, rows)
+
+
+def read_floodnet(root):
+  """FloodNet-VQA question files under `root` -> records.Dataset (splits with answers)."""
+  by_split = {}
+  for path in _files(root, ".json"):
+    name = os.path.basename(path).lower()
+    split = next((s for prefix, s in _FLOODNET_SPLITS if name.startswith(prefix)), None)
+    if split is None:
+      continue
+    if split in by_split:
+      raise RSVQAError(f"{path}: second question file for split {split} (first: {by_split[split]})")
+    by_split[split] = path
+  if not by_split:
+    raise RSVQAError(f"{root}: no FloodNet question file (Training_Question.json, Valid_..., Test_...)")
+  image_ids = {}
+  splits = {}
+  for split, path in sorted(by_split.items()):
+    read = _read_floodnet_file(path, split, image_ids)
+    if read is not None:
+      splits[split] = read
+  if not splits:
+    raise RSVQAError(f"{root}: no FloodNet question file has answers (Ground_Truth)")
+  return records.Dataset(name="floodnet", root=root, splits=splits)
+
+
+def _rsivqa_type(question, path, line_no):
+  q = question.lower()
+  for prefix, qtype in RSIVQA_TYPES:
+    if q.startswith(prefix):
+      return qtype
+  raise RSVQAError(f"{path}:{line_no}: question type of {question!r} not recognised")
+
+
+def read_rsivqa(root):
+  """RSIVQA *.txt question files under `root` -> records.Dataset with one split "all"."""
+  paths = _files(root, ".txt")
+  if not paths:
+    raise RSVQAError(f"{root}: no RSIVQA .txt question file")
+  rows, image_ids = [], {}
+  for path in paths:
+    folder = os.path.relpath(os.path.dirname(path), root)
+    with open(path, encoding="utf-8") as f:
+      for line_no, line in enumerate(f, 1):
+        line = line.rstrip("\r\n")
+        if not line.strip():
+          continue
+        image, sep, rest = line.partition(":")
+        question, qmark, answer = rest.rpartition("?")
+        if not sep or not qmark:
+          raise RSVQAError(f"{path}:{line_no}: expected 'image:question?answer', got {line!r}")
+        question = question.strip() + "?"
+        key = (folder, image.strip())
+        image_ids.setdefault(key, len(image_ids))
+        rows.append({"question_id": len(rows), "image_id": image_ids[key],
+                     "qtype": _rsivqa_type(question, path, line_no), "question": question,
+                     "answer": answer.strip(), "raw_answer": answer})
+  return records.Dataset(name="rsivqa", root=root, splits={"all": records.Split.from_rows("all", rows)})

@@ -1,0 +1,75 @@
+"""OA / AA / per-type accuracy, most-common-answer priors and IO, by hand."""
+import math
+
+import numpy as np
+import pytest
+
+from rsvqa_jax.bias import metrics
+
+
+def _obj(values):
+  out = np.empty(len(values), dtype=object)
+  out[:] = values
+  return out
+
+
+def test_accuracy_and_empty():
+  assert metrics.accuracy([True, False, True, True]) == 0.75
+  assert math.isnan(metrics.accuracy([]))
+
+
+def test_per_type_and_average():
+  correct = np.array([True, False, True, True, False])
+  qtype = _obj(["a", "a", "b", "b", "c"])
+  per_type = metrics.per_type_accuracy(correct, qtype, ["a", "b", "c", "empty"])
+  assert per_type["a"] == 0.5 and per_type["b"] == 1.0 and per_type["c"] == 0.0
+  assert math.isnan(per_type["empty"])
+  # AA leaves the empty type out: (0.5 + 1 + 0) / 3.
+  assert metrics.average_accuracy(per_type) == pytest.approx(0.5)
+  assert math.isnan(metrics.average_accuracy({"x": math.nan}))
+
+
+def test_io_lower_bound():
+  assert metrics.io_lower_bound(0.85, 0.5) == pytest.approx(0.7)
+  # Paper Table 3, Comparison: (90.76 - 66.74) / (100 - 66.74) = 72.22%.
+  assert metrics.io_lower_bound(0.9076, 0.6674) == pytest.approx(0.7222, abs=1e-4)
+  assert metrics.io_lower_bound(0.4, 0.5) == pytest.approx(-0.2)  # negative kept
+  assert metrics.io_lower_bound(0.9, 1.0) is None  # undefined, no division by zero
+  assert metrics.io_lower_bound(1.0, 1.0) is None
+  assert math.isnan(metrics.io_lower_bound(math.nan, 0.5))
+  assert math.isnan(metrics.io_lower_bound(0.5, math.nan))
+  assert metrics.io_lower_bound(0.5, 0.0) == 0.5
+
+
+def test_fit_priors_ties_are_lexicographic_and_order_free():
+  keys = _obj([("k",)] * 5 + [("single",)] * 3)
+  answers = _obj(["b", "a", "b", "a", "c", "yes", "yes", "yes"])
+  priors = metrics.fit_priors(keys, answers)
+  assert priors[("k",)] == metrics.SubsetPrior(answer="a", n_fit=5, n_answers=3)
+  assert priors[("single",)] == metrics.SubsetPrior(answer="yes", n_fit=3, n_answers=1)
+  rng = np.random.default_rng(0)
+  for _ in range(5):
+    order = rng.permutation(len(keys))
+    assert metrics.fit_priors(keys[order], answers[order]) == priors
+
+
+def test_predict_with_fallback_and_accuracies():
+  priors = metrics.fit_priors(_obj([("t", "q1")] * 3 + [("t", "q2")] * 2),
+                              _obj(["yes", "yes", "no", "no", "no"]))
+  type_priors = metrics.fit_priors(_obj([("t",)] * 3), _obj(["no", "no", "yes"]))
+  coarse = metrics.predict(type_priors, _obj([("t",)] * 4))
+  assert coarse.prediction.tolist() == ["no"] * 4 and coarse.n_answers.tolist() == [2] * 4
+  keys = _obj([("t", "q1"), ("t", "q2"), ("t", "unseen"), ("t", "q1")])
+  pred = metrics.predict(priors, keys, coarse)
+  assert pred.subsets == [("t", "q1"), ("t", "q2"), ("t", "unseen")]
+  assert pred.subset.tolist() == [0, 1, 2, 0]
+  assert pred.prediction.tolist() == ["yes", "no", "no", "yes"]
+  assert pred.n_answers.tolist() == [2, 1, 2, 2]
+  assert pred.seen.tolist() == [True, True, False, True]
+  answers = _obj(["yes", "yes", "no", "no"])
+  assert metrics.prior_accuracy(pred, answers) == 0.5
+  assert metrics.prior_accuracy(pred, answers, np.array([True, False, True, False])) == 1.0
+  assert metrics.uniform_accuracy(pred) == pytest.approx((0.5 + 1 + 0.5 + 0.5) / 4)
+  assert math.isnan(metrics.uniform_accuracy(pred, np.zeros(4, bool)))
+  with pytest.raises(ValueError):
+    metrics.predict(priors, keys)
