@@ -1,0 +1,99 @@
+"""Answer binning edge cases and the answer vocabulary."""
+import json
+
+import numpy as np
+import pytest
+
+from rsvqa_jax.data import answers
+from rsvqa_jax.errors import RSVQAError
+
+
+@pytest.mark.parametrize("raw,expected", [
+    (0, "0"), ("0", "0"), (1, "between 1 and 10"), (10, "between 1 and 10"), (11, "between 11 and 100"),
+    (100, "between 11 and 100"), (101, "between 101 and 1000"), (1000, "between 101 and 1000"),
+    (1001, "more than 1000"), (" 7 ", "between 1 and 10"), ("123456", "more than 1000"),
+])
+def test_lr_count_bins(raw, expected):
+  assert answers.bin_count_lr(raw) == expected
+  assert answers.normalise("lr", "count", raw) == expected
+
+
+@pytest.mark.parametrize("raw", ["-1", "2.5", "yes", "", "1e3"])
+def test_lr_count_rejects_non_integers(raw):
+  with pytest.raises(ValueError):
+    answers.normalise("lr", "count", raw)
+
+
+@pytest.mark.parametrize("raw,expected", [
+    ("0m2", "0m2"), ("1m2", "between 1m2 and 10m2"), ("10m2", "between 1m2 and 10m2"),
+    ("11m2", "between 11m2 and 100m2"), ("100m2", "between 11m2 and 100m2"), ("101m2", "between 101m2 and 1000m2"),
+    ("1000m2", "between 101m2 and 1000m2"), ("1001m2", "more than 1000m2"), ("0.4m2", "between 1m2 and 10m2"),
+    ("10.5m2", "between 11m2 and 100m2"), ("1000.5m2", "more than 1000m2"), (" 55m2 ", "between 11m2 and 100m2"),
+])
+def test_hr_area_bins(raw, expected):
+  assert answers.bin_area_hr(raw) == expected
+  assert answers.normalise("hr", "area", raw) == expected
+
+
+@pytest.mark.parametrize("raw", ["12", "m2", "-3m2", "12 m", "twelve m2"])
+def test_hr_area_rejects_malformed(raw):
+  with pytest.raises(ValueError):
+    answers.normalise("hr", "area", raw)
+
+
+def test_hr_counts_are_kept_as_numbers_and_other_answers_untouched():
+  assert answers.normalise("hr", "count", "0") == "0"
+  assert answers.normalise("hr", "count", "1234") == "1234"
+  assert answers.normalise("hr", "count", "007") == "7"
+  assert answers.normalise("lr", "presence", " yes ") == "yes"
+  assert answers.normalise("lr", "rural_urban", "urban") == "urban"
+  assert answers.normalise("xben", "LC", "Coniferous forest, water bodies") == "Coniferous forest, water bodies"
+
+
+def test_original_labels_map_onto_our_bins():
+  ours = set(answers.LR_COUNT_BINS) | set(answers.HR_AREA_BINS)
+  assert set(answers.ORIGINAL_LABELS.values()) <= ours
+  assert len(answers.LR_COUNT_BINS) + 4 == 9  # with yes, no, rural, urban: the 9 LR classes
+
+
+def test_vocab_order_encode_decode():
+  vocab = answers.AnswerVocab.build(["no", "yes", "yes", "b", "a", "no", "yes"])
+  assert vocab.answers == ("yes", "no", "a", "b")  # by frequency, ties alphabetical
+  enc = vocab.encode(["no", "maybe", "a", "yes", "maybe"])
+  assert enc.ids.dtype == np.int32
+  np.testing.assert_array_equal(enc.ids, [1, -1, 2, 0, -1])
+  assert enc.n_unknown == 2
+  ids, n_unknown = vocab.encode([])
+  assert ids.shape == (0,) and n_unknown == 0
+  assert vocab.decode([1, -1, 3]) == ["no", answers.UNKNOWN, "b"]
+  assert "a" in vocab and "maybe" not in vocab and len(vocab) == 4
+
+
+def test_vocab_top_k_reports_dropped():
+  train = ["a"] * 5 + ["b"] * 3 + ["c"] * 2 + ["d"]
+  vocab = answers.AnswerVocab.build(train, max_size=2)
+  assert vocab.answers == ("a", "b")
+  assert vocab.dropped == {"c": 2, "d": 1}
+  assert vocab.n_dropped_samples == 3
+  assert vocab.encode(train).n_unknown == 3
+
+
+def test_vocab_save_load(tmp_path):
+  vocab = answers.AnswerVocab.build(["x", "y", "y", "z"], max_size=2)
+  path = tmp_path / "answers.json"
+  vocab.save(path)
+  loaded = answers.AnswerVocab.load(path)
+  assert loaded == vocab
+  assert json.loads(path.read_text())["answers"] == ["y", "x"]
+
+
+def test_vocab_load_errors(tmp_path):
+  with pytest.raises(RSVQAError, match="missing"):
+    answers.AnswerVocab.load(tmp_path / "nope.json")
+  bad = tmp_path / "bad.json"
+  bad.write_text('{"answers": [1,')
+  with pytest.raises(RSVQAError, match=r"bad.json: malformed JSON at line 1 column"):
+    answers.AnswerVocab.load(bad)
+  bad.write_text('["yes"]')
+  with pytest.raises(RSVQAError, match="'answers' list"):
+    answers.AnswerVocab.load(bad)

@@ -1,0 +1,210 @@
+"""Official-layout readers: round trips from the generator, xBEN, and every kind of bad input."""
+import json
+import os
+import shutil
+
+import numpy as np
+import pytest
+import tifffile
+
+from rsvqa_jax.data import answers
+from rsvqa_jax.data import records
+from rsvqa_jax.data import rsvqa_json
+from rsvqa_jax.data import synthetic
+from rsvqa_jax.errors import RSVQAError
+
+
+@pytest.fixture(scope="module")
+def lr(tmp_path_factory):
+  out = str(tmp_path_factory.mktemp("lr"))
+  return out, synthetic.generate(out, "lr", images=12, seed=2, questions_per_image=25)
+
+
+@pytest.fixture(scope="module")
+def hr(tmp_path_factory):
+  out = str(tmp_path_factory.mktemp("hr"))
+  return out, synthetic.generate(out, "hr", images=8, seed=2, questions_per_image=20)
+
+
+@pytest.fixture
+def broken(lr, tmp_path):
+  """A private copy of the tiny LR set to damage."""
+  root = str(tmp_path / "copy")
+  shutil.copytree(lr[0], root)
+  return root
+
+
+def _assert_same(split, expected):
+  assert len(split) == len(expected) > 0
+  for col in records.COLUMNS:
+    np.testing.assert_array_equal(getattr(split, col), getattr(expected, col), err_msg=col)
+
+
+def test_lr_round_trip(lr):
+  root, gen = lr
+  assert rsvqa_json.detect_variant(root) == "lr"
+  ds = rsvqa_json.read_dataset(root)
+  assert ds.name == "lr" and list(ds.splits) == ["train", "val", "test"] and ds.image_size == (256, 256)
+  for name, split in ds.splits.items():
+    _assert_same(split, gen.splits[name])
+  assert ds.image_path(3) == os.path.join(root, "Images_LR", "3.tif")
+  assert set(ds["train"].answer.tolist()) <= {"yes", "no", "rural", "urban"} | set(answers.LR_COUNT_BINS)
+  count = ds["train"].qtype == "count"
+  assert all(a.isdigit() for a in ds["train"].raw_answer[count])
+
+
+def test_hr_round_trip_both_test_sets(hr):
+  root, gen = hr
+  assert rsvqa_json.detect_variant(root) == "hr"
+  ds = rsvqa_json.read_dataset(root, "hr")
+  assert list(ds.splits) == ["train", "val", "test", "test_phili"] and ds.image_size == (512, 512)
+  for name, split in ds.splits.items():
+    _assert_same(split, gen.splits[name])
+  assert not set(ds["test"].image_id.tolist()) & set(ds["test_phili"].image_id.tolist())
+  area = ds["train"].qtype == "area"
+  assert set(ds["train"].answer[area].tolist()) <= set(answers.HR_AREA_BINS)
+  count = ds["train"].qtype == "count"
+  np.testing.assert_array_equal(ds["train"].answer[count], ds["train"].raw_answer[count])
+  assert ds.image_path(0) == os.path.join(root, "Data", "0.tif")
+
+
+def _write_xben(root):
+  """A hand-written RSVQAxBEN folder: 4 images, 7 questions, global ids with fillers."""
+  os.makedirs(os.path.join(root, "Images"))
+  split_of_image = ["train", "train", "val", "test"]
+  qs = [(0, "LC", "Which land cover classes are in the image?", "Coniferous forest, Pastures"),
+        (0, "yes_no", "Are there water bodies?", "no"),
+        (1, "yes_no", "Is there some urban fabric?", "yes"),
+        (1, "LC", "Which land cover classes are in the image?", "Pastures"),
+        (2, "yes_no", "Are there water bodies?", "yes"),
+        (3, "yes_no", "Is there some urban fabric?", "no"),
+        (3, "LC", "Which land cover classes are in the image?", "Sea and ocean")]
+  for i in range(4):
+    tifffile.imwrite(os.path.join(root, "Images", f"{i}.tif"), np.full((120, 120, 3), 40 * i, np.uint8),
+                     photometric="rgb")
+  for split in ("train", "val", "test"):
+    imgs = [{"id": i, "questions_ids": [q for q, e in enumerate(qs) if e[0] == i], "active": True}
+            if split_of_image[i] == split else {"id": i, "active": False} for i in range(4)]
+    active = [split_of_image[e[0]] == split for e in qs]
+    questions = [{"id": q, "img_id": e[0], "type": e[1], "question": e[2], "answers_ids": [q], "active": True}
+                 if active[q] else {"id": q, "active": False} for q, e in enumerate(qs)]
+    answers_ = [{"id": q, "question_id": q, "answer": e[3], "active": True} if active[q] else
+                {"id": q, "active": False} for q, e in enumerate(qs)]
+    for kind, entries in (("images", imgs), ("questions", questions), ("answers", answers_)):
+      with open(os.path.join(root, f"RSVQAxBEN_split_{split}_{kind}.json"), "w") as f:
+        json.dump({kind: entries}, f)
+
+
+def test_xben_reader_and_top_k(tmp_path, monkeypatch):
+  root = str(tmp_path / "xben")
+  _write_xben(root)
+  assert rsvqa_json.detect_variant(root) == "xben"
+  ds = rsvqa_json.read_dataset(root)
+  assert ds.image_size == (120, 120) and ds.image_path(2) == os.path.join(root, "Images", "2.tif")
+  train = ds["train"]
+  assert train.question_id.tolist() == [0, 1, 2, 3] and train.image_id.tolist() == [0, 0, 1, 1]
+  assert train.answer.tolist() == ["Coniferous forest, Pastures", "no", "yes", "Pastures"]
+  assert ds["test"].question_id.tolist() == [5, 6] and ds["val"].qtype.tolist() == ["yes_no"]
+  monkeypatch.setattr(answers, "XBEN_TOP_K", 2)
+  vocab = answers.AnswerVocab.for_dataset(ds)
+  assert vocab.answers == ("Coniferous forest, Pastures", "Pastures")  # all once: alphabetical
+  assert vocab.dropped == {"no": 1, "yes": 1} and vocab.n_dropped_samples == 2
+  assert vocab.encode(ds["test"].answer.tolist()).n_unknown == 2
+
+
+def test_detect_variant_errors(tmp_path, lr):
+  with pytest.raises(RSVQAError, match="holds none"):
+    rsvqa_json.detect_variant(str(tmp_path))
+  shutil.copy(os.path.join(lr[0], "LR_split_train_questions.json"), tmp_path)
+  (tmp_path / "USGS_split_train_questions.json").write_text("{}")
+  with pytest.raises(RSVQAError, match="holds several"):
+    rsvqa_json.detect_variant(str(tmp_path))
+  with pytest.raises(RSVQAError, match="unknown dataset"):
+    rsvqa_json.read_dataset(lr[0], "floodnet")
+
+
+def _edit(root, split, kind, fn):
+  path = rsvqa_json.split_file(root, "lr", split, kind)
+  with open(path) as f:
+    data = json.load(f)
+  fn(data[kind])
+  with open(path, "w") as f:
+    json.dump(data, f)
+  return path
+
+
+def _first_active(entries):
+  return next(e for e in entries if e["active"])
+
+
+def test_missing_split_file(broken):
+  path = rsvqa_json.split_file(broken, "lr", "val", "answers")
+  os.remove(path)
+  with pytest.raises(RSVQAError, match=f"^{path}: split file missing$"):
+    rsvqa_json.read_dataset(broken, "lr")
+
+
+def test_malformed_json(broken):
+  path = rsvqa_json.split_file(broken, "lr", "test", "questions")
+  with open(path, "w") as f:
+    f.write('{"questions": [\n  {"id": 0, "active": false},\n  {"id": 1 "active": false}\n]}')
+  with pytest.raises(RSVQAError, match=f"^{path}: malformed JSON at line 3 column 12: "):
+    rsvqa_json.read_dataset(broken, "lr")
+
+
+def test_wrong_top_level(broken):
+  path = rsvqa_json.split_file(broken, "lr", "train", "images")
+  with open(path, "w") as f:
+    json.dump([{"id": 0}], f)
+  with pytest.raises(RSVQAError, match="expected a JSON object with a 'images' list"):
+    rsvqa_json.read_dataset(broken, "lr")
+
+
+def test_question_img_id_points_nowhere(broken):
+  def damage(qs):
+    _first_active(qs)["img_id"] = 99999
+  path = _edit(broken, "train", "questions", damage)
+  with pytest.raises(RSVQAError, match=f"^{path}: question \\d+ has img_id 99999 that points to no active image"):
+    rsvqa_json.read_dataset(broken, "lr")
+
+
+def test_answers_ids_points_nowhere(broken):
+  def damage(qs):
+    _first_active(qs)["answers_ids"] = [123456]
+  path = _edit(broken, "val", "questions", damage)
+  with pytest.raises(RSVQAError, match=f"^{path}: question \\d+ has answers_ids \\[123456\\]"):
+    rsvqa_json.read_dataset(broken, "lr")
+
+
+def test_empty_answers_ids(broken):
+  _edit(broken, "val", "questions", lambda qs: _first_active(qs).update(answers_ids=[]))
+  with pytest.raises(RSVQAError, match="answers_ids \\[\\]"):
+    rsvqa_json.read_dataset(broken, "lr")
+
+
+def test_empty_question(broken):
+  path = _edit(broken, "test", "questions", lambda qs: _first_active(qs).update(question="  "))
+  with pytest.raises(RSVQAError, match=f"^{path}: question \\d+ has an empty question string$"):
+    rsvqa_json.read_dataset(broken, "lr")
+
+
+def test_non_numeric_count_answer(broken, lr):
+  split = lr[1].splits["train"]
+  qid = int(split.question_id[split.qtype == "count"][0])
+  path = _edit(broken, "train", "answers", lambda ans: ans[qid].update(answer="many"))
+  with pytest.raises(RSVQAError, match=f"^{path}: answer {qid} \\(question {qid}\\): count answer 'many'"):
+    rsvqa_json.read_dataset(broken, "lr")
+
+
+def test_missing_key(broken):
+  path = _edit(broken, "train", "questions", lambda qs: _first_active(qs).pop("type"))
+  with pytest.raises(RSVQAError, match=f"^{path}: entry id \\d+ lacks key 'type'$"):
+    rsvqa_json.read_dataset(broken, "lr")
+
+
+def test_inactive_entries_are_skipped(broken, lr):
+  split = lr[1].splits["train"]
+  qid = int(split.question_id[0])
+  _edit(broken, "train", "questions", lambda qs: qs[qid].update(active=False))
+  ds = rsvqa_json.read_dataset(broken, "lr")
+  assert qid not in ds["train"].question_id and len(ds["train"]) == len(split) - 1

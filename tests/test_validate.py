@@ -1,0 +1,123 @@
+"""`rsvqa-jax synth` + `rsvqa-jax validate` end to end through the CLI, and bad images."""
+import os
+import shutil
+
+import numpy as np
+import pytest
+import tifffile
+
+from rsvqa_jax import cli
+from rsvqa_jax.data import images
+from rsvqa_jax.data import validate
+from rsvqa_jax.errors import RSVQAError
+
+
+@pytest.fixture(scope="module")
+def lr(tmp_path_factory):
+  out = str(tmp_path_factory.mktemp("lr") / "data")
+  assert cli.main(["synth", "--out", out, "--variant", "lr", "--images", "6", "--seed", "1",
+                   "--questions-per-image", "10"]) == 0
+  return out
+
+
+@pytest.fixture
+def broken(lr, tmp_path):
+  root = str(tmp_path / "copy")
+  shutil.copytree(lr, root)
+  return root
+
+
+def test_synth_then_validate_lr(lr, capsys):
+  capsys.readouterr()
+  assert cli.main(["validate", "--data", lr]) == 0
+  out = capsys.readouterr().out
+  report = validate.validate(lr)
+  assert sum(report.questions.values()) == 60 and sum(report.images.values()) == 6
+  assert "dataset lr" in out and "answer vocabulary (train):" in out and out.strip().endswith("ok")
+  for split, n in report.questions.items():
+    assert sum(report.by_type[split].values()) == n
+  questions_line = next(line for line in out.splitlines() if line.startswith("questions"))
+  assert questions_line.split()[1:] == [str(n) for n in report.questions.values()]
+
+
+def test_synth_then_validate_hr(tmp_path, capsys):
+  out = str(tmp_path / "hr")
+  assert cli.main(["synth", "--out", out, "--variant", "hr", "--images", "5", "--questions-per-image", "8",
+                   "--prior-strength", "0"]) == 0
+  assert cli.main(["validate", "--data", out, "--dataset", "hr"]) == 0
+  text = capsys.readouterr().out
+  assert "test_phili" in text and "area" in text
+
+
+def test_synth_rejects_bad_arguments(tmp_path, capsys):
+  assert cli.main(["synth", "--out", str(tmp_path / "x"), "--images", "2"]) == 2
+  err = capsys.readouterr().err.strip()
+  assert err.count("\n") == 0 and "at least 3 images" in err
+  with pytest.raises(SystemExit):
+    cli.main(["synth", "--out", str(tmp_path / "y"), "--balanced", "--prior-strength", "0.5"])
+
+
+def _run_validate(root, capsys):
+  capsys.readouterr()
+  rc = cli.main(["validate", "--data", root, "--dataset", "lr"])
+  err = capsys.readouterr().err.strip()
+  return rc, err
+
+
+def test_validate_missing_image(broken, capsys):
+  path = os.path.join(broken, "Images_LR", "4.tif")
+  os.remove(path)
+  rc, err = _run_validate(broken, capsys)
+  assert rc == 2 and err == f"rsvqa-jax validate: error: {path}: image file missing"
+
+
+def test_validate_wrong_size(broken, capsys):
+  path = os.path.join(broken, "Images_LR", "2.tif")
+  tifffile.imwrite(path, np.zeros((128, 256, 3), np.uint8), photometric="rgb")
+  rc, err = _run_validate(broken, capsys)
+  assert rc == 2 and err == f"rsvqa-jax validate: error: {path}: image is 128x256, expected 256x256"
+
+
+@pytest.mark.parametrize("array", [np.zeros((256, 256), np.uint8), np.zeros((256, 256, 4), np.uint8),
+                                   np.zeros((2, 256, 256), np.uint8)])
+def test_validate_wrong_band_count(broken, capsys, array):
+  path = os.path.join(broken, "Images_LR", "0.tif")
+  tifffile.imwrite(path, array)
+  rc, err = _run_validate(broken, capsys)
+  assert rc == 2 and err.startswith(f"rsvqa-jax validate: error: {path}: image has ")
+  assert "bands, expected 3" in err and "\n" not in err
+
+
+def test_validate_bad_json_one_line(broken, capsys):
+  path = os.path.join(broken, "LR_split_val_images.json")
+  with open(path, "w") as f:
+    f.write('{"images": [}')
+  rc, err = _run_validate(broken, capsys)
+  assert rc == 2 and err.startswith(f"rsvqa-jax validate: error: {path}: malformed JSON at line 1 column 13")
+  assert "\n" not in err
+
+
+def test_validate_not_a_tiff(broken, capsys):
+  path = os.path.join(broken, "Images_LR", "1.tif")
+  with open(path, "wb") as f:
+    f.write(b"not a tiff at all")
+  rc, err = _run_validate(broken, capsys)
+  assert rc == 2 and f"{path}: not a readable TIFF" in err and "\n" not in err
+
+
+def test_read_tif_checks(tmp_path):
+  path = str(tmp_path / "a.tif")
+  rgb = np.arange(8 * 6 * 3, dtype=np.uint8).reshape(8, 6, 3)
+  images.write_tif(path, rgb)
+  np.testing.assert_array_equal(images.read_tif(path, size=(8, 6)), rgb)
+  images.check_tif(path, size=(8, 6))
+  tifffile.imwrite(path, np.moveaxis(rgb, -1, 0), photometric="rgb", planarconfig="separate")
+  np.testing.assert_array_equal(images.read_tif(path, size=(8, 6)), rgb)  # planar files read as HxWx3
+  images.check_tif(path, size=(8, 6))
+  with pytest.raises(RSVQAError, match="image is 8x6, expected 6x8"):
+    images.read_tif(path, size=(6, 8))
+  tifffile.imwrite(path, np.zeros((8, 6, 3), np.uint16), photometric="rgb")
+  with pytest.raises(RSVQAError, match="dtype is uint16, expected uint8"):
+    images.read_tif(path)
+  with pytest.raises(RSVQAError, match="dtype is uint16, expected uint8"):
+    images.check_tif(path)
