@@ -1,0 +1,70 @@
+"""`rsvqa-jax convert`: turn an original checkpoint into a file of our parameter tree.
+
+The output is a safetensors file (`--out X.safetensors`, flattened "a.b.c" keys, the
+architecture in its header so `load_resnet` can read it back) or else an orbax checkpoint
+directory. Every key and shape is checked on the way in; a mismatch names the key and shapes.
+"""
+import json
+import os
+
+from rsvqa_jax.errors import RSVQAError
+
+HELP = "Convert a ResNet, BERT-family or Skip-thoughts checkpoint to our safetensors/orbax format."
+KINDS = ("resnet", "bert", "skipthoughts")
+
+
+def add_arguments(parser):
+  parser.add_argument("--kind", required=True, choices=KINDS, help="model family of --src")
+  parser.add_argument("--src", required=True,
+                      help="resnet: torchvision .pth/.safetensors or HF microsoft/resnet-* folder; "
+                           "bert: HF folder; skipthoughts: folder with uni_skip.npz, "
+                           "utable.npy (or utable_f32.npy), dictionary.txt")
+  parser.add_argument("--out", required=True,
+                      help="FILE.safetensors, or a directory for an orbax checkpoint")
+  parser.add_argument("--depth", type=int, choices=(18, 34, 50, 101, 152),
+                      help="resnet depth (default: inferred from the checkpoint)")
+  parser.add_argument("--data", help="skipthoughts: dataset folder whose questions give the words kept")
+  parser.add_argument("--dataset", help="skipthoughts: dataset layout lr/hr/xben (default: detected)")
+  parser.add_argument("--allow-pickle", action="store_true",
+                      help="skipthoughts: unpickle a pickled utable.npy (trusted files only)")
+
+
+def _resnet(args):
+  from rsvqa_jax.models import resnet_params  # pylint: disable=g-import-not-at-top
+  model = resnet_params.load_resnet(args.src, args.depth)
+  return model, resnet_params.resnet_metadata(model), f"ResNet-{model.depth}"
+
+
+def _bert(args):
+  from rsvqa_jax.models import bert_params  # pylint: disable=g-import-not-at-top
+  model, _ = bert_params.load_bert(args.src)
+  with open(os.path.join(args.src, "config.json")) as f:
+    config = f.read()
+  return model, {"format": "rsvqa_jax", "kind": "bert", "config": config}, "BERT-family encoder"
+
+
+def _skipthoughts(args):
+  from rsvqa_jax.data import rsvqa_json, tokenizers  # pylint: disable=g-import-not-at-top
+  from rsvqa_jax.models import skipthoughts_params  # pylint: disable=g-import-not-at-top
+  if not args.data:
+    raise RSVQAError("--kind skipthoughts needs --data (the dataset whose words are kept)")
+  dataset = rsvqa_json.read_dataset(args.data, args.dataset)
+  words = tokenizers.word_list(q for s in dataset.splits.values() for q in s.question)
+  model, tokenizer, unknown = skipthoughts_params.load_skipthoughts(
+      args.src, words, allow_pickle=args.allow_pickle)
+  meta = {"format": "rsvqa_jax", "kind": "skipthoughts", "vocab": json.dumps(tokenizer.vocab)}
+  return model, meta, f"Skip-thoughts ({len(words)} words, {unknown} not in the dictionary)"
+
+
+def run(args):
+  from rsvqa_jax.models import checkpoints  # pylint: disable=g-import-not-at-top
+  model, metadata, label = {"resnet": _resnet, "bert": _bert,
+                            "skipthoughts": _skipthoughts}[args.kind](args)
+  tree = checkpoints.state_tree(model)
+  flat = checkpoints.flatten(tree)
+  if args.out.endswith(".safetensors"):
+    checkpoints.save_safetensors(args.out, tree, metadata)
+  else:
+    checkpoints.save_orbax(args.out, tree)
+  count = sum(v.size for v in flat.values())
+  print(f"{label}: {len(flat)} arrays, {count:,} values -> {args.out}")

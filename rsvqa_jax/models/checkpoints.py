@@ -1,0 +1,114 @@
+"""Parameter trees on disk: safetensors with flattened "a.b.c" keys, and orbax checkpoints.
+
+A tree is a nested dict of arrays as `nnx.to_pure_dict` gives it (list positions are int keys);
+flattening joins the path with "." and unflattening turns all-digit parts back into ints.
+`state_tree` / `load_into` move the parameters and BatchNorm statistics of an NNX module in
+and out of that form, checking every key and shape.
+"""
+import os
+
+import jax.numpy as jnp
+import numpy as np
+import safetensors
+import safetensors.numpy
+from flax import nnx
+
+from rsvqa_jax.errors import RSVQAError
+
+_SAVED = (nnx.Param, nnx.BatchStat)
+
+
+def _walk(tree, prefix=""):
+  for key, value in tree.items():
+    name = f"{prefix}{key}"
+    if isinstance(value, dict):
+      yield from _walk(value, name + ".")
+    else:
+      yield name, value
+
+
+def flatten(tree):
+  """Nested dict -> {"a.b.c": np.ndarray}."""
+  return {name: np.asarray(value) for name, value in _walk(tree)}
+
+
+def unflatten(flat, int_keys=True):
+  """{"a.0.c": x} -> {"a": {0: {"c": x}}} (or {"a": {"0": ...}} with int_keys=False)."""
+  tree = {}
+  for name, value in flat.items():
+    parts = name.split(".")
+    if int_keys:
+      parts = [int(p) if p.isdigit() else p for p in parts]
+    node = tree
+    for part in parts[:-1]:
+      node = node.setdefault(part, {})
+    node[parts[-1]] = value
+  return tree
+
+
+def state_tree(model):
+  """The parameters and batch statistics of an NNX module as a nested dict of arrays."""
+  return nnx.to_pure_dict(nnx.state(model, _SAVED))
+
+
+def flat_shapes(model):
+  """{"a.b.c": shape} of what `state_tree` would return; works on `nnx.eval_shape` models too."""
+  return {name: tuple(v.shape) for name, v in _walk(nnx.to_pure_dict(nnx.state(model, _SAVED)))}
+
+
+def load_into(model, tree, source):
+  """Copy `tree` into `model` in place; RSVQAError naming the key on a missing/extra/mismatched key."""
+  state = nnx.state(model, _SAVED)
+  shapes = flat_shapes(model)
+  given = flatten(tree)
+  for key in shapes:
+    if key not in given:
+      raise RSVQAError(f"{source}: missing key {key!r} (expected shape {shapes[key]})")
+    if given[key].shape != shapes[key]:
+      raise RSVQAError(f"{source}: key {key!r} has shape {given[key].shape}, "
+                       f"the model expects {shapes[key]}")
+  extra = sorted(set(given) - set(shapes))
+  if extra:
+    raise RSVQAError(f"{source}: {len(extra)} unexpected key(s), first {extra[0]!r}")
+  nnx.replace_by_pure_dict(state, unflatten({k: jnp.asarray(v) for k, v in given.items()}))
+  nnx.update(model, state)
+
+
+def save_safetensors(path, tree, metadata=None):
+  """Write a tree as one safetensors file; `metadata` is a dict of strings kept in its header."""
+  flat = {k: np.ascontiguousarray(v) for k, v in flatten(tree).items()}
+  safetensors.numpy.save_file(flat, os.fspath(path), metadata=metadata)
+
+
+def load_safetensors(path):
+  """Read a tree written by `save_safetensors`: (tree, metadata dict)."""
+  path = os.fspath(path)
+  if not os.path.isfile(path):
+    raise RSVQAError(f"{path}: no such file")
+  try:
+    with safetensors.safe_open(path, framework="np") as f:
+      metadata = f.metadata() or {}
+      flat = {k: f.get_tensor(k) for k in f.keys()}
+  except (OSError, safetensors.SafetensorError) as e:
+    raise RSVQAError(f"{path}: not a readable safetensors file ({e})") from None
+  return unflatten(flat), metadata
+
+
+def save_orbax(path, tree):
+  """Write a tree as an orbax checkpoint directory (keys stored as strings)."""
+  import orbax.checkpoint as ocp  # pylint: disable=g-import-not-at-top  (slow import)
+  str_keys = unflatten(flatten(tree), int_keys=False)
+  with ocp.StandardCheckpointer() as ckptr:
+    ckptr.save(os.path.abspath(path), str_keys)
+
+
+def load_orbax(path):
+  """Read a tree written by `save_orbax` as numpy arrays, list positions as int keys again."""
+  import orbax.checkpoint as ocp  # pylint: disable=g-import-not-at-top
+  path = os.path.abspath(path)
+  if not os.path.isdir(path):
+    raise RSVQAError(f"{path}: no such orbax checkpoint directory")
+  with ocp.StandardCheckpointer() as ckptr:
+    restored = ckptr.restore(path)
+  return unflatten(flatten(restored))
+

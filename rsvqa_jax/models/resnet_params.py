@@ -1,0 +1,230 @@
+"""Load ResNet weights into `resnet.ResNet`: torchvision state dicts, HF folders, our own files.
+
+Accepted sources:
+- a torchvision state dict: `.safetensors`, or `.pth`/`.pt` read with
+  `torch.load(weights_only=True)` when PyTorch is installed (never a plain unpickle);
+- a Hugging Face `microsoft/resnet-*` folder (config.json + model.safetensors or
+  pytorch_model.bin), whose keys are first renamed to torchvision's;
+- a `.safetensors` written by `rsvqa-jax convert` (our key names, architecture in its metadata).
+Torchvision key <-> ours: conv `weight` (O,I,H,W) <-> `kernel` (H,W,I,O); fc `weight` (out,in)
+<-> `kernel` (in,out); BN weight/bias/running_mean/running_var <-> scale/bias/mean/var;
+`downsample.0`/`downsample.1` <-> `down_conv`/`down_bn`. `num_batches_tracked` is dropped.
+"""
+import json
+import os
+import re
+
+import jax.numpy as jnp
+import numpy as np
+from flax import nnx
+
+from rsvqa_jax.errors import RSVQAError
+from rsvqa_jax.models import checkpoints
+from rsvqa_jax.models.resnet import ARCHS, ResNet
+
+_MODULES = {"down_conv": "downsample.0", "down_bn": "downsample.1"}
+_LEAVES = {"kernel": "weight", "scale": "weight", "bias": "bias",
+           "mean": "running_mean", "var": "running_var"}
+_HF_RULES = [
+    (r"embedder\.embedder\.convolution\.(\w+)", lambda m: f"conv1.{m[1]}"),
+    (r"embedder\.embedder\.normalization\.(\w+)", lambda m: f"bn1.{m[1]}"),
+    (r"encoder\.stages\.(\d+)\.layers\.(\d+)\.shortcut\.convolution\.(\w+)",
+     lambda m: f"layer{int(m[1]) + 1}.{m[2]}.downsample.0.{m[3]}"),
+    (r"encoder\.stages\.(\d+)\.layers\.(\d+)\.shortcut\.normalization\.(\w+)",
+     lambda m: f"layer{int(m[1]) + 1}.{m[2]}.downsample.1.{m[3]}"),
+    (r"encoder\.stages\.(\d+)\.layers\.(\d+)\.layer\.(\d+)\.convolution\.(\w+)",
+     lambda m: f"layer{int(m[1]) + 1}.{m[2]}.conv{int(m[3]) + 1}.{m[4]}"),
+    (r"encoder\.stages\.(\d+)\.layers\.(\d+)\.layer\.(\d+)\.normalization\.(\w+)",
+     lambda m: f"layer{int(m[1]) + 1}.{m[2]}.bn{int(m[3]) + 1}.{m[4]}"),
+    (r"classifier\.1\.(\w+)", lambda m: f"fc.{m[1]}"),
+]
+
+
+def torchvision_name(key):
+  """Our flat key ("layer1.0.down_conv.kernel") -> torchvision's ("layer1.0.downsample.0.weight")."""
+  *modules, leaf = key.split(".")
+  return ".".join([_MODULES.get(m, m) for m in modules] + [_LEAVES[leaf]])
+
+
+def _to_torch_layout(x):
+  x = np.asarray(x)
+  return x.transpose(3, 2, 0, 1) if x.ndim == 4 else x.T if x.ndim == 2 else x
+
+
+def _from_torch_layout(x):
+  x = np.asarray(x)
+  return x.transpose(2, 3, 1, 0) if x.ndim == 4 else x.T if x.ndim == 2 else x
+
+
+def _torch_shape(shape):
+  if len(shape) == 4:
+    return tuple(shape[i] for i in (3, 2, 0, 1))
+  return tuple(reversed(shape)) if len(shape) == 2 else tuple(shape)
+
+
+def to_torchvision(tree):
+  """Our parameter tree -> torchvision state dict (numpy arrays in torch layout)."""
+  return {torchvision_name(k): _to_torch_layout(v) for k, v in checkpoints.flatten(tree).items()}
+
+
+def from_torchvision(state_dict, model, source):
+  """Torchvision state dict -> our tree for `model` (possibly abstract), every key and shape checked."""
+  label = f"ResNet-{model.depth} (width {model.width})"
+  flat, used = {}, set()
+  for key, shape in checkpoints.flat_shapes(model).items():
+    name, want = torchvision_name(key), _torch_shape(shape)
+    if name not in state_dict:
+      raise RSVQAError(f"{source}: missing key {name!r} ({label} expects shape {want})")
+    got = tuple(np.shape(state_dict[name]))
+    if got != want:
+      raise RSVQAError(f"{source}: key {name!r} has shape {got}, {label} expects {want}")
+    flat[key] = _from_torch_layout(state_dict[name]).astype(np.float32)
+    used.add(name)
+  extra = sorted(k for k in state_dict if k not in used and not k.endswith("num_batches_tracked"))
+  if extra:
+    raise RSVQAError(f"{source}: unexpected key {extra[0]!r} with shape "
+                     f"{tuple(np.shape(state_dict[extra[0]]))} ({len(extra)} in all) for {label}")
+  return checkpoints.unflatten(flat)
+
+
+def hf_to_torchvision(state_dict):
+  """Rename a Hugging Face ResNet state dict to torchvision keys (unknown keys kept as they are)."""
+  renamed = {}
+  for key, value in state_dict.items():
+    key = key.removeprefix("resnet.")
+    for pattern, rename in _HF_RULES:
+      m = re.fullmatch(pattern, key)
+      if m:
+        key = rename(m)
+        break
+    renamed[key] = value
+  return renamed
+
+
+def read_state_dict(path):
+  """{name: np.ndarray} from a .safetensors file, or a .pth/.pt/.bin file via torch (weights only)."""
+  path = os.fspath(path)
+  if not os.path.isfile(path):
+    raise RSVQAError(f"{path}: no such file")
+  if path.endswith(".safetensors"):
+    return checkpoints.flatten(checkpoints.load_safetensors(path)[0])
+  try:
+    import torch  # pylint: disable=g-import-not-at-top  (optional dependency)
+  except ImportError:
+    raise RSVQAError(f"{path}: reading a PyTorch file needs torch (pip install 'rsvqa_jax[torch]'); "
+                     "or save the state dict as .safetensors") from None
+  try:
+    obj = torch.load(path, map_location="cpu", weights_only=True)
+  except Exception as e:  # pylint: disable=broad-except  (torch raises many kinds)
+    raise RSVQAError(f"{path}: not a loadable weights-only PyTorch file ({e})") from None
+  obj = obj.get("state_dict", obj) if isinstance(obj, dict) else obj
+  if not isinstance(obj, dict):
+    raise RSVQAError(f"{path}: expected a state dict, found {type(obj).__name__}")
+  for key, value in obj.items():
+    if not isinstance(value, torch.Tensor):
+      raise RSVQAError(f"{path}: entry {key!r} is a {type(value).__name__}, not a tensor")
+  return {k.removeprefix("module."): v.float().numpy() if v.is_floating_point() else v.numpy()
+          for k, v in obj.items()}
+
+
+def infer_depth(state_dict, source):
+  """The torchvision depth whose block counts and block kind match the state dict's keys."""
+  counts = []
+  for stage in range(1, 5):
+    blocks = {int(k.split(".")[1]) for k in state_dict if k.startswith(f"layer{stage}.")}
+    if not blocks:
+      raise RSVQAError(f"{source}: no 'layer{stage}.*' keys; not a torchvision ResNet state dict")
+    counts.append(max(blocks) + 1)
+  kind = "bottleneck" if any(k.endswith("conv3.weight") for k in state_dict) else "basic"
+  for depth, arch in ARCHS.items():
+    if arch == (kind, tuple(counts)):
+      return depth
+  raise RSVQAError(f"{source}: {kind} blocks per stage {tuple(counts)} match no ResNet depth "
+                   f"{sorted(ARCHS)}")
+
+
+def _hf_depth(folder):
+  path = os.path.join(folder, "config.json")
+  try:
+    with open(path) as f:
+      config = json.load(f)
+  except ValueError as e:
+    raise RSVQAError(f"{path}: not valid JSON ({e})") from None
+  if config.get("model_type") != "resnet":
+    raise RSVQAError(f"{path}: model_type is {config.get('model_type')!r}, expected 'resnet'")
+  for field, want in (("downsample_in_first_stage", False), ("downsample_in_bottleneck", False),
+                      ("hidden_act", "relu"), ("num_channels", 3)):
+    if config.get(field, want) != want:
+      raise RSVQAError(f"{path}: {field}={config[field]!r} is not torchvision's ResNet "
+                       f"(needs {want!r})")
+  arch = (config.get("layer_type", "bottleneck"), tuple(config.get("depths", (3, 4, 6, 3))))
+  for depth, known in ARCHS.items():
+    if known == arch:
+      return depth
+  raise RSVQAError(f"{path}: layer_type/depths {arch} match no ResNet depth {sorted(ARCHS)}")
+
+
+def _hf_state_dict(folder):
+  for name in ("model.safetensors", "pytorch_model.bin"):
+    path = os.path.join(folder, name)
+    if os.path.isfile(path):
+      return hf_to_torchvision(read_state_dict(path)), path
+  raise RSVQAError(f"{folder}: no model.safetensors or pytorch_model.bin")
+
+
+def resnet_metadata(model):
+  """Header strings that let `load_resnet` rebuild the model from a converted safetensors file."""
+  return {"format": "rsvqa_jax", "kind": "resnet", "depth": str(model.depth),
+          "width": str(model.width), "num_classes": str(model.num_classes or 0)}
+
+
+def _abstract(depth, width, num_classes, dtype, rngs):
+  return nnx.eval_shape(lambda r: ResNet(depth, rngs=r, num_classes=num_classes or None,
+                                        dtype=dtype, width=width), rngs)
+
+
+def load_resnet(path, depth=None, *, rngs=None, dtype=jnp.float32):
+  """A `ResNet` holding the weights at `path` (see the module docstring for the sources).
+
+  `depth` is inferred from the keys (or the HF config) when None; when given it must match.
+  The width and the classifier (`fc`, kept when present) follow the checkpoint.
+  """
+  path = os.fspath(path)
+  rngs = rngs if rngs is not None else nnx.Rngs(0)
+  if os.path.isdir(path):
+    if not os.path.isfile(os.path.join(path, "config.json")):
+      raise RSVQAError(f"{path}: a folder source must be a Hugging Face ResNet with config.json")
+    inferred = _hf_depth(path)
+    state_dict, source = _hf_state_dict(path)
+  else:
+    source = path
+    if path.endswith(".safetensors"):
+      tree, meta = checkpoints.load_safetensors(path)
+      if meta.get("format") == "rsvqa_jax":
+        return _load_converted(path, tree, meta, depth, dtype, rngs)
+      state_dict = checkpoints.flatten(tree)
+    else:
+      state_dict = read_state_dict(path)
+    inferred = None
+  if "conv1.weight" not in state_dict:
+    raise RSVQAError(f"{source}: missing key 'conv1.weight'; not a ResNet state dict")
+  if depth is None:
+    depth = inferred or infer_depth(state_dict, source)
+  elif depth not in ARCHS:
+    raise RSVQAError(f"--depth {depth}: must be one of {sorted(ARCHS)}")
+  width = int(np.shape(state_dict["conv1.weight"])[0])
+  num_classes = int(np.shape(state_dict["fc.weight"])[0]) if "fc.weight" in state_dict else None
+  model = _abstract(depth, width, num_classes, dtype, rngs)
+  checkpoints.load_into(model, from_torchvision(state_dict, model, source), source)
+  return model
+
+
+def _load_converted(path, tree, meta, depth, dtype, rngs):
+  if meta.get("kind") != "resnet":
+    raise RSVQAError(f"{path}: holds a converted {meta.get('kind')!r} model, not a ResNet")
+  saved = int(meta["depth"])
+  if depth is not None and depth != saved:
+    raise RSVQAError(f"{path}: holds a ResNet-{saved}, but depth {depth} was asked for")
+  model = _abstract(saved, int(meta["width"]), int(meta["num_classes"]), dtype, rngs)
+  checkpoints.load_into(model, tree, path)
+  return model

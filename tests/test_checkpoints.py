@@ -1,0 +1,83 @@
+"""Parameter trees on disk: flattening, safetensors and orbax round trips, checked loading."""
+import numpy as np
+import pytest
+from flax import nnx
+
+from rsvqa_jax.errors import RSVQAError
+from rsvqa_jax.models import checkpoints
+
+
+class _Tiny(nnx.Module):
+
+  def __init__(self, rngs):
+    self.layers = nnx.List([nnx.Linear(3, 4, rngs=rngs), nnx.Linear(4, 2, rngs=rngs)])
+    self.norm = nnx.BatchNorm(2, rngs=rngs)
+    self.drop = nnx.Dropout(0.5, rngs=rngs)
+
+
+def _tree():
+  rng = np.random.default_rng(0)
+  return {"a": {0: {"kernel": rng.normal(size=(3, 4)).astype(np.float32)},
+                1: {"bias": np.arange(2, dtype=np.int32)}},
+          "b": rng.normal(size=(5,)).astype(np.float32)}
+
+
+def _assert_same(got, want):
+  got, want = checkpoints.flatten(got), checkpoints.flatten(want)
+  assert set(got) == set(want)
+  for key in want:
+    assert got[key].dtype == want[key].dtype
+    np.testing.assert_array_equal(got[key], want[key])
+
+
+def test_flatten_unflatten():
+  flat = checkpoints.flatten(_tree())
+  assert sorted(flat) == ["a.0.kernel", "a.1.bias", "b"]
+  back = checkpoints.unflatten(flat)
+  assert set(back["a"]) == {0, 1}
+  assert set(checkpoints.unflatten(flat, int_keys=False)["a"]) == {"0", "1"}
+  _assert_same(back, _tree())
+
+
+def test_safetensors_round_trip(tmp_path):
+  path = tmp_path / "t.safetensors"
+  checkpoints.save_safetensors(path, _tree(), {"kind": "test", "depth": "3"})
+  tree, meta = checkpoints.load_safetensors(path)
+  _assert_same(tree, _tree())
+  assert meta == {"kind": "test", "depth": "3"}
+
+
+def test_safetensors_errors(tmp_path):
+  with pytest.raises(RSVQAError, match="no such file"):
+    checkpoints.load_safetensors(tmp_path / "absent.safetensors")
+  bad = tmp_path / "bad.safetensors"
+  bad.write_bytes(b"\x10\x00\x00\x00\x00\x00\x00\x00not json at all!")
+  with pytest.raises(RSVQAError, match="bad.safetensors: not a readable safetensors"):
+    checkpoints.load_safetensors(bad)
+
+
+def test_orbax_round_trip(tmp_path):
+  checkpoints.save_orbax(tmp_path / "ckpt", _tree())
+  _assert_same(checkpoints.load_orbax(tmp_path / "ckpt"), _tree())
+
+
+def test_module_state_round_trip_and_checks():
+  model = _Tiny(nnx.Rngs(0))
+  tree = checkpoints.state_tree(model)
+  flat = checkpoints.flatten(tree)
+  assert sorted(flat) == ["layers.0.bias", "layers.0.kernel", "layers.1.bias", "layers.1.kernel",
+                          "norm.bias", "norm.mean", "norm.scale", "norm.var"]  # no RNG state
+  other = _Tiny(nnx.Rngs(1))
+  assert not np.allclose(other.layers[0].kernel[...], flat["layers.0.kernel"])
+  checkpoints.load_into(other, tree, "src")
+  _assert_same(checkpoints.state_tree(other), tree)
+
+  wrong = dict(flat, **{"layers.1.kernel": np.zeros((2, 4), np.float32)})
+  with pytest.raises(RSVQAError, match=r"src: key 'layers\.1\.kernel' has shape \(2, 4\).*\(4, 2\)"):
+    checkpoints.load_into(other, checkpoints.unflatten(wrong), "src")
+  missing = {k: v for k, v in flat.items() if k != "norm.var"}
+  with pytest.raises(RSVQAError, match=r"missing key 'norm\.var' \(expected shape \(2,\)\)"):
+    checkpoints.load_into(other, checkpoints.unflatten(missing), "src")
+  extra = dict(flat, **{"head.kernel": np.zeros(1, np.float32)})
+  with pytest.raises(RSVQAError, match="unexpected key.*'head.kernel'"):
+    checkpoints.load_into(other, checkpoints.unflatten(extra), "src")

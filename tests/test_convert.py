@@ -1,0 +1,158 @@
+"""`rsvqa-jax convert`: original checkpoints -> our safetensors / orbax files, through the CLI."""
+import json
+
+import numpy as np
+import pytest
+from flax import nnx
+
+from rsvqa_jax import cli
+from rsvqa_jax.commands import convert
+from rsvqa_jax.models import checkpoints
+from rsvqa_jax.models import resnet_params
+from rsvqa_jax.models.resnet import ResNet
+
+
+@pytest.fixture(name="main")
+def fixture_main(monkeypatch):
+  """cli.main with the convert command registered (the lead adds it to cli.COMMANDS)."""
+  monkeypatch.setitem(cli.COMMANDS, "convert", convert.HELP)
+  return cli.main
+
+
+@pytest.fixture(name="torchvision_file")
+def fixture_torchvision_file(tmp_path):
+  """A ResNet-18 (width 8, 4 classes) state dict in torchvision names as .safetensors."""
+  import safetensors.numpy  # pylint: disable=g-import-not-at-top
+  model = nnx.eval_shape(lambda r: ResNet(18, rngs=r, width=8, num_classes=4), nnx.Rngs(0))
+  rng = np.random.default_rng(0)
+  flat = {k: rng.uniform(0.5, 1.5, s).astype(np.float32)
+          for k, s in checkpoints.flat_shapes(model).items()}
+  state_dict = resnet_params.to_torchvision(checkpoints.unflatten(flat))
+  state_dict["bn1.num_batches_tracked"] = np.array(7, np.int64)
+  path = tmp_path / "resnet18.safetensors"
+  safetensors.numpy.save_file({k: np.ascontiguousarray(v) for k, v in state_dict.items()}, str(path))
+  return path, flat
+
+
+def test_convert_resnet_to_safetensors_and_back(main, torchvision_file, tmp_path, capsys):
+  src, flat = torchvision_file
+  out = tmp_path / "ours.safetensors"
+  assert main(["convert", "--kind", "resnet", "--src", str(src), "--out", str(out)]) == 0
+  assert "ResNet-18" in capsys.readouterr().out
+  tree, meta = checkpoints.load_safetensors(out)
+  assert meta == {"format": "rsvqa_jax", "kind": "resnet", "depth": "18", "width": "8",
+                  "num_classes": "4"}
+  got = checkpoints.flatten(tree)
+  assert set(got) == set(flat)
+  np.testing.assert_array_equal(got["layer2.0.down_conv.kernel"], flat["layer2.0.down_conv.kernel"])
+  model = resnet_params.load_resnet(out)  # our own format loads back, architecture from metadata
+  assert (model.depth, model.width, model.num_classes) == (18, 8, 4)
+  np.testing.assert_array_equal(model.layer4[1].bn2.var[...], flat["layer4.1.bn2.var"])
+
+
+def test_convert_resnet_to_orbax(main, torchvision_file, tmp_path):
+  src, flat = torchvision_file
+  out = tmp_path / "orbax_ckpt"
+  assert main(["convert", "--kind", "resnet", "--src", str(src), "--out", str(out),
+               "--depth", "18"]) == 0
+  got = checkpoints.flatten(checkpoints.load_orbax(out))
+  assert set(got) == set(flat)
+  np.testing.assert_array_equal(got["fc.kernel"], flat["fc.kernel"])
+
+
+def test_convert_errors_name_the_key(main, torchvision_file, tmp_path, capsys):
+  src, _ = torchvision_file
+  out = str(tmp_path / "x.safetensors")
+  assert main(["convert", "--kind", "resnet", "--src", str(src), "--out", out, "--depth", "34"]) == 2
+  err = capsys.readouterr().err
+  assert "missing key 'layer1.2.bn1.bias' (ResNet-34 (width 8) expects shape (8,))" in err
+  assert main(["convert", "--kind", "resnet", "--src", str(tmp_path / "nope.pth"), "--out", out]) == 2
+  assert "nope.pth: no such file" in capsys.readouterr().err
+
+
+def test_convert_hf_resnet_folder(main, tmp_path):
+  """An HF ResNet folder with HF key names (written without torch)."""
+  import safetensors.numpy  # pylint: disable=g-import-not-at-top
+  model = nnx.eval_shape(lambda r: ResNet(18, rngs=r, width=4), nnx.Rngs(0))
+  flat = {k: np.full(s, i, np.float32)
+          for i, (k, s) in enumerate(checkpoints.flat_shapes(model).items())}
+  renames = {}
+  for name, value in resnet_params.to_torchvision(checkpoints.unflatten(flat)).items():
+    if name.count(".") == 1:
+      hf = name.replace("conv1.", "embedder.embedder.convolution.").replace(
+          "bn1.", "embedder.embedder.normalization.")
+    else:
+      stage, block, module, leaf = name.split(".", 3)
+      prefix = f"encoder.stages.{int(stage[5:]) - 1}.layers.{block}."
+      if module == "downsample":
+        idx, leaf = leaf.split(".")
+        hf = prefix + ("shortcut.convolution." if idx == "0" else "shortcut.normalization.") + leaf
+      else:
+        kind = "convolution" if module.startswith("conv") else "normalization"
+        hf = prefix + f"layer.{int(module[-1]) - 1}.{kind}.{leaf}"
+    renames["resnet." + hf] = np.ascontiguousarray(value)
+  folder = tmp_path / "hf"
+  folder.mkdir()
+  safetensors.numpy.save_file(renames, str(folder / "model.safetensors"))
+  (folder / "config.json").write_text(json.dumps({
+      "model_type": "resnet", "layer_type": "basic", "depths": [2, 2, 2, 2],
+      "embedding_size": 4, "hidden_sizes": [4, 8, 16, 32]}))
+  out = tmp_path / "hf.safetensors"
+  assert main(["convert", "--kind", "resnet", "--src", str(folder), "--out", str(out)]) == 0
+  got = checkpoints.flatten(checkpoints.load_safetensors(out)[0])
+  assert set(got) == set(flat)
+  for key, value in flat.items():
+    np.testing.assert_array_equal(got[key], value)
+
+  (folder / "config.json").write_text(json.dumps({"model_type": "resnet",
+                                                  "downsample_in_bottleneck": True}))
+  assert main(["convert", "--kind", "resnet", "--src", str(folder), "--out", str(out)]) == 2
+
+
+def test_convert_skipthoughts(main, tmp_path, capsys):
+  from rsvqa_jax.data import synthetic, tokenizers  # pylint: disable=g-import-not-at-top
+  data = tmp_path / "data"
+  synthetic.generate(str(data), "lr", images=3, seed=0, questions_per_image=4)
+  word_dim, hidden = 6, 5
+  rng = np.random.default_rng(0)
+  f = lambda *shape: rng.standard_normal(shape).astype(np.float32)
+  src = tmp_path / "skip"
+  src.mkdir()
+  np.savez(src / "uni_skip.npz", encoder_W=f(word_dim, 2 * hidden), encoder_b=f(2 * hidden),
+           encoder_U=f(hidden, 2 * hidden), encoder_Wx=f(word_dim, hidden), encoder_bx=f(hidden),
+           encoder_Ux=f(hidden, hidden))
+  dictionary = ["UNK", "is", "there", "a", "the", "how", "many"]
+  (src / "dictionary.txt").write_text("\n".join(dictionary) + "\n")
+  np.save(src / "utable.npy", f(len(dictionary), word_dim))
+  out = tmp_path / "skip.safetensors"
+  assert main(["convert", "--kind", "skipthoughts", "--src", str(src), "--data", str(data),
+               "--out", str(out)]) == 0
+  assert "not in the dictionary" in capsys.readouterr().out
+  tree, meta = checkpoints.load_safetensors(out)
+  vocab = json.loads(meta["vocab"])
+  assert meta["kind"] == "skipthoughts"
+  assert vocab[:2] == [tokenizers.PAD, tokenizers.UNK] and {"is", "there"} <= set(vocab)
+  assert "buildings" not in vocab  # not in the dictionary, so no row of its own
+  assert checkpoints.flatten(tree)["embed.embedding"].shape == (len(vocab), word_dim)
+  np.testing.assert_array_equal(checkpoints.flatten(tree)["Ux"], np.load(src / "uni_skip.npz")["encoder_Ux"])
+  assert main(["convert", "--kind", "skipthoughts", "--src", str(src), "--out", str(out)]) == 2
+
+
+def test_convert_bert(main, tmp_path):
+  torch = pytest.importorskip("torch", reason="the tiny BERT folder is written with PyTorch")
+  import transformers  # pylint: disable=g-import-not-at-top
+  torch.manual_seed(0)
+  folder = tmp_path / "bert"
+  config = transformers.BertConfig(vocab_size=30, hidden_size=8, num_hidden_layers=1,
+                                   num_attention_heads=2, intermediate_size=16,
+                                   max_position_embeddings=16)
+  transformers.BertModel(config).save_pretrained(folder)
+  vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + [f"w{i}" for i in range(25)]
+  (tmp_path / "vocab.txt").write_text("\n".join(vocab) + "\n")
+  transformers.BertTokenizerFast(vocab_file=str(tmp_path / "vocab.txt")).save_pretrained(folder)
+  out = tmp_path / "bert.safetensors"
+  assert main(["convert", "--kind", "bert", "--src", str(folder), "--out", str(out)]) == 0
+  tree, meta = checkpoints.load_safetensors(out)
+  assert meta["kind"] == "bert" and json.loads(meta["config"])["hidden_size"] == 8
+  sizes = sorted(v.size for v in checkpoints.flatten(tree).values())
+  assert 30 * 8 in sizes and 16 * 8 in sizes
