@@ -20,6 +20,7 @@ INSTALL_REQUIRES = [
     "pillow==13.0.0",
     "matplotlib==3.11.2",
     "tqdm==4.70.1",
+    "tensorboardX==2.6.5",
 ]
 
 setup(

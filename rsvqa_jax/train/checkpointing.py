@@ -1,0 +1,112 @@
+"""A workdir's checkpoints: periodic ones for exact resume, the best one on validation.
+
+Layout of a workdir:
+  config.json       the run's config; a workdir holding another config is refused
+  answers.json      the answer vocabulary the model's classes follow
+  checkpoints/N/    every `checkpoint_every_steps` and at each epoch end, the last k kept
+  best/N/           the checkpoint with the best validation OA so far (one kept)
+Each checkpoint holds the state items (params, frozen, opt_state, step, rng) and a JSON item
+with the loop position (epoch, data iterator state, best validation so far) and the shape of
+every array, checked against the model before restoring so a mismatch names its key.
+"""
+import json
+import os
+
+import jax
+import orbax.checkpoint as ocp
+
+from rsvqa_jax.errors import RSVQAError
+from rsvqa_jax.train import config_lib
+
+CONFIG_FILE = "config.json"
+
+
+def _differences(a, b, prefix=""):
+  """Dotted keys whose values differ between two nested dicts."""
+  out = []
+  for key in sorted(set(a) | set(b)):
+    va, vb = a.get(key, "<missing>"), b.get(key, "<missing>")
+    if isinstance(va, dict) and isinstance(vb, dict):
+      out += _differences(va, vb, f"{prefix}{key}.")
+    elif va != vb:
+      out.append((f"{prefix}{key}", va, vb))
+  return out
+
+
+def check_or_record_config(workdir, config):
+  """Writes workdir/config.json on the first run; later runs must have the same identity."""
+  path = os.path.join(workdir, CONFIG_FILE)
+  ours = config_lib.identity(config)
+  if os.path.exists(path):
+    with open(path) as f:
+      theirs = config_lib.identity(config_lib.from_dict(json.load(f)))
+    diff = _differences(theirs, ours)
+    if diff:
+      key, old, new = diff[0]
+      more = f" and {len(diff) - 1} more key(s)" if len(diff) > 1 else ""
+      raise RSVQAError(f"{workdir} holds a run of another config: {key} is {old!r} there, {new!r} "
+                       f"now{more}; use another --workdir or the same config")
+    return False
+  os.makedirs(workdir, exist_ok=True)
+  if jax.process_index() == 0:
+    with open(path, "w") as f:
+      json.dump(config_lib.to_dict(config), f, indent=1, sort_keys=True)
+  return True
+
+
+def read_config(workdir):
+  path = os.path.join(workdir, CONFIG_FILE)
+  if not os.path.exists(path):
+    raise RSVQAError(f"{workdir}: no {CONFIG_FILE}; is it a training workdir?")
+  with open(path) as f:
+    return config_lib.from_dict(json.load(f))
+
+
+def shapes(tree):
+  """keypath -> [shape..., dtype] of every array of a pytree."""
+  flat = jax.tree_util.tree_flatten_with_path(tree)[0]
+  return {jax.tree_util.keystr(p): list(x.shape) + [str(x.dtype)] for p, x in flat}
+
+
+class Checkpoints:
+  """One orbax CheckpointManager over a folder (periodic: keep k; best: keep 1)."""
+
+  def __init__(self, directory, keep):
+    self.directory = os.path.abspath(directory)
+    self.manager = ocp.CheckpointManager(
+        self.directory, item_names=("state", "data"),
+        options=ocp.CheckpointManagerOptions(max_to_keep=keep, create=True))
+
+  def latest_step(self):
+    return self.manager.latest_step()
+
+  def save(self, step, items, data):
+    data = dict(data, shapes=shapes(items))
+    self.manager.save(int(step), args=ocp.args.Composite(
+        state=ocp.args.StandardSave(items), data=ocp.args.JsonSave(data)), force=True)
+
+  def wait(self):
+    self.manager.wait_until_finished()
+
+  def restore(self, step, like):
+    """(items, data) of checkpoint `step`, shaped and placed like the pytree `like`."""
+    where = os.path.join(self.directory, str(step))
+    data = self.manager.restore(step, args=ocp.args.Composite(data=ocp.args.JsonRestore()))["data"]
+    stored, wanted = data.get("shapes", {}), shapes(like)
+    for key, shape in wanted.items():
+      if key not in stored:
+        raise RSVQAError(f"checkpoint {where}: has no array {key} the model needs")
+      if stored[key] != shape:
+        raise RSVQAError(f"checkpoint {where}: {key} has shape/dtype {stored[key]}, the model "
+                         f"built from the config expects {shape}")
+    extra = sorted(set(stored) - set(wanted))
+    if extra:
+      raise RSVQAError(f"checkpoint {where}: holds {extra[0]} which the model does not have")
+    abstract = jax.tree.map(
+        lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=x.sharding), like)
+    items = self.manager.restore(step, args=ocp.args.Composite(
+        state=ocp.args.StandardRestore(abstract)))["state"]
+    return items, data
+
+  def close(self):
+    self.manager.close()

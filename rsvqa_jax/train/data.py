@@ -1,0 +1,135 @@
+"""From a config to the arrays training reads: dataset, answer vocabulary, features, columns.
+
+The dataset is read from `config.data.root`, or generated once (synthetic configs) under the
+cache folder. Questions are tokenised once into padded columns (`pipeline.split_columns`);
+image features stay in their (memory-mapped) array and each batch gathers its rows on the host,
+so the loop does not care where features come from (the feature cache, or a test's array).
+Evaluation batches are global and identical on every host; each host feeds its slice.
+"""
+import os
+from typing import NamedTuple
+
+import jax
+import numpy as np
+
+from rsvqa_jax.data import pipeline, rsvqa_json, synthetic
+from rsvqa_jax.data.answers import AnswerVocab
+from rsvqa_jax.data.tokenizers import bucket_length, word_list
+from rsvqa_jax.errors import RSVQAError
+
+ANSWERS_FILE = "answers.json"
+
+
+class Features(NamedTuple):
+  """Image features [N, D] and the (sorted) image id of each row, like ImageFeatures."""
+
+  features: np.ndarray
+  image_ids: np.ndarray
+
+
+class SplitColumns(NamedTuple):
+  columns: dict  # pipeline.split_columns output
+  lengths: np.ndarray  # real token count per row
+  buckets: tuple  # token widths batches are cut to; the last one is the columns' width
+
+
+def cache_dir(config, workdir):
+  """Where synthetic datasets and feature caches live: data.cache_dir, else beside workdir."""
+  if config.data.cache_dir:
+    return config.data.cache_dir
+  return os.path.join(os.path.dirname(os.path.abspath(workdir)), "rsvqa_cache")
+
+
+def load_dataset(config, workdir):
+  """The records.Dataset a config names (generating the synthetic one if needed)."""
+  d = config.data
+  if d.synthetic:
+    folder = os.path.join(cache_dir(config, workdir),
+                          f"synthetic_{d.synthetic_variant}_{d.synthetic_images}_{d.synthetic_seed}")
+    synthetic.ensure_synthetic(folder, d.synthetic_variant, d.synthetic_images, d.synthetic_seed,
+                               questions_per_image=d.synthetic_questions_per_image)
+    return rsvqa_json.read_dataset(folder, d.synthetic_variant)
+  if not d.root:
+    raise RSVQAError(f"config data.root is not set: give the {d.name.upper()} dataset folder "
+                     "with --config.data.root=PATH")
+  if not os.path.isdir(d.root):
+    raise RSVQAError(f"config data.root={d.root}: folder does not exist")
+  return rsvqa_json.read_dataset(d.root, d.name)
+
+
+def answer_vocab(dataset, config, workdir):
+  """The vocabulary of the train split; recorded in the workdir and checked on later runs."""
+  vocab = AnswerVocab.for_dataset(dataset, dataset[config.data.train_split])
+  path = os.path.join(workdir, ANSWERS_FILE)
+  if os.path.exists(path):
+    recorded = AnswerVocab.load(path)
+    if recorded != vocab:
+      raise RSVQAError(f"{path}: the workdir was trained on {len(recorded)} answer classes, the "
+                       f"dataset now gives {len(vocab)} (or another order): dataset changed?")
+  elif jax.process_index() == 0:
+    os.makedirs(workdir, exist_ok=True)
+    vocab.save(path)
+  return vocab
+
+
+def image_features(config, dataset, workdir, splits):
+  """Frozen-encoder features of the images of `splits` from the feature cache."""
+  # Imported here: the cache pulls in the image encoders, which tests feeding arrays skip.
+  from rsvqa_jax.train import feature_cache  # pylint: disable=g-import-not-at-top
+  image_cfg = feature_cache.default_image_config()
+  image_cfg.update(config.image)
+  return feature_cache.image_features(dataset, splits, image_cfg,
+                                      os.path.join(cache_dir(config, workdir), "features"))
+
+
+def dataset_words(dataset):
+  """Every word of every split's questions (the Skip-thoughts dictionary, as in RSVQA)."""
+  return word_list(q for s in dataset.splits.values() for q in s.question.tolist())
+
+
+def encode_split(split, vocab, tokenizer, image_ids, max_length, buckets):
+  """SplitColumns of one split: token ids (cut to max_length), answer ids, image rows."""
+  ids = [tokenizer.encode(q)[:max_length] for q in split.question.tolist()]
+  lengths = np.array([len(x) for x in ids], np.int32)
+  if lengths.min(initial=1) == 0:
+    raise RSVQAError(f"split {split.name}: a question has no token after tokenisation")
+  buckets = tuple(sorted(buckets))
+  width = bucket_length(int(lengths.max(initial=1)), buckets)
+  buckets = tuple(b for b in buckets if b < width) + (width,)
+  tokens = np.full((len(ids), width), tokenizer.pad_id, np.int32)
+  for i, x in enumerate(ids):
+    tokens[i, :len(x)] = x
+  answers = vocab.encode(split.answer.tolist()).ids
+  return SplitColumns(pipeline.split_columns(split, image_ids, answers, tokens, lengths), lengths,
+                      buckets)
+
+
+def model_batch(batch, features):
+  """A pipeline batch -> the arrays the model and loss read (image rows gathered here)."""
+  return {"image_features": np.asarray(features[np.asarray(batch["image_index"])], np.float32),
+          "tokens": batch["tokens"], "mask": batch["mask"],
+          "answer": batch["answer"].astype(np.int32)}
+
+
+def eval_batches(split_columns, batch_size):
+  """Ordered global batches (rows, this host's model_batch slice); last one padded.
+
+  Yields (rows, local): rows int64 [batch_size] with -1 on padding; local is the dict of
+  columns for this host's contiguous part of the batch (answers -1 on padding).
+  """
+  cols, lengths, buckets = split_columns
+  n = len(lengths)
+  n_proc, proc = jax.process_count(), jax.process_index()
+  per_host = batch_size // n_proc
+  for start in range(0, n, batch_size):
+    rows = np.arange(start, start + batch_size)
+    rows[rows >= n] = -1
+    real = rows[rows >= 0]
+    width = bucket_length(int(lengths[real].max()), buckets)
+    take = np.where(rows >= 0, rows, 0)[proc * per_host:(proc + 1) * per_host]
+    pad = rows[proc * per_host:(proc + 1) * per_host] < 0
+    local = {"image_index": cols["image_index"][take],
+             "tokens": cols["tokens"][take, :width], "mask": cols["mask"][take, :width] * ~pad[:, None],
+             "answer": np.where(pad, -1, cols["answer"][take])}
+    local["mask"][pad, 0] = 1  # a padding row still needs one "real" token for the encoders
+    yield rows, local

@@ -1,0 +1,75 @@
+"""The jit-compiled train and eval steps, sharded over a data-parallel mesh.
+
+Batches are sharded on their leading axis ('data'), the state is replicated and donated to the
+train step. The loss is the cross-entropy over answer classes averaged over the samples whose
+label is not -1 (answers outside the vocabulary, and the padding rows of a last eval batch).
+Dropout draws from fold_in(rng, step), so a step's randomness depends only on the run's seed
+and the step number: resumed and uninterrupted runs see the same masks.
+"""
+import jax
+import jax.numpy as jnp
+import optax
+from flax import nnx
+
+from rsvqa_jax.train import sharding as shd
+
+MODEL_INPUTS = ("image_features", "question_vector", "tokens", "mask")
+DTYPES = {"float32": jnp.float32, "bfloat16": jnp.bfloat16}
+
+
+def _cast(tree, dtype):
+  return jax.tree.map(lambda x: x.astype(dtype) if jnp.issubdtype(x.dtype, jnp.floating) else x,
+                      tree)
+
+
+def masked_cross_entropy(logits, labels):
+  """(mean cross-entropy over labels >= 0, number of such labels); 0 loss for none."""
+  valid = labels >= 0
+  ce = optax.softmax_cross_entropy_with_integer_labels(logits, jnp.where(valid, labels, 0))
+  n = valid.sum()
+  return jnp.where(valid, ce, 0.0).sum() / jnp.maximum(n, 1), n
+
+
+def _logits(state, params, batch, compute_dtype, *, deterministic, key=None):
+  model = state.model(_cast(params, compute_dtype))
+  if key is not None:
+    nnx.reseed(model, dropout=key)
+  inputs = {k: batch[k] for k in MODEL_INPUTS if k in batch}
+  inputs = {k: v.astype(compute_dtype) if jnp.issubdtype(v.dtype, jnp.floating) else v
+            for k, v in inputs.items()}
+  return model(inputs, deterministic=deterministic).astype(jnp.float32)
+
+
+def make_train_step(optimizer, mesh, compute_dtype="float32"):
+  """jit(state, batch) -> (state, {"loss", "n", "correct"}); the state is donated."""
+  dtype = DTYPES[compute_dtype]
+
+  def step(state, batch):
+    key = jax.random.fold_in(jax.random.wrap_key_data(state.rng), state.step)
+    run = state.replace(frozen=jax.lax.stop_gradient(state.frozen))
+
+    def loss_fn(params):
+      logits = _logits(run, params, batch, dtype, deterministic=False, key=key)
+      loss, n = masked_cross_entropy(logits, batch["answer"])
+      return loss, (logits, n)
+
+    (loss, (logits, n)), grads = jax.value_and_grad(loss_fn, has_aux=True)(state.params)
+    updates, opt_state = optimizer.update(grads, state.opt_state, state.params)
+    params = optax.apply_updates(state.params, updates)
+    correct = ((logits.argmax(-1) == batch["answer"]) & (batch["answer"] >= 0)).sum()
+    new_state = state.replace(params=params, opt_state=opt_state, step=state.step + 1)
+    return new_state, {"loss": loss, "n": n, "correct": correct}
+
+  rep, data = shd.replicated(mesh), shd.batch_sharding(mesh)
+  return jax.jit(step, in_shardings=(rep, data), out_shardings=(rep, rep), donate_argnums=0)
+
+
+def make_eval_step(mesh, compute_dtype="float32"):
+  """jit(state, batch) -> predicted answer ids [B], replicated on every device/host."""
+  dtype = DTYPES[compute_dtype]
+
+  def step(state, batch):
+    return _logits(state, state.params, batch, dtype, deterministic=True).argmax(-1)
+
+  rep, data = shd.replicated(mesh), shd.batch_sharding(mesh)
+  return jax.jit(step, in_shardings=(rep, data), out_shardings=rep)

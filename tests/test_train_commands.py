@@ -1,0 +1,56 @@
+"""The train command's config handling and every shipped config file."""
+import argparse
+import glob
+import os
+
+import pytest
+
+from rsvqa_jax.commands import train as train_cmd
+from rsvqa_jax.errors import RSVQAError
+from rsvqa_jax.train import config_lib, data
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ARGS = {"lr_table1.py": ["", "skipthoughts,concat,frozen", "roberta,mutan,finetuned"],
+        "lr_table2.py": ["baseline", "distilbert_finetuned_mult"],
+        "lr_blind.py": ["skipthoughts,frozen"], "hr.py": [""], "xben.py": [""],
+        "synthetic_tiny.py": ["", "blind,frozen"]}
+
+
+def _parse(argv):
+  parser = argparse.ArgumentParser()
+  train_cmd.add_arguments(parser)
+  return parser.parse_args(argv)
+
+
+def test_every_config_loads():
+  files = sorted(os.path.basename(p) for p in glob.glob(os.path.join(ROOT, "configs", "*.py")))
+  assert {"lr_table1.py", "lr_table2.py", "rsvqa_baseline.py", "lr_blind.py", "hr.py", "xben.py",
+          "synthetic_tiny.py"} <= set(files)
+  for name in files:
+    for arg in ARGS.get(name, [""]):
+      spec = os.path.join(ROOT, "configs", name) + (f":{arg}" if arg else "")
+      c = config_lib.load(spec)
+      assert c.train.batch_size > 0 and c.model.fusion in config_lib.PAPER_FUSIONS
+  c = config_lib.load(os.path.join(ROOT, "configs", "lr_table1.py:bert,mutan,finetuned"))
+  assert (c.text.encoder, c.model.fusion, c.optim.text_lr, c.optim.lr) == ("bert", "mutan", 1e-6, 1e-5)
+  c = config_lib.load(os.path.join(ROOT, "configs", "rsvqa_baseline.py"))
+  assert (c.text.frozen, c.model.fusion, c.optim.lr) == (True, "mult", 1e-5)
+
+
+def test_overrides_from_the_command_line():
+  args = _parse(["--config", "configs/x.py", "--workdir", "w", "--config.model.fusion=mutan",
+                 "--config.seed", "3"])
+  assert args.config_overrides == ["model.fusion=mutan", "seed=3"]
+
+
+def test_unknown_key_is_one_clear_error(tmp_path):
+  args = _parse(["--config", os.path.join(ROOT, "configs", "synthetic_tiny.py"), "--workdir",
+                 str(tmp_path / "w"), "--config.model.fusoin=mutan"])
+  with pytest.raises(RSVQAError, match=r"^--config.model.fusoin: no key 'fusoin' in model"):
+    train_cmd.run(args)
+
+
+def test_real_data_config_needs_root(tmp_path):
+  c = config_lib.load(os.path.join(ROOT, "configs", "lr_table1.py"))
+  with pytest.raises(RSVQAError, match=r"config data.root is not set.*--config.data.root=PATH"):
+    data.load_dataset(c, str(tmp_path / "w"))

@@ -1,0 +1,120 @@
+"""The training loop end to end on a tiny task: learning, exact resume, evaluate, bad input."""
+import collections
+import csv
+import json
+import os
+
+import jax
+import numpy as np
+import pytest
+
+from rsvqa_jax.commands import evaluate
+from rsvqa_jax.errors import RSVQAError
+from rsvqa_jax.train import checkpointing, loop
+from rsvqa_jax.train.data import Features
+from test_train_support import tiny_config, tiny_task
+
+
+def _config():
+  c = tiny_config(batch_size=32, num_epochs=4, checkpoint_every_steps=4, log_every_steps=4)
+  c.optim.lr = 1e-2
+  c.optim.text_lr = 1e-2
+  return c
+
+
+@pytest.fixture(scope="module")
+def task():
+  return tiny_task(n_images=160)
+
+
+@pytest.fixture(scope="module")
+def finished(task, tmp_path_factory):
+  workdir = str(tmp_path_factory.mktemp("run") / "w")
+  summary = loop.train(_config(), workdir, dataset=task[0], features=task[1], log=lambda m: None)
+  return workdir, summary
+
+
+def _leaves(summary):
+  return jax.tree.leaves(jax.device_get(summary["state"].params))
+
+
+def test_trains_above_majority_baseline(task, finished):
+  workdir, summary = finished
+  assert summary["finished"]
+  val = task[0]["val"]
+  majority = collections.Counter(val.answer.tolist()).most_common(1)[0][1] / len(val)
+  assert summary["best_oa"] > majority + 0.15
+  lines = [json.loads(l) for l in open(os.path.join(workdir, "metrics.jsonl"))]
+  val_lines = [l for l in lines if l["split"] == "val"]
+  assert len(val_lines) == 4 and {"oa", "aa", "per_type"} <= set(val_lines[0])
+  assert set(val_lines[0]["per_type"]) == {"presence", "rural_urban"}
+  assert os.listdir(os.path.join(workdir, "tensorboard"))
+  assert checkpointing.Checkpoints(os.path.join(workdir, "best"), 1).latest_step() == summary["best_step"]
+
+
+def test_kill_and_resume_equals_uninterrupted(task, finished, tmp_path):
+  workdir = str(tmp_path / "w")
+  quiet = dict(dataset=task[0], features=task[1], log=lambda m: None)
+  first = loop.train(_config_stop(7), workdir, **quiet)
+  assert not first["finished"] and first["step"] == 7
+  second = loop.train(_config(), workdir, **quiet)  # resumes from the step-4 checkpoint
+  assert second["finished"]
+  for a, b in zip(_leaves(finished[1]), _leaves(second)):
+    np.testing.assert_array_equal(a, b)
+  steps = [(l["step"], l["split"]) for l in map(json.loads, open(os.path.join(workdir, "metrics.jsonl")))]
+  assert len(steps) == len(set(steps))
+  messages = []
+  again = loop.train(_config(), workdir, dataset=task[0], features=task[1], log=messages.append)
+  assert again["finished"] and "finished" in messages[0]
+
+
+def _config_stop(n):
+  c = _config()
+  c.train.stop_after_steps = n
+  return c
+
+
+def test_workdir_of_another_config_is_refused(task, finished):
+  c = _config()
+  c.model.fusion = "mutan"
+  with pytest.raises(RSVQAError, match=r"holds a run of another config: model.fusion is 'mult' there"):
+    loop.train(c, finished[0], dataset=task[0], features=task[1])
+
+
+def test_checkpoint_with_other_shapes_is_refused(finished):
+  mgr = checkpointing.Checkpoints(os.path.join(finished[0], "checkpoints"), 2)
+  items = jax.device_get(finished[1]["state"].checkpoint_items())
+  items["params"]["head"]["head"]["classifier"]["logits"]["kernel"] = np.zeros((3, 3), np.float32)
+  like = jax.tree.map(jax.numpy.asarray, items)
+  with pytest.raises(RSVQAError, match=r"\['params'\]\['head'\]\['head'\]\['classifier'\]\['logits'\]\['kernel'\] "
+                                       r"has shape/dtype \[16, 4, 'float32'\], the model built from the config expects \[3, 3"):
+    mgr.restore(mgr.latest_step(), like)
+
+
+def test_nan_loss_stops_and_names_the_step(task, tmp_path):
+  dataset, features = task
+  feats = np.array(features.features)
+  feats[:] = np.nan
+  c = _config()
+  with pytest.raises(RSVQAError, match=r"loss is nan at step 1 \(epoch 1\): training stopped; "
+                                       "no checkpoint was written"):
+    loop.train(c, str(tmp_path / "w"), dataset=dataset, features=Features(feats, features.image_ids))
+  assert checkpointing.Checkpoints(str(tmp_path / "w" / "checkpoints"), 2).latest_step() is None
+
+
+def test_evaluate_writes_predictions_and_aggregates(task, finished):
+  workdir = finished[0]
+  table = evaluate.evaluate_workdir(workdir, "test", dataset=task[0], features=task[1])
+  with open(os.path.join(workdir, "eval", "test", "predictions.csv")) as f:
+    rows = list(csv.DictReader(f))
+  test = task[0]["test"]
+  assert [int(r["question_id"]) for r in rows] == test.question_id.tolist()
+  assert set(rows[0]) == {"question_id", "image_id", "type", "prediction", "answer"}
+  assert table["oa"] == pytest.approx(np.mean([r["prediction"] == r["answer"] for r in rows]))
+  per_type = {t: np.mean([r["prediction"] == r["answer"] for r in rows if r["type"] == t])
+              for t in ("presence", "rural_urban")}
+  assert table["aa"] == pytest.approx(np.mean(list(per_type.values())))
+  other = dict(table, oa=table["oa"] - 0.1)
+  agg = evaluate.aggregate([table, other])
+  assert agg["OA"] == pytest.approx((table["oa"] - 0.05, 0.05))
+  assert "mean (std)" in evaluate.markdown([table, other])

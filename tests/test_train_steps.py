@@ -1,0 +1,130 @@
+"""Train steps: learning-rate groups, frozen language model, bf16 compute, sharded == single."""
+import json
+import os
+import subprocess
+import sys
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from rsvqa_jax.train import loop, steps
+from rsvqa_jax.train import sharding as shd
+from rsvqa_jax.train.data import eval_batches, model_batch
+from test_train_support import tiny_config, tiny_task
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+
+
+def _setup(tmp_path, config):
+  dataset, features = tiny_task(n_images=40)
+  s = loop.setup(config, str(tmp_path), ["train"], dataset=dataset, features=features)
+  state, optimizer = loop.new_state(s)
+  _, local = next(eval_batches(s.columns["train"], 32))
+  batch = shd.global_batch(model_batch(local, features.features), s.mesh)
+  return s, state, optimizer, batch
+
+
+def _grads(s, state, batch):
+  def loss(params):
+    logits = steps._logits(state, params, batch, jnp.float32, deterministic=True)
+    return steps.masked_cross_entropy(logits, batch["answer"])[0]
+  return jax.grad(loss)(state.params)
+
+
+def _no_dropout(config):
+  config.model.dropout = 0.0
+  return config
+
+
+@pytest.mark.parametrize("text_lr", [0.01, 0.0])
+def test_separate_learning_rates_under_sgd(tmp_path, text_lr):
+  c = _no_dropout(tiny_config())
+  c.optim.name, c.optim.lr, c.optim.text_lr = "sgd", 0.1, text_lr
+  s, state, optimizer, batch = _setup(tmp_path, c)
+  before = jax.device_get(state.params)
+  grads = jax.device_get(_grads(s, state, batch))
+  state, _ = steps.make_train_step(optimizer, s.mesh)(state, batch)
+  after = jax.device_get(state.params)
+  for group, lr in (("head", 0.1), ("text", text_lr)):
+    for b, a, g in zip(*(jax.tree.leaves(t[group]) for t in (before, after, grads))):
+      np.testing.assert_allclose(a - b, -lr * g, atol=1e-6)
+  assert np.abs(jax.tree.leaves(grads["text"])[0]).max() > 0
+
+
+def test_frozen_language_model_is_not_trained(tmp_path):
+  c = tiny_config()
+  c.text.frozen = True
+  s, state, optimizer, batch = _setup(tmp_path, c)
+  assert state.params["text"] == {} and state.frozen["text"]
+  frozen = jax.device_get(state.frozen)
+  head = jax.device_get(state.params["head"])
+  step = steps.make_train_step(optimizer, s.mesh)
+  for _ in range(3):
+    state, _ = step(state, batch)
+  for a, b in zip(jax.tree.leaves(frozen), jax.tree.leaves(jax.device_get(state.frozen))):
+    np.testing.assert_array_equal(a, b)
+  moved = [np.abs(a - b).max() for a, b in zip(jax.tree.leaves(head),
+                                                jax.tree.leaves(jax.device_get(state.params["head"])))]
+  assert max(moved) > 0
+  n_text = sum(x.size for x in jax.tree.leaves(frozen))
+  n_opt = sum(x.size for x in jax.tree.leaves(state.opt_state))
+  n_head = sum(x.size for x in jax.tree.leaves(head))
+  assert n_opt < 2 * n_head + 10 < n_text + 2 * n_head  # Adam moments for the head only
+
+
+def test_bfloat16_compute_keeps_float32_params(tmp_path):
+  c = tiny_config(compute_dtype="bfloat16")
+  s, state, optimizer, batch = _setup(tmp_path, c)
+  state, m = steps.make_train_step(optimizer, s.mesh, "bfloat16")(state, batch)
+  assert np.isfinite(float(m["loss"]))
+  assert {x.dtype for x in jax.tree.leaves(state.params)} == {jnp.dtype(jnp.float32)}
+
+
+SHARDED_SCRIPT = r"""
+import json, sys
+import jax, numpy as np
+sys.path.insert(0, {here!r})
+from rsvqa_jax.data import pipeline
+from rsvqa_jax.train import loop, steps, sharding as shd
+from rsvqa_jax.train.data import model_batch
+from test_train_support import tiny_config, tiny_task
+
+assert jax.device_count() == 8, jax.devices()
+dataset, features = tiny_task(n_images=40)
+config = tiny_config()
+out = {{}}
+for n in (1, 8):
+  s = loop.setup(config, {workdir!r}, ["train"], dataset=dataset, features=features)
+  s.mesh = shd.make_mesh(jax.devices()[:n])
+  state, optimizer = loop.new_state(s)
+  step = steps.make_train_step(optimizer, s.mesh)
+  cols = s.columns["train"]
+  it = pipeline.batch_iterator(cols.columns, batch_size=16, shuffle=True, seed=0, num_epochs=3,
+                               drop_remainder=True, length_buckets=cols.buckets, lengths=cols.lengths)
+  losses = []
+  for batch in it:
+    state, m = step(state, shd.global_batch(model_batch(batch, features.features), s.mesh))
+    losses.append(float(m["loss"]))
+  out[n] = {{"losses": losses,
+            "params": [np.asarray(x).ravel()[:50].tolist() for x in jax.tree.leaves(state.params)]}}
+print("RESULT" + json.dumps(out))
+"""
+
+
+def test_sharded_over_8_devices_matches_single_device(tmp_path):
+  env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=8",
+             JAX_PLATFORMS="cpu", PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+  script = SHARDED_SCRIPT.format(here=HERE, workdir=str(tmp_path))
+  proc = subprocess.run([sys.executable, "-c", script], env=env, cwd=ROOT, capture_output=True,
+                        text=True, timeout=600)
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  out = json.loads(proc.stdout.split("RESULT", 1)[1])
+  single, sharded = out["1"], out["8"]
+  assert len(single["losses"]) >= 10
+  np.testing.assert_allclose(single["losses"], sharded["losses"], rtol=1e-5, atol=1e-6)
+  for a, b in zip(single["params"], sharded["params"]):
+    np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-6)
+  assert single["losses"][-1] < single["losses"][0]

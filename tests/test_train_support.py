@@ -1,0 +1,88 @@
+"""Tiny in-memory tasks for the training tests, and the config parser's tests.
+
+`tiny_task` builds a records.Dataset whose answers are a function of random image features
+(presence questions: is feature k > 0; rural/urban: feature 4 > 0), so a model that uses the
+image beats the majority answer, and a small config that trains on it in seconds.
+"""
+import numpy as np
+import pytest
+
+from rsvqa_jax.data import records
+from rsvqa_jax.errors import RSVQAError
+from rsvqa_jax.train import config_lib
+from rsvqa_jax.train.data import Features
+
+OBJECTS = ("road", "forest", "water area", "building")
+
+
+def tiny_task(n_images=48, dim=8, seed=0):
+  """(records.Dataset, Features) with train/val/test image splits 60/20/20%."""
+  rng = np.random.default_rng(seed)
+  feats = rng.normal(size=(n_images, dim)).astype(np.float32)
+  image_ids = np.arange(100, 100 + n_images, dtype=np.int64)
+  order = rng.permutation(n_images)
+  cut1, cut2 = int(0.6 * n_images), int(0.8 * n_images)
+  split_of = {int(image_ids[i]): ("train" if r < cut1 else "val" if r < cut2 else "test")
+              for r, i in enumerate(order)}
+  rows = {"train": [], "val": [], "test": []}
+  qid = 0
+  for i, image_id in enumerate(image_ids.tolist()):
+    for k, obj in enumerate(OBJECTS):
+      yes = feats[i, k] > 0
+      rows[split_of[image_id]].append(dict(
+          question_id=qid, image_id=image_id, qtype="presence", question=f"Is there a {obj}?",
+          answer="yes" if yes else "no", raw_answer="yes" if yes else "no"))
+      qid += 1
+    urban = "urban" if feats[i, 4] > 0 else "rural"
+    rows[split_of[image_id]].append(dict(
+        question_id=qid, image_id=image_id, qtype="rural_urban",
+        question="Is it a rural or an urban area", answer=urban, raw_answer=urban))
+    qid += 1
+  splits = {name: records.Split.from_rows(name, r) for name, r in rows.items()}
+  dataset = records.Dataset(name="lr", root="<memory>", splits=splits)
+  return dataset, Features(feats, image_ids)
+
+
+def tiny_config(**train):
+  """Small Skip-thoughts (random init) + e-mult head trained with Adam for a few epochs."""
+  c = config_lib.base_config()
+  c.text.word_dim = 8
+  c.text.hidden_dim = 16
+  c.model.hidden_dim = 32
+  c.model.classifier_dim = 16
+  c.model.dropout = 0.1
+  c.optim.lr = 3e-3
+  c.optim.text_lr = 3e-3
+  c.train.batch_size = 16
+  c.train.eval_batch_size = 32
+  c.train.num_epochs = 6
+  c.train.checkpoint_every_steps = 5
+  c.train.log_every_steps = 5
+  c.train.progress_bar = False
+  for k, v in train.items():
+    c.train[k] = v
+  return c
+
+
+def test_override_types_and_unknown_keys():
+  c = config_lib.base_config()
+  config_lib.apply_overrides(c, ["model.fusion=mutan", "optim.lr=1e-3", "train.num_epochs=3",
+                                 "text.frozen=true", "data.root=/x", "train.length_buckets=(8,16)"])
+  assert (c.model.fusion, c.optim.lr, c.train.num_epochs, c.text.frozen, c.data.root) == (
+      "mutan", 1e-3, 3, True, "/x")
+  assert c.train.length_buckets == (8, 16)
+  with pytest.raises(RSVQAError, match=r"--config.model.fusoin: no key 'fusoin' in model"):
+    config_lib.apply_overrides(c, ["model.fusoin=mutan"])
+  with pytest.raises(RSVQAError, match=r"expected a int"):
+    config_lib.apply_overrides(c, ["train.num_epochs=many"])
+  with pytest.raises(RSVQAError, match="expected true or false"):
+    config_lib.apply_overrides(c, ["text.frozen=maybe"])
+
+
+def test_identity_ignores_run_control_and_roundtrips():
+  c = tiny_config(stop_after_steps=3)
+  d = tiny_config()
+  assert config_lib.identity(c) == config_lib.identity(d)
+  back = config_lib.from_dict(config_lib.to_dict(c))
+  assert config_lib.identity(back) == config_lib.identity(c)
+  assert back.train.length_buckets == c.train.length_buckets
