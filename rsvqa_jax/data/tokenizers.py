@@ -1,0 +1,141 @@
+"""Question tokenizers and length bucketing.
+
+Two tokenizers share one batch interface, so the input pipeline does not care which encoder it
+feeds: `WordTokenizer` (Skip-thoughts: dataset words mapped to ids, words outside the dictionary
+to UNK) and `HFTokenizer` (BERT family: a Hugging Face tokenizer read from a local folder).
+Calling either on a list of questions returns int32 `tokens` and `mask` arrays padded to a bucket
+length, so jit compiles a handful of shapes instead of one per question length.
+"""
+import os
+import re
+
+import numpy as np
+
+from rsvqa_jax.errors import RSVQAError
+
+DEFAULT_BUCKETS = (8, 16, 24, 32, 48, 64, 96, 128)
+PAD = "<pad>"
+UNK = "UNK"
+
+_WORD_RE = re.compile(r"\w+|[^\w\s]")
+
+
+def split_words(text, *, lowercase=True):
+  """Words and punctuation marks of `text`: "Is there a road?" -> [is, there, a, road, ?]."""
+  return _WORD_RE.findall(text.lower() if lowercase else text)
+
+
+def word_list(texts, *, lowercase=True):
+  """Sorted distinct words of an iterable of questions."""
+  words = set()
+  for text in texts:
+    words.update(split_words(text, lowercase=lowercase))
+  return sorted(words)
+
+
+def bucket_length(n, buckets=DEFAULT_BUCKETS):
+  """Smallest bucket >= n; beyond the last bucket, the next multiple of the last bucket."""
+  for b in buckets:
+    if n <= b:
+      return b
+  last = buckets[-1]
+  return -(-n // last) * last
+
+
+def pad_batch(seqs, pad_id, *, buckets=DEFAULT_BUCKETS, length=None):
+  """Right-pads id sequences to `length` (default: the bucket of the longest one).
+
+  Returns:
+    (tokens, mask), both int32 [len(seqs), length]; mask is 1 on real tokens.
+  """
+  longest = max((len(s) for s in seqs), default=0)
+  if length is None:
+    length = bucket_length(longest, buckets)
+  elif longest > length:
+    raise RSVQAError(f"a question has {longest} tokens, more than the fixed length {length}")
+  tokens = np.full((len(seqs), length), pad_id, np.int32)
+  mask = np.zeros((len(seqs), length), np.int32)
+  for i, s in enumerate(seqs):
+    tokens[i, :len(s)] = s
+    mask[i, :len(s)] = 1
+  return tokens, mask
+
+
+class WordTokenizer:
+  """Word-level tokenizer over a fixed vocabulary: id 0 is padding, id 1 is UNK.
+
+  Attributes:
+    vocab: the words, index = id.
+    unknown_words: dataset words left out of the vocabulary because the dictionary lacks them.
+  """
+
+  pad_id = 0
+  unk_id = 1
+
+  def __init__(self, vocab, *, unknown_words=(), lowercase=True):
+    vocab = list(vocab)
+    if vocab[:2] != [PAD, UNK]:
+      raise ValueError(f"vocabulary must start with {PAD!r}, {UNK!r}, got {vocab[:2]}")
+    self.vocab = vocab
+    self.unknown_words = list(unknown_words)
+    self.lowercase = lowercase
+    self._ids = {w: i for i, w in enumerate(vocab)}
+
+  @classmethod
+  def build(cls, words, dictionary=None, *, lowercase=True):
+    """Vocabulary of the dataset words found in `dictionary` (all of them when it is None)."""
+    words = sorted(set(words) - {PAD, UNK})
+    known = [w for w in words if dictionary is None or w in dictionary]
+    unknown = [] if dictionary is None else [w for w in words if w not in dictionary]
+    return cls([PAD, UNK] + known, unknown_words=unknown, lowercase=lowercase)
+
+  @property
+  def vocab_size(self):
+    return len(self.vocab)
+
+  def encode(self, text):
+    """Ids of the words of one question, UNK for words outside the vocabulary."""
+    return [self._ids.get(w, self.unk_id) for w in split_words(text, lowercase=self.lowercase)]
+
+  def count_unknown(self, texts):
+    """How many word occurrences in `texts` map to UNK."""
+    return sum(ids.count(self.unk_id) for ids in map(self.encode, texts))
+
+  def __call__(self, texts, *, buckets=DEFAULT_BUCKETS, length=None):
+    return pad_batch([self.encode(t) for t in texts], self.pad_id, buckets=buckets, length=length)
+
+
+class HFTokenizer:
+  """A Hugging Face tokenizer from a local folder, with special tokens and bucketed padding."""
+
+  def __init__(self, hf_tokenizer, max_length):
+    self.hf = hf_tokenizer
+    self.max_length = max_length
+    if hf_tokenizer.pad_token_id is None:
+      raise RSVQAError(f"tokenizer {hf_tokenizer.name_or_path}: no pad token defined")
+    self.pad_id = hf_tokenizer.pad_token_id
+
+  @classmethod
+  def from_folder(cls, folder, *, max_length=512):
+    """Loads the tokenizer files of `folder` (never downloads)."""
+    # Imported here: transformers is slow to import and only this tokenizer needs it.
+    from transformers import AutoTokenizer  # pylint: disable=g-import-not-at-top
+    if not os.path.isdir(folder):
+      raise RSVQAError(f"{folder}: tokenizer folder does not exist")
+    try:
+      hf = AutoTokenizer.from_pretrained(folder, local_files_only=True)
+    except (OSError, ValueError, TypeError) as e:
+      raise RSVQAError(f"{folder}: cannot load a tokenizer ({e})") from e
+    return cls(hf, max_length)
+
+  @property
+  def vocab_size(self):
+    return len(self.hf)
+
+  def encode(self, text):
+    """Ids of one question with the model's special tokens, truncated to max_length."""
+    return self.hf(text, truncation=True, max_length=self.max_length)["input_ids"]
+
+  def __call__(self, texts, *, buckets=DEFAULT_BUCKETS, length=None):
+    ids = self.hf(list(texts), truncation=True, max_length=self.max_length)["input_ids"]
+    return pad_batch(ids, self.pad_id, buckets=buckets, length=length)

@@ -1,0 +1,198 @@
+"""DistilBERT, BERT and RoBERTa question encoders: one post-LN transformer, three embeddings.
+
+The families differ only in the embeddings (DistilBERT has no token types; RoBERTa numbers
+positions from padding_idx + 1 over real tokens) and in their checkpoint key names, which
+`bert_params` maps. The question vector is the mean of the last hidden layer over real tokens.
+Parameters stay float32; `dtype=jnp.bfloat16` runs the matmuls in bfloat16 while the residual
+stream, LayerNorms and softmax stay float32.
+"""
+import dataclasses
+import json
+
+import jax
+import jax.numpy as jnp
+from flax import nnx
+
+from rsvqa_jax.errors import RSVQAError
+
+FAMILIES = ("distilbert", "bert", "roberta")
+_MODEL_TYPES = {"distilbert": "distilbert", "bert": "bert", "roberta": "roberta",
+                "xlm-roberta": "roberta", "camembert": "roberta"}
+_ACTIVATIONS = {
+    "gelu": lambda x: jax.nn.gelu(x, approximate=False),
+    "gelu_new": lambda x: jax.nn.gelu(x, approximate=True),
+    "gelu_pytorch_tanh": lambda x: jax.nn.gelu(x, approximate=True),
+    "relu": jax.nn.relu,
+    "silu": jax.nn.silu,
+    "swish": jax.nn.silu,
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class BertConfig:
+  """Architecture of a BERT-family encoder (the fields of a Hugging Face config.json)."""
+
+  family: str
+  vocab_size: int
+  hidden_size: int
+  num_layers: int
+  num_heads: int
+  intermediate_size: int
+  max_position_embeddings: int = 512
+  type_vocab_size: int = 2
+  layer_norm_eps: float = 1e-12
+  pad_token_id: int = 0
+  hidden_act: str = "gelu"
+  dropout: float = 0.1
+
+  def __post_init__(self):
+    if self.family not in FAMILIES:
+      raise RSVQAError(f"BERT config: family {self.family!r} not one of {FAMILIES}")
+    if self.hidden_act not in _ACTIVATIONS:
+      raise RSVQAError(f"BERT config: hidden_act {self.hidden_act!r} not one of "
+                       f"{sorted(_ACTIVATIONS)}")
+    if self.hidden_size % self.num_heads:
+      raise RSVQAError(f"BERT config: hidden_size {self.hidden_size} not divisible by "
+                       f"num_heads {self.num_heads}")
+
+  @classmethod
+  def from_hf_json(cls, path):
+    """Reads a Hugging Face config.json of a DistilBERT, BERT or RoBERTa model."""
+    try:
+      with open(path, encoding="utf-8") as f:
+        cfg = json.load(f)
+    except (OSError, ValueError) as e:
+      raise RSVQAError(f"{path}: cannot read config ({e})") from e
+    family = _MODEL_TYPES.get(cfg.get("model_type"))
+    if family is None:
+      raise RSVQAError(f"{path}: model_type {cfg.get('model_type')!r} is not a DistilBERT, "
+                       f"BERT or RoBERTa model")
+    if cfg.get("position_embedding_type", "absolute") != "absolute":
+      raise RSVQAError(f"{path}: position_embedding_type {cfg['position_embedding_type']!r} "
+                       f"unsupported (only absolute)")
+
+    def get(key, default=None):
+      value = cfg.get(key)
+      if value is None and default is None:
+        raise RSVQAError(f"{path}: missing key {key}")
+      return default if value is None else value
+
+    if family == "distilbert":
+      return cls(family=family, vocab_size=get("vocab_size"), hidden_size=get("dim"),
+                 num_layers=get("n_layers"), num_heads=get("n_heads"),
+                 intermediate_size=get("hidden_dim"),
+                 max_position_embeddings=get("max_position_embeddings"), type_vocab_size=0,
+                 layer_norm_eps=1e-12, pad_token_id=get("pad_token_id", 0),
+                 hidden_act=get("activation", "gelu"), dropout=get("dropout", 0.1))
+    return cls(family=family, vocab_size=get("vocab_size"), hidden_size=get("hidden_size"),
+               num_layers=get("num_hidden_layers"), num_heads=get("num_attention_heads"),
+               intermediate_size=get("intermediate_size"),
+               max_position_embeddings=get("max_position_embeddings"),
+               type_vocab_size=get("type_vocab_size", 2),
+               layer_norm_eps=get("layer_norm_eps", 1e-12),
+               pad_token_id=get("pad_token_id", 1 if family == "roberta" else 0),
+               hidden_act=get("hidden_act", "gelu"), dropout=get("hidden_dropout_prob", 0.1))
+
+
+def _layer_norm(config, rngs):
+  return nnx.LayerNorm(config.hidden_size, epsilon=config.layer_norm_eps, use_fast_variance=False,
+                       dtype=jnp.float32, rngs=rngs)
+
+
+class Embeddings(nnx.Module):
+  """Word + position (+ token type 0) embeddings, LayerNorm, dropout."""
+
+  def __init__(self, config, *, rngs):
+    self.family = config.family
+    self.pad_token_id = config.pad_token_id
+    self.max_position = config.max_position_embeddings - 1
+    init = jax.nn.initializers.normal(0.02)
+    self.word = nnx.Embed(config.vocab_size, config.hidden_size, embedding_init=init, rngs=rngs)
+    self.position = nnx.Embed(config.max_position_embeddings, config.hidden_size,
+                              embedding_init=init, rngs=rngs)
+    self.token_type = (None if config.family == "distilbert" else
+                       nnx.Embed(config.type_vocab_size, config.hidden_size, embedding_init=init,
+                                 rngs=rngs))
+    self.norm = _layer_norm(config, rngs)
+    self.dropout = nnx.Dropout(config.dropout, rngs=rngs)
+
+  def __call__(self, tokens, mask, *, deterministic):
+    if self.family == "roberta":
+      real = (mask != 0).astype(jnp.int32)
+      positions = jnp.cumsum(real, axis=1) * real + self.pad_token_id
+    else:
+      positions = jnp.arange(tokens.shape[1])[None, :]
+    # Pads of a bucket longer than the position table reuse the last row instead of NaNs.
+    x = self.word(tokens) + self.position(jnp.minimum(positions, self.max_position))
+    if self.token_type is not None:
+      x = x + self.token_type.embedding[0]
+    return self.dropout(self.norm(x), deterministic=deterministic)
+
+
+class SelfAttention(nnx.Module):
+  """Multi-head self-attention; pads get a large negative score as keys."""
+
+  def __init__(self, config, *, rngs, dtype):
+    h = config.hidden_size
+    self.num_heads = config.num_heads
+    dense = lambda: nnx.Linear(h, h, dtype=dtype, rngs=rngs)
+    self.query, self.key, self.value, self.output = dense(), dense(), dense(), dense()
+    self.dropout = nnx.Dropout(config.dropout, rngs=rngs)
+
+  def __call__(self, x, mask, *, deterministic):
+    b, l, h = x.shape
+    split = lambda t: t.reshape(b, l, self.num_heads, h // self.num_heads)
+    q, k, v = split(self.query(x)), split(self.key(x)), split(self.value(x))
+    scores = jnp.einsum("bqhd,bkhd->bhqk", q, k).astype(jnp.float32)
+    scores = scores / jnp.sqrt(jnp.float32(h // self.num_heads))
+    scores = jnp.where(mask[:, None, None, :] != 0, scores, jnp.finfo(jnp.float32).min)
+    probs = self.dropout(jax.nn.softmax(scores, axis=-1), deterministic=deterministic)
+    context = jnp.einsum("bhqk,bkhd->bqhd", probs.astype(v.dtype), v).reshape(b, l, h)
+    return self.output(context)
+
+
+class Layer(nnx.Module):
+  """Post-LN transformer layer: x = LN(x + attn(x)); x = LN(x + ffn(x))."""
+
+  def __init__(self, config, *, rngs, dtype):
+    self.family = config.family
+    self.act = _ACTIVATIONS[config.hidden_act]
+    self.attention = SelfAttention(config, rngs=rngs, dtype=dtype)
+    self.attention_norm = _layer_norm(config, rngs)
+    self.ffn_in = nnx.Linear(config.hidden_size, config.intermediate_size, dtype=dtype, rngs=rngs)
+    self.ffn_out = nnx.Linear(config.intermediate_size, config.hidden_size, dtype=dtype, rngs=rngs)
+    self.ffn_norm = _layer_norm(config, rngs)
+    self.dropout = nnx.Dropout(config.dropout, rngs=rngs)
+
+  def __call__(self, x, mask, *, deterministic):
+    a = self.attention(x, mask, deterministic=deterministic)
+    if self.family != "distilbert":  # DistilBERT drops attention weights only.
+      a = self.dropout(a, deterministic=deterministic)
+    x = self.attention_norm(x + a)
+    f = self.dropout(self.ffn_out(self.act(self.ffn_in(x))), deterministic=deterministic)
+    return self.ffn_norm(x + f)
+
+
+class BertEncoder(nnx.Module):
+  """DistilBERT / BERT / RoBERTa encoder; `__call__` gives the masked mean [B, hidden]."""
+
+  def __init__(self, config, *, rngs, dtype=jnp.float32):
+    self.config = config
+    self.out_dim = config.hidden_size
+    self.embeddings = Embeddings(config, rngs=rngs)
+    self.layers = nnx.List([Layer(config, rngs=rngs, dtype=dtype)
+                            for _ in range(config.num_layers)])
+
+  def hidden_states(self, tokens, mask, *, deterministic=True):
+    """Last hidden layer [B, L, hidden], float32."""
+    x = self.embeddings(tokens, mask, deterministic=deterministic)
+    for layer in self.layers:
+      x = layer(x, mask, deterministic=deterministic)
+    return x.astype(jnp.float32)
+
+  def __call__(self, tokens, mask, *, deterministic=True):
+    """Question vectors [B, hidden]: mean of the last hidden layer over real tokens."""
+    x = self.hidden_states(tokens, mask, deterministic=deterministic)
+    m = (mask != 0)[..., None]
+    total = jnp.where(m, x, 0.0).sum(axis=1)
+    return total / jnp.maximum(m.sum(axis=1), 1).astype(x.dtype)

@@ -1,0 +1,137 @@
+"""Loads a local Hugging Face DistilBERT / BERT / RoBERTa folder into `BertEncoder`.
+
+Reads config.json, the weights (model.safetensors, a sharded safetensors index, or
+pytorch_model.bin through `torch.load(weights_only=True)` when torch is installed) and the
+tokenizer files. Checkpoint keys may carry a head prefix (`bert.`, `distilbert.`, `roberta.`) or
+none (bare `*Model`), and old BERT LayerNorms use gamma/beta instead of weight/bias. Linear
+`weight` [out, in] becomes our `kernel` [in, out]. Pooler and task-head keys are ignored.
+"""
+import json
+import os
+
+import jax.numpy as jnp
+import numpy as np
+from flax import nnx
+
+from rsvqa_jax.data.tokenizers import HFTokenizer
+from rsvqa_jax.errors import RSVQAError
+from rsvqa_jax.models.bert import BertConfig, BertEncoder
+
+SAFETENSORS = "model.safetensors"
+SAFETENSORS_INDEX = "model.safetensors.index.json"
+TORCH_BIN = "pytorch_model.bin"
+_WORD_EMBEDDINGS = "embeddings.word_embeddings.weight"
+_LINEARS = {
+    "bert": ("attention.self.query", "attention.self.key", "attention.self.value",
+             "attention.output.dense", "intermediate.dense", "output.dense"),
+    "distilbert": ("attention.q_lin", "attention.k_lin", "attention.v_lin", "attention.out_lin",
+                   "ffn.lin1", "ffn.lin2"),
+}
+_NORMS = {"bert": ("attention.output.LayerNorm", "output.LayerNorm"),
+          "distilbert": ("sa_layer_norm", "output_layer_norm")}
+
+
+def _read_safetensors(path):
+  from safetensors import SafetensorError  # pylint: disable=g-import-not-at-top
+  from safetensors.numpy import load_file  # pylint: disable=g-import-not-at-top
+  try:
+    return load_file(path)
+  except (OSError, ValueError, SafetensorError) as e:
+    raise RSVQAError(f"{path}: not a readable safetensors file ({e})") from e
+
+
+def _read_torch_bin(path):
+  try:
+    import torch  # pylint: disable=g-import-not-at-top
+  except ImportError as e:
+    raise RSVQAError(f"{path}: reading pytorch_model.bin needs torch (pip install "
+                     f"'rsvqa_jax[torch]'); or save the model as model.safetensors") from e
+  try:
+    state = torch.load(path, map_location="cpu", weights_only=True)
+  except Exception as e:  # torch raises many types for corrupt or unsafe pickles.
+    raise RSVQAError(f"{path}: cannot read as a weights-only torch state dict ({e})") from e
+  return {k: (v.float() if v.is_floating_point() else v).numpy()
+          for k, v in state.items() if isinstance(v, torch.Tensor)}
+
+
+def read_hf_weights(folder):
+  """Checkpoint key -> NumPy array from a Hugging Face model folder."""
+  single = os.path.join(folder, SAFETENSORS)
+  index = os.path.join(folder, SAFETENSORS_INDEX)
+  if os.path.exists(single):
+    return _read_safetensors(single)
+  if os.path.exists(index):
+    try:
+      with open(index, encoding="utf-8") as f:
+        shards = sorted(set(json.load(f)["weight_map"].values()))
+    except (OSError, ValueError, KeyError) as e:
+      raise RSVQAError(f"{index}: cannot read the weight_map ({e})") from e
+    tensors = {}
+    for shard in shards:
+      tensors.update(_read_safetensors(os.path.join(folder, shard)))
+    return tensors
+  if os.path.exists(os.path.join(folder, TORCH_BIN)):
+    return _read_torch_bin(os.path.join(folder, TORCH_BIN))
+  raise RSVQAError(f"{folder}: no {SAFETENSORS}, {SAFETENSORS_INDEX} or {TORCH_BIN}")
+
+
+def _norm_targets(norm, name):
+  yield norm.scale, (f"{name}.weight", f"{name}.gamma"), False
+  yield norm.bias, (f"{name}.bias", f"{name}.beta"), False
+
+
+def _targets(model):
+  """(variable, candidate checkpoint keys without prefix, transpose) for every parameter."""
+  family = "distilbert" if model.config.family == "distilbert" else "bert"
+  e = model.embeddings
+  yield e.word.embedding, (_WORD_EMBEDDINGS,), False
+  yield e.position.embedding, ("embeddings.position_embeddings.weight",), False
+  if e.token_type is not None:
+    yield e.token_type.embedding, ("embeddings.token_type_embeddings.weight",), False
+  yield from _norm_targets(e.norm, "embeddings.LayerNorm")
+  stack = "transformer.layer" if family == "distilbert" else "encoder.layer"
+  for i, layer in enumerate(model.layers):
+    base = f"{stack}.{i}."
+    att = layer.attention
+    linears = (att.query, att.key, att.value, att.output, layer.ffn_in, layer.ffn_out)
+    for linear, name in zip(linears, _LINEARS[family]):
+      yield linear.kernel, (f"{base}{name}.weight",), True
+      yield linear.bias, (f"{base}{name}.bias",), False
+    for norm, name in zip((layer.attention_norm, layer.ffn_norm), _NORMS[family]):
+      yield from _norm_targets(norm, base + name)
+
+
+def _prefix(tensors, source):
+  prefixes = [k[:-len(_WORD_EMBEDDINGS)] for k in tensors if k.endswith(_WORD_EMBEDDINGS)]
+  if not prefixes:
+    raise RSVQAError(f"{source}: no key ending in {_WORD_EMBEDDINGS}; not a BERT-family checkpoint")
+  return min(prefixes, key=len)
+
+
+def import_hf_weights(model, tensors, source="checkpoint"):
+  """Copies Hugging Face tensors into `model`; a missing or mismatched key raises RSVQAError."""
+  prefix = _prefix(tensors, source)
+  for variable, candidates, transpose in _targets(model):
+    expected = tuple(variable[...].shape)
+    stored = expected[::-1] if transpose else expected
+    key = next((prefix + c for c in candidates if prefix + c in tensors), None)
+    if key is None:
+      raise RSVQAError(f"{source}: missing key {prefix + candidates[0]} (model expects shape "
+                       f"{stored})")
+    value = np.asarray(tensors[key], np.float32)
+    if value.shape != stored:
+      raise RSVQAError(f"{source}: key {key} has shape {value.shape}, model expects {stored}")
+    variable[...] = jnp.asarray(value.T if transpose else value)
+
+
+def load_bert(folder, *, rngs=None, dtype=jnp.float32):
+  """(BertEncoder, HFTokenizer) from a local Hugging Face folder; never downloads."""
+  folder = os.fspath(folder)
+  config = BertConfig.from_hf_json(os.path.join(folder, "config.json"))
+  max_length = config.max_position_embeddings
+  if config.family == "roberta":
+    max_length -= config.pad_token_id + 1
+  tokenizer = HFTokenizer.from_folder(folder, max_length=max_length)
+  model = BertEncoder(config, rngs=rngs if rngs is not None else nnx.Rngs(0), dtype=dtype)
+  import_hf_weights(model, read_hf_weights(folder), folder)
+  return model, tokenizer

