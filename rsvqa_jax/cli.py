@@ -12,6 +12,7 @@ from rsvqa_jax.errors import RSVQAError
 COMMANDS = {
     "synth": "Write a synthetic RSVQA dataset in the official file layout.",
     "validate": "Check a dataset folder and report counts per split and type.",
+    "features": "Precompute the frozen image features (per augmentation variant and adversarial kind).",
     "train": "Train a model from a config file into a workdir (resumes a stopped run).",
     "evaluate": ("Evaluate trained workdirs on a split: predictions.csv, accuracy table,"
                  " mean (std) over seeds."),

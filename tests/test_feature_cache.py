@@ -1,0 +1,273 @@
+"""Frozen image-feature cache: hit, miss, stale, corrupt and interrupted entries, variants, kinds."""
+import os
+
+import jax
+import numpy as np
+import pytest
+from flax import nnx
+
+from rsvqa_jax.data import records
+from rsvqa_jax.data.images import read_tif, write_tif
+from rsvqa_jax.errors import RSVQAError
+from rsvqa_jax.models import resnet
+from rsvqa_jax.train import feature_cache, pretrain_resnet
+
+SIZE = 32
+
+
+def _dataset(root, n=5):
+  os.makedirs(os.path.join(root, "img"), exist_ok=True)
+  rng = np.random.default_rng(0)
+  rows = []
+  for i in range(n):
+    image_id = 10 + 3 * i
+    write_tif(os.path.join(root, "img", f"{image_id}.tif"),
+              rng.integers(0, 256, (SIZE, SIZE, 3), dtype=np.uint8))
+    rows.append(dict(question_id=i, image_id=image_id, qtype="presence", question="q",
+                     answer="yes", raw_answer="yes"))
+  splits = {"train": records.Split.from_rows("train", rows[:3]),
+            "val": records.Split.from_rows("val", rows[3:])}
+  return records.Dataset("lr", str(root), splits,
+                         lambda i: os.path.join(root, "img", f"{i}.tif"), (SIZE, SIZE))
+
+
+def write_model(out_dir, seed, width=4):
+  """A synthetic_resnet folder with He-scaled NumPy random weights (no JAX init to compile)."""
+  abstract = nnx.eval_shape(lambda: resnet.ResNet(18, width=width, num_classes=20,
+                                                  rngs=nnx.Rngs(0)))
+  graphdef, state = nnx.split(abstract)
+  paths, treedef = jax.tree_util.tree_flatten_with_path(state)
+  rng = np.random.default_rng(seed)
+  leaves = []
+  for path, leaf in paths:
+    name = jax.tree_util.keystr(path, simple=True, separator=".")
+    if name.endswith(("var.value", "scale.value")):
+      value = np.ones(leaf.shape)
+    elif name.endswith(("mean.value", "bias.value")):
+      value = 0.1 * rng.standard_normal(leaf.shape)
+    else:
+      value = rng.standard_normal(leaf.shape) * np.sqrt(2.0 / np.prod(leaf.shape[:-1]))
+    leaves.append(np.asarray(value, np.float32))
+  model = nnx.merge(graphdef, jax.tree_util.tree_unflatten(treedef, leaves))
+  pcfg = _pretrain_cfg(width)
+  pretrain_resnet.save_pretrained(out_dir, model, {
+      "format": pretrain_resnet.FORMAT_VERSION, "depth": 18, "width": width, "image_size": SIZE,
+      "num_outputs": 20, "pretrain_config": pcfg.to_dict()})
+  return model
+
+
+def _pretrain_cfg(width=4):
+  pcfg = pretrain_resnet.default_pretrain_config()
+  pcfg.update(dict(width=width, image_size=SIZE))
+  return pcfg
+
+
+@pytest.fixture
+def model_dir(tmp_path):
+  path = str(tmp_path / "pretrained")
+  write_model(path, 0)
+  return path
+
+
+def _cfg(pretrained_dir, **kw):
+  cfg = feature_cache.default_image_config()
+  cfg.arch, cfg.pretrained_dir, cfg.batch_size = "synthetic_resnet", pretrained_dir, 4
+  cfg.pretrain = _pretrain_cfg()
+  cfg.update(kw)
+  return cfg
+
+
+@pytest.fixture
+def calls(monkeypatch):
+  """Counts ImageEncoder.encode calls (the frozen network actually running)."""
+  counter = {"n": 0}
+  original = feature_cache.ImageEncoder.encode
+
+  def counting(self, images):
+    counter["n"] += 1
+    return original(self, images)
+
+  monkeypatch.setattr(feature_cache.ImageEncoder, "encode", counting)
+  return counter
+
+
+def _reference(model_path, images):
+  """Pooled features straight from the network, outside the cache."""
+  model = pretrain_resnet.load_pretrained(model_path)
+  return np.asarray(model(resnet.preprocess(images))["pooled"])
+
+
+def _pixels(ds, ids):
+  return np.stack([read_tif(ds.image_path(i)) for i in ids])
+
+
+def test_hit_miss_and_values(tmp_path, calls, model_dir):
+  ds = _dataset(tmp_path / "data")
+  cache = str(tmp_path / "cache")
+  first = feature_cache.image_features(ds, ["train", "val"], _cfg(model_dir), cache)
+  assert calls["n"] == 2  # 5 images in batches of 4
+  np.testing.assert_array_equal(first.image_ids, [10, 13, 16, 19, 22])
+  assert isinstance(first.features, np.memmap) and first.features.mode == "r"
+  assert first.features.dtype == np.float32 and first.features.shape == (5, 32)
+  np.testing.assert_allclose(first.features, _reference(model_dir, _pixels(ds, first.image_ids)),
+                             rtol=1e-4, atol=1e-5)
+  second = feature_cache.image_features(ds, ["train", "val"], _cfg(model_dir), cache)
+  assert calls["n"] == 2  # hit: the encoder did not run
+  assert second.path == first.path
+  np.testing.assert_array_equal(second.features, first.features)
+  np.testing.assert_array_equal(second.rows([22, 10, 16]), [4, 0, 2])
+  with pytest.raises(RSVQAError, match="no row for image id"):
+    second.rows([10, 11])
+  feature_cache.image_features(ds, ["train"], _cfg(model_dir), cache)  # other image set: miss
+  assert calls["n"] == 3
+
+
+def test_changed_checkpoint_bytes_never_read(tmp_path, calls, model_dir):
+  ds = _dataset(tmp_path / "data")
+  cache = str(tmp_path / "cache")
+  a = feature_cache.image_features(ds, None, _cfg(model_dir), cache)
+  feature_cache.image_features(ds, None, _cfg(model_dir), cache)
+  assert calls["n"] == 2
+  write_model(model_dir, 1)
+  b = feature_cache.image_features(ds, None, _cfg(model_dir), cache)
+  assert calls["n"] == 4 and b.path != a.path
+  assert not np.allclose(a.features, b.features)
+  np.testing.assert_allclose(b.features, _reference(model_dir, _pixels(ds, b.image_ids)),
+                             rtol=1e-4, atol=1e-5)
+
+
+def test_changed_preprocessing_or_image_file_is_a_miss(tmp_path, calls, monkeypatch, model_dir):
+  ds = _dataset(tmp_path / "data")
+  cache = str(tmp_path / "cache")
+  base = feature_cache.image_features(ds, None, _cfg(model_dir), cache)
+  resized = feature_cache.image_features(ds, None, _cfg(model_dir, image_size=24), cache)
+  assert calls["n"] == 4 and resized.path != base.path
+  assert not np.allclose(resized.features, base.features)
+  with monkeypatch.context() as m:
+    m.setattr(resnet, "IMAGENET_MEAN", (0.5, 0.5, 0.5))
+    assert feature_cache.image_features(ds, None, _cfg(model_dir), cache).path != base.path
+  assert calls["n"] == 6
+  path = ds.image_path(16)
+  write_tif(path, np.full((SIZE, SIZE, 3), 7, np.uint8))
+  os.utime(path, ns=(1, 1))
+  changed = feature_cache.image_features(ds, None, _cfg(model_dir), cache)
+  assert changed.path != base.path and calls["n"] == 8
+  row = changed.rows([16])[0]
+  np.testing.assert_allclose(changed.features[row],
+                             _reference(model_dir, np.full((1, SIZE, SIZE, 3), 7, np.uint8))[0],
+                             rtol=1e-4, atol=1e-5)
+  np.testing.assert_array_equal(np.delete(changed.features, row, 0),
+                                np.delete(base.features, row, 0))
+
+
+@pytest.mark.parametrize("damage", ["truncate", "flip_bytes", "no_manifest", "bad_json"])
+def test_corrupted_entry_is_recomputed(tmp_path, calls, damage, model_dir):
+  ds = _dataset(tmp_path / "data")
+  cache = str(tmp_path / "cache")
+  good = feature_cache.image_features(ds, None, _cfg(model_dir), cache)
+  expected = np.array(good.features)
+  feats, manifest = (os.path.join(good.path, f) for f in ("features.npy", "manifest.json"))
+  del good
+  if damage == "truncate":
+    os.truncate(feats, os.path.getsize(feats) - 40)
+  elif damage == "flip_bytes":
+    with open(feats, "r+b") as f:
+      f.seek(-8, os.SEEK_END)
+      f.write(b"\x00\x01\x02\x03\x04\x05\x06\x07")
+  elif damage == "no_manifest":
+    os.remove(manifest)
+  else:
+    with open(manifest, "w") as f:
+      f.write('{"format": 1, "key": ')
+  again = feature_cache.image_features(ds, None, _cfg(model_dir), cache)
+  assert calls["n"] == 4
+  np.testing.assert_array_equal(again.features, expected)
+
+
+def test_interrupted_run_leaves_no_entry(tmp_path, monkeypatch, model_dir):
+  ds = _dataset(tmp_path / "data")
+  cache = str(tmp_path / "cache")
+  original = feature_cache.ImageEncoder.encode
+  seen = {"n": 0}
+
+  def dies_on_second_batch(self, images):
+    seen["n"] += 1
+    if seen["n"] == 2:
+      raise KeyboardInterrupt
+    return original(self, images)
+
+  monkeypatch.setattr(feature_cache.ImageEncoder, "encode", dies_on_second_batch)
+  with pytest.raises(KeyboardInterrupt):
+    feature_cache.image_features(ds, None, _cfg(model_dir), cache)
+  assert os.listdir(cache) == []
+  monkeypatch.setattr(feature_cache.ImageEncoder, "encode", original)
+  entry = feature_cache.image_features(ds, None, _cfg(model_dir), cache)
+  assert entry.features.shape == (5, 32)
+
+
+def test_variants_are_separate_entries(tmp_path, model_dir):
+  ds = _dataset(tmp_path / "data")
+  cache = str(tmp_path / "cache")
+  pixels = _pixels(ds, ds.image_ids("train"))
+  paths = set()
+  for variant, fn in [("hflip", lambda x: x[:, :, ::-1]), ("vflip", lambda x: x[:, ::-1]),
+                      ("rot90", lambda x: np.rot90(x, 1, axes=(1, 2))),
+                      ("rot180", lambda x: x[:, ::-1, ::-1]),
+                      ("rot270", lambda x: np.rot90(x, 3, axes=(1, 2)))]:
+    entry = feature_cache.image_features(ds, ["train"], _cfg(model_dir), cache, variant=variant)
+    np.testing.assert_allclose(entry.features,
+                               _reference(model_dir, np.ascontiguousarray(fn(pixels))),
+                               rtol=1e-4, atol=1e-5)
+    paths.add(entry.path)
+  assert len(paths) == 5
+  with pytest.raises(RSVQAError, match="variant"):
+    feature_cache.image_features(ds, ["train"], _cfg(model_dir), cache, variant="rot45")
+
+
+def test_adversarial_kinds(tmp_path, calls, model_dir):
+  ds = _dataset(tmp_path / "data")
+  cache = str(tmp_path / "cache")
+  cfg = _cfg(model_dir)
+  white = feature_cache.image_features(ds, None, cfg, cache, kind="white")
+  assert calls["n"] == 1  # one image encoded, broadcast to every row
+  full_white = np.full((1, SIZE, SIZE, 3), 255, np.uint8)
+  np.testing.assert_allclose(white.features, np.repeat(_reference(model_dir, full_white), 5, 0),
+                             rtol=1e-4, atol=1e-5)
+  black = feature_cache.image_features(ds, None, cfg, cache, kind="black")
+  assert not np.allclose(black.features, white.features)
+  n1 = feature_cache.image_features(ds, None, cfg, cache, kind="noise", noise_seed=1)
+  n1_again = feature_cache.image_features(ds, None, cfg, str(tmp_path / "other"), kind="noise",
+                                          noise_seed=1)
+  n2 = feature_cache.image_features(ds, None, cfg, cache, kind="noise", noise_seed=2)
+  np.testing.assert_array_equal(n1.features, n1_again.features)
+  assert not np.allclose(n1.features, n2.features)
+  assert not np.allclose(n1.features[0], n1.features[1])  # noise differs per image
+  noise = feature_cache.noise_image(1, 13, (SIZE, SIZE, 3))
+  np.testing.assert_allclose(n1.features[n1.rows([13])[0]], _reference(model_dir, noise[None])[0],
+                             rtol=1e-4, atol=1e-5)
+  with pytest.raises(RSVQAError, match="no augmentation"):
+    feature_cache.image_features(ds, None, cfg, cache, kind="white", variant="hflip")
+
+
+def test_map_is_kept_when_asked(tmp_path, model_dir):
+  ds = _dataset(tmp_path / "data")
+  entry = feature_cache.image_features(ds, None, _cfg(model_dir, map=True), str(tmp_path / "c"))
+  assert entry.feature_map.shape == (5, 1, 1, 32)
+  np.testing.assert_allclose(entry.feature_map.mean(axis=(1, 2)), entry.features, rtol=1e-5)
+
+
+def test_tree_hash_sees_values_and_names():
+  a = {"x": np.zeros(3, np.float32), "y": np.ones((2, 2), np.float32)}
+  assert feature_cache.tree_sha256(a) == feature_cache.tree_sha256(dict(reversed(a.items())))
+  assert feature_cache.tree_sha256(a) != feature_cache.tree_sha256({**a, "x": np.full(3, 1e-7)})
+  assert feature_cache.tree_sha256(a) != feature_cache.tree_sha256({"z": a["x"], "y": a["y"]})
+
+
+def test_bad_config_is_a_clear_error(tmp_path, model_dir):
+  ds = _dataset(tmp_path / "data")
+  with pytest.raises(RSVQAError, match="image.arch"):
+    feature_cache.image_features(ds, None, _cfg(model_dir, arch="vgg16"), str(tmp_path / "c"))
+  with pytest.raises(RSVQAError, match="image.checkpoint"):
+    feature_cache.image_features(ds, None, _cfg(model_dir, arch="resnet18",
+                                                checkpoint=str(tmp_path / "nope.pth")),
+                                 str(tmp_path / "c"))

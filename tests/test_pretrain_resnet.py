@@ -1,0 +1,138 @@
+"""Land-cover pretraining of the small ResNet: labels, loss, saved model, and better features."""
+import os
+
+import numpy as np
+import pytest
+
+from rsvqa_jax.data import records, scenes
+from rsvqa_jax.data.images import write_tif
+from rsvqa_jax.errors import RSVQAError
+from rsvqa_jax.train import feature_cache, pretrain_resnet
+
+SCENE = 64
+
+
+def _dataset(root, n_train=30, n_val=15):
+  os.makedirs(os.path.join(root, "images"))
+  os.makedirs(os.path.join(root, "masks"))
+  splits = {}
+  for split, ids in (("train", range(n_train)), ("val", range(n_train, n_train + n_val))):
+    rows = []
+    for i in ids:
+      scene = scenes.make_scene(3, i, SCENE)
+      write_tif(os.path.join(root, "images", f"{i}.tif"), scene.image)
+      scenes.save_masks(os.path.join(root, "masks", f"{i}.npz"), scene)
+      rows.append(dict(question_id=i, image_id=i, qtype="presence", question="q", answer="yes",
+                       raw_answer="yes"))
+    splits[split] = records.Split.from_rows(split, rows)
+  return records.Dataset("lr", str(root), splits,
+                         lambda i: os.path.join(root, "images", f"{i}.tif"), (SCENE, SCENE))
+
+
+def _pcfg(**kw):
+  cfg = pretrain_resnet.default_pretrain_config()
+  cfg.update(dict(width=8, image_size=SCENE, epochs=12, batch_size=10, learning_rate=3e-3))
+  cfg.update(kw)
+  return cfg
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+  root = tmp_path_factory.mktemp("pretrain")
+  ds = _dataset(root / "data")
+  out = str(root / "model")
+  return ds, out, pretrain_resnet.pretrain(ds, out, _pcfg())
+
+
+def test_labels_from_masks_by_hand(tmp_path):
+  ones = lambda h, w: np.ones((h, w), bool)
+  objects = [scenes.SceneObject("road", None, None, (0, 0, 2, 8), ones(2, 8)),
+             scenes.SceneObject("forest", None, None, (4, 4, 6, 6), ones(2, 2)),
+             scenes.SceneObject("forest", None, None, (5, 5, 7, 7), ones(2, 2))]
+  os.makedirs(tmp_path / "masks")
+  scene = scenes.Scene(np.zeros((8, 8, 3), np.uint8), objects, "rural", "default")
+  scenes.save_masks(str(tmp_path / "masks" / "4.npz"), scene)
+  presence, fraction = pretrain_resnet.land_cover_labels(str(tmp_path), [4])
+  classes = pretrain_resnet.CLASSES
+  expected_p = np.zeros(len(classes))
+  expected_f = np.zeros(len(classes))
+  expected_p[[classes.index("road"), classes.index("forest")]] = 1
+  expected_f[classes.index("road")] = 16 / 64
+  expected_f[classes.index("forest")] = 7 / 64  # two 2x2 squares overlapping in one pixel
+  np.testing.assert_array_equal(presence[0], expected_p)
+  np.testing.assert_allclose(fraction[0], expected_f)
+  with pytest.raises(RSVQAError, match="masks missing"):
+    pretrain_resnet.land_cover_labels(str(tmp_path), [5])
+
+
+def test_loss_goes_down_and_model_round_trips(trained):
+  ds, out, manifest = trained
+  losses = manifest["epoch_losses"]
+  assert len(losses) == 12
+  assert np.mean(losses[-3:]) < 0.8 * np.mean(losses[:3])
+  assert manifest["dataset"]["train_images"] == 30
+  assert set(manifest["metrics"]) == {"train", "val"}
+  model = pretrain_resnet.load_pretrained(out)
+  ids = ds.image_ids("train")
+  images = pretrain_resnet.load_images(ds, ids, SCENE)
+  presence, fraction = pretrain_resnet.land_cover_labels(ds.root, ids)
+  prob, frac = pretrain_resnet._predict_all(model, images, 10)
+  metrics = pretrain_resnet.presence_metrics(prob, presence, frac, fraction, presence.mean(0))
+  assert metrics["presence_accuracy"] == pytest.approx(
+      manifest["metrics"]["train"]["presence_accuracy"])
+  assert metrics["presence_accuracy"] > metrics["majority_accuracy"]
+
+
+def _centroid_accuracy(train_x, train_y, test_x, test_y):
+  """Nearest-centroid presence accuracy, averaged over classes with both labels in train."""
+  mu, sd = train_x.mean(0), train_x.std(0) + 1e-6
+  train_x, test_x = (train_x - mu) / sd, (test_x - mu) / sd
+  accs = []
+  for c in range(train_y.shape[1]):
+    pos, neg = train_y[:, c] > 0, train_y[:, c] == 0
+    if pos.sum() < 2 or neg.sum() < 2:
+      continue
+    d_pos = ((test_x - train_x[pos].mean(0)) ** 2).sum(1)
+    d_neg = ((test_x - train_x[neg].mean(0)) ** 2).sum(1)
+    accs.append(((d_pos < d_neg) == (test_y[:, c] > 0)).mean())
+  return float(np.mean(accs))
+
+
+def test_pretrained_features_beat_random_init(trained, tmp_path):
+  ds, out, _ = trained
+  cfg = feature_cache.default_image_config()
+  cfg.update(dict(arch="synthetic_resnet", pretrained_dir=out, batch_size=10))
+  cfg.pretrain = _pcfg()
+  cache = str(tmp_path / "cache")
+  pretrained = feature_cache.image_features(ds, None, cfg, cache)
+  random_cfg = feature_cache.default_image_config()
+  random_cfg.update(dict(arch="resnet18", width=8, batch_size=10))
+  random = feature_cache.image_features(ds, None, random_cfg, cache)
+  assert pretrained.features.shape == random.features.shape == (45, 64)
+  tr, va = ds.image_ids("train"), ds.image_ids("val")
+  ytr, _ = pretrain_resnet.land_cover_labels(ds.root, tr)
+  yva, _ = pretrain_resnet.land_cover_labels(ds.root, va)
+  scores = {}
+  for name, entry in (("pretrained", pretrained), ("random", random)):
+    x = np.asarray(entry.features)
+    scores[name] = _centroid_accuracy(x[entry.rows(tr)], ytr, x[entry.rows(va)], yva)
+  # Held-out images: the pretrained features must carry more land-cover information.
+  assert scores["pretrained"] > scores["random"] + 0.03, scores
+
+
+def test_ensure_pretrained_reuses_or_retrains(trained, monkeypatch):
+  ds, out, manifest = trained
+  cfg = feature_cache.default_image_config()
+  cfg.update(dict(arch="synthetic_resnet", pretrained_dir=out))
+  cfg.pretrain = _pcfg()
+
+  def no_training(*args, **kwargs):
+    raise AssertionError("retrained although the model matched")
+
+  monkeypatch.setattr(pretrain_resnet, "pretrain", no_training)
+  assert pretrain_resnet.ensure_pretrained(cfg, ds)["weights_sha256"] == manifest["weights_sha256"]
+  cfg.pretrain.epochs = 13
+  with pytest.raises(AssertionError, match="retrained"):
+    pretrain_resnet.ensure_pretrained(cfg, ds)
+  with pytest.raises(RSVQAError, match="no dataset"):
+    pretrain_resnet.ensure_pretrained(cfg, None)
