@@ -1,0 +1,181 @@
+"""Runs the benchmark families and writes results.json and results.md.
+
+  python -m benchmarks.run [--quick] --out DIR [--only train_steps,pipeline,...]
+
+Families: train_steps (JAX vs PyTorch train steps), pipeline (original per-batch ResNet pipeline vs
+cached features), adversarial (K = 10 substitutions vs a clean pass), flops (fraction of the
+matmul peak), scaling (forced host devices, peak RSS), compilation (compilations per epoch).
+Every figure is median / min / max over repeats; each target is printed PASS or MISS.
+"""
+import argparse
+import importlib
+import json
+import os
+import sys
+import time
+import traceback
+
+from benchmarks import timing
+
+FAMILIES = ("train_steps", "pipeline", "adversarial", "flops", "scaling", "compilation")
+
+
+def fmt(x, scale=1.0, digits=3):
+  """A summary as 'median (min-max)', a number as itself; None as '-'."""
+  if x is None:
+    return "-"
+  if isinstance(x, dict) and "median" in x:
+    m, lo, hi = (x[k] * scale for k in ("median", "min", "max"))
+    return f"{m:.{digits}g} ({lo:.{digits}g}-{hi:.{digits}g})"
+  if isinstance(x, float):
+    return f"{x * scale:.{digits}g}"
+  return str(x)
+
+
+def _table(header, rows):
+  lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+  lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
+  return lines
+
+
+def _md_train_steps(s):
+  out = _table(["LM", "mode", "fusion", "tokens", "JAX samples/s", "torch eager samples/s",
+                "torch.compile samples/s", "JAX / eager", "JAX / compile"],
+               [[r["lm"], r["mode"], r["fusion"], "x".join(map(str, r["tokens"] or [])) or "-",
+                 fmt(r.get("jax_samples_s")), fmt(r.get("torch_eager_samples_s")),
+                 fmt(r.get("torch_compile_samples_s")), fmt(r.get("speedup_vs_eager")),
+                 fmt(r.get("speedup_vs_compile"))] for r in s["rows"]])
+  for r in s["rows"]:
+    for k, v in r["notes"].items():
+      out.append(f"- {r['lm']} {r['mode']} {r['fusion']}: {k} {v}")
+  return out
+
+
+def _md_pipeline(s):
+  out = _table(["model", "original s / 1000 samples", "this tool s / 1000 samples",
+                "original epoch s (57,223)", "this tool epoch s", "speed-up"],
+               [[r["model"], fmt(r["original_s_per_1000"]), fmt(r["tool_s_per_1000"]),
+                 fmt(r["original_epoch_s"]), fmt(r["tool_epoch_s"]), fmt(r["speedup"])]
+                for r in s["rows"]])
+  comps = s["components_original_s_per_batch"]
+  out.append("- original components, s per batch of 70: " +
+             ", ".join(f"{k} {fmt(v)}" for k, v in comps.items()))
+  out.append(f"- one-time feature cache (772 LR images): {fmt(s['feature_cache_once_s'])} s")
+  return out
+
+
+def _md_adversarial(s):
+  return _table(["model", "questions", "clean pass s", "K=10 s", "K=10 / clean"],
+                [[r["model"], r["questions"], fmt(r["clean_s"]), fmt(r["k10_s"]),
+                  fmt(r["cost_ratio"])] for r in s["rows"]])
+
+
+def _md_flops(s):
+  out = [f"- f32 matmul peak: {fmt(s['matmul_peak'], 1e-9)} GFLOP/s (start), "
+         f"{fmt(s['matmul_peak_after'], 1e-9)} GFLOP/s (end); {s['peak_config']}"]
+  out += _table(["fine-tuned LM", "tokens", "layers", "step s", "samples/s",
+                 "analytic GFLOP/step", "XLA GFLOP/step", "achieved GFLOP/s", "of peak"],
+                [[r["lm"], "x".join(map(str, r["tokens"])), r["layers"] or "-", fmt(r["step_s"]),
+                  fmt(r["samples_s"]), fmt(r["analytic_flops_per_step"], 1e-9),
+                  fmt(r["xla_cost_analysis_flops"], 1e-9), fmt(r["achieved_flops"], 1e-9),
+                  fmt(r["fraction_of_peak"])] for r in s["rows"]])
+  return out
+
+
+def _md_scaling(s):
+  out = _table(["devices", "samples/s", "per-device MiB (XLA plan)", "|loss - loss@1|"],
+               [[r.get("devices", "-"), fmt(r.get("samples_s")) if "error" not in r else r["error"],
+                 fmt(r.get("per_device_MiB")), fmt(r.get("max_abs_loss_diff_vs_1"))]
+                for r in s["rows"]])
+  rss = s["rss"]
+  if "peak_rss_bytes" in rss:
+    out.append(f"- LR-size cached-feature run: peak RSS {rss['peak_rss_bytes'] / 2**30:.2f} GiB "
+               f"({rss['steps']} steps in {rss['seconds']:.1f} s; arrays held "
+               f"{rss['resident_arrays_bytes'] / 2**30:.2f} GiB)")
+  else:
+    out.append(f"- LR-size RSS run failed: {rss.get('error')}")
+  return out
+
+
+def _md_compilation(s):
+  out = _table(["epoch", "steps", "bucket widths", "first seen", "backend compilations"],
+               [[e["epoch"], e["steps"], e["bucket_widths"], e["new_bucket_widths"],
+                 e["backend_compilations"]]
+                for e in s["epochs"]])
+  out.append(f"- train step cache size (compiled shapes): {s['step_cache_size']}")
+  return out
+
+
+RENDER = {"train_steps": _md_train_steps, "pipeline": _md_pipeline,
+          "adversarial": _md_adversarial, "flops": _md_flops, "scaling": _md_scaling,
+          "compilation": _md_compilation}
+
+
+def markdown(results):
+  m = results["machine"]
+  lines = ["# rsvqa_jax benchmarks", "", f"Command: `{results['command']}`", "",
+           f"Machine: {m['cpu']}, {m['cores']} cores ({m['usable_cpus']} usable), "
+           f"jax {m['jax']} ({m['jax_backend']}), torch {m['torch']}, python {m['python']}; "
+           f"load average at start {m.get('load_average')}", "",
+           f"Threads: {results.get('threads')}", "",
+           f"Total runtime: {results['runtime_s']:.0f} s ({results['mode']} mode)",
+           "", "Figures: median (min-max) over repeats; ratios are paired per round.", "",
+           "## Targets", ""]
+  lines += _table(["target", "measured", "goal", "status"],
+                  [[t["name"], fmt(t["measured"]), f"{t['op']} {t['threshold']}", t["status"]]
+                   for t in results["targets"]])
+  for name, section in results["sections"].items():
+    lines += ["", f"## {name} ({section.get('runtime_s', 0):.0f} s)", ""]
+    if "error" in section:
+      lines.append(f"failed: {section['error']}")
+      continue
+    lines += RENDER[name](section)
+    lines += [f"- {n}" for n in section.get("notes", [])]
+  return "\n".join(lines) + "\n"
+
+
+def main(argv=None):
+  parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+  parser.add_argument("--quick", action="store_true",
+                      help="reduced BERT-family layers and fewer repeats (under 10 minutes)")
+  parser.add_argument("--toy", action="store_true",
+                      help="tiny models, to check that the harness runs (figures are meaningless)")
+  parser.add_argument("--out", required=True, help="folder for results.json and results.md")
+  parser.add_argument("--only", default=",".join(FAMILIES),
+                      help=f"comma-separated families out of {', '.join(FAMILIES)}")
+  args = parser.parse_args(argv)
+  families = [f for f in args.only.split(",") if f]
+  unknown = sorted(set(families) - set(FAMILIES))
+  if unknown:
+    parser.error(f"unknown families {unknown}; choose from {FAMILIES}")
+  mode = "toy" if args.toy else "quick" if args.quick else "full"
+  os.makedirs(args.out, exist_ok=True)
+  start = time.perf_counter()
+  results = {"command": "python -m benchmarks.run " + " ".join(argv if argv is not None
+                                                                 else sys.argv[1:]),
+             "mode": mode, "machine": timing.machine(), "sections": {}, "targets": []}
+  for name in families:
+    print(f"[{time.perf_counter() - start:6.0f} s] {name}", flush=True)
+    t0 = time.perf_counter()
+    try:
+      module = importlib.import_module(f"benchmarks.{name}")
+      section, targets = module.run(mode, log=lambda m: print(m, flush=True))
+      if "threads" in section:
+        results["threads"] = section["threads"]
+    except Exception as e:  # pylint: disable=broad-except
+      traceback.print_exc()
+      section, targets = {"error": f"{type(e).__name__}: {e}"}, []
+    section["runtime_s"] = time.perf_counter() - t0
+    results["sections"][name] = section
+    results["targets"] += targets
+  results["runtime_s"] = time.perf_counter() - start
+  with open(os.path.join(args.out, "results.json"), "w", encoding="utf-8") as f:
+    json.dump(results, f, indent=1, default=str)
+  text = markdown(results)
+  with open(os.path.join(args.out, "results.md"), "w", encoding="utf-8") as f:
+    f.write(text)
+  print(text)
+
+
+if __name__ == "__main__":
+  main()

@@ -1,0 +1,107 @@
+"""Timing and reporting helpers shared by the benchmark families.
+
+Every figure is measured over `repeats` rounds in which the competing implementations run one
+after the other (alternated), so a noisy neighbour slows both sides of a ratio alike. A figure is
+summarised as median / min / max over the rounds; ratios are computed per round (paired) before
+summarising.
+"""
+import os
+import platform
+import statistics
+import time
+
+
+def intra_op_threads():
+  """Threads XLA's CPU client uses for one op: one per CPU this process may run on.
+
+  XLA:CPU sizes its intra-op Eigen pool from the schedulable CPUs (the affinity mask), so the
+  PyTorch side is given the same number with torch.set_num_threads.
+  """
+  return len(os.sched_getaffinity(0))
+
+
+def configure_torch(torch):
+  """Same intra-op thread count as XLA; returns what was set."""
+  n = intra_op_threads()
+  torch.set_num_threads(n)
+  return {"torch.set_num_threads": n, "torch.get_num_threads": torch.get_num_threads(),
+          "xla_intra_op_threads": n, "how": "len(os.sched_getaffinity(0)) for both"}
+
+
+def summarize(values, unit=""):
+  values = [float(v) for v in values]
+  return {"median": statistics.median(values), "min": min(values), "max": max(values),
+          "repeats": len(values), "unit": unit}
+
+
+def paired_ratio(numerators, denominators, unit="x"):
+  """Round-by-round ratios num[i] / den[i], summarised."""
+  return summarize([n / d for n, d in zip(numerators, denominators)], unit)
+
+
+def time_block(run, steps):
+  """Seconds for `steps` calls of `run()`; `run` must block until its work is done."""
+  start = time.perf_counter()
+  for _ in range(steps):
+    run()
+  return time.perf_counter() - start
+
+
+def alternate(runners, repeats):
+  """{name: [seconds per round]} running each runner once per round, in turn.
+
+  runners: {name: callable() -> seconds}. A runner that raises is dropped from later rounds and
+  its error recorded under the key ("error", name).
+  """
+  times = {name: [] for name in runners}
+  errors = {}
+  for _ in range(repeats):
+    for name, run in runners.items():
+      if name in errors:
+        continue
+      try:
+        times[name].append(run())
+      except Exception as e:  # pylint: disable=broad-except
+        errors[name] = f"{type(e).__name__}: {str(e).splitlines()[0][:200]}"
+  return {k: v for k, v in times.items() if v}, errors
+
+
+def cpu_model():
+  try:
+    with open("/proc/cpuinfo", encoding="utf-8") as f:
+      for line in f:
+        if line.startswith("model name"):
+          return line.split(":", 1)[1].strip()
+  except OSError:
+    pass
+  return platform.processor() or platform.machine()
+
+
+def machine():
+  """The machine and software a result was measured on."""
+  import jax  # pylint: disable=g-import-not-at-top
+  info = {"cpu": cpu_model(), "cores": os.cpu_count(), "usable_cpus": intra_op_threads(),
+          "platform": platform.platform(), "python": platform.python_version(),
+          "jax": jax.__version__, "jax_backend": jax.default_backend(),
+          "devices": [str(d) for d in jax.devices()]}
+  try:
+    import torch  # pylint: disable=g-import-not-at-top
+    info["torch"] = torch.__version__
+  except ImportError:
+    info["torch"] = None
+  try:
+    info["load_average"] = os.getloadavg()
+  except OSError:
+    pass
+  return info
+
+
+def target(name, measured, op, threshold, note=""):
+  """A target row: PASS / MISS from a summary's median (N/A when not measured)."""
+  if measured is None:
+    return {"name": name, "measured": None, "op": op, "threshold": threshold, "status": "N/A",
+            "note": note}
+  value = measured["median"] if isinstance(measured, dict) else float(measured)
+  ok = value >= threshold if op == ">=" else value <= threshold
+  return {"name": name, "measured": measured, "op": op, "threshold": threshold,
+          "status": "PASS" if ok else "MISS", "note": note}

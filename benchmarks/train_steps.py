@@ -1,0 +1,253 @@
+"""Like-for-like train-step throughput: rsvqa_jax's jit step against PyTorch eager and compiled.
+
+Same batch (70 questions, same tokens), same architecture and optimizer (Adam, head lr 1e-5,
+language-model lr 1e-4), dropout on, same intra-op thread count. Per configuration the JAX
+step, the torch eager step and the torch.compile step run in turn, `repeats` rounds of `steps`
+steps each, after a warm-up that includes compilation (timed separately).
+Frozen language model = cached question vectors: only fusion + classifier train.
+"""
+import gc
+import time
+
+import jax
+from flax import nnx
+
+from benchmarks import inputs, timing
+from rsvqa_jax.models.bert import BertConfig, BertEncoder
+from rsvqa_jax.models.skipthoughts import SkipThoughts
+from rsvqa_jax.models.vqa import RSVQAModel, VQAHead, head_config
+from rsvqa_jax.train import optimizers, state as state_lib, steps as steps_lib
+from rsvqa_jax.train import sharding as shd
+from rsvqa_jax.train.config_lib import base_config
+
+FAMILY_LAYERS = {"distilbert": 6, "bert": 12, "roberta": 12}
+BERT_DIMS = {"hidden": 768, "heads": 12, "intermediate": 3072}
+GRU_DIMS = {"word_dim": 620, "hidden_dim": 2400}
+QUICK_GRU_HIDDEN = 1200
+
+
+def sizes(mode):
+  """Model sizes: the paper's in "full"; "quick" cuts the BERT family to 1 layer and the GRU state
+  to 1200 (a full-size fine-tuned GRU step takes several seconds per implementation on the shared
+  2-core machine); "toy" makes every model tiny (to check that the harness runs)."""
+  if mode == "toy":
+    return {"bert_layers": {k: 1 for k in FAMILY_LAYERS}, "gru": {"word_dim": 8, "hidden_dim": 16},
+            "bert": {"hidden": 32, "heads": 2, "intermediate": 64}}
+  if mode == "quick":
+    return {"bert_layers": {k: 1 for k in FAMILY_LAYERS},
+            "gru": {**GRU_DIMS, "hidden_dim": QUICK_GRU_HIDDEN}, "bert": dict(BERT_DIMS)}
+  return {"bert_layers": dict(FAMILY_LAYERS), "gru": dict(GRU_DIMS), "bert": dict(BERT_DIMS)}
+
+
+def bert_config(family, size, vocab_size):
+  b = size["bert"]
+  return BertConfig(family=family, vocab_size=50265 if family == "roberta" else vocab_size,
+                    hidden_size=b["hidden"], num_layers=size["bert_layers"][family],
+                    num_heads=b["heads"], intermediate_size=b["intermediate"],
+                    max_position_embeddings=514 if family == "roberta" else 512,
+                    type_vocab_size=0 if family == "distilbert" else 2,
+                    pad_token_id=1 if family == "roberta" else 0)
+
+
+def jax_model(lm, frozen, fusion, size, questions):
+  """RSVQAModel of a configuration (no text encoder when the LM is frozen and cached)."""
+  rngs = nnx.Rngs(params=0, dropout=1)
+  cfg = head_config()
+  cfg.fusion = fusion
+  encoder = None
+  if lm == "skipthoughts":
+    q_dim = size["gru"]["hidden_dim"]
+    if not frozen:
+      encoder = SkipThoughts(questions.word_vocab_size, rngs=rngs, **size["gru"])
+  else:
+    q_dim = size["bert"]["hidden"]
+    if not frozen:
+      encoder = BertEncoder(bert_config(lm, size, questions.wordpiece_vocab_size), rngs=rngs)
+  head = VQAHead(cfg, q_dim=q_dim, v_dim=inputs.IMAGE_DIM, num_answers=inputs.NUM_ANSWERS,
+                 rngs=rngs)
+  return RSVQAModel(head, encoder), q_dim
+
+
+def torch_model(lm, frozen, fusion, size, questions):
+  from benchmarks import torch_reference as tr  # pylint: disable=g-import-not-at-top
+  import torch  # pylint: disable=g-import-not-at-top
+  torch.manual_seed(0)
+  cfg = head_config()
+  cfg.fusion = fusion
+  encoder = None
+  if lm == "skipthoughts":
+    q_dim = size["gru"]["hidden_dim"]
+    if not frozen:
+      encoder = tr.SkipThoughtsGRU(questions.word_vocab_size, **size["gru"])
+  else:
+    b = size["bert"]
+    q_dim = b["hidden"]
+    if not frozen:
+      encoder = tr.HFEncoder(lm, layers=size["bert_layers"][lm], hidden=b["hidden"],
+                             heads=b["heads"], intermediate=b["intermediate"],
+                             vocab_size=questions.wordpiece_vocab_size)
+  return tr.VQA(tr.Head(cfg, q_dim, inputs.IMAGE_DIM, inputs.NUM_ANSWERS), encoder)
+
+
+def batch_for(lm, frozen, q_dim, questions, batch=inputs.BATCH):
+  """The numpy batch both sides read."""
+  arrays = inputs.head_arrays(batch, q_dim)
+  if frozen:
+    return arrays
+  del arrays["question_vector"]
+  if lm == "skipthoughts":
+    arrays["tokens"], arrays["mask"] = questions.word_tokens, questions.word_mask
+  else:
+    arrays["tokens"], arrays["mask"] = questions.wordpiece_tokens, questions.wordpiece_mask
+  return arrays
+
+
+class JaxStep:
+  """rsvqa_jax's train step on one device-resident batch; `block(steps)` -> seconds."""
+
+  def __init__(self, model, frozen, batch_np, mesh=None, compute_dtype="float32"):
+    self.mesh = mesh or shd.make_mesh()
+    optimizer = optimizers.make_optimizer(base_config().optim)
+    self.state = shd.replicate(state_lib.create(model, optimizer, seed=0, freeze_text=frozen),
+                               self.mesh)
+    self.step = steps_lib.make_train_step(optimizer, self.mesh, compute_dtype)
+    self.batch = shd.global_batch(batch_np, self.mesh)
+    self.metrics = None
+
+  def warmup(self):
+    start = time.perf_counter()
+    self.block(1)
+    return time.perf_counter() - start
+
+  def run_one(self):
+    self.state, self.metrics = self.step(self.state, self.batch)
+
+  def block(self, steps):
+    start = time.perf_counter()
+    for _ in range(steps):
+      self.run_one()
+    jax.block_until_ready(self.metrics)
+    return time.perf_counter() - start
+
+
+class TorchStep:
+  """The PyTorch reference step (eager or torch.compile)."""
+
+  def __init__(self, model, batch_np, compile_model):
+    from benchmarks import torch_reference as tr  # pylint: disable=g-import-not-at-top
+    self.step = tr.make_train_step(model, compile_model=compile_model)
+    self.batch = tr.to_torch(batch_np)
+
+  def warmup(self):
+    start = time.perf_counter()
+    self.step(self.batch)
+    self.step(self.batch)
+    return time.perf_counter() - start
+
+  def block(self, steps):
+    start = time.perf_counter()
+    for _ in range(steps):
+      self.step(self.batch)
+    return time.perf_counter() - start
+
+
+def measure(lm, frozen, fusion, *, size, questions, repeats, block_s, compile_torch,
+            have_torch):
+  """One configuration: samples/s of each implementation and the paired speed-ups.
+
+  After the warm-up (compilation included, timed apart), one timed step per implementation sets
+  its steps per round to about `block_s` seconds (at least one step).
+  """
+  model, q_dim = jax_model(lm, frozen, fusion, size, questions)
+  batch_np = batch_for(lm, frozen, q_dim, questions)
+  contenders = {"jax": JaxStep(model, frozen, batch_np)}
+  notes, warm, steps = {}, {}, {}
+  if have_torch:
+    contenders["torch_eager"] = TorchStep(torch_model(lm, frozen, fusion, size, questions),
+                                          batch_np, False)
+    if compile_torch:
+      contenders["torch_compile"] = TorchStep(torch_model(lm, frozen, fusion, size, questions),
+                                              batch_np, True)
+  for name in list(contenders):
+    try:
+      warm[name] = contenders[name].warmup()
+      steps[name] = max(1, round(block_s / contenders[name].block(1)))
+    except Exception as e:  # pylint: disable=broad-except
+      notes[name] = f"skipped: {type(e).__name__}: {str(e).splitlines()[0][:200]}"
+      del contenders[name]
+  rounds = {k: (lambda c=c, k=k: c.block(steps[k]) / (steps[k] * inputs.BATCH))
+            for k, c in contenders.items()}
+  per_sample, errors = timing.alternate(rounds, repeats)
+  notes.update({k: f"failed while timing: {v}" for k, v in errors.items()})
+  row = {"lm": lm, "mode": "frozen (cached)" if frozen else "fine-tuned", "fusion": fusion,
+         "tokens": list(batch_np["tokens"].shape) if "tokens" in batch_np else None,
+         "warmup_s": warm, "steps_per_round": steps, "notes": notes}
+  for name, t in per_sample.items():
+    row[f"{name}_samples_s"] = timing.summarize([1 / x for x in t], "samples/s")
+  for other in ("torch_eager", "torch_compile"):
+    if "jax" in per_sample and other in per_sample:
+      row[f"speedup_vs_{other.split('_')[1]}"] = timing.paired_ratio(per_sample[other],
+                                                                     per_sample["jax"])
+  del contenders
+  gc.collect()
+  return row
+
+
+def plan(mode):
+  """(lm, frozen, fusion) configurations; the frozen head depends on the LM only via q_dim."""
+  if mode == "toy":
+    return [("skipthoughts", True, "mult"), ("distilbert", False, "mult")]
+  full = mode == "full"
+  configs = [("skipthoughts", True, "mult"), ("skipthoughts", True, "mutan"),
+             ("distilbert", True, "mult")] + ([("distilbert", True, "mutan")] if full else [])
+  configs += [("skipthoughts", False, "mult")] + ([("skipthoughts", False, "mutan")] if full else [])
+  configs += [(lm, False, f) for lm in FAMILY_LAYERS for f in (("mult", "mutan") if full else
+                                                               ("mult",))]
+  return configs
+
+
+def run(mode, log=print):
+  try:
+    import torch  # pylint: disable=g-import-not-at-top
+    threads = timing.configure_torch(torch)
+    have_torch = True
+  except ImportError:
+    threads, have_torch = {"torch": "not installed"}, False
+  size = sizes(mode)
+  questions = inputs.make_questions(inputs.BATCH)
+  rows = []
+  for lm, frozen, fusion in plan(mode):
+    # --quick: torch.compile (tens of seconds per graph here) on the Skip-thoughts e-mult steps.
+    compile_torch = mode == "full" or (lm == "skipthoughts" and fusion == "mult")
+    log(f"  train step: {lm} {'frozen' if frozen else 'fine-tuned'} {fusion}")
+    row = measure(lm, frozen, fusion, size=size, questions=questions,
+                  repeats={"full": 5, "quick": 3, "toy": 2}[mode], block_s={"full": 1.0, "quick": 0.3, "toy": 0.05}[mode],
+                  compile_torch=compile_torch and have_torch and mode != "toy",
+                  have_torch=have_torch)
+    if have_torch and not compile_torch:
+      row["notes"]["torch_compile"] = (f"not run in {mode} mode (inductor takes tens of seconds "
+                                       "to minutes per graph on 2 cores); run in the full mode")
+    rows.append(row)
+    log("    warm-up s " + ", ".join(f"{k} {v:.1f}" for k, v in row["warmup_s"].items()) +
+        "; samples/s " + ", ".join(f"{k[:-10]} {row[k]['median']:.1f}" for k in row
+                                    if k.endswith("_samples_s")))
+  targets = []
+  for row in rows:
+    frozen = row["mode"].startswith("frozen")
+    need = 2.0 if frozen else (1.3 if row["lm"] == "skipthoughts" else 1.0)
+    label = f"{row['lm']} {row['mode']} {row['fusion']}"
+    targets.append(timing.target(f"train step vs torch eager: {label}",
+                                 row.get("speedup_vs_eager"), ">=", need))
+    if "speedup_vs_compile" in row:
+      targets.append(timing.target(f"train step vs torch.compile: {label}",
+                                   row["speedup_vs_compile"], ">=", 1.0))
+  return {"threads": threads, "sizes": size, "rows": rows,
+          "notes": [f"frozen rows: cached question vectors ({size['gru']['hidden_dim']}-d "
+                    f"Skip-thoughts, {size['bert']['hidden']}-d for the BERT family, identical "
+                    "for DistilBERT/BERT/RoBERTa), fusion + classifier trained only",
+                    f"Skip-thoughts GRU: {size['gru']['word_dim']} -> {size['gru']['hidden_dim']}"
+                    + ("" if mode == "full" else f" ({mode}: paper size is 620 -> 2400)"),
+                    "BERT-family layers: " + ", ".join(f"{k} {v}" for k, v in
+                                                       size["bert_layers"].items())
+                    + (" (paper sizes)" if mode == "full" else f" ({mode}: reduced from 6/12/12)")]
+         }, targets

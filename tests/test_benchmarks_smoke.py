@@ -1,0 +1,109 @@
+"""Smoke tests of the benchmark harness: it runs at toy sizes and writes well-formed results.
+
+No timing is asserted (the machine is shared and noisy); the tests check the summaries, the
+PASS/MISS logic, the analytic FLOP counts against XLA's own count, and the result files.
+"""
+import json
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from benchmarks import flops, run, timing
+from rsvqa_jax.models.skipthoughts import gru_scan
+
+torch = pytest.importorskip("torch", reason="the benchmarks compare against PyTorch")
+
+
+def test_summaries_and_targets():
+  s = timing.summarize([3.0, 1.0, 2.0], "s")
+  assert (s["median"], s["min"], s["max"], s["repeats"]) == (2.0, 1.0, 3.0, 3)
+  r = timing.paired_ratio([4.0, 9.0], [2.0, 3.0])
+  assert (r["min"], r["max"]) == (2.0, 3.0)
+  assert timing.target("a", r, ">=", 2.5)["status"] == "PASS"
+  assert timing.target("a", r, ">=", 2.6)["status"] == "MISS"
+  assert timing.target("b", 1.6, "<=", 1.5)["status"] == "MISS"
+  assert timing.target("c", None, "<=", 1.5)["status"] == "N/A"
+
+
+def test_alternate_drops_a_failing_runner():
+  calls = []
+
+  def bad():
+    calls.append("bad")
+    raise RuntimeError("boom\nmore")
+
+  times, errors = timing.alternate({"ok": lambda: 1.0, "bad": bad}, 3)
+  assert times == {"ok": [1.0, 1.0, 1.0]}
+  assert calls == ["bad"] and errors == {"bad": "RuntimeError: boom"}
+
+
+def test_gru_flops_match_xla_count():
+  """One GRU step (no loop, so XLA counts it whole) against the analytic matmul count."""
+  b, d, h = 4, 64, 128
+  rng = np.random.default_rng(0)
+  arrays = [rng.standard_normal(s, np.float32) for s in
+            [(b, 1, d), (d, 2 * h), (h, 2 * h), (2 * h,), (d, h), (h, h), (h,)]]
+  x, w, u, bias, wx, ux, bx = map(jnp.asarray, arrays)
+  mask = jnp.ones((b, 1), jnp.int32)
+  compiled = jax.jit(gru_scan).lower(x, mask, w, u, bias, wx, ux, bx).compile()
+  xla = compiled.cost_analysis()["flops"]
+  analytic = flops.gru_train_flops(b, 1, d, h) / 3 - flops.head_flops(h, b)
+  assert analytic == 2 * b * (d * 3 * h + h * 3 * h)
+  assert abs(xla - analytic) / analytic < 0.1
+
+
+def test_bert_flops_formula():
+  # One layer, hidden 2, FFN 4, 2 tokens: QKV+out 4*2*2, FFN 2*2*4 MACs per token, plus
+  # attention scores and context 2*2*2 MACs per token.
+  per_token = 2 * (16 + 16) + 2 * 2 * 2 * 2
+  expected = 3 * (2 * per_token + flops.head_flops(2, 1))
+  assert flops.bert_train_flops(1, 2, 1, 2, 4) == expected
+
+
+def test_toy_harness_writes_results(tmp_path):
+  run.main(["--toy", "--out", str(tmp_path), "--only", "train_steps,adversarial,compilation"])
+  results = json.loads((tmp_path / "results.json").read_text())
+  assert results["mode"] == "toy"
+  assert {"cpu", "cores", "jax", "torch"} <= set(results["machine"])
+  assert list(results["sections"]) == ["train_steps", "adversarial", "compilation"]
+  for name, section in results["sections"].items():
+    assert "error" not in section, (name, section.get("error"))
+  rows = results["sections"]["train_steps"]["rows"]
+  assert [(r["lm"], r["mode"]) for r in rows] == [
+      ("skipthoughts", "frozen (cached)"), ("distilbert", "fine-tuned")]
+  for r in rows:
+    for key in ("jax_samples_s", "torch_eager_samples_s", "speedup_vs_eager"):
+      assert {"median", "min", "max", "repeats"} <= set(r[key])
+      assert r[key]["min"] <= r[key]["median"] <= r[key]["max"]
+  epochs = results["sections"]["compilation"]["epochs"]
+  assert len(epochs) == 2
+  assert epochs[1]["backend_compilations"] <= len(epochs[1]["new_bucket_widths"])
+  assert results["targets"] and all(t["status"] in ("PASS", "MISS", "N/A")
+                                    for t in results["targets"])
+  md = (tmp_path / "results.md").read_text()
+  assert "## Targets" in md and "## train_steps" in md and "K=10 / clean" in md
+
+
+def test_markdown_renders_every_family():
+  """Each family's table renders from a minimal section (failed sections say so)."""
+  summary = timing.summarize([1.0, 2.0, 3.0])
+  results = {"command": "python -m benchmarks.run --toy", "mode": "toy", "runtime_s": 1.0,
+             "machine": {"cpu": "x", "cores": 2, "usable_cpus": 2, "jax": "0", "jax_backend":
+                         "cpu", "torch": "0", "python": "3"},
+             "targets": [timing.target("t", summary, ">=", 1.0)],
+             "sections": {
+                 "pipeline": {"rows": [{"model": "m", **{k: summary for k in (
+                     "original_s_per_1000", "tool_s_per_1000", "original_epoch_s",
+                     "tool_epoch_s", "speedup")}}],
+                              "components_original_s_per_batch": {"load": summary},
+                              "feature_cache_once_s": summary},
+                 "scaling": {"rows": [{"devices": 8, "samples_s": summary, "per_device_MiB": 1.0,
+                                       "max_abs_loss_diff_vs_1": 0.0}, {"error": "exit 1"}],
+                             "rss": {"peak_rss_bytes": 2**30, "steps": 3, "seconds": 1.0,
+                                     "resident_arrays_bytes": 2**29}},
+                 "flops": {"error": "RuntimeError: x"}}}
+  md = run.markdown(results)
+  assert "| t | 2 (1-3) | >= 1.0 | PASS |" in md
+  assert "peak RSS 1.00 GiB" in md and "exit 1" in md and "failed: RuntimeError: x" in md
