@@ -1,7 +1,6 @@
 """Frozen image-feature cache: hit, miss, stale, corrupt and interrupted entries, variants, kinds."""
 import os
 
-import jax
 import numpy as np
 import pytest
 from flax import nnx
@@ -9,7 +8,7 @@ from flax import nnx
 from rsvqa_jax.data import records
 from rsvqa_jax.data.images import read_tif, write_tif
 from rsvqa_jax.errors import RSVQAError
-from rsvqa_jax.models import resnet
+from rsvqa_jax.models import checkpoints, resnet
 from rsvqa_jax.train import feature_cache, pretrain_resnet
 
 SIZE = 32
@@ -33,22 +32,18 @@ def _dataset(root, n=5):
 
 def write_model(out_dir, seed, width=4):
   """A synthetic_resnet folder with He-scaled NumPy random weights (no JAX init to compile)."""
-  abstract = nnx.eval_shape(lambda: resnet.ResNet(18, width=width, num_classes=20,
-                                                  rngs=nnx.Rngs(0)))
-  graphdef, state = nnx.split(abstract)
-  paths, treedef = jax.tree_util.tree_flatten_with_path(state)
+  model = nnx.eval_shape(lambda: resnet.ResNet(18, width=width, num_classes=20, rngs=nnx.Rngs(0)))
   rng = np.random.default_rng(seed)
-  leaves = []
-  for path, leaf in paths:
-    name = jax.tree_util.keystr(path, simple=True, separator=".")
-    if name.endswith(("var.value", "scale.value")):
-      value = np.ones(leaf.shape)
-    elif name.endswith(("mean.value", "bias.value")):
-      value = 0.1 * rng.standard_normal(leaf.shape)
+  flat = {}
+  for name, shape in checkpoints.flat_shapes(model).items():
+    if name.endswith((".var", ".scale")):
+      value = np.ones(shape)
+    elif name.endswith((".mean", ".bias")):
+      value = 0.1 * rng.standard_normal(shape)
     else:
-      value = rng.standard_normal(leaf.shape) * np.sqrt(2.0 / np.prod(leaf.shape[:-1]))
-    leaves.append(np.asarray(value, np.float32))
-  model = nnx.merge(graphdef, jax.tree_util.tree_unflatten(treedef, leaves))
+      value = rng.standard_normal(shape) * np.sqrt(2.0 / np.prod(shape[:-1]))
+    flat[name] = np.asarray(value, np.float32)
+  checkpoints.load_into(model, checkpoints.unflatten(flat), "test weights")
   pcfg = _pretrain_cfg(width)
   pretrain_resnet.save_pretrained(out_dir, model, {
       "format": pretrain_resnet.FORMAT_VERSION, "depth": 18, "width": width, "image_size": SIZE,

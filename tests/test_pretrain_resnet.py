@@ -7,6 +7,7 @@ import pytest
 from rsvqa_jax.data import records, scenes
 from rsvqa_jax.data.images import write_tif
 from rsvqa_jax.errors import RSVQAError
+from rsvqa_jax.models import checkpoints
 from rsvqa_jax.train import feature_cache, pretrain_resnet
 
 SCENE = 64
@@ -73,6 +74,9 @@ def test_loss_goes_down_and_model_round_trips(trained):
   assert manifest["dataset"]["train_images"] == 30
   assert set(manifest["metrics"]) == {"train", "val"}
   model = pretrain_resnet.load_pretrained(out)
+  tree, meta = checkpoints.load_safetensors(os.path.join(out, pretrain_resnet.WEIGHTS))
+  assert meta["kind"] == "resnet" and (meta["depth"], meta["width"]) == ("18", "8")
+  np.testing.assert_array_equal(tree["conv1"]["kernel"], np.asarray(model.conv1.kernel[...]))
   ids = ds.image_ids("train")
   images = pretrain_resnet.load_images(ds, ids, SCENE)
   presence, fraction = pretrain_resnet.land_cover_labels(ds.root, ids)

@@ -7,13 +7,13 @@ import pytest
 
 from rsvqa_jax.commands import train as train_cmd
 from rsvqa_jax.errors import RSVQAError
-from rsvqa_jax.train import config_lib, data
+from rsvqa_jax.train import config_lib, data, model_builder
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ARGS = {"lr_table1.py": ["", "skipthoughts,concat,frozen", "roberta,mutan,finetuned"],
         "lr_table2.py": ["baseline", "distilbert_finetuned_mult"],
         "lr_blind.py": ["skipthoughts,frozen"], "hr.py": [""], "xben.py": [""],
-        "synthetic_tiny.py": ["", "blind,frozen"]}
+        "synthetic_tiny.py": ["", "blind,frozen"], "synthetic_small.py": ["", "frozen"]}
 
 
 def _parse(argv):
@@ -25,7 +25,7 @@ def _parse(argv):
 def test_every_config_loads():
   files = sorted(os.path.basename(p) for p in glob.glob(os.path.join(ROOT, "configs", "*.py")))
   assert {"lr_table1.py", "lr_table2.py", "rsvqa_baseline.py", "lr_blind.py", "hr.py", "xben.py",
-          "synthetic_tiny.py"} <= set(files)
+          "synthetic_tiny.py", "synthetic_small.py"} <= set(files)
   for name in files:
     for arg in ARGS.get(name, [""]):
       spec = os.path.join(ROOT, "configs", name) + (f":{arg}" if arg else "")
@@ -54,3 +54,26 @@ def test_real_data_config_needs_root(tmp_path):
   c = config_lib.load(os.path.join(ROOT, "configs", "lr_table1.py"))
   with pytest.raises(RSVQAError, match=r"config data.root is not set.*--config.data.root=PATH"):
     data.load_dataset(c, str(tmp_path / "w"))
+
+
+def test_real_data_needs_weights_or_explicit_random(tmp_path):
+  spec = os.path.join(ROOT, "configs", "lr_table1.py:skipthoughts,mult,frozen")
+  argv = ["--config", spec, "--workdir", str(tmp_path / "w"), f"--config.data.root={tmp_path}"]
+  with pytest.raises(RSVQAError, match=r"^config text.checkpoint is not set: .*"
+                                       r"--config.text.checkpoint=random"):
+    train_cmd.run(_parse(argv))
+  with pytest.raises(RSVQAError, match=r"^config image.checkpoint is not set: give the resnet152 "
+                                       r"weights .*--config.image.checkpoint=random"):
+    # The failed run above recorded no config.json, so this is not "a run of another config".
+    train_cmd.run(_parse(argv + ["--config.text.checkpoint=random"]))
+  c = config_lib.load(spec)
+  c.text.checkpoint = c.image.checkpoint = config_lib.RANDOM
+  config_lib.check_weights(c)  # explicit: accepted
+  c.image.checkpoint = ""
+  config_lib.check_weights(c, image=False)  # features given in memory: the image side is unused
+  for name in ("synthetic_tiny.py", "synthetic_small.py"):  # synthetic: random init is the default
+    config_lib.check_weights(config_lib.load(os.path.join(ROOT, "configs", name)))
+  bert = config_lib.load(os.path.join(ROOT, "configs", "lr_table1.py:bert,mult,frozen"))
+  bert.text.checkpoint = config_lib.RANDOM
+  with pytest.raises(RSVQAError, match=r"text.encoder=bert needs a local Hugging Face folder"):
+    model_builder.load_text_encoder(bert.text, ["road"], None)

@@ -16,7 +16,7 @@ from test_train_support import tiny_config, tiny_task
 
 
 def _config():
-  c = tiny_config(batch_size=32, num_epochs=4, checkpoint_every_steps=4, log_every_steps=4)
+  c = tiny_config(batch_size=32, num_epochs=4, checkpoint_every_steps=8, log_every_steps=4)
   c.optim.lr = 1e-2
   c.optim.text_lr = 1e-2
   return c
@@ -55,9 +55,9 @@ def test_trains_above_majority_baseline(task, finished):
 def test_kill_and_resume_equals_uninterrupted(task, finished, tmp_path):
   workdir = str(tmp_path / "w")
   quiet = dict(dataset=task[0], features=task[1], log=lambda m: None)
-  first = loop.train(_config_stop(7), workdir, **quiet)
-  assert not first["finished"] and first["step"] == 7
-  second = loop.train(_config(), workdir, **quiet)  # resumes from the step-4 checkpoint
+  first = loop.train(_config_stop(11), workdir, **quiet)
+  assert not first["finished"] and first["step"] == 11
+  second = loop.train(_config(), workdir, **quiet)  # resumes mid-epoch from the step-8 checkpoint
   assert second["finished"]
   for a, b in zip(_leaves(finished[1]), _leaves(second)):
     np.testing.assert_array_equal(a, b)

@@ -8,10 +8,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from flax import nnx
 
-from rsvqa_jax.train import loop, steps
+from rsvqa_jax.train import data, loop, model_builder, steps
 from rsvqa_jax.train import sharding as shd
-from rsvqa_jax.train.data import eval_batches, model_batch
 from test_train_support import tiny_config, tiny_task
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -22,8 +22,8 @@ def _setup(tmp_path, config):
   dataset, features = tiny_task(n_images=40)
   s = loop.setup(config, str(tmp_path), ["train"], dataset=dataset, features=features)
   state, optimizer = loop.new_state(s)
-  _, local = next(eval_batches(s.columns["train"], 32))
-  batch = shd.global_batch(model_batch(local, features.features), s.mesh)
+  _, local = next(data.eval_batches(s.columns["train"], 32))
+  batch = shd.global_batch(s.batch(local), s.mesh)
   return s, state, optimizer, batch
 
 
@@ -31,7 +31,7 @@ def _grads(s, state, batch):
   def loss(params):
     logits = steps._logits(state, params, batch, jnp.float32, deterministic=True)
     return steps.masked_cross_entropy(logits, batch["answer"])[0]
-  return jax.grad(loss)(state.params)
+  return jax.jit(jax.grad(loss))(state.params)
 
 
 def _no_dropout(config):
@@ -54,11 +54,19 @@ def test_separate_learning_rates_under_sgd(tmp_path, text_lr):
   assert np.abs(jax.tree.leaves(grads["text"])[0]).max() > 0
 
 
-def test_frozen_language_model_is_not_trained(tmp_path):
+@pytest.mark.parametrize("cache_questions", [False, True])
+def test_frozen_language_model_is_not_trained(tmp_path, cache_questions):
   c = tiny_config()
   c.text.frozen = True
+  c.text.cache_questions = cache_questions
   s, state, optimizer, batch = _setup(tmp_path, c)
-  assert state.params["text"] == {} and state.frozen["text"]
+  assert state.params["text"] == {}
+  if cache_questions:  # no encoder in the state at all: the batch carries its output
+    assert state.frozen == {} and s.model.text_encoder is None
+    assert "tokens" not in batch and batch["question_vector"].shape == (32, 16)
+    assert not any("text_encoder" in str(p) for p, _ in nnx.graph.iter_graph(state.model()))
+  else:
+    assert state.frozen["text"] and "tokens" in batch
   frozen = jax.device_get(state.frozen)
   head = jax.device_get(state.params["head"])
   step = steps.make_train_step(optimizer, s.mesh)
@@ -69,10 +77,16 @@ def test_frozen_language_model_is_not_trained(tmp_path):
   moved = [np.abs(a - b).max() for a, b in zip(jax.tree.leaves(head),
                                                 jax.tree.leaves(jax.device_get(state.params["head"])))]
   assert max(moved) > 0
-  n_text = sum(x.size for x in jax.tree.leaves(frozen))
+  n_text = sum(x.size for x in jax.tree.leaves(nnx.state(_text_encoder(s, c), nnx.Param)))
   n_opt = sum(x.size for x in jax.tree.leaves(state.opt_state))
   n_head = sum(x.size for x in jax.tree.leaves(head))
   assert n_opt < 2 * n_head + 10 < n_text + 2 * n_head  # Adam moments for the head only
+
+
+def _text_encoder(s, config):
+  """The text encoder the config builds (also when the setup dropped it for cached vectors)."""
+  return model_builder.build(config, words=data.dataset_words(s.dataset), num_answers=len(s.vocab),
+                             image_dim=8)[0].text_encoder
 
 
 def test_bfloat16_compute_keeps_float32_params(tmp_path):
@@ -88,7 +102,7 @@ import json, sys
 import jax, numpy as np
 sys.path.insert(0, {here!r})
 from rsvqa_jax.data import pipeline
-from rsvqa_jax.train import loop, steps, sharding as shd
+from rsvqa_jax.train import data, loop, model_builder, steps, sharding as shd
 from rsvqa_jax.train.data import model_batch
 from test_train_support import tiny_config, tiny_task
 

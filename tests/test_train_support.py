@@ -1,14 +1,19 @@
-"""Tiny in-memory tasks for the training tests, and the config parser's tests.
+"""Tiny in-memory tasks for the training tests; tests of the config parser and compiled init.
 
 `tiny_task` builds a records.Dataset whose answers are a function of random image features
 (presence questions: is feature k > 0; rural/urban: feature 4 > 0), so a model that uses the
 image beats the majority answer, and a small config that trains on it in seconds.
 """
+import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
+from flax import nnx
 
 from rsvqa_jax.data import records
 from rsvqa_jax.errors import RSVQAError
+from rsvqa_jax.models import checkpoints
+from rsvqa_jax.models.skipthoughts import SkipThoughts
 from rsvqa_jax.train import config_lib
 from rsvqa_jax.train.data import Features
 
@@ -46,6 +51,7 @@ def tiny_task(n_images=48, dim=8, seed=0):
 def tiny_config(**train):
   """Small Skip-thoughts (random init) + e-mult head trained with Adam for a few epochs."""
   c = config_lib.base_config()
+  c.text.checkpoint = config_lib.RANDOM
   c.text.word_dim = 8
   c.text.hidden_dim = 16
   c.model.hidden_dim = 32
@@ -86,3 +92,23 @@ def test_identity_ignores_run_control_and_roundtrips():
   back = config_lib.from_dict(config_lib.to_dict(c))
   assert config_lib.identity(back) == config_lib.identity(c)
   assert back.train.length_buckets == c.train.length_buckets
+
+
+def test_jit_init_matches_eager_and_reuses_its_program():
+  def build(params, dropout):
+    return SkipThoughts(7, word_dim=4, hidden_dim=6, dropout=0.1,
+                        rngs=nnx.Rngs(params=params, dropout=dropout))
+
+  programs = []
+  for seed in (0, 1):
+    fast, eager = checkpoints.jit_init(build, seed, seed + 1), build(seed, seed + 1)
+    programs.append(set(checkpoints._INIT_PROGRAMS))
+    for kind in (nnx.Param, nnx.RngState):
+      a, b = (jax.tree.leaves(jax.tree.map(
+          lambda x: jax.random.key_data(x) if jnp.issubdtype(x.dtype, jax.dtypes.prng_key) else x,
+          nnx.state(m, kind))) for m in (fast, eager))
+      assert len(a) == len(b) > 0
+      for x, y in zip(a, b):
+        np.testing.assert_allclose(x, y, rtol=1e-5, atol=1e-6)
+  assert programs[0] == programs[1]  # the second seed reused the compiled init program
+  assert not np.allclose(build(0, 1).W[...], build(1, 2).W[...])

@@ -33,8 +33,8 @@ def _differences(a, b, prefix=""):
   return out
 
 
-def check_or_record_config(workdir, config):
-  """Writes workdir/config.json on the first run; later runs must have the same identity."""
+def check_or_record_config(workdir, config, *, record=True):
+  """Writes workdir/config.json on the first run (if `record`); later runs must match it."""
   path = os.path.join(workdir, CONFIG_FILE)
   ours = config_lib.identity(config)
   if os.path.exists(path):
@@ -47,6 +47,8 @@ def check_or_record_config(workdir, config):
       raise RSVQAError(f"{workdir} holds a run of another config: {key} is {old!r} there, {new!r} "
                        f"now{more}; use another --workdir or the same config")
     return False
+  if not record:
+    return True
   os.makedirs(workdir, exist_ok=True)
   if jax.process_index() == 0:
     with open(path, "w") as f:

@@ -17,6 +17,8 @@ from rsvqa_jax.models.vqa import head_config
 
 # Keys that steer one invocation without changing what is trained (not part of the identity).
 RUN_CONTROL_KEYS = ("train.stop_after_steps", "train.progress_bar")
+# text.checkpoint / image.checkpoint value asking for randomly initialised weights.
+RANDOM = "random"
 
 
 def base_config():
@@ -40,8 +42,13 @@ def base_config():
 
   c.text = ml_collections.ConfigDict()
   c.text.encoder = "skipthoughts"  # skipthoughts | distilbert | bert | roberta
-  c.text.checkpoint = ml_collections.FieldReference(None, field_type=str)  # None: random init
+  # Skip-thoughts folder or Hugging Face folder; "random": random init (must be explicit on
+  # real data; None means random init only for synthetic data, see check_weights).
+  c.text.checkpoint = ml_collections.FieldReference(None, field_type=str)
   c.text.frozen = False
+  # Frozen and deterministic (no text dropout): encode each distinct question once and train on
+  # the cached vectors (train/question_cache.py) instead of running the encoder every step.
+  c.text.cache_questions = True
   c.text.max_length = 50  # the paper's question embedding length
   c.text.bayesian = False  # Skip-thoughts variational dropout
   c.text.dropout = 0.0
@@ -71,6 +78,39 @@ def base_config():
   c.train.stop_after_steps = 0  # >0: stop (as if killed) after this many steps in this call
   c.train.progress_bar = True
   return c
+
+
+def is_random(checkpoint):
+  """Whether a text/image checkpoint setting means random init (unset or RANDOM)."""
+  return not checkpoint or checkpoint == RANDOM
+
+
+def caches_questions(config):
+  """Whether the question vectors come from the cache (frozen, deterministic text encoder)."""
+  t = config.text
+  return bool(t.frozen and t.cache_questions and not t.bayesian and not t.dropout)
+
+
+def check_weights(config, *, image=True):
+  """Real-data runs name their pretrained weights, or ask for random init with RANDOM.
+
+  Random weights are what synthetic configs use, but on real data they silently give a
+  meaningless result, so an unset text.checkpoint (Skip-thoughts) or image.checkpoint (ResNet;
+  checked when `image`, i.e. when the features come from the config) is an RSVQAError.
+  """
+  if config.data.synthetic:
+    return
+  if config.text.encoder == "skipthoughts" and not config.text.checkpoint:
+    raise RSVQAError(
+        "config text.checkpoint is not set: give the Skip-thoughts folder (uni_skip.npz, "
+        "utable.npy, dictionary.txt) with --config.text.checkpoint=PATH, or ask for a randomly "
+        f"initialised encoder with --config.text.checkpoint={RANDOM}")
+  arch = config.image.get("arch", "resnet152")
+  if image and arch != "synthetic_resnet" and not config.image.get("checkpoint"):
+    raise RSVQAError(
+        f"config image.checkpoint is not set: give the {arch} weights (torchvision file or "
+        "Hugging Face folder) with --config.image.checkpoint=PATH, or ask for random-init "
+        f"features with --config.image.checkpoint={RANDOM}")
 
 
 def _parse_value(text):
@@ -186,7 +226,8 @@ def paper_config(dataset, language_model, fusion, frozen):
   """The paper's setting (batch 70, Adam, 50 epochs, lr 1e-5; LM lr 1e-4 / 1e-6) for one cell.
 
   The checkpoints (text.checkpoint: uni-skip folder or Hugging Face folder; image.checkpoint:
-  a torchvision ResNet-152 file) and data.root must be given on the command line.
+  a torchvision ResNet-152 file, or "random" for either to train on random weights on purpose)
+  and data.root must be given on the command line.
   """
   if language_model not in LANGUAGE_MODELS:
     raise RSVQAError(f"language model {language_model!r}: choose one of {LANGUAGE_MODELS}")

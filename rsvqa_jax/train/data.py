@@ -4,20 +4,29 @@ The dataset is read from `config.data.root`, or generated once (synthetic config
 cache folder. Questions are tokenised once into padded columns (`pipeline.split_columns`);
 image features stay in their (memory-mapped) array and each batch gathers its rows on the host,
 so the loop does not care where features come from (the feature cache, or a test's array).
-Evaluation batches are global and identical on every host; each host feeds its slice.
+With a cached frozen language model (config_lib.caches_questions) the columns also hold each
+question's row in the question-vector table, and batches carry `question_vector` instead of
+tokens. Evaluation batches are global and identical on every host; each host feeds its slice.
 """
+import functools
+import hashlib
+import json
 import os
 from typing import NamedTuple
 
 import jax
 import numpy as np
+from flax import nnx
 
 from rsvqa_jax.data import pipeline, rsvqa_json, synthetic
 from rsvqa_jax.data.answers import AnswerVocab
-from rsvqa_jax.data.tokenizers import bucket_length, word_list
+from rsvqa_jax.data.tokenizers import WordTokenizer, bucket_length, pad_batch, word_list
 from rsvqa_jax.errors import RSVQAError
 
 ANSWERS_FILE = "answers.json"
+QUESTION_ENCODER_FILE = "question_encoder.json"
+HF_TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
+                      "vocab.txt", "vocab.json", "merges.txt")
 
 
 class Features(NamedTuple):
@@ -78,8 +87,76 @@ def image_features(config, dataset, workdir, splits):
   from rsvqa_jax.train import feature_cache  # pylint: disable=g-import-not-at-top
   image_cfg = feature_cache.default_image_config()
   image_cfg.update(config.image)
+  if image_cfg.arch == "synthetic_resnet" and not image_cfg.pretrained_dir:
+    image_cfg.pretrained_dir = os.path.join(cache_dir(config, workdir), "synthetic_resnet")
   return feature_cache.image_features(dataset, splits, image_cfg,
                                       os.path.join(cache_dir(config, workdir), "features"))
+
+
+def _encoder_identity(config, encoder, tokenizer):
+  """question_cache.encoder_identity of a frozen text encoder and its tokenizer."""
+  from rsvqa_jax.train import question_cache  # pylint: disable=g-import-not-at-top
+  t = config.text
+  if isinstance(tokenizer, WordTokenizer):
+    files = ()
+    vocab = {"vocab_sha256": hashlib.sha256("\n".join(tokenizer.vocab).encode()).hexdigest(),
+             "lowercase": tokenizer.lowercase}
+  else:
+    files = [os.path.join(t.checkpoint, f) for f in HF_TOKENIZER_FILES
+             if os.path.isfile(os.path.join(t.checkpoint, f))]
+    vocab = {"tokenizer_max_length": tokenizer.max_length}
+  return question_cache.encoder_identity(
+      nnx.state(encoder, nnx.Param), files, encoder=t.encoder, max_length=t.max_length,
+      dtype="float32", **vocab)
+
+
+def _check_or_record_encoder(workdir, identity):
+  """The workdir's model was trained on vectors of one encoder; later runs must use the same."""
+  path = os.path.join(workdir, QUESTION_ENCODER_FILE)
+  if os.path.exists(path):
+    with open(path) as f:
+      recorded = json.load(f)
+    if recorded != identity:
+      raise RSVQAError(f"{path}: the workdir was trained on question vectors of another frozen "
+                       "language model (its parameters or tokenizer changed since): check "
+                       "text.checkpoint")
+  elif jax.process_index() == 0:
+    os.makedirs(workdir, exist_ok=True)
+    with open(path, "w") as f:
+      json.dump(identity, f, indent=1)
+
+
+@functools.partial(jax.jit, static_argnums=0)
+def _encode(graphdef, state, tokens, mask):
+  return nnx.merge(graphdef, state)(tokens, mask)
+
+
+def question_vectors(config, dataset, workdir, encoder, tokenizer):
+  """Frozen-encoder vectors of every distinct question of the dataset, from the cache.
+
+  Returns (vectors float32 [Nq, D] memmap, {split name: int32 row of each question}).
+  """
+  from rsvqa_jax.train import question_cache  # pylint: disable=g-import-not-at-top
+  identity = _encoder_identity(config, encoder, tokenizer)
+  _check_or_record_encoder(workdir, identity)
+  names = sorted(dataset.splits)
+  questions = np.concatenate([np.asarray(dataset[s].question, dtype=object) for s in names])
+  graphdef, state = nnx.split(encoder)
+  max_length, buckets = config.text.max_length, tuple(sorted(config.train.length_buckets))
+
+  def tokenize(batch):
+    return pad_batch([tokenizer.encode(q)[:max_length] for q in batch], tokenizer.pad_id,
+                     buckets=buckets)
+
+  vectors, index = question_cache.question_vectors(
+      questions, lambda tm: _encode(graphdef, state, *tm), tokenize,
+      os.path.join(cache_dir(config, workdir), "questions"), identity,
+      batch_size=config.train.eval_batch_size)
+  rows, start = {}, 0
+  for s in names:
+    rows[s] = index[start:start + len(dataset[s])].astype(np.int32)
+    start += len(dataset[s])
+  return vectors, rows
 
 
 def dataset_words(dataset):
@@ -87,8 +164,11 @@ def dataset_words(dataset):
   return word_list(q for s in dataset.splits.values() for q in s.question.tolist())
 
 
-def encode_split(split, vocab, tokenizer, image_ids, max_length, buckets):
-  """SplitColumns of one split: token ids (cut to max_length), answer ids, image rows."""
+def encode_split(split, vocab, tokenizer, image_ids, max_length, buckets, question_rows=None):
+  """SplitColumns of one split: token ids (cut to max_length), answer ids, image rows.
+
+  `question_rows`: each question's row in the question-vector table (column question_index).
+  """
   ids = [tokenizer.encode(q)[:max_length] for q in split.question.tolist()]
   lengths = np.array([len(x) for x in ids], np.int32)
   if lengths.min(initial=1) == 0:
@@ -100,15 +180,26 @@ def encode_split(split, vocab, tokenizer, image_ids, max_length, buckets):
   for i, x in enumerate(ids):
     tokens[i, :len(x)] = x
   answers = vocab.encode(split.answer.tolist()).ids
-  return SplitColumns(pipeline.split_columns(split, image_ids, answers, tokens, lengths), lengths,
-                      buckets)
+  columns = pipeline.split_columns(split, image_ids, answers, tokens, lengths)
+  if question_rows is not None:
+    columns["question_index"] = np.asarray(question_rows, np.int32)
+  return SplitColumns(columns, lengths, buckets)
 
 
-def model_batch(batch, features):
-  """A pipeline batch -> the arrays the model and loss read (image rows gathered here)."""
-  return {"image_features": np.asarray(features[np.asarray(batch["image_index"])], np.float32),
-          "tokens": batch["tokens"], "mask": batch["mask"],
-          "answer": batch["answer"].astype(np.int32)}
+def model_batch(batch, features, question_vectors=None):
+  """A pipeline batch -> the arrays the model and loss read (image rows gathered here).
+
+  With `question_vectors` (the cached table) the batch carries the rows of its questions as
+  question_vector instead of tokens and mask.
+  """
+  out = {"image_features": np.asarray(features[np.asarray(batch["image_index"])], np.float32),
+         "answer": batch["answer"].astype(np.int32)}
+  if question_vectors is None:
+    out.update(tokens=batch["tokens"], mask=batch["mask"])
+  else:
+    out["question_vector"] = np.asarray(
+        question_vectors[np.asarray(batch["question_index"])], np.float32)
+  return out
 
 
 def eval_batches(split_columns, batch_size):
@@ -132,4 +223,6 @@ def eval_batches(split_columns, batch_size):
              "tokens": cols["tokens"][take, :width], "mask": cols["mask"][take, :width] * ~pad[:, None],
              "answer": np.where(pad, -1, cols["answer"][take])}
     local["mask"][pad, 0] = 1  # a padding row still needs one "real" token for the encoders
+    if "question_index" in cols:
+      local["question_index"] = cols["question_index"][take]
     yield rows, local

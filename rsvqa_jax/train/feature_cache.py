@@ -36,6 +36,8 @@ from tqdm import tqdm
 from rsvqa_jax.data.images import read_tif
 from rsvqa_jax.errors import RSVQAError
 from rsvqa_jax.models import resnet
+from rsvqa_jax.models.checkpoints import jit_init
+from rsvqa_jax.train.config_lib import is_random
 
 FORMAT_VERSION = 1
 VARIANTS = ("none", "hflip", "vflip", "rot90", "rot180", "rot270")
@@ -47,8 +49,9 @@ def default_image_config():
   """The frozen image encoder and how its features are computed.
 
   arch: "resnet18" ... "resnet152" (checkpoint = a weights file or Hugging Face folder read by
-    models.resnet_params.load_resnet; empty = random init from `seed` at stem `width`, an
-    honest no-weights baseline) or "synthetic_resnet" (the small ResNet pretrained on the
+    models.resnet_params.load_resnet; "random" or empty = random init from `seed` at stem
+    `width`, an honest no-weights baseline that real-data training configs must ask for
+    explicitly, see config_lib.check_weights) or "synthetic_resnet" (the small ResNet pretrained on the
     synthetic scenes' land cover, see train/pretrain_resnet.py, stored in `pretrained_dir`;
     an optional `pretrain` section overrides pretrain_resnet.default_pretrain_config()).
   image_size: side the tiles are resized to before the encoder (0 = native size; for
@@ -264,7 +267,7 @@ def build_encoder(image_cfg, dataset=None):
     return ImageEncoder(identity, lambda: pretrain_resnet.load_pretrained(image_cfg.pretrained_dir),
                         image_size=size, **common)
   depth = _resnet_depth(image_cfg.arch)
-  if image_cfg.checkpoint:
+  if not is_random(image_cfg.checkpoint):
     path = image_cfg.checkpoint
     if not os.path.exists(path):
       raise RSVQAError(f"image.checkpoint={path}: file or folder not found")
@@ -272,7 +275,8 @@ def build_encoder(image_cfg, dataset=None):
     identity = {"arch": image_cfg.arch, "params_sha256": path_sha256(path)}
     return ImageEncoder(identity, lambda: resnet_params.load_resnet(path, depth),
                         image_size=image_cfg.image_size, **common)
-  model = resnet.ResNet(depth, width=image_cfg.width, rngs=nnx.Rngs(image_cfg.seed))
+  model = jit_init(lambda key: resnet.ResNet(depth, width=image_cfg.width, rngs=nnx.Rngs(key)),
+                   image_cfg.seed)
   _log.warning("image encoder %s has no checkpoint: using random-init weights (seed %d)",
                image_cfg.arch, image_cfg.seed)
   identity = {"arch": image_cfg.arch, "width": image_cfg.width,

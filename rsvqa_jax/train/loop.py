@@ -7,22 +7,26 @@ written every `checkpoint_every_steps` and at each epoch end, and hold the data 
 position, so a run restarted from its workdir ends with the same parameters as one never
 stopped. Metrics go to workdir/metrics.jsonl and TensorBoard events in workdir/tensorboard.
 A non-finite loss stops the run with the step it happened at; checkpoints after it are never
-written, so the last one is good.
+written, so the last one is good. With a frozen deterministic language model, its vectors are
+computed once per distinct question (data.question_vectors) and the model trained and saved has
+no text encoder at all: the steps read `question_vector`.
 """
 import dataclasses
+import functools
 import json
 import math
 import os
 import time
 
 import jax
+import ml_collections
 import numpy as np
 from tqdm import tqdm
 
 from rsvqa_jax.bias import metrics as metrics_lib
 from rsvqa_jax.data import pipeline
 from rsvqa_jax.errors import RSVQAError
-from rsvqa_jax.train import checkpointing, data, model_builder, optimizers
+from rsvqa_jax.train import checkpointing, config_lib, data, model_builder, optimizers
 from rsvqa_jax.train import sharding as shd
 from rsvqa_jax.train import state as state_lib
 from rsvqa_jax.train import steps as steps_lib
@@ -40,14 +44,21 @@ class Setup:
   vocab: object
   features: object  # .features [N, D], .image_ids [N]
   tokenizer: object
-  model: object
+  model: object  # no text_encoder when question_vectors is set
   columns: dict  # split name -> data.SplitColumns
   mesh: object
+  question_vectors: object = None  # cached frozen-encoder vectors [Nq, Dq], rows in the columns
+
+  def batch(self, local, features=None):
+    """data.model_batch of a pipeline batch (`features`: another image table, same rows)."""
+    features = self.features.features if features is None else features
+    return data.model_batch(local, features, self.question_vectors)
 
 
 def setup(config, workdir, splits, *, dataset=None, features=None):
   """Dataset, vocabulary, features, model and encoded columns of `splits`."""
   shd.maybe_initialize_distributed()
+  config_lib.check_weights(config, image=features is None)
   dataset = dataset if dataset is not None else data.load_dataset(config, workdir)
   vocab = data.answer_vocab(dataset, config, workdir)
   if features is None:  # every split's images: one cache entry serves training and evaluation
@@ -55,15 +66,36 @@ def setup(config, workdir, splits, *, dataset=None, features=None):
   model, tokenizer = model_builder.build(config, words=data.dataset_words(dataset),
                                          num_answers=len(vocab),
                                          image_dim=int(features.features.shape[1]))
+  vectors, rows = None, {}
+  if config_lib.caches_questions(config):
+    vectors, rows = data.question_vectors(config, dataset, workdir, model.text_encoder, tokenizer)
+    model.text_encoder = None  # never part of a step: not built into the state or checkpoints
   columns = {s: data.encode_split(dataset[s], vocab, tokenizer, features.image_ids,
-                                  config.text.max_length, config.train.length_buckets)
+                                  config.text.max_length, config.train.length_buckets, rows.get(s))
              for s in splits}
   return Setup(config, workdir, dataset, vocab, features, tokenizer, model, columns,
-               shd.make_mesh())
+               shd.make_mesh(), vectors)
+
+
+@functools.lru_cache(maxsize=32)
+def _steps(optim_json, mesh, compute_dtype):
+  optimizer = optimizers.make_optimizer(ml_collections.ConfigDict(json.loads(optim_json)))
+  return (optimizer, steps_lib.make_train_step(optimizer, mesh, compute_dtype),
+          steps_lib.make_eval_step(mesh, compute_dtype))
+
+
+def compiled_steps(config, mesh):
+  """(optimizer, train_step, eval_step) for these optimizer settings, mesh and compute dtype.
+
+  The same jitted functions serve every run of the process (seeds, resumes, evaluations), so a
+  model of the same shapes is compiled once.
+  """
+  optim = json.dumps(config_lib.to_dict(config)["optim"], sort_keys=True)
+  return _steps(optim, mesh, config.train.compute_dtype)
 
 
 def new_state(s):
-  optimizer = optimizers.make_optimizer(s.config.optim)
+  optimizer = compiled_steps(s.config, s.mesh)[0]
   state = state_lib.create(s.model, optimizer, seed=s.config.seed,
                            freeze_text=s.config.text.frozen)
   return shd.replicate(state, s.mesh), optimizer
@@ -71,12 +103,12 @@ def new_state(s):
 
 def predict(s, state, split, eval_step=None):
   """Predicted answer ids for every row of `split` (ordered as the split)."""
-  eval_step = eval_step or steps_lib.make_eval_step(s.mesh, s.config.train.compute_dtype)
+  eval_step = eval_step or compiled_steps(s.config, s.mesh)[2]
   batch_size = s.config.train.eval_batch_size
   shd.check_batch_size(batch_size, s.mesh, "train.eval_batch_size")
   preds = np.full(len(s.columns[split].lengths), -1, np.int64)
   for rows, local in data.eval_batches(s.columns[split], batch_size):
-    batch = shd.global_batch(data.model_batch(local, s.features.features), s.mesh)
+    batch = shd.global_batch(s.batch(local), s.mesh)
     out = np.asarray(jax.device_get(eval_step(state, batch)))
     preds[rows[rows >= 0]] = out[rows >= 0]
   return preds
@@ -140,13 +172,14 @@ def _schedule(config, n_train, mesh):
 
 def train(config, workdir, *, dataset=None, features=None, log=print):
   """Trains (or resumes, or reports finished) the run of `config` in `workdir`; returns a summary."""
-  checkpointing.check_or_record_config(workdir, config)
+  checkpointing.check_or_record_config(workdir, config, record=False)
   t = config.train
   train_split, val_split = config.data.train_split, config.data.val_split
   s = setup(config, workdir, [train_split, val_split], dataset=dataset, features=features)
+  checkpointing.check_or_record_config(workdir, config)  # recorded once the config proved usable
   train_cols = s.columns[train_split]
   local_bs, steps_per_epoch, total_steps = _schedule(config, len(train_cols.lengths), s.mesh)
-  state, optimizer = new_state(s)
+  state, _ = new_state(s)
   periodic = checkpointing.Checkpoints(os.path.join(workdir, "checkpoints"), t.keep_checkpoints)
   best = checkpointing.Checkpoints(os.path.join(workdir, "best"), 1)
   iterator = pipeline.batch_iterator(
@@ -169,8 +202,7 @@ def train(config, workdir, *, dataset=None, features=None, log=print):
   if step:
     log(f"{workdir}: resuming at step {step} of {total_steps}")
 
-  train_step = steps_lib.make_train_step(optimizer, s.mesh, t.compute_dtype)
-  eval_step = steps_lib.make_eval_step(s.mesh, t.compute_dtype)
+  _, train_step, eval_step = compiled_steps(config, s.mesh)
   writer = MetricsWriter(workdir, step)
   val_split_rows = s.dataset[val_split]
   val_answers = s.columns[val_split].columns["answer"]
@@ -187,8 +219,7 @@ def train(config, workdir, *, dataset=None, features=None, log=print):
   try:
     while step < total_steps:
       batch = next(iterator)
-      state, m = train_step(state, shd.global_batch(data.model_batch(batch, s.features.features),
-                                                    s.mesh))
+      state, m = train_step(state, shd.global_batch(s.batch(batch), s.mesh))
       step += 1
       pending.append((step, m))
       window_samples += t.batch_size

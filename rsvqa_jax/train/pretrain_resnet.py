@@ -5,8 +5,9 @@ already knows what is in a picture. As ImageNet pretraining does for the real da
 ResNet-18 is trained on downsampled TRAIN-split images of a synthetic dataset to predict, per
 land-cover class, whether it is present (multi-label) and which fraction of the pixels it covers,
 both read from the generator's object masks (DIR/masks/{image_id}.npz). Validation images only
-measure it. The result is stored in `pretrained_dir` (model.safetensors + manifest.json) and
-then used frozen through the feature cache (image.arch = "synthetic_resnet").
+measure it. The result is stored in `pretrained_dir` (model.safetensors in the format of
+models/checkpoints.py, loadable by resnet_params.load_resnet, + manifest.json) and then used
+frozen through the feature cache (image.arch = "synthetic_resnet").
 """
 import functools
 import json
@@ -15,21 +16,19 @@ import os
 import time
 
 import jax
-import jax.numpy as jnp
 import ml_collections
 import numpy as np
 import optax
 from flax import nnx
-from safetensors.numpy import load_file, save_file
 from tqdm import tqdm
 
 from rsvqa_jax.data import scenes
 from rsvqa_jax.data.images import read_tif
 from rsvqa_jax.errors import RSVQAError
-from rsvqa_jax.models import resnet
+from rsvqa_jax.models import checkpoints, resnet, resnet_params
 from rsvqa_jax.train import feature_cache
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: weights written by models/checkpoints.py with ResNet metadata
 CLASSES = tuple(scenes.CLASSES)
 WEIGHTS, MANIFEST = "model.safetensors", "manifest.json"
 _log = logging.getLogger(__name__)
@@ -132,8 +131,8 @@ def pretrain(dataset, out_dir, cfg=None, *, train_split="train", eval_split="val
   images = load_images(dataset, train_ids, cfg.image_size)
   presence, fraction = land_cover_labels(dataset.root, train_ids)
   num_classes = len(CLASSES)
-  model = resnet.ResNet(cfg.depth, width=cfg.width, num_classes=2 * num_classes,
-                        rngs=nnx.Rngs(cfg.seed))
+  model = checkpoints.jit_init(lambda key: resnet.ResNet(
+      cfg.depth, width=cfg.width, num_classes=2 * num_classes, rngs=nnx.Rngs(key)), cfg.seed)
   optimizer = nnx.Optimizer(
       model, optax.adamw(cfg.learning_rate, weight_decay=cfg.weight_decay), wrt=nnx.Param)
   rng = np.random.default_rng(cfg.seed)
@@ -180,16 +179,12 @@ def pretrain(dataset, out_dir, cfg=None, *, train_split="train", eval_split="val
   return read_manifest(out_dir)
 
 
-def _flat_state(model):
-  leaves = jax.tree_util.tree_flatten_with_path(nnx.state(model))[0]
-  return {jax.tree_util.keystr(p, simple=True, separator="."): np.asarray(v) for p, v in leaves}
-
-
 def save_pretrained(out_dir, model, manifest):
   """Writes the weights, then the manifest naming their sha256; each file replaced atomically."""
   os.makedirs(out_dir, exist_ok=True)
   weights = os.path.join(out_dir, WEIGHTS)
-  save_file(_flat_state(model), weights + ".tmp")
+  checkpoints.save_safetensors(weights + ".tmp", checkpoints.state_tree(model),
+                               resnet_params.resnet_metadata(model))
   os.replace(weights + ".tmp", weights)
   manifest = {**manifest, "weights_sha256": feature_cache.file_sha256(weights)}
   path = os.path.join(out_dir, MANIFEST)
@@ -217,19 +212,14 @@ def load_pretrained(out_dir):
   manifest = read_manifest(out_dir)
   if manifest is None:
     raise RSVQAError(f"{out_dir}: no complete synthetic_resnet model ({MANIFEST} + {WEIGHTS})")
-  abstract = nnx.eval_shape(lambda: resnet.ResNet(
-      manifest["depth"], width=manifest["width"], num_classes=manifest["num_outputs"],
-      rngs=nnx.Rngs(0)))  # shapes only: no initializer runs
-  graphdef, state = nnx.split(abstract)
-  arrays = load_file(os.path.join(out_dir, WEIGHTS))
-  paths, treedef = jax.tree_util.tree_flatten_with_path(state)
-  leaves = []
-  for p, leaf in paths:
-    key = jax.tree_util.keystr(p, simple=True, separator=".")
-    if key not in arrays or arrays[key].shape != tuple(leaf.shape):
-      raise RSVQAError(f"{out_dir}/{WEIGHTS}: tensor {key} missing or of the wrong shape")
-    leaves.append(jnp.asarray(arrays[key], leaf.dtype))
-  return nnx.merge(graphdef, jax.tree_util.tree_unflatten(treedef, leaves))
+  path = os.path.join(out_dir, WEIGHTS)
+  model = resnet_params.load_resnet(path)
+  if (model.depth, model.width, model.num_classes) != (
+      manifest["depth"], manifest["width"], manifest["num_outputs"]):
+    raise RSVQAError(f"{path}: holds a ResNet-{model.depth} of width {model.width} with "
+                     f"{model.num_classes} outputs, {MANIFEST} says {manifest['depth']}, "
+                     f"{manifest['width']}, {manifest['num_outputs']}")
+  return model
 
 
 def ensure_pretrained(image_cfg, dataset):

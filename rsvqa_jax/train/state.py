@@ -3,7 +3,8 @@
 The NNX model is split once into its graph definition (static) and plain nested dicts of
 arrays, which jit, donation and orbax handle directly:
   params   {"head": ..., "text": ...}  trainable float32 parameters, by optimizer group
-  frozen   {"text": ...} when the language model is frozen (never differentiated), else {}
+  frozen   {"text": ...} when the language model is frozen (never differentiated), else {};
+           {} too when its question vectors are cached and the model has no text encoder
   rest     non-parameter variables (the dropout RNG streams, reseeded every step)
   opt_state, step (int32), rng (uint32[2] raw key; the dropout key of step s is fold_in(rng, s))
 """
@@ -46,7 +47,7 @@ def create(model, optimizer, *, seed, freeze_text):
   params = {"head": head, "text": {} if freeze_text else text}
   frozen = {"text": text} if freeze_text and text else {}
   return TrainState(graphdef=graphdef, params=params, frozen=frozen, rest=rest,
-                    opt_state=optimizer.init(params), step=jnp.zeros((), jnp.int32),
+                    opt_state=jax.jit(optimizer.init)(params), step=jnp.zeros((), jnp.int32),
                     rng=jax.random.key_data(jax.random.key(seed)))
 
 

@@ -1,0 +1,74 @@
+"""`rsvqa-jax features` end to end through the CLI: entries written, then reused, bad flags."""
+import os
+
+import numpy as np
+import pytest
+from flax import nnx
+
+from rsvqa_jax import cli
+from rsvqa_jax.data import rsvqa_json
+from rsvqa_jax.data.images import read_tif
+from rsvqa_jax.models import checkpoints, resnet
+from rsvqa_jax.train import feature_cache
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+CONFIG = os.path.join(ROOT, "configs", "synthetic_tiny.py")  # random ResNet-18, width 8, 32x32
+
+
+@pytest.fixture(scope="module")
+def data_dir(tmp_path_factory):
+  out = str(tmp_path_factory.mktemp("synth") / "lr")
+  assert cli.main(["synth", "--out", out, "--images", "6", "--questions-per-image", "2"]) == 0
+  return out
+
+
+def _features(data_dir, cache, capsys, *flags):
+  rc = cli.main(["features", "--data", data_dir, "--dataset", "lr", "--cache", cache,
+                 "--config", CONFIG, *flags])
+  out = capsys.readouterr()
+  return rc, out.out, out.err
+
+
+def test_cache_created_then_reused(data_dir, tmp_path, capsys, monkeypatch):
+  cache = str(tmp_path / "cache")
+  rc, out, _ = _features(data_dir, cache, capsys, "--variants", "none,hflip", "--kinds",
+                         "clean,white")
+  assert rc == 0
+  lines = [l for l in out.splitlines() if " -> " in l]
+  assert [l.split(":")[0] for l in lines] == ["none/clean", "hflip/clean", "none/white"]
+  paths = [l.split(" -> ")[1] for l in lines]
+  assert all(l.split(": ")[1].startswith("6 images x 64 features") for l in lines)
+  assert sorted(os.listdir(cache)) == sorted(os.path.basename(p) for p in paths)
+
+  dataset = rsvqa_json.read_dataset(data_dir, "lr")
+  entry = feature_cache._open_entry(paths[0], paths[0].rsplit("_", 1)[1], 6)
+  pixels = np.stack([feature_cache.resize(read_tif(dataset.image_path(i)), 32)
+                     for i in entry.image_ids])
+  model = checkpoints.jit_init(lambda k: resnet.ResNet(18, width=8, rngs=nnx.Rngs(k)), 0)
+  expected = np.asarray(model(resnet.preprocess(pixels))["pooled"])
+  np.testing.assert_allclose(entry.features, expected, rtol=1e-4, atol=1e-5)
+  flipped = feature_cache._open_entry(paths[1], paths[1].rsplit("_", 1)[1], 6)
+  assert not np.allclose(flipped.features, entry.features)
+
+  calls = {"n": 0}
+  original = feature_cache.ImageEncoder.encode
+
+  def counting(self, images):
+    calls["n"] += 1
+    return original(self, images)
+
+  monkeypatch.setattr(feature_cache.ImageEncoder, "encode", counting)
+  mtimes = [os.stat(os.path.join(p, "features.npy")).st_mtime_ns for p in paths]
+  rc, again, _ = _features(data_dir, cache, capsys, "--variants", "none,hflip", "--kinds",
+                           "clean,white")
+  assert rc == 0 and calls["n"] == 0  # every entry was a hit: the encoder never ran
+  assert [l.split(" -> ")[1] for l in again.splitlines() if " -> " in l] == paths
+  assert [os.stat(os.path.join(p, "features.npy")).st_mtime_ns for p in paths] == mtimes
+
+
+def test_bad_flags_are_one_line_errors(data_dir, tmp_path, capsys):
+  rc, _, err = _features(data_dir, str(tmp_path / "c"), capsys, "--variants", "rot45")
+  assert rc == 2 and "--variants=rot45: expected 'all' or a comma list" in err
+  rc, _, err = _features(data_dir, str(tmp_path / "c"), capsys, "--splits", "nope")
+  assert rc == 2 and "no split 'nope'" in err
+  assert not os.path.exists(tmp_path / "c")
