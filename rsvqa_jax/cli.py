@@ -16,6 +16,8 @@ COMMANDS = {
     "train": "Train a model from a config file into a workdir (resumes a stopped run).",
     "evaluate": ("Evaluate trained workdirs on a split: predictions.csv, accuracy table,"
                  " mean (std) over seeds."),
+    "study": ("Whole language-bias study: reference and visual-blind models over seeds,"
+              " adversarial testing, dataset analysis, report.md."),
     "convert": "Convert a ResNet, BERT-family or Skip-thoughts checkpoint to our safetensors/orbax format.",
     "analyze": ("Dataset analysis (most common / uniform answer accuracies), relative metrics,"
                 " tables and Figure 7."),

@@ -4,7 +4,9 @@ Restores a workdir's best-on-validation checkpoint (or its last one), predicts e
 the split and writes DIR/eval/SPLIT/predictions.csv (question_id, image_id, type, prediction,
 answer) and accuracy.json (OA, AA, per-type accuracy). With --seeds, each workdir is evaluated
 and the accuracies are aggregated to mean (std) over runs (population std, as in the paper's
-Table 2).
+Table 2). With --adversarial KIND, each workdir is instead tested with substituted images
+(bias/adversarial_run.py): K repeats, per-type accuracy mean (std) over them, written to
+DIR/eval/SPLIT/adversarial_KIND.json and adversarial_KIND_predictions.csv.
 """
 import csv
 import glob
@@ -29,6 +31,12 @@ def add_arguments(parser):
                       help="best-on-validation (default) or the last checkpoint")
   parser.add_argument("--data-root", default=None,
                       help="dataset folder, when it moved since training (real-data configs)")
+  parser.add_argument("--adversarial", choices=("random", "shuffle", "white", "black", "noise"),
+                      help="adversarial testing: answer with a substituted image")
+  parser.add_argument("--repeats", type=int, default=10,
+                      help="substitutions per question for --adversarial (default: 10)")
+  parser.add_argument("--adv-seed", type=int, default=0,
+                      help="seed of the substitutions (and of the noise images)")
 
 
 def evaluate_workdir(workdir, split, which="best", data_root=None, *, dataset=None, features=None):
@@ -107,8 +115,26 @@ def _expand(patterns):
   return list(dict.fromkeys(out))
 
 
+def _run_adversarial(args, workdirs):
+  from rsvqa_jax.bias import adversarial_run  # pylint: disable=g-import-not-at-top
+  tables = []
+  for w in workdirs:
+    out = adversarial_run.evaluate_workdir(w, args.split, args.adversarial, repeats=args.repeats,
+                                           seed=args.adv_seed, which=args.checkpoint,
+                                           data_root=args.data_root)
+    tables.append({"workdir": w, "per_type": {t: v[0] for t, v in out["per_type"].items()},
+                   "aa": out["aa"][0], "oa": out["oa"][0]})
+    print(f"{w}: {args.adversarial} x{args.repeats}, mean (std) over repeats: " + ", ".join(
+        f"{name} {_pct(m)} ({_pct(sd)})" for name, (m, sd) in
+        [*out["per_type"].items(), ("AA", out["aa"]), ("OA", out["oa"])]))
+  print(markdown(tables))
+  return 0
+
+
 def run(args):
   workdirs = [args.workdir] if args.workdir else _expand(args.seeds)
+  if args.adversarial:
+    return _run_adversarial(args, workdirs)
   tables = [evaluate_workdir(w, args.split, args.checkpoint, args.data_root) for w in workdirs]
   print(markdown(tables))
   if len(tables) > 1:

@@ -9,7 +9,7 @@ HELP = "Train a model from a config file into a workdir (resumes a stopped run).
 OVERRIDE_PREFIX = "--config."
 
 
-def _accept_overrides(parser):
+def accept_overrides(parser):
   """Lets the parser take `--config.a.b=value` pairs, collected in args.config_overrides."""
   parse_known = parser.parse_known_args
 
@@ -38,7 +38,7 @@ def add_arguments(parser):
                            "distilbert,mutan,finetuned")
   parser.add_argument("--workdir", required=True, help="folder for checkpoints and metrics")
   parser.epilog = "Override any config key with --config.KEY=VALUE, e.g. --config.model.fusion=mutan"
-  _accept_overrides(parser)
+  accept_overrides(parser)
 
 
 def run(args):
