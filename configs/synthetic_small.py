@@ -7,7 +7,6 @@ randomly initialised Skip-thoughts GRU fine-tuned with the e-mult head:
   rsvqa-jax train --config configs/synthetic_small.py --workdir runs/small
 Arguments as synthetic_tiny.py: `blind` (visual-blind twin), `frozen` (frozen language model).
 """
-from rsvqa_jax.errors import RSVQAError
 from rsvqa_jax.train import config_lib
 
 
@@ -33,12 +32,4 @@ def get_config(arg=""):
   c.train.num_epochs = 12
   c.train.checkpoint_every_steps = 500
   c.train.log_every_steps = 20
-  for flag in filter(None, arg.split(",")):
-    if flag == "blind":
-      c.model.blind = True
-    elif flag == "frozen":
-      c.text.frozen = True
-      c.optim.text_lr = 0.0
-    else:
-      raise RSVQAError(f"configs/synthetic_small.py:{arg}: unknown flag {flag!r} (blind, frozen)")
-  return c
+  return config_lib.apply_flags(c, arg, "configs/synthetic_small.py")

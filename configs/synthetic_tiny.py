@@ -5,7 +5,6 @@ a small randomly initialised Skip-thoughts GRU fine-tuned with the head. Argumen
 the visual-blind twin, `frozen` a frozen language model:
   rsvqa-jax train --config configs/synthetic_tiny.py --workdir runs/tiny
 """
-from rsvqa_jax.errors import RSVQAError
 from rsvqa_jax.train import config_lib
 
 
@@ -31,12 +30,4 @@ def get_config(arg=""):
   c.train.num_epochs = 5
   c.train.checkpoint_every_steps = 50
   c.train.log_every_steps = 10
-  for flag in filter(None, arg.split(",")):
-    if flag == "blind":
-      c.model.blind = True
-    elif flag == "frozen":
-      c.text.frozen = True
-      c.optim.text_lr = 0.0
-    else:
-      raise RSVQAError(f"configs/synthetic_tiny.py:{arg}: unknown flag {flag!r} (blind, frozen)")
-  return c
+  return config_lib.apply_flags(c, arg, "configs/synthetic_tiny.py")

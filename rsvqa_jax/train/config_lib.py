@@ -252,3 +252,16 @@ def parse_cell(arg, default):
     raise RSVQAError(f"config argument {arg!r}: expected LM,FUSION,frozen|finetuned "
                      f"(e.g. {default})")
   return parts[0], parts[1], parts[2] == "frozen"
+
+
+def apply_flags(config, arg, source):
+  """Config-file argument 'blind,frozen' (either or both): the visual-blind twin, a frozen LM."""
+  for flag in filter(None, (arg or "").split(",")):
+    if flag == "blind":
+      config.model.blind = True
+    elif flag == "frozen":
+      config.text.frozen = True
+      config.optim.text_lr = 0.0
+    else:
+      raise RSVQAError(f"{source}:{arg}: unknown flag {flag!r} (blind, frozen)")
+  return config
