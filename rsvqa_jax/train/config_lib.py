@@ -37,6 +37,10 @@ def base_config():
   c.data.cache_dir = ml_collections.FieldReference(None, field_type=str)  # default: beside workdir
   c.data.train_split = "train"
   c.data.val_split = "val"
+  # Training-time image augmentation (off when empty): feature_cache variants such as ("hflip",
+  # "vflip", "rot90", "rot180", "rot270"); each training sample whose question has no positional
+  # word (data.POSITIONAL_WORDS) reads the features of one of them, drawn per sample and step.
+  c.data.augment_variants = ()
 
   c.image = ml_collections.ConfigDict()  # passed through to rsvqa_jax.train.feature_cache
 

@@ -7,11 +7,18 @@ so the loop does not care where features come from (the feature cache, or a test
 With a cached frozen language model (config_lib.caches_questions) the columns also hold each
 question's row in the question-vector table, and batches carry `question_vector` instead of
 tokens. Evaluation batches are global and identical on every host; each host feeds its slice.
+
+Augmentation (config.data.augment_variants, training only) follows the original RSVQA code,
+which flips / rotates the image when the question has no positional word: the frozen features
+of each variant are cached tables aligned with the clean one, and a training batch reads each
+non-positional sample's row from a variant drawn per sample from (seed, step, host), so a
+resumed run draws the same variants as an uninterrupted one.
 """
 import functools
 import hashlib
 import json
 import os
+import re
 from typing import NamedTuple
 
 import jax
@@ -27,6 +34,11 @@ ANSWERS_FILE = "answers.json"
 QUESTION_ENCODER_FILE = "question_encoder.json"
 HF_TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
                       "vocab.txt", "vocab.json", "merges.txt")
+# Words that tie a question to the image's orientation; such questions are never augmented.
+# They cover the RSVQA LR relations "on the left of", "on the right of", "at the top of" and
+# "at the bottom of" (whole words, any case).
+POSITIONAL_WORDS = ("left", "right", "top", "bottom")
+_POSITIONAL = re.compile(r"\b(" + "|".join(POSITIONAL_WORDS) + r")\b", re.IGNORECASE)
 
 
 class Features(NamedTuple):
@@ -81,8 +93,8 @@ def answer_vocab(dataset, config, workdir):
   return vocab
 
 
-def image_features(config, dataset, workdir, splits):
-  """Frozen-encoder features of the images of `splits` from the feature cache."""
+def image_features(config, dataset, workdir, splits, variant="none"):
+  """Frozen-encoder features of the images of `splits` (pixels under `variant`) from the cache."""
   # Imported here: the cache pulls in the image encoders, which tests feeding arrays skip.
   from rsvqa_jax.train import feature_cache  # pylint: disable=g-import-not-at-top
   image_cfg = feature_cache.default_image_config()
@@ -90,7 +102,54 @@ def image_features(config, dataset, workdir, splits):
   if image_cfg.arch == "synthetic_resnet" and not image_cfg.pretrained_dir:
     image_cfg.pretrained_dir = os.path.join(cache_dir(config, workdir), "synthetic_resnet")
   return feature_cache.image_features(dataset, splits, image_cfg,
-                                      os.path.join(cache_dir(config, workdir), "features"))
+                                      os.path.join(cache_dir(config, workdir), "features"),
+                                      variant=variant)
+
+
+def augment_tables(config, dataset, workdir, features, given=None):
+  """Feature tables of config.data.augment_variants, in order, rows aligned with `features`.
+
+  `given`: {variant: Features} to use instead of the cache (in-memory tasks); "none" is always
+  the clean table itself.
+  """
+  from rsvqa_jax.train import feature_cache  # pylint: disable=g-import-not-at-top
+  tables = []
+  for variant in config.data.augment_variants:
+    if variant not in feature_cache.VARIANTS:
+      raise RSVQAError(f"config data.augment_variants: unknown variant {variant!r}; expected "
+                       f"some of {feature_cache.VARIANTS}")
+    if variant == "none":
+      tables.append(features.features)
+      continue
+    if given is None:
+      table = image_features(config, dataset, workdir, None, variant)
+    elif variant in given:
+      table = given[variant]
+    else:
+      raise RSVQAError(f"config data.augment_variants: no features were given for variant "
+                       f"{variant!r} (given: {sorted(given)})")
+    if (not np.array_equal(table.image_ids, features.image_ids)
+        or table.features.shape != features.features.shape):
+      raise RSVQAError(f"config data.augment_variants: the {variant!r} features do not have the "
+                       f"clean features' images and shape {tuple(features.features.shape)}")
+    tables.append(table.features)
+  return tuple(tables)
+
+
+def positional_questions(questions):
+  """bool [N]: whether each question holds a POSITIONAL_WORDS word (never augmented)."""
+  return np.array([bool(_POSITIONAL.search(q)) for q in questions], bool)
+
+
+def draw_variants(positional, num_variants, seed, step):
+  """Table of each sample of a training batch: 0 (clean) if positional, else 1..num_variants.
+
+  Uniform over the variants, drawn from (seed, step, host): a pure function of the step, so
+  exact resume holds.
+  """
+  rng = np.random.default_rng([int(seed), int(step), jax.process_index()])
+  drawn = rng.integers(1, num_variants + 1, size=len(positional))
+  return np.where(positional, 0, drawn).astype(np.int32)
 
 
 def _encoder_identity(config, encoder, tokenizer):
@@ -186,14 +245,22 @@ def encode_split(split, vocab, tokenizer, image_ids, max_length, buckets, questi
   return SplitColumns(columns, lengths, buckets)
 
 
-def model_batch(batch, features, question_vectors=None):
+def model_batch(batch, features, question_vectors=None, variant=None):
   """A pipeline batch -> the arrays the model and loss read (image rows gathered here).
 
   With `question_vectors` (the cached table) the batch carries the rows of its questions as
-  question_vector instead of tokens and mask.
+  question_vector instead of tokens and mask. With `variant` (int [B], see draw_variants),
+  `features` is a sequence of aligned tables and sample i reads its row from features[variant[i]].
   """
-  out = {"image_features": np.asarray(features[np.asarray(batch["image_index"])], np.float32),
-         "answer": batch["answer"].astype(np.int32)}
+  rows = np.asarray(batch["image_index"])
+  if variant is None:
+    image = np.asarray(features[rows], np.float32)
+  else:
+    image = np.empty((len(rows), features[0].shape[1]), np.float32)
+    for v in np.unique(variant).tolist():
+      sel = variant == v
+      image[sel] = features[v][rows[sel]]
+  out = {"image_features": image, "answer": batch["answer"].astype(np.int32)}
   if question_vectors is None:
     out.update(tokens=batch["tokens"], mask=batch["mask"])
   else:

@@ -9,7 +9,9 @@ stopped. Metrics go to workdir/metrics.jsonl and TensorBoard events in workdir/t
 A non-finite loss stops the run with the step it happened at; checkpoints after it are never
 written, so the last one is good. With a frozen deterministic language model, its vectors are
 computed once per distinct question (data.question_vectors) and the model trained and saved has
-no text encoder at all: the steps read `question_vector`.
+no text encoder at all: the steps read `question_vector`. With config.data.augment_variants,
+training batches read each non-positional question's image row from a variant table drawn per
+sample from (seed, step) (data.draw_variants); validation and test always read the clean table.
 """
 import dataclasses
 import functools
@@ -48,9 +50,16 @@ class Setup:
   columns: dict  # split name -> data.SplitColumns
   mesh: object
   question_vectors: object = None  # cached frozen-encoder vectors [Nq, Dq], rows in the columns
+  augment_features: tuple = ()  # tables of config.data.augment_variants, rows as `features`
 
-  def batch(self, local, features=None):
-    """data.model_batch of a pipeline batch (`features`: another image table, same rows)."""
+  def batch(self, local, features=None, variant=None):
+    """data.model_batch of a pipeline batch (`features`: another image table, same rows).
+
+    `variant` (data.draw_variants): table of each sample, 0 the clean one, i augment_features[i-1].
+    """
+    if variant is not None:
+      tables = (self.features.features,) + tuple(self.augment_features)
+      return data.model_batch(local, tables, self.question_vectors, variant)
     features = self.features.features if features is None else features
     return data.model_batch(local, features, self.question_vectors)
 
@@ -170,12 +179,21 @@ def _schedule(config, n_train, mesh):
   return local_bs, steps_per_epoch, config.train.num_epochs * steps_per_epoch
 
 
-def train(config, workdir, *, dataset=None, features=None, log=print):
-  """Trains (or resumes, or reports finished) the run of `config` in `workdir`; returns a summary."""
+def train(config, workdir, *, dataset=None, features=None, log=print, augment_features=None):
+  """Trains (or resumes, or reports finished) the run of `config` in `workdir`; returns a summary.
+
+  `augment_features`: {variant: Features} for config.data.augment_variants, instead of the
+  feature cache (in-memory tasks).
+  """
   checkpointing.check_or_record_config(workdir, config, record=False)
   t = config.train
   train_split, val_split = config.data.train_split, config.data.val_split
   s = setup(config, workdir, [train_split, val_split], dataset=dataset, features=features)
+  positional = None
+  if config.data.augment_variants:
+    s.augment_features = data.augment_tables(config, s.dataset, workdir, s.features,
+                                             augment_features)
+    positional = data.positional_questions(s.dataset[train_split].question.tolist())
   checkpointing.check_or_record_config(workdir, config)  # recorded once the config proved usable
   train_cols = s.columns[train_split]
   local_bs, steps_per_epoch, total_steps = _schedule(config, len(train_cols.lengths), s.mesh)
@@ -219,7 +237,9 @@ def train(config, workdir, *, dataset=None, features=None, log=print):
   try:
     while step < total_steps:
       batch = next(iterator)
-      state, m = train_step(state, shd.global_batch(s.batch(batch), s.mesh))
+      variant = None if positional is None else data.draw_variants(
+          positional[batch["index"]], len(s.augment_features), config.seed, step)
+      state, m = train_step(state, shd.global_batch(s.batch(batch, variant=variant), s.mesh))
       step += 1
       pending.append((step, m))
       window_samples += t.batch_size
