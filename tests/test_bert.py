@@ -2,14 +2,15 @@
 import json
 import os
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 from flax import nnx
-from safetensors.numpy import load_file, save_file
+from safetensors.numpy import save_file
 
 from rsvqa_jax.errors import RSVQAError
-from rsvqa_jax.models import bert_params
+from rsvqa_jax.models import bert_params, checkpoints
 from rsvqa_jax.models.bert import BertConfig, BertEncoder
 
 QUESTIONS = ["Is there a road in the image?", "How many buildings are there?",
@@ -18,6 +19,8 @@ WORDS = ["is", "there", "a", "road", "in", "the", "image", "?", "how", "many", "
 BERT_VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + WORDS
 TINY = dict(num_hidden_layers=2, num_attention_heads=4, hidden_size=32, intermediate_size=64,
             max_position_embeddings=64)
+# One jitted training-mode forward shared by the tests (compiled once per model structure).
+TRAIN_FORWARD = nnx.jit(lambda m, t, k: m(t, k, deterministic=False))
 
 
 def _save_bert_tokenizer(folder):
@@ -202,8 +205,37 @@ def test_padding_invariance_jit_and_dropout(hand_made):
                              np.asarray(states_long)[:, :16][real], atol=1e-6)
   eager = model(*short)
   np.testing.assert_allclose(pooled_short, eager, atol=1e-6)
-  train = nnx.jit(lambda m, t, k: m(t, k, deterministic=False))(model, *short)
+  train = TRAIN_FORWARD(model, *short)
   assert not np.allclose(train, eager)
+
+
+def test_loaded_model_is_concrete_and_its_dropout_matches_a_fresh_build(hand_made):
+  folder, _, _, tok = hand_made
+  model, _ = bert_params.load_bert(folder, rngs=nnx.Rngs(0, dropout=1))
+  leaves = [v.get_value() for _, v in nnx.to_flat_state(nnx.state(model))]
+  assert leaves and not any(isinstance(x, jax.ShapeDtypeStruct) for x in leaves)
+  # The same weights in an encoder constructed with the same dropout seed: the streams agree.
+  built = checkpoints.jit_init(
+      lambda p, d: BertEncoder(model.config, rngs=nnx.Rngs(params=p, dropout=d)), 5, 1)
+  checkpoints.load_into(built, checkpoints.state_tree(model), "loaded")
+  tokens, mask = tok(QUESTIONS)
+  clean = np.asarray(model(tokens, mask))
+  outs = []
+  for _ in range(2):  # both streams advance in step
+    outs.append(np.asarray(TRAIN_FORWARD(model, tokens, mask)))
+    np.testing.assert_array_equal(outs[-1], TRAIN_FORWARD(built, tokens, mask))
+    assert not np.allclose(outs[-1], clean)
+  assert not np.allclose(outs[0], outs[1])
+
+
+def test_unfilled_arrays_are_an_error(hand_made):
+  config = hand_made[2].config
+  abstract = nnx.eval_shape(lambda: BertEncoder(config, rngs=nnx.Rngs(0)))
+  with pytest.raises(RSVQAError, match=r"^src: embeddings\.norm\.bias was not filled"):
+    checkpoints.finish_abstract(abstract, nnx.Rngs(0), "src")
+  key = abstract.embeddings.dropout.rngs.key.get_value()  # streams are filled before the check
+  assert jax.dtypes.issubdtype(key.dtype, jax.dtypes.prng_key)
+  assert not isinstance(key, jax.ShapeDtypeStruct)
 
 
 def test_bfloat16_compute_keeps_float32_params(hand_made):

@@ -1,13 +1,15 @@
-"""`rsvqa-jax features` end to end through the CLI: entries written, then reused, bad flags."""
+"""`rsvqa-jax features` end to end through the CLI: entries written, reused, bad flags, weights."""
 import os
+import shutil
 
 import numpy as np
 import pytest
 from flax import nnx
 
 from rsvqa_jax import cli
-from rsvqa_jax.data import rsvqa_json
+from rsvqa_jax.data import rsvqa_json, synthetic
 from rsvqa_jax.data.images import read_tif
+from rsvqa_jax.errors import RSVQAError
 from rsvqa_jax.models import checkpoints, resnet
 from rsvqa_jax.train import feature_cache
 
@@ -19,6 +21,15 @@ CONFIG = os.path.join(ROOT, "configs", "synthetic_tiny.py")  # random ResNet-18,
 def data_dir(tmp_path_factory):
   out = str(tmp_path_factory.mktemp("synth") / "lr")
   assert cli.main(["synth", "--out", out, "--images", "6", "--questions-per-image", "2"]) == 0
+  return out
+
+
+@pytest.fixture(scope="module")
+def real_dir(data_dir, tmp_path_factory):
+  """The same files without the synthetic.json manifest: what a real dataset looks like."""
+  out = str(tmp_path_factory.mktemp("real") / "lr")
+  shutil.copytree(data_dir, out)
+  os.remove(os.path.join(out, synthetic.MANIFEST))
   return out
 
 
@@ -72,3 +83,34 @@ def test_bad_flags_are_one_line_errors(data_dir, tmp_path, capsys):
   rc, _, err = _features(data_dir, str(tmp_path / "c"), capsys, "--splits", "nope")
   assert rc == 2 and "no split 'nope'" in err
   assert not os.path.exists(tmp_path / "c")
+
+
+def test_real_data_needs_a_named_or_explicitly_random_checkpoint(real_dir, data_dir, tmp_path,
+                                                                 capsys):
+  cache = str(tmp_path / "cache")
+  rc, out, err = _features(real_dir, cache, capsys)
+  assert rc == 2 and out == "" and len(err.strip().splitlines()) == 1
+  assert "image.checkpoint is not set" in err and "--checkpoint PATH" in err
+  assert "--checkpoint random" in err and "Traceback" not in err
+  assert not os.path.exists(cache)
+  rc, out, _ = _features(real_dir, cache, capsys, "--checkpoint", "random")
+  assert rc == 0
+  random_entry = [l.split(" -> ")[1] for l in out.splitlines() if " -> " in l]
+  rc, out, _ = _features(data_dir, str(tmp_path / "synth_cache"), capsys)  # manifest: allowed
+  assert rc == 0
+  synth_entry = [l.split(" -> ")[1] for l in out.splitlines() if " -> " in l]
+  assert len(random_entry) == len(synth_entry) == 1  # same random-init ResNet on the same pixels
+  np.testing.assert_array_equal(np.load(os.path.join(random_entry[0], "features.npy")),
+                                np.load(os.path.join(synth_entry[0], "features.npy")))
+
+
+def test_synthetic_resnet_needs_no_checkpoint(real_dir, tmp_path, capsys, monkeypatch):
+  seen = {}
+
+  def stop(cfg, dataset):
+    seen["arch"] = cfg.arch
+    raise RSVQAError("encoder reached")
+
+  monkeypatch.setattr(feature_cache, "build_encoder", stop)
+  rc, _, err = _features(real_dir, str(tmp_path / "c"), capsys, "--arch", "synthetic_resnet")
+  assert rc == 2 and "encoder reached" in err and seen == {"arch": "synthetic_resnet"}

@@ -1,11 +1,14 @@
 """`rsvqa-jax features`: precompute the frozen image-encoder feature cache of a dataset.
 
   rsvqa-jax features --data DIR --dataset lr --cache CACHE [--config configs/X.py[:arg]]
-      [--arch resnet152 --checkpoint resnet152.pth | --arch synthetic_resnet]
+      [--arch resnet152 --checkpoint resnet152.pth | --checkpoint random | --arch synthetic_resnet]
       [--variants none,hflip,vflip,rot90,rot180,rot270] [--kinds clean,white,black,noise]
 
 The image settings come from the config's `image` section (defaults otherwise), then from the
-flags. Entries already cached are reused; each line printed names an entry folder. With
+flags. As in training (config_lib.check_weights), real data needs the ResNet weights named, or
+random-init features asked for with `--checkpoint random`; only a synthetic dataset (a folder
+with a synthetic.json manifest) or --arch synthetic_resnet may leave the checkpoint unset.
+Entries already cached are reused; each line printed names an entry folder. With
 --arch synthetic_resnet and no model yet, the small ResNet is pretrained first on the train
 split (its folder defaults to CACHE/synthetic_resnet) and its validation accuracy is printed.
 """
@@ -39,7 +42,9 @@ def add_arguments(parser):
                       help="pixel kinds: 'all' or a comma list of clean, white, black, noise")
   parser.add_argument("--noise-seed", type=int, default=0, help="seed of the noise kind")
   parser.add_argument("--arch", help="image.arch: resnet18 ... resnet152 or synthetic_resnet")
-  parser.add_argument("--checkpoint", help="image.checkpoint: ResNet weights file or HF folder")
+  parser.add_argument("--checkpoint",
+                      help="image.checkpoint: ResNet weights file or HF folder, or 'random' for "
+                           "random-init weights (required on real data)")
   parser.add_argument("--pretrained-dir", help="image.pretrained_dir of synthetic_resnet")
   parser.add_argument("--image-size", type=int, help="image.image_size (0 = native)")
   parser.add_argument("--batch-size", type=int, help="image.batch_size")
@@ -64,6 +69,20 @@ def image_config(args):
   return cfg
 
 
+def check_checkpoint(cfg, data):
+  """An unset image checkpoint is an RSVQAError unless the dataset or the arch is synthetic."""
+  from rsvqa_jax.data import synthetic  # pylint: disable=g-import-not-at-top
+  from rsvqa_jax.train.config_lib import RANDOM  # pylint: disable=g-import-not-at-top
+  if cfg.checkpoint or cfg.arch == "synthetic_resnet":
+    return
+  if os.path.exists(os.path.join(data, synthetic.MANIFEST)):
+    return
+  raise RSVQAError(
+      f"{data}: not a synthetic dataset ({synthetic.MANIFEST}) and image.checkpoint is not set: "
+      f"give the {cfg.arch} weights (torchvision file or Hugging Face folder) with --checkpoint "
+      f"PATH, or ask for random-init features with --checkpoint {RANDOM}")
+
+
 def run(args):
   # Imported here: JAX starts only when a command that needs it runs.
   from rsvqa_jax.data import rsvqa_json  # pylint: disable=g-import-not-at-top
@@ -76,6 +95,7 @@ def run(args):
     if name not in dataset.splits:
       raise RSVQAError(f"{args.data}: no split {name!r} (has {', '.join(sorted(dataset.splits))})")
   cfg = image_config(args)
+  check_checkpoint(cfg, args.data)
   encoder = feature_cache.build_encoder(cfg, dataset)
   if cfg.arch == "synthetic_resnet":
     from rsvqa_jax.train import pretrain_resnet  # pylint: disable=g-import-not-at-top

@@ -5,16 +5,20 @@ pytorch_model.bin through `torch.load(weights_only=True)` when torch is installe
 tokenizer files. Checkpoint keys may carry a head prefix (`bert.`, `distilbert.`, `roberta.`) or
 none (bare `*Model`), and old BERT LayerNorms use gamma/beta instead of weight/bias. Linear
 `weight` [out, in] becomes our `kernel` [in, out]. Pooler and task-head keys are ignored.
+The encoder is built with `nnx.eval_shape` (no initialisation) and filled by
+`checkpoints.load_into`, which rejects any parameter the key map leaves out.
 """
 import json
 import os
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
 from rsvqa_jax.data.tokenizers import HFTokenizer
 from rsvqa_jax.errors import RSVQAError
+from rsvqa_jax.models import checkpoints
 from rsvqa_jax.models.bert import BertConfig, BertEncoder
 
 SAFETENSORS = "model.safetensors"
@@ -75,30 +79,29 @@ def read_hf_weights(folder):
   raise RSVQAError(f"{folder}: no {SAFETENSORS}, {SAFETENSORS_INDEX} or {TORCH_BIN}")
 
 
-def _norm_targets(norm, name):
-  yield norm.scale, (f"{name}.weight", f"{name}.gamma"), False
-  yield norm.bias, (f"{name}.bias", f"{name}.beta"), False
+def _norm_targets(ours, name):
+  yield f"{ours}.scale", (f"{name}.weight", f"{name}.gamma"), False
+  yield f"{ours}.bias", (f"{name}.bias", f"{name}.beta"), False
 
 
-def _targets(model):
-  """(variable, candidate checkpoint keys without prefix, transpose) for every parameter."""
-  family = "distilbert" if model.config.family == "distilbert" else "bert"
-  e = model.embeddings
-  yield e.word.embedding, (_WORD_EMBEDDINGS,), False
-  yield e.position.embedding, ("embeddings.position_embeddings.weight",), False
-  if e.token_type is not None:
-    yield e.token_type.embedding, ("embeddings.token_type_embeddings.weight",), False
-  yield from _norm_targets(e.norm, "embeddings.LayerNorm")
+def _targets(config):
+  """(our flat key, candidate checkpoint keys without prefix, transpose) for every parameter."""
+  family = "distilbert" if config.family == "distilbert" else "bert"
+  yield "embeddings.word.embedding", (_WORD_EMBEDDINGS,), False
+  yield "embeddings.position.embedding", ("embeddings.position_embeddings.weight",), False
+  if config.family != "distilbert":
+    yield "embeddings.token_type.embedding", ("embeddings.token_type_embeddings.weight",), False
+  yield from _norm_targets("embeddings.norm", "embeddings.LayerNorm")
   stack = "transformer.layer" if family == "distilbert" else "encoder.layer"
-  for i, layer in enumerate(model.layers):
-    base = f"{stack}.{i}."
-    att = layer.attention
-    linears = (att.query, att.key, att.value, att.output, layer.ffn_in, layer.ffn_out)
+  for i in range(config.num_layers):
+    base, ours = f"{stack}.{i}.", f"layers.{i}."
+    linears = ("attention.query", "attention.key", "attention.value", "attention.output",
+               "ffn_in", "ffn_out")
     for linear, name in zip(linears, _LINEARS[family]):
-      yield linear.kernel, (f"{base}{name}.weight",), True
-      yield linear.bias, (f"{base}{name}.bias",), False
-    for norm, name in zip((layer.attention_norm, layer.ffn_norm), _NORMS[family]):
-      yield from _norm_targets(norm, base + name)
+      yield f"{ours}{linear}.kernel", (f"{base}{name}.weight",), True
+      yield f"{ours}{linear}.bias", (f"{base}{name}.bias",), False
+    for norm, name in zip(("attention_norm", "ffn_norm"), _NORMS[family]):
+      yield from _norm_targets(ours + norm, base + name)
 
 
 def _prefix(tensors, source):
@@ -108,12 +111,16 @@ def _prefix(tensors, source):
   return min(prefixes, key=len)
 
 
-def import_hf_weights(model, tensors, source="checkpoint"):
-  """Copies Hugging Face tensors into `model`; a missing or mismatched key raises RSVQAError."""
+def hf_tree(model, tensors, source="checkpoint"):
+  """Hugging Face tensors -> our parameter tree for `model` (possibly abstract).
+
+  A missing or mismatched checkpoint key raises RSVQAError naming it.
+  """
   prefix = _prefix(tensors, source)
-  for variable, candidates, transpose in _targets(model):
-    expected = tuple(variable[...].shape)
-    stored = expected[::-1] if transpose else expected
+  shapes = checkpoints.flat_shapes(model)
+  flat = {}
+  for ours, candidates, transpose in _targets(model.config):
+    stored = shapes[ours][::-1] if transpose else shapes[ours]
     key = next((prefix + c for c in candidates if prefix + c in tensors), None)
     if key is None:
       raise RSVQAError(f"{source}: missing key {prefix + candidates[0]} (model expects shape "
@@ -121,17 +128,23 @@ def import_hf_weights(model, tensors, source="checkpoint"):
     value = np.asarray(tensors[key], np.float32)
     if value.shape != stored:
       raise RSVQAError(f"{source}: key {key} has shape {value.shape}, model expects {stored}")
-    variable[...] = jnp.asarray(value.T if transpose else value)
+    flat[ours] = value.T if transpose else value
+  return checkpoints.unflatten(flat)
 
 
 def load_bert(folder, *, rngs=None, dtype=jnp.float32):
-  """(BertEncoder, HFTokenizer) from a local Hugging Face folder; never downloads."""
+  """(BertEncoder, HFTokenizer) from a local Hugging Face folder; never downloads.
+
+  The encoder is built from shapes only and every parameter comes from the checkpoint; `rngs`
+  (default nnx.Rngs(0)) seeds only the dropout streams.
+  """
   folder = os.fspath(folder)
   config = BertConfig.from_hf_json(os.path.join(folder, "config.json"))
   max_length = config.max_position_embeddings
   if config.family == "roberta":
     max_length -= config.pad_token_id + 1
   tokenizer = HFTokenizer.from_folder(folder, max_length=max_length)
-  model = BertEncoder(config, rngs=rngs if rngs is not None else nnx.Rngs(0), dtype=dtype)
-  import_hf_weights(model, read_hf_weights(folder), folder)
+  model = nnx.eval_shape(lambda: BertEncoder(config, rngs=nnx.Rngs(0), dtype=dtype))
+  checkpoints.load_into(model, hf_tree(model, read_hf_weights(folder), folder), folder)
+  checkpoints.finish_abstract(model, rngs if rngs is not None else nnx.Rngs(0), folder)
   return model, tokenizer

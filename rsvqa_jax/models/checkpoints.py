@@ -147,3 +147,17 @@ def load_orbax(path):
     restored = ckptr.restore(path)
   return unflatten(flatten(restored))
 
+
+def finish_abstract(model, rngs, source):
+  """Gives the dropout streams of a filled `nnx.eval_shape` model real keys, in place.
+
+  Each `nnx.Dropout` forks `rngs[rng_collection]` as its constructor does, in graph order (the
+  construction order of our encoders, so the keys are those of an eager build with `rngs`).
+  Any array still abstract afterwards (nothing in the checkpoint filled it) is an RSVQAError.
+  """
+  for _, node in nnx.iter_graph(model):
+    if isinstance(node, nnx.Dropout) and node.rngs is not None:
+      node.rngs = rngs[node.rng_collection].fork()
+  for path, variable in nnx.to_flat_state(nnx.state(model)):
+    if isinstance(variable.get_value(), jax.ShapeDtypeStruct):
+      raise RSVQAError(f"{source}: {'.'.join(map(str, path))} was not filled from the checkpoint")

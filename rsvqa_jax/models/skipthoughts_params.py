@@ -6,15 +6,20 @@ in the dataset's word list are kept; dataset words missing from the dictionary s
 and are counted. `utable.npy` as distributed is a pickled object array: it is unpickled only when
 the caller passes `allow_pickle=True`, and `convert_utable` writes a plain float32 copy once
 (memory-mapped afterwards, so only the needed rows are read).
+
+With files, the encoder is built from shapes only (`nnx.eval_shape`) and every parameter is
+filled by `checkpoints.load_into`. The random-init model is built in one `nnx.jit` program from
+the caller's `rngs`, which, unlike `checkpoints.jit_init`, also works under an outer trace
+such as `nnx.eval_shape`.
 """
 import os
 
-import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
 from rsvqa_jax.data.tokenizers import UNK, WordTokenizer
 from rsvqa_jax.errors import RSVQAError
+from rsvqa_jax.models import checkpoints
 from rsvqa_jax.models.skipthoughts import SkipThoughts
 
 UNI_SKIP = "uni_skip.npz"
@@ -113,20 +118,19 @@ def convert_utable(src, dst, *, chunk=65536):
   del out
 
 
-def _assign(variable, value, name):
-  """Copies `value` into an nnx variable, naming the key and both shapes on a mismatch."""
-  expected = tuple(variable[...].shape)
-  if tuple(value.shape) != expected:
-    raise RSVQAError(f"skip-thoughts key {name}: checkpoint shape {tuple(value.shape)}, "
-                     f"model expects {expected}")
-  variable[...] = jnp.asarray(value, variable[...].dtype)
+def uni_skip_tree(model, arrays, word_rows, source):
+  """Our parameter tree for `model` (possibly abstract) from read_uni_skip arrays and word rows.
 
-
-def import_uni_skip(model, arrays, word_rows):
-  """Copies the uni-skip arrays (read_uni_skip) and the word table rows into `model`."""
-  for ours, theirs in ENCODER_KEYS.items():
-    _assign(getattr(model, ours), arrays[ours], theirs)
-  _assign(model.embed.embedding, word_rows, "utable rows")
+  A shape mismatch raises RSVQAError naming the checkpoint key and both shapes.
+  """
+  shapes = checkpoints.flat_shapes(model)
+  given = {**{ours: (arrays[ours], theirs) for ours, theirs in ENCODER_KEYS.items()},
+           "embed.embedding": (word_rows, "utable rows")}
+  for ours, (value, theirs) in given.items():
+    if tuple(value.shape) != shapes[ours]:
+      raise RSVQAError(f"{source}: key {theirs} has checkpoint shape {tuple(value.shape)}, "
+                       f"model expects {shapes[ours]}")
+  return checkpoints.unflatten({ours: value for ours, (value, _) in given.items()})
 
 
 def load_skipthoughts(folder_or_files, words, *, allow_pickle=False, dropout=0.0, bayesian=False,
@@ -136,9 +140,12 @@ def load_skipthoughts(folder_or_files, words, *, allow_pickle=False, dropout=0.0
   Args:
     folder_or_files: folder with uni_skip.npz, utable.npy (or utable_f32.npy) and
       dictionary.txt; or a mapping with keys uni_skip, utable, dictionary; or None for a randomly
-      initialised model of the pretrained shapes.
+      initialised model of the pretrained shapes (one compiled program, `rngs` as in an
+      eager build).
     words: the dataset's word list (see `rsvqa_jax.data.tokenizers.word_list`).
     allow_pickle: allow unpickling a pickled utable.npy (only for trusted files).
+    rngs: default nnx.Rngs(0); with files, it seeds only the dropout stream (the model is built
+      from shapes and every parameter comes from the files).
 
   Returns:
     (SkipThoughts, WordTokenizer, number of dataset words missing from the dictionary).
@@ -146,7 +153,8 @@ def load_skipthoughts(folder_or_files, words, *, allow_pickle=False, dropout=0.0
   rngs = rngs if rngs is not None else nnx.Rngs(0)
   if folder_or_files is None:
     tokenizer = WordTokenizer.build(words, lowercase=lowercase)
-    model = SkipThoughts(tokenizer.vocab_size, dropout=dropout, bayesian=bayesian, rngs=rngs)
+    model = nnx.jit(lambda r: SkipThoughts(tokenizer.vocab_size, dropout=dropout,
+                                           bayesian=bayesian, rngs=r))(rngs)
     return model, tokenizer, 0
 
   files = resolve_files(folder_or_files)
@@ -165,7 +173,10 @@ def load_skipthoughts(folder_or_files, words, *, allow_pickle=False, dropout=0.0
   word_rows[2:] = table[:tokenizer.vocab_size - 2]
   if UNK in dictionary:
     word_rows[tokenizer.unk_id] = table[-1]
-  model = SkipThoughts(tokenizer.vocab_size, word_dim=word_dim, hidden_dim=hidden_dim,
-                       dropout=dropout, bayesian=bayesian, rngs=rngs)
-  import_uni_skip(model, arrays, word_rows)
+  model = nnx.eval_shape(lambda: SkipThoughts(
+      tokenizer.vocab_size, word_dim=word_dim, hidden_dim=hidden_dim, dropout=dropout,
+      bayesian=bayesian, rngs=nnx.Rngs(0)))
+  checkpoints.load_into(model, uni_skip_tree(model, arrays, word_rows, files["uni_skip"]),
+                        files["uni_skip"])
+  checkpoints.finish_abstract(model, rngs, files["uni_skip"])
   return model, tokenizer, len(tokenizer.unknown_words)

@@ -1,0 +1,63 @@
+"""Tests for building Skip-thoughts from the uni-skip files: shapes only, every array loaded."""
+import jax
+import numpy as np
+import pytest
+from flax import nnx
+
+from rsvqa_jax.data import tokenizers
+from rsvqa_jax.models import checkpoints, skipthoughts_params
+from rsvqa_jax.models.skipthoughts import SkipThoughts
+
+D, H = 4, 3
+DICTIONARY = ["<eos>", "UNK", "is", "there", "a", "road", "how", "many", "buildings", "are"]
+QUESTIONS = ["Is there a road?", "How many buildings are there?", "road"]
+
+
+@pytest.fixture(name="folder")
+def fixture_folder(tmp_path):
+  rng = np.random.default_rng(0)
+  f = lambda *shape: (rng.standard_normal(shape) * 0.5).astype(np.float32)
+  np.savez(tmp_path / "uni_skip.npz", encoder_W=f(D, 2 * H), encoder_b=f(2 * H),
+           encoder_U=f(H, 2 * H), encoder_Wx=f(D, H), encoder_bx=f(H), encoder_Ux=f(H, H))
+  (tmp_path / "dictionary.txt").write_text("\n".join(DICTIONARY) + "\n")
+  np.save(tmp_path / "utable.npy", f(len(DICTIONARY), D))
+  return tmp_path
+
+
+def _load(folder, **kwargs):
+  return skipthoughts_params.load_skipthoughts(folder, tokenizers.word_list(QUESTIONS), **kwargs)
+
+
+@pytest.mark.parametrize("bayesian", [True, False])
+def test_dropout_after_loading_matches_a_fresh_build(folder, bayesian):
+  model, tok, _ = _load(folder, bayesian=bayesian, dropout=0.5, rngs=nnx.Rngs(0, dropout=3))
+  leaves = [v.get_value() for _, v in nnx.to_flat_state(nnx.state(model))]
+  assert leaves and not any(isinstance(x, jax.ShapeDtypeStruct) for x in leaves)
+  # The same weights in a model constructed with the same dropout seed: the masks agree.
+  built = checkpoints.jit_init(lambda p, d: SkipThoughts(
+      tok.vocab_size, word_dim=D, hidden_dim=H, dropout=0.5, bayesian=bayesian,
+      rngs=nnx.Rngs(params=p, dropout=d)), 5, 3)
+  checkpoints.load_into(built, checkpoints.state_tree(model), "loaded")
+  train = nnx.jit(lambda m, t, k: m(t, k, deterministic=False))
+  tokens, mask = tok(QUESTIONS)
+  clean = np.asarray(model(tokens, mask))
+  outs = []
+  for _ in range(2):  # fresh masks at each call, the same in both models
+    outs.append(np.asarray(train(model, tokens, mask)))
+    np.testing.assert_array_equal(outs[-1], train(built, tokens, mask))
+    assert not np.allclose(outs[-1], clean)
+  assert not np.allclose(outs[0], outs[1])
+
+
+def test_every_parameter_comes_from_the_files(folder):
+  model, tok, _ = _load(folder)
+  with np.load(folder / "uni_skip.npz") as npz:
+    for ours, theirs in skipthoughts_params.ENCODER_KEYS.items():
+      np.testing.assert_array_equal(getattr(model, ours)[...], npz[theirs])
+  table = np.load(folder / "utable.npy")
+  embedding = np.asarray(model.embed.embedding[...])
+  np.testing.assert_array_equal(embedding[tok.pad_id], 0)
+  for word in ("road", "buildings"):
+    np.testing.assert_array_equal(embedding[tok.vocab.index(word)], table[DICTIONARY.index(word)])
+  assert set(checkpoints.flatten(checkpoints.state_tree(model))) == {
+      "W", "U", "b", "Wx", "Ux", "bx", "embed.embedding"}
