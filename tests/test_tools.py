@@ -1,0 +1,34 @@
+"""tools/: the one-off utilities run as scripts."""
+import os
+import subprocess
+import sys
+
+import numpy as np
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _run(*args):
+  env = dict(os.environ, PYTHONPATH=ROOT)
+  return subprocess.run([sys.executable, os.path.join(ROOT, "tools", "convert_utable.py"), *args],
+                        capture_output=True, text=True, env=env)
+
+
+def test_convert_utable_writes_plain_table(tmp_path):
+  table = np.arange(12, dtype=np.float64).reshape(4, 3)
+  src = tmp_path / "utable.npy"
+  obj = np.empty((), dtype=object)
+  obj[()] = table
+  np.save(src, obj, allow_pickle=True)
+  dst = tmp_path / "utable_f32.npy"
+  r = _run(str(src), str(dst))
+  assert r.returncode == 0, r.stderr
+  out = np.load(dst)  # loads without allow_pickle: a plain array
+  assert out.dtype == np.float32
+  np.testing.assert_array_equal(out, table.astype(np.float32))
+
+
+def test_convert_utable_missing_file_is_one_line(tmp_path):
+  r = _run(str(tmp_path / "nope.npy"), str(tmp_path / "out.npy"))
+  assert r.returncode == 2
+  assert r.stderr.strip().count("\n") == 0 and "no such file" in r.stderr
