@@ -17,7 +17,8 @@ import traceback
 
 from benchmarks import timing
 
-FAMILIES = ("train_steps", "pipeline", "adversarial", "flops", "scaling", "compilation")
+# flops right after train_steps: it times train_steps' compiled steps and then frees them.
+FAMILIES = ("train_steps", "flops", "pipeline", "adversarial", "scaling", "compilation")
 
 
 def fmt(x, scale=1.0, digits=3):
@@ -72,13 +73,16 @@ def _md_adversarial(s):
 
 def _md_flops(s):
   out = [f"- f32 matmul peak: {fmt(s['matmul_peak'], 1e-9)} GFLOP/s (start), "
-         f"{fmt(s['matmul_peak_after'], 1e-9)} GFLOP/s (end); {s['peak_config']}"]
+         f"{fmt(s['matmul_peak_after'], 1e-9)} GFLOP/s (end); {s['peak_config']}; each row's "
+         "fraction is paired with the peak measured in the same round"]
   out += _table(["fine-tuned LM", "tokens", "layers", "step s", "samples/s",
-                 "analytic GFLOP/step", "XLA GFLOP/step", "achieved GFLOP/s", "of peak"],
+                 "analytic GFLOP/step", "XLA GFLOP/step", "achieved GFLOP/s",
+                 "paired peak GFLOP/s", "of peak", "Adam update share of step"],
                 [[r["lm"], "x".join(map(str, r["tokens"])), r["layers"] or "-", fmt(r["step_s"]),
                   fmt(r["samples_s"]), fmt(r["analytic_flops_per_step"], 1e-9),
                   fmt(r["xla_cost_analysis_flops"], 1e-9), fmt(r["achieved_flops"], 1e-9),
-                  fmt(r["fraction_of_peak"])] for r in s["rows"]])
+                  fmt(r.get("paired_peak"), 1e-9), fmt(r["fraction_of_peak"]),
+                  fmt(r.get("optimizer_share"))] for r in s["rows"]])
   return out
 
 
@@ -91,7 +95,12 @@ def _md_scaling(s):
   if "peak_rss_bytes" in rss:
     out.append(f"- LR-size cached-feature run: peak RSS {rss['peak_rss_bytes'] / 2**30:.2f} GiB "
                f"({rss['steps']} steps in {rss['seconds']:.1f} s; arrays held "
-               f"{rss['resident_arrays_bytes'] / 2**30:.2f} GiB)")
+               f"{rss['resident_arrays_bytes'] / 2**30:.2f} GiB; from "
+               f"{rss.get('peak_rss_source', '?')})")
+    stages = rss.get("rss_stages_bytes") or {}
+    if stages:
+      out.append("- RSS by stage: " + ", ".join(f"{k} {v / 2**30:.2f} GiB" for k, v in
+                                               stages.items() if v is not None))
   else:
     out.append(f"- LR-size RSS run failed: {rss.get('error')}")
   return out

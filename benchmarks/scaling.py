@@ -9,7 +9,11 @@ match the 1-device run. On this 2-core CPU all forced devices share the same two
 samples/s can only show the partitioning overhead, not a speed-up.
 Peak RSS: a subprocess trains on LR-size cached features (57,223 questions, 772 images, random
 2400-d question vectors and 2048-d image features held in memory) through the package's batch
-iterator and reads its own peak resident set size with resource.getrusage.
+iterator and reads its own peak resident set size: VmHWM of /proc/self/status, the high-water
+mark of this process image. (resource.getrusage's ru_maxrss is not used: on Linux it keeps the
+maximum of the forked parent across exec, so a worker started by the harness would report the
+harness's own RSS, about 3 GiB by then, instead of its own.) The RSS at each stage (imports,
+arrays, first step, end) is recorded too.
 """
 import argparse
 import json
@@ -20,8 +24,26 @@ import sys
 import time
 
 GLOBAL_BATCH = 280
-DEVICE_COUNTS = (1, 2, 4, 8)
+DEVICE_COUNTS = {"full": (1, 2, 4, 8), "quick": (1, 8), "toy": (1, 8)}
 LOSS_STEPS = 3
+
+
+def memory_status(path="/proc/self/status"):
+  """{'VmRSS': bytes, 'VmHWM': bytes} of this process (Linux); {} where there is no procfs."""
+  try:
+    with open(path, encoding="utf-8") as f:
+      fields = dict(line.split(":", 1) for line in f if ":" in line)
+  except OSError:
+    return {}
+  return {k: int(fields[k].split()[0]) * 1024 for k in ("VmRSS", "VmHWM") if k in fields}
+
+
+def peak_rss_bytes():
+  """Peak RSS of this process image: VmHWM; ru_maxrss only where procfs is missing."""
+  status = memory_status()
+  if "VmHWM" in status:
+    return status["VmHWM"], "VmHWM (/proc/self/status)"
+  return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024, "ru_maxrss"
 
 
 def _env(devices):
@@ -81,11 +103,14 @@ def worker_scaling(devices, steps, repeats, mode):
 
 
 def worker_rss(steps, mode):
+  stages = {}
   import jax  # pylint: disable=g-import-not-at-top
   import numpy as np  # pylint: disable=g-import-not-at-top
   from benchmarks import inputs, pipeline, train_steps  # pylint: disable=g-import-not-at-top
   from rsvqa_jax.data import pipeline as pipeline_lib  # pylint: disable=g-import-not-at-top
   from rsvqa_jax.train import sharding as shd  # pylint: disable=g-import-not-at-top
+  jax.numpy.zeros(1).block_until_ready()
+  stages["imports and jax backend"] = memory_status().get("VmRSS")
   n = 2000 if mode == "toy" else inputs.LR_TRAIN_QUESTIONS
   size = train_steps.sizes("toy" if mode == "toy" else "full")
   rng = np.random.default_rng(0)
@@ -95,6 +120,7 @@ def worker_rss(steps, mode):
              "answer": rng.integers(0, inputs.NUM_ANSWERS, n).astype(np.int32)}
   iterator = pipeline_lib.batch_iterator(columns, batch_size=inputs.BATCH, shuffle=True, seed=0,
                                          num_epochs=1, drop_remainder=True)
+  stages["cached arrays allocated"] = memory_status().get("VmRSS")
 
   def model_batch(b):
     return {"image_features": features[b["image_index"]], "question_vector": q_vectors[b["index"]],
@@ -108,19 +134,24 @@ def worker_rss(steps, mode):
     runner.state, runner.metrics = runner.step(runner.state,
                                                shd.global_batch(model_batch(batch), runner.mesh))
     done += 1
+    if done == 1:
+      jax.block_until_ready(runner.metrics)
+      stages["model, optimizer state, first step compiled"] = memory_status().get("VmRSS")
     if steps and done >= steps:
       break
   jax.block_until_ready(runner.metrics)
   elapsed = time.perf_counter() - start
+  stages["end"] = memory_status().get("VmRSS")
+  peak, source = peak_rss_bytes()
   return {"steps": done, "epoch_steps": n // inputs.BATCH, "seconds": elapsed,
-          "peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
+          "peak_rss_bytes": peak, "peak_rss_source": source, "rss_stages_bytes": stages,
           "resident_arrays_bytes": int(features.nbytes + q_vectors.nbytes)}
 
 
 def run(mode, log=print):
   from benchmarks import timing  # pylint: disable=g-import-not-at-top
   steps, repeats = (20, 5) if mode == "full" else (5, 3)
-  counts = (1, 8) if mode == "toy" else DEVICE_COUNTS
+  counts = DEVICE_COUNTS[mode]
   results = []
   for n in counts:
     log(f"  scaling: {n} device(s)")
@@ -152,6 +183,8 @@ def run(mode, log=print):
   ]
   notes = [f"global batch {GLOBAL_BATCH}, frozen Skip-thoughts cached features, e-mult",
            "forced host devices share the machine's cores: no speed-up is possible here"]
+  if mode != "full":
+    notes.append(f"{mode} mode: device counts {counts} (full mode: {DEVICE_COUNTS['full']})")
   if mode != "full" and "steps" in rss:
     notes.append(f"RSS run: {rss['steps']} of {rss['epoch_steps']} epoch steps in {mode} mode "
                  "(all arrays are allocated before the first step)")

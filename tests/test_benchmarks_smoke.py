@@ -10,7 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from benchmarks import flops, run, timing
+from benchmarks import flops, run, scaling, timing
 from rsvqa_jax.models.skipthoughts import gru_scan
 
 torch = pytest.importorskip("torch", reason="the benchmarks compare against PyTorch")
@@ -52,6 +52,16 @@ def test_gru_flops_match_xla_count():
   analytic = flops.gru_train_flops(b, 1, d, h) / 3 - flops.head_flops(h, b)
   assert analytic == 2 * b * (d * 3 * h + h * 3 * h)
   assert abs(xla - analytic) / analytic < 0.1
+
+
+def test_peak_rss_reads_this_process_image(tmp_path):
+  """VmHWM of /proc/self/status, not ru_maxrss (which keeps a forked parent's peak on Linux)."""
+  status = tmp_path / "status"
+  status.write_text("Name:\tpython\nVmHWM:\t  2048 kB\nVmRSS:\t  1024 kB\n")
+  assert scaling.memory_status(str(status)) == {"VmRSS": 1024 * 1024, "VmHWM": 2048 * 1024}
+  assert scaling.memory_status(str(tmp_path / "missing")) == {}
+  peak, source = scaling.peak_rss_bytes()
+  assert peak > 0 and source in ("VmHWM (/proc/self/status)", "ru_maxrss")
 
 
 def test_bert_flops_formula():
