@@ -180,6 +180,7 @@ BUILDERS = {"lr": RsvqaLr, "hr": RsvqaHr, "xben": RsvqaXben}
 def build(name, manual_dir, data_dir, config=_QUESTIONS):
   """Builds (or reuses) one dataset config into `data_dir` and returns its builder."""
   builder = BUILDERS[name](data_dir=os.fspath(data_dir), config=config, file_format="array_record")
+  # TFDS's name for "build"; these builders read only manual_dir and fetch nothing.
   builder.download_and_prepare(
       download_config=tfds.download.DownloadConfig(manual_dir=os.fspath(manual_dir)))
   return builder
