@@ -137,6 +137,10 @@ def run(args):
     return _run_adversarial(args, workdirs)
   tables = [evaluate_workdir(w, args.split, args.checkpoint, args.data_root) for w in workdirs]
   print(markdown(tables))
+  for t in tables:
+    if t.get("n_out_of_vocabulary"):
+      print(f"{t['workdir']}: {t['n_out_of_vocabulary']} of {t['n']} {args.split} answers are "
+            "outside the training answer vocabulary (counted as wrong)")
   if len(tables) > 1:
     agg = aggregate(tables)
     summary = {"split": args.split, "workdirs": workdirs,

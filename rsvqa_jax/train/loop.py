@@ -124,11 +124,16 @@ def predict(s, state, split, eval_step=None):
 
 
 def accuracy_table(split, preds, answers):
-  """{"oa", "aa", "per_type"} of predicted ids against the vocabulary ids (-1 never right)."""
+  """{"oa", "aa", "per_type", ...} of predicted ids against the vocabulary ids.
+
+  An answer outside the training vocabulary (id -1) is never right; it is counted in
+  n_out_of_vocabulary so the user sees it.
+  """
   correct = (preds == answers) & (answers >= 0)
   per_type = metrics_lib.per_type_accuracy(correct, split.qtype, split.qtypes)
   return {"oa": metrics_lib.accuracy(correct), "aa": metrics_lib.average_accuracy(per_type),
-          "per_type": per_type, "n": int(len(correct))}
+          "per_type": per_type, "n": int(len(correct)),
+          "n_out_of_vocabulary": int((answers < 0).sum())}
 
 
 class MetricsWriter:
