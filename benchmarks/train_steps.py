@@ -26,7 +26,7 @@ FAMILY_LAYERS = {"distilbert": 6, "bert": 12, "roberta": 12}
 BERT_DIMS = {"hidden": 768, "heads": 12, "intermediate": 3072}
 GRU_DIMS = {"word_dim": 620, "hidden_dim": 2400}
 QUICK_GRU_HIDDEN = 1200
-RUNNERS = {}  # (lm, mode) -> warm JaxStep of the fine-tuned e-mult row, for benchmarks.flops
+RUNNERS = {}  # runner_key -> warm JaxStep of a fine-tuned e-mult row, for benchmarks.flops
 
 
 def sizes(mode):
@@ -40,6 +40,13 @@ def sizes(mode):
     return {"bert_layers": {k: 1 for k in FAMILY_LAYERS},
             "gru": {**GRU_DIMS, "hidden_dim": QUICK_GRU_HIDDEN}, "bert": dict(BERT_DIMS)}
   return {"bert_layers": dict(FAMILY_LAYERS), "gru": dict(GRU_DIMS), "bert": dict(BERT_DIMS)}
+
+
+def runner_key(lm, size):
+  """What identifies a fine-tuned e-mult step in RUNNERS: the language model and its size."""
+  dims = size["gru"] if lm == "skipthoughts" else {**size["bert"],
+                                                   "layers": size["bert_layers"][lm]}
+  return (lm,) + tuple(sorted(dims.items()))
 
 
 def bert_config(family, size, vocab_size):
@@ -134,46 +141,55 @@ class JaxStep:
 
 
 class TorchStep:
-  """The PyTorch reference step (eager or torch.compile)."""
+  """The PyTorch reference step (eager or torch.compile), on the CPU or an accelerator."""
 
-  def __init__(self, model, batch_np, compile_model):
+  def __init__(self, model, batch_np, compile_model, device="cpu", autocast=None):
     from benchmarks import torch_reference as tr  # pylint: disable=g-import-not-at-top
-    self.step = tr.make_train_step(model, compile_model=compile_model)
-    self.batch = tr.to_torch(batch_np)
+    import torch  # pylint: disable=g-import-not-at-top
+    self.step = tr.make_train_step(model.to(device), compile_model=compile_model,
+                                   autocast=autocast)
+    self.batch = tr.to_torch(batch_np, device)
     self.compiled = compile_model
+    self.sync = torch.cuda.synchronize if torch.device(device).type == "cuda" else lambda: None
 
   def warmup(self):
     """One step (eager: first allocations); two under torch.compile (trace, then reuse)."""
     start = time.perf_counter()
     for _ in range(2 if self.compiled else 1):
       self.step(self.batch)
+    self.sync()
     return time.perf_counter() - start
 
   def block(self, steps):
     start = time.perf_counter()
     for _ in range(steps):
       self.step(self.batch)
+    self.sync()
     return time.perf_counter() - start
 
 
 def measure(lm, frozen, fusion, *, size, questions, repeats, block_s, compile_torch,
-            have_torch, keep_key=None):
+            have_torch, keep_key=None, compute_dtype="float32", torch_device="cpu"):
   """One configuration: samples/s of each implementation and the paired speed-ups.
 
-  After the warm-up (compilation included, timed apart), one timed step per implementation sets
-  its steps per round to about `block_s` seconds (at least one step). With `keep_key`, the warm
-  JAX step is stored in RUNNERS under that key.
+  The batch is `questions` (70 in the CPU comparisons). After the warm-up (compilation
+  included, timed apart), one timed step per implementation sets its steps per round to about
+  `block_s` seconds (at least one step). With `keep_key`, the warm JAX step is stored in RUNNERS
+  under that key. compute_dtype "bfloat16" runs PyTorch under bf16 autocast.
   """
+  batch = len(questions.text)
   model, q_dim = jax_model(lm, frozen, fusion, size, questions)
-  batch_np = batch_for(lm, frozen, q_dim, questions)
-  contenders = {"jax": JaxStep(model, frozen, batch_np)}
+  batch_np = batch_for(lm, frozen, q_dim, questions, batch)
+  contenders = {"jax": JaxStep(model, frozen, batch_np, compute_dtype=compute_dtype)}
   notes, warm, steps = {}, {}, {}
   if have_torch:
-    contenders["torch_eager"] = TorchStep(torch_model(lm, frozen, fusion, size, questions),
-                                          batch_np, False)
+    import torch  # pylint: disable=g-import-not-at-top
+    autocast = torch.bfloat16 if compute_dtype == "bfloat16" else None
+    make = lambda compiled: TorchStep(torch_model(lm, frozen, fusion, size, questions), batch_np,
+                                      compiled, torch_device, autocast)
+    contenders["torch_eager"] = make(False)
     if compile_torch:
-      contenders["torch_compile"] = TorchStep(torch_model(lm, frozen, fusion, size, questions),
-                                              batch_np, True)
+      contenders["torch_compile"] = make(True)
   calibration = {}
   for name in list(contenders):
     try:
@@ -183,11 +199,11 @@ def measure(lm, frozen, fusion, *, size, questions, repeats, block_s, compile_to
     except Exception as e:  # pylint: disable=broad-except
       notes[name] = f"skipped: {type(e).__name__}: {str(e).splitlines()[0][:200]}"
       del contenders[name]
-  rounds = {k: (lambda c=c, k=k: c.block(steps[k]) / (steps[k] * inputs.BATCH))
+  rounds = {k: (lambda c=c, k=k: c.block(steps[k]) / (steps[k] * batch))
             for k, c in contenders.items()}
   # When every implementation runs one step per round, the calibration steps (timed after the
   # warm-up, one implementation after the other) already form a complete alternated round.
-  first = {k: [t / inputs.BATCH] for k, t in calibration.items()}
+  first = {k: [t / batch] for k, t in calibration.items()}
   reuse = bool(contenders) and all(steps[k] == 1 for k in contenders)
   per_sample, errors = timing.alternate(rounds, repeats - 1 if reuse else repeats)
   if reuse:
@@ -244,7 +260,7 @@ def run(mode, log=print):
                   repeats=repeats, block_s=block_s,
                   compile_torch=compile_torch and have_torch and mode != "toy",
                   have_torch=have_torch,
-                  keep_key=(lm, mode) if not frozen and fusion == "mult" else None)
+                  keep_key=runner_key(lm, size) if not frozen and fusion == "mult" else None)
     if have_torch and not compile_torch:
       row["notes"]["torch_compile"] = (f"not run in {mode} mode (inductor takes tens of seconds "
                                        "to minutes per graph on 2 cores); run in the full mode")

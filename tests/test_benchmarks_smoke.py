@@ -10,7 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from benchmarks import flops, run, scaling, timing
+from benchmarks import accelerator, flops, run, scaling, timing, train_steps
 from rsvqa_jax.models.skipthoughts import gru_scan
 
 torch = pytest.importorskip("torch", reason="the benchmarks compare against PyTorch")
@@ -96,6 +96,20 @@ def test_toy_harness_writes_results(tmp_path):
   assert "## Targets" in md and "## train_steps" in md and "K=10 / clean" in md
 
 
+def test_accelerator_row_at_toy_size_against_torch():
+  """One bf16 row (here on the CPU): both sides timed, FLOPs counted, the runner released."""
+  row = accelerator.step_row("skipthoughts", 8, train_steps.sizes("toy"),
+                             flops.peak_probe(64, dtype=jnp.bfloat16), spec_peak=1e12,
+                             repeats=2, block_s=0.01, torch_device="cpu")
+  assert row["batch"] == 8 and row["tokens"][0] == 8
+  assert row["jax_samples_s"]["repeats"] == 2 and "torch_eager_samples_s" in row
+  assert row["analytic_flops_per_step"] == flops.gru_train_flops(8, row["tokens"][1], 8, 16)
+  expected = [row["analytic_flops_per_step"] / t / 1e12 for t in row["jax_step_s"]["values"]]
+  np.testing.assert_allclose(row["jax_mfu"]["values"], expected, rtol=1e-6)
+  assert ("accelerator",) not in train_steps.RUNNERS
+  assert accelerator.datasheet_peak(jax.devices()[0]) is None  # a CPU has no datasheet entry
+
+
 def test_markdown_renders_every_family():
   """Each family's table renders from a minimal section (failed sections say so)."""
   summary = timing.summarize([1.0, 2.0, 3.0])
@@ -113,7 +127,18 @@ def test_markdown_renders_every_family():
                                        "max_abs_loss_diff_vs_1": 0.0}, {"error": "exit 1"}],
                              "rss": {"peak_rss_bytes": 2**30, "steps": 3, "seconds": 1.0,
                                      "resident_arrays_bytes": 2**29}},
-                 "flops": {"error": "RuntimeError: x"}}}
+                 "flops": {"error": "RuntimeError: x"},
+                 "accelerator": {"device_kind": "NVIDIA H200", "datasheet_bf16_peak": 989.4e12,
+                                 "measured_bf16_matmul_peak": summary, "peak_config": {},
+                                 "torch_device": "cuda",
+                                 "rows": [{"lm": "distilbert", "batch": 70, "tokens": [70, 16],
+                                           "jax_samples_s": summary, "jax_mfu": summary,
+                                           "warmup_s": {"jax": 2.0},
+                                           "jax_peak_device_bytes_so_far": 2**31},
+                                          {"lm": "skipthoughts", "batch": 4480,
+                                           "error": "XlaRuntimeError: out of memory"}]}}}
   md = run.markdown(results)
   assert "| t | 2 (1-3) | >= 1.0 | PASS |" in md
   assert "peak RSS 1.00 GiB" in md and "exit 1" in md and "failed: RuntimeError: x" in md
+  assert "| distilbert | 70 | 70x16 | 2 (1-3) |" in md and "| 2 / - |" in md
+  assert "| skipthoughts | 4480 | XlaRuntimeError: out of memory |" in md

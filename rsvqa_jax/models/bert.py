@@ -14,6 +14,7 @@ import jax.numpy as jnp
 from flax import nnx
 
 from rsvqa_jax.errors import RSVQAError
+from rsvqa_jax.models.dropout import Dropout
 
 FAMILIES = ("distilbert", "bert", "roberta")
 _MODEL_TYPES = {"distilbert": "distilbert", "bert": "bert", "roberta": "roberta",
@@ -114,7 +115,7 @@ class Embeddings(nnx.Module):
                        nnx.Embed(config.type_vocab_size, config.hidden_size, embedding_init=init,
                                  rngs=rngs))
     self.norm = _layer_norm(config, rngs)
-    self.dropout = nnx.Dropout(config.dropout, rngs=rngs)
+    self.dropout = Dropout(config.dropout, rngs=rngs)
 
   def __call__(self, tokens, mask, *, deterministic):
     if self.family == "roberta":
@@ -137,7 +138,7 @@ class SelfAttention(nnx.Module):
     self.num_heads = config.num_heads
     dense = lambda: nnx.Linear(h, h, dtype=dtype, rngs=rngs)
     self.query, self.key, self.value, self.output = dense(), dense(), dense(), dense()
-    self.dropout = nnx.Dropout(config.dropout, rngs=rngs)
+    self.dropout = Dropout(config.dropout, rngs=rngs)
 
   def __call__(self, x, mask, *, deterministic):
     b, l, h = x.shape
@@ -162,7 +163,7 @@ class Layer(nnx.Module):
     self.ffn_in = nnx.Linear(config.hidden_size, config.intermediate_size, dtype=dtype, rngs=rngs)
     self.ffn_out = nnx.Linear(config.intermediate_size, config.hidden_size, dtype=dtype, rngs=rngs)
     self.ffn_norm = _layer_norm(config, rngs)
-    self.dropout = nnx.Dropout(config.dropout, rngs=rngs)
+    self.dropout = Dropout(config.dropout, rngs=rngs)
 
   def __call__(self, x, mask, *, deterministic):
     a = self.attention(x, mask, deterministic=deterministic)

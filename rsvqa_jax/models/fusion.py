@@ -10,6 +10,8 @@ the fusions then combine the two projections:
 import jax.numpy as jnp
 from flax import nnx
 
+from rsvqa_jax.models.dropout import Dropout
+
 FUSIONS = ("mult", "concat", "mutan")
 
 
@@ -18,7 +20,7 @@ class Projection(nnx.Module):
 
   def __init__(self, in_dim, out_dim, *, dropout, rngs):
     self.linear = nnx.Linear(in_dim, out_dim, rngs=rngs)
-    self.dropout = nnx.Dropout(dropout, rngs=rngs)
+    self.dropout = Dropout(dropout, rngs=rngs)
 
   def __call__(self, x, *, deterministic):
     return self.dropout(jnp.tanh(self.linear(x)), deterministic=deterministic)

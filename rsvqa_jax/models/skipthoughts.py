@@ -17,6 +17,8 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
+from rsvqa_jax.models.dropout import Dropout
+
 BAYESIAN_DROPOUT = 0.25
 
 
@@ -160,7 +162,7 @@ class SkipThoughts(nnx.Module):
     self.Wx = nnx.Param(normal(rngs.params(), (word_dim, hidden_dim)))
     self.Ux = nnx.Param(ortho(rngs.params(), (hidden_dim, hidden_dim)))
     self.bx = nnx.Param(jnp.zeros((hidden_dim,)))
-    self.dropout = nnx.Dropout(rate, rngs=rngs)
+    self.dropout = Dropout(rate, rngs=rngs)
 
   def dropout_masks(self, batch, *, deterministic):
     """The Bayesian masks for one batch, or None when none apply.
