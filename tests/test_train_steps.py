@@ -10,6 +10,8 @@ import numpy as np
 import pytest
 from flax import nnx
 
+from rsvqa_jax.models.bert import BertConfig, BertEncoder
+from rsvqa_jax.models.skipthoughts import SkipThoughts
 from rsvqa_jax.train import data, loop, model_builder, steps
 from rsvqa_jax.train import sharding as shd
 from test_train_support import tiny_config, tiny_task
@@ -142,3 +144,22 @@ def test_sharded_over_8_devices_matches_single_device(tmp_path):
   for a, b in zip(single["params"], sharded["params"]):
     np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-6)
   assert single["losses"][-1] < single["losses"][0]
+
+
+def test_bfloat16_cast_keeps_embedding_tables_float32_and_the_gru_in_bfloat16():
+  """Lookups stay float32 (their gradient is a scatter-add); every matmul weight goes bfloat16."""
+  gru = SkipThoughts(12, word_dim=4, hidden_dim=6, rngs=nnx.Rngs(0))
+  bert = BertEncoder(BertConfig(family="bert", vocab_size=12, hidden_size=8, num_layers=1,
+                                num_heads=2, intermediate_size=16), rngs=nnx.Rngs(0))
+  tokens, mask = jnp.array([[3, 4, 0]]), jnp.array([[1, 1, 0]])
+  for model in (gru, bert):
+    params = steps._cast(nnx.to_pure_dict(nnx.state(model, nnx.Param)), jnp.bfloat16)
+    dtypes = {jax.tree_util.keystr(p): x.dtype
+              for p, x in jax.tree_util.tree_flatten_with_path(params)[0]}
+    tables = {k for k in dtypes if k.endswith("['embedding']")}
+    assert tables and all(dtypes[k] == jnp.float32 for k in tables)
+    assert all(v == jnp.bfloat16 for k, v in dtypes.items() if k not in tables)
+    nnx.update(model, params)
+  h = gru.hidden_states(tokens, mask)
+  assert h.dtype == jnp.bfloat16 and np.isfinite(np.asarray(h, np.float32)).all()
+  assert np.isfinite(np.asarray(bert(tokens, mask))).all()

@@ -176,8 +176,12 @@ class SkipThoughts(nnx.Module):
     return mx, mh
 
   def _run(self, tokens, mask, deterministic):
-    x = self.embed(tokens)
+    # The word table may stay float32 under a bfloat16 compute dtype (train.steps): the GRU
+    # computes in the dtype of its weights.
+    x = self.embed(tokens).astype(self.W.dtype)
     masks = self.dropout_masks(tokens.shape[0], deterministic=deterministic)
+    if masks is not None:
+      masks = tuple(m.astype(x.dtype) for m in masks)
     if not self.bayesian:
       x = self.dropout(x, deterministic=deterministic)
     return gru_scan(x, mask, self.W[...], self.U[...], self.b[...], self.Wx[...], self.Ux[...],

@@ -18,8 +18,22 @@ DTYPES = {"float32": jnp.float32, "bfloat16": jnp.bfloat16}
 
 
 def _cast(tree, dtype):
-  return jax.tree.map(lambda x: x.astype(dtype) if jnp.issubdtype(x.dtype, jnp.floating) else x,
-                      tree)
+  """Floating leaves to the compute dtype, except embedding tables (`nnx.Embed.embedding`).
+
+  Tables stay float32 and the looked-up rows are cast instead: the gradient of a lookup is a
+  scatter-add, which in bfloat16 becomes compare-and-swap loops on a GPU, all colliding on the
+  few rows of a question vocabulary.
+  """
+  def cast(path, x):
+    if not jnp.issubdtype(x.dtype, jnp.floating) or _key_name(path[-1]) == "embedding":
+      return x
+    return x.astype(dtype)
+
+  return jax.tree_util.tree_map_with_path(cast, tree)
+
+
+def _key_name(key):
+  return getattr(key, "key", getattr(key, "name", None))
 
 
 def masked_cross_entropy(logits, labels):
