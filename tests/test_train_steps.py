@@ -163,3 +163,15 @@ def test_bfloat16_cast_keeps_embedding_tables_float32_and_the_gru_in_bfloat16():
   h = gru.hidden_states(tokens, mask)
   assert h.dtype == jnp.bfloat16 and np.isfinite(np.asarray(h, np.float32)).all()
   assert np.isfinite(np.asarray(bert(tokens, mask))).all()
+
+
+def test_bfloat16_cast_parameters_make_bfloat16_matmuls_on_float32_inputs():
+  """A LayerNorm's float32 output must not drag the next matmul back to float32."""
+  bert = BertEncoder(BertConfig(family="distilbert", vocab_size=12, hidden_size=8, num_layers=1,
+                                num_heads=2, intermediate_size=16, type_vocab_size=0),
+                     rngs=nnx.Rngs(0))
+  nnx.update(bert, steps._cast(nnx.to_pure_dict(nnx.state(bert, nnx.Param)), jnp.bfloat16))
+  jaxpr = jax.make_jaxpr(lambda t, m: bert(t, m))(jnp.array([[3, 4]]), jnp.array([[1, 1]]))
+  dots = [e for e in jaxpr.jaxpr.eqns if e.primitive.name == "dot_general"]
+  assert len(dots) == 8  # q, k, v, scores, context, output, ffn in, ffn out
+  assert {e.invars[0].aval.dtype for e in dots} == {jnp.dtype(jnp.bfloat16)}

@@ -3,8 +3,9 @@
 The families differ only in the embeddings (DistilBERT has no token types; RoBERTa numbers
 positions from padding_idx + 1 over real tokens) and in their checkpoint key names, which
 `bert_params` maps. The question vector is the mean of the last hidden layer over real tokens.
-Parameters stay float32; `dtype=jnp.bfloat16` runs the matmuls in bfloat16 while the residual
-stream, LayerNorms and softmax stay float32.
+Parameters stay float32; the matmuls run in `dtype` (jnp.bfloat16), or when it is None in the
+dtype of the parameters they are given (the train step's compute_dtype casts them), while the
+residual stream, LayerNorms and softmax stay float32.
 """
 import dataclasses
 import json
@@ -14,6 +15,7 @@ import jax.numpy as jnp
 from flax import nnx
 
 from rsvqa_jax.errors import RSVQAError
+from rsvqa_jax.models.dense import Dense
 from rsvqa_jax.models.dropout import Dropout
 
 FAMILIES = ("distilbert", "bert", "roberta")
@@ -136,7 +138,7 @@ class SelfAttention(nnx.Module):
   def __init__(self, config, *, rngs, dtype):
     h = config.hidden_size
     self.num_heads = config.num_heads
-    dense = lambda: nnx.Linear(h, h, dtype=dtype, rngs=rngs)
+    dense = lambda: Dense(h, h, dtype=dtype, rngs=rngs)
     self.query, self.key, self.value, self.output = dense(), dense(), dense(), dense()
     self.dropout = Dropout(config.dropout, rngs=rngs)
 
@@ -160,8 +162,8 @@ class Layer(nnx.Module):
     self.act = _ACTIVATIONS[config.hidden_act]
     self.attention = SelfAttention(config, rngs=rngs, dtype=dtype)
     self.attention_norm = _layer_norm(config, rngs)
-    self.ffn_in = nnx.Linear(config.hidden_size, config.intermediate_size, dtype=dtype, rngs=rngs)
-    self.ffn_out = nnx.Linear(config.intermediate_size, config.hidden_size, dtype=dtype, rngs=rngs)
+    self.ffn_in = Dense(config.hidden_size, config.intermediate_size, dtype=dtype, rngs=rngs)
+    self.ffn_out = Dense(config.intermediate_size, config.hidden_size, dtype=dtype, rngs=rngs)
     self.ffn_norm = _layer_norm(config, rngs)
     self.dropout = Dropout(config.dropout, rngs=rngs)
 
@@ -177,7 +179,7 @@ class Layer(nnx.Module):
 class BertEncoder(nnx.Module):
   """DistilBERT / BERT / RoBERTa encoder; `__call__` gives the masked mean [B, hidden]."""
 
-  def __init__(self, config, *, rngs, dtype=jnp.float32):
+  def __init__(self, config, *, rngs, dtype=None):
     self.config = config
     self.out_dim = config.hidden_size
     self.embeddings = Embeddings(config, rngs=rngs)

@@ -12,7 +12,6 @@ import json
 import os
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
@@ -132,7 +131,7 @@ def hf_tree(model, tensors, source="checkpoint"):
   return checkpoints.unflatten(flat)
 
 
-def load_bert(folder, *, rngs=None, dtype=jnp.float32):
+def load_bert(folder, *, rngs=None, dtype=None):
   """(BertEncoder, HFTokenizer) from a local Hugging Face folder; never downloads.
 
   The encoder is built from shapes only and every parameter comes from the checkpoint; `rngs`

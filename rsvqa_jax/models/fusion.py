@@ -10,6 +10,7 @@ the fusions then combine the two projections:
 import jax.numpy as jnp
 from flax import nnx
 
+from rsvqa_jax.models.dense import Dense
 from rsvqa_jax.models.dropout import Dropout
 
 FUSIONS = ("mult", "concat", "mutan")
@@ -19,7 +20,7 @@ class Projection(nnx.Module):
   """Linear -> tanh -> dropout: brings an encoder's vector to the fusion width."""
 
   def __init__(self, in_dim, out_dim, *, dropout, rngs):
-    self.linear = nnx.Linear(in_dim, out_dim, rngs=rngs)
+    self.linear = Dense(in_dim, out_dim, rngs=rngs)
     self.dropout = Dropout(dropout, rngs=rngs)
 
   def __call__(self, x, *, deterministic):
@@ -31,9 +32,9 @@ class Mutan(nnx.Module):
 
   def __init__(self, dim, out_dim, *, rank, mm_dim, normalize, rngs):
     self.rank, self.mm_dim, self.normalize = rank, mm_dim, normalize
-    self.v_factors = nnx.Linear(dim, rank * mm_dim, use_bias=False, rngs=rngs)
-    self.q_factors = nnx.Linear(dim, rank * mm_dim, use_bias=False, rngs=rngs)
-    self.out = nnx.Linear(mm_dim, out_dim, rngs=rngs)
+    self.v_factors = Dense(dim, rank * mm_dim, use_bias=False, rngs=rngs)
+    self.q_factors = Dense(dim, rank * mm_dim, use_bias=False, rngs=rngs)
+    self.out = Dense(mm_dim, out_dim, rngs=rngs)
 
   def __call__(self, v, q):
     shape = v.shape[:-1] + (self.rank, self.mm_dim)
@@ -73,7 +74,7 @@ class Classifier(nnx.Module):
 
   def __init__(self, in_dim, num_answers, *, hidden_dim=256, dropout=0.5, rngs):
     self.hidden = Projection(in_dim, hidden_dim, dropout=dropout, rngs=rngs)
-    self.logits = nnx.Linear(hidden_dim, num_answers, rngs=rngs)
+    self.logits = Dense(hidden_dim, num_answers, rngs=rngs)
 
   def __call__(self, x, *, deterministic):
     return self.logits(self.hidden(x, deterministic=deterministic))
