@@ -215,7 +215,10 @@ def train(config, workdir, *, dataset=None, features=None, log=print, augment_fe
   if latest is not None:
     items, saved = periodic.restore(latest, state.checkpoint_items())
     state = state_lib.replace_items(state, items)
-    iterator.set_state(saved["iterator"].encode())
+    # Checkpoints hold host 0's iterator; hosts consume one batch each per step, so its
+    # position is every host's, and only the shard differs.
+    position = {**json.loads(saved["iterator"]), "shard_index": jax.process_index()}
+    iterator.set_state(json.dumps(position).encode())
     loop = saved["loop"]
     step = int(latest)
   if step >= total_steps:
@@ -241,7 +244,8 @@ def train(config, workdir, *, dataset=None, features=None, log=print, augment_fe
   start_step = step
   try:
     while step < total_steps:
-      batch = next(iterator)
+      batch = shd.agree_on_width(next(iterator), train_cols.columns,
+                                 pipeline.DEFAULT_BUCKET_COLUMNS)
       variant = None if positional is None else data.draw_variants(
           positional[batch["index"]], len(s.augment_features), config.seed, step)
       state, m = train_step(state, shd.global_batch(s.batch(batch, variant=variant), s.mesh))

@@ -23,6 +23,8 @@ def maybe_initialize_distributed():
     return False
   if jax.distributed.is_initialized():
     return True
+  # CPU processes need a collectives backend of their own (GPU and TPU clients ignore this).
+  jax.config.update("jax_cpu_collectives_implementation", "gloo")
   kwargs = {}
   if address:
     kwargs["coordinator_address"] = address
@@ -58,6 +60,24 @@ def check_batch_size(global_batch, mesh, what="train.batch_size"):
   return global_batch // n_proc
 
 
+def agree_on_width(local_batch, columns, bucket_columns):
+  """Multi-host: cuts every host's part of a global batch to the widest host's bucket.
+
+  Each host buckets its own rows (pipeline.batch_iterator), so hosts may pick different token
+  widths, and the parts of one global array must have one shape. The widths are all-gathered
+  (one small collective per step) and the bucketed columns re-cut from `columns` at the largest.
+  """
+  if jax.process_count() == 1:
+    return local_batch
+  from jax.experimental import multihost_utils  # pylint: disable=g-import-not-at-top
+  width = local_batch[bucket_columns[0]].shape[1]
+  widest = int(np.max(multihost_utils.process_allgather(np.int32(width))))
+  if widest == width:
+    return local_batch
+  rows = local_batch["index"]
+  return {**local_batch, **{k: columns[k][rows, :widest] for k in bucket_columns}}
+
+
 def global_batch(local_batch, mesh):
   """Host-local numpy batch (this host's rows) -> dict of global arrays sharded on 'data'."""
   sharding = batch_sharding(mesh)
@@ -66,5 +86,20 @@ def global_batch(local_batch, mesh):
 
 
 def replicate(tree, mesh):
-  """Places a pytree of arrays on every device of the mesh."""
-  return jax.device_put(tree, replicated(mesh))
+  """Places a pytree of arrays on every device of the mesh.
+
+  With several processes each one holds the same host values (same seed, same checkpoint) and
+  gives them to its own devices: a process cannot device_put onto another host's devices.
+  """
+  sharding = replicated(mesh)
+  if jax.process_count() == 1:
+    return jax.device_put(tree, sharding)
+  return jax.tree.map(lambda x: _replicate_across_hosts(x, sharding), tree)
+
+
+def _replicate_across_hosts(x, sharding):
+  if jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key):
+    data = _replicate_across_hosts(jax.random.key_data(x), sharding)
+    return jax.random.wrap_key_data(data, impl=jax.random.key_impl(x))
+  host = np.asarray(x)
+  return jax.make_array_from_callback(host.shape, sharding, lambda index: host[index])
