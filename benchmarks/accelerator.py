@@ -15,7 +15,7 @@ import gc
 import jax
 import jax.numpy as jnp
 
-from benchmarks import flops, inputs, timing, train_steps
+from benchmarks import flop_counts, inputs, timing, train_steps
 
 # Dense bf16 tensor-core peaks (FLOP/s) from the vendors' datasheets, by device_kind substring.
 DATASHEET_BF16_PEAK = {"H200": 989.4e12, "H100": 989.4e12, "A100": 312e12, "L4": 121e12}
@@ -61,13 +61,7 @@ def step_row(lm, batch, size, peak_rate, spec_peak, repeats, block_s, torch_devi
                             compute_dtype="bfloat16", torch_device=torch_device or "cpu")
   runner = train_steps.RUNNERS.pop(("accelerator",))
   width = runner.batch["tokens"].shape[1]
-  if lm == "skipthoughts":
-    analytic = flops.gru_train_flops(batch, width, size["gru"]["word_dim"],
-                                     size["gru"]["hidden_dim"])
-  else:
-    b = size["bert"]
-    analytic = flops.bert_train_flops(batch, width, size["bert_layers"][lm], b["hidden"],
-                                      b["intermediate"])
+  analytic = flop_counts.train_step_flops(lm, False, "mult", size, batch, width)
   jax_step_s = [batch / x for x in row["jax_samples_s"]["values"]]
   peaks = [peak_rate() for _ in jax_step_s]
   achieved = [analytic / t for t in jax_step_s]
@@ -94,7 +88,7 @@ def run(mode, log=print):
   device = jax.devices()[0]
   spec_peak = datasheet_peak(device)
   log(f"  accelerator: {device.device_kind}, datasheet bf16 peak {spec_peak}")
-  peak_rate = flops.peak_probe(8192 if on_accelerator else 256, dtype=jnp.bfloat16)
+  peak_rate = timing.peak_probe(8192 if on_accelerator else 256, dtype=jnp.bfloat16)
   peak = timing.summarize([peak_rate() for _ in range(5)], "FLOP/s")
   torch_device = _torch_device()
   rows = []

@@ -19,30 +19,9 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from benchmarks import inputs, timing, train_steps
-from rsvqa_jax.models.vqa import head_config
+from benchmarks import flop_counts, inputs, timing, train_steps
 from rsvqa_jax.train import optimizers
 from rsvqa_jax.train.config_lib import base_config
-
-
-def peak_probe(n=1024, chain=8, dtype=jnp.float32):
-  """A callable() -> matmul FLOP/s of `chain` chained n x n dots in `dtype` (compiled once here)."""
-  key_a, key_b = jax.random.split(jax.random.key(0))
-  a = jax.random.normal(key_a, (n, n), dtype)
-  b = (jax.random.normal(key_b, (n, n), jnp.float32) / jnp.sqrt(n)).astype(dtype)
-
-  @jax.jit
-  def chained(x, w):
-    return jax.lax.fori_loop(0, chain, lambda _, y: y @ w, x)
-
-  chained(a, b).block_until_ready()
-
-  def rate():
-    start = time.perf_counter()
-    chained(a, b).block_until_ready()
-    return 2.0 * n**3 * chain / (time.perf_counter() - start)
-
-  return rate
 
 
 def optimizer_probe(runner):
@@ -60,30 +39,6 @@ def optimizer_probe(runner):
     return time.perf_counter() - start
 
   return seconds
-
-
-def head_flops(q_dim, batch, fusion="mult"):
-  """Forward matmul FLOPs of fusion + classifier (paper sizes)."""
-  c = head_config()
-  macs = inputs.IMAGE_DIM * c.hidden_dim + q_dim * c.hidden_dim
-  if fusion == "mutan":
-    macs += 2 * c.hidden_dim * c.mutan_rank * c.mutan_dim + c.mutan_dim * c.hidden_dim
-  fused = 2 * c.hidden_dim if fusion == "concat" else c.hidden_dim
-  macs += fused * c.classifier_dim + c.classifier_dim * inputs.NUM_ANSWERS
-  return 2.0 * batch * macs
-
-
-def bert_train_flops(batch, width, layers, hidden, intermediate):
-  """Train-step FLOPs (3 x forward matmuls) of a BERT-family encoder + e-mult head."""
-  per_token = 2 * (4 * hidden * hidden + 2 * hidden * intermediate) + 2 * 2 * width * hidden
-  forward = batch * width * layers * per_token + head_flops(hidden, batch)
-  return 3.0 * forward
-
-
-def gru_train_flops(batch, width, word_dim, hidden):
-  """Train-step FLOPs (3 x forward matmuls) of the uni-skip GRU + e-mult head."""
-  per_token = 2 * (word_dim * 3 * hidden + hidden * 3 * hidden)
-  return 3.0 * (batch * width * per_token + head_flops(hidden, batch))
 
 
 def efficiency_sizes(mode):
@@ -113,13 +68,7 @@ def step_efficiency(lm, size, questions, peak_rate, repeats, steps):
     times.append(runner.block(steps) / steps)
     adam_times.append(adam())
   width = runner.batch["tokens"].shape[1]
-  if lm == "skipthoughts":
-    analytic = gru_train_flops(inputs.BATCH, width, size["gru"]["word_dim"],
-                               size["gru"]["hidden_dim"])
-  else:
-    b = size["bert"]
-    analytic = bert_train_flops(inputs.BATCH, width, size["bert_layers"][lm], b["hidden"],
-                                b["intermediate"])
+  analytic = flop_counts.train_step_flops(lm, False, "mult", size, inputs.BATCH, width)
   achieved = [analytic / t for t in times]
   return {"lm": lm, "tokens": [inputs.BATCH, width],
           "layers": size["bert_layers"].get(lm), "analytic_flops_per_step": analytic,
@@ -140,7 +89,7 @@ def run(mode, log=print):
   size = efficiency_sizes(mode)
   n = 256 if mode == "toy" else 1024
   log("  flops: matmul peak")
-  peak_rate = peak_probe(n)
+  peak_rate = timing.peak_probe(n)
   peak, peak_cfg = timing.summarize([peak_rate() for _ in range(3)], "FLOP/s"), {"n": n, "chain": 8}
   rows = []
   for lm in ("distilbert", "skipthoughts"):

@@ -43,11 +43,15 @@ def _table(header, rows):
 
 def _md_train_steps(s):
   out = _table(["LM", "mode", "fusion", "tokens", "JAX samples/s", "torch eager samples/s",
-                "torch.compile samples/s", "JAX / eager", "JAX / compile"],
+                "torch.compile samples/s", "JAX / eager", "JAX / compile",
+                "of f32 peak: JAX / eager", "ceiling / eager"],
                [[r["lm"], r["mode"], r["fusion"], "x".join(map(str, r["tokens"] or [])) or "-",
                  fmt(r.get("jax_samples_s")), fmt(r.get("torch_eager_samples_s")),
                  fmt(r.get("torch_compile_samples_s")), fmt(r.get("speedup_vs_eager")),
-                 fmt(r.get("speedup_vs_compile"))] for r in s["rows"]])
+                 fmt(r.get("speedup_vs_compile")),
+                 " / ".join(fmt(r.get("fraction_of_peak", {}).get(k), digits=2)
+                            for k in ("jax", "torch_eager")),
+                 fmt(r.get("ceiling_vs_eager"))] for r in s["rows"]])
   for r in s["rows"]:
     for k, v in r["notes"].items():
       out.append(f"- {r['lm']} {r['mode']} {r['fusion']}: {k} {v}")
@@ -152,9 +156,9 @@ def markdown(results):
            f"Total runtime: {results['runtime_s']:.0f} s ({results['mode']} mode)",
            "", "Figures: median (min-max) over repeats; ratios are paired per round.", "",
            "## Targets", ""]
-  lines += _table(["target", "measured", "goal", "status"],
-                  [[t["name"], fmt(t["measured"]), f"{t['op']} {t['threshold']}", t["status"]]
-                   for t in results["targets"]])
+  lines += _table(["target", "measured", "goal", "status", "note"],
+                  [[t["name"], fmt(t["measured"]), f"{t['op']} {t['threshold']}", t["status"],
+                    t.get("note", "")] for t in results["targets"]])
   for name, section in results["sections"].items():
     lines += ["", f"## {name} ({section.get('runtime_s', 0):.0f} s)", ""]
     if "error" in section:

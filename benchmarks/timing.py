@@ -11,6 +11,30 @@ import statistics
 import time
 
 
+def peak_probe(n=1024, chain=8, dtype=None):
+  """A callable() -> matmul FLOP/s of `chain` chained n x n dots in `dtype` (default float32;
+  compiled once here)."""
+  import jax  # pylint: disable=g-import-not-at-top
+  import jax.numpy as jnp  # pylint: disable=g-import-not-at-top
+  dtype = jnp.float32 if dtype is None else dtype
+  key_a, key_b = jax.random.split(jax.random.key(0))
+  a = jax.random.normal(key_a, (n, n), dtype)
+  b = (jax.random.normal(key_b, (n, n), jnp.float32) / jnp.sqrt(n)).astype(dtype)
+
+  @jax.jit
+  def chained(x, w):
+    return jax.lax.fori_loop(0, chain, lambda _, y: y @ w, x)
+
+  chained(a, b).block_until_ready()
+
+  def rate():
+    start = time.perf_counter()
+    chained(a, b).block_until_ready()
+    return 2.0 * n**3 * chain / (time.perf_counter() - start)
+
+  return rate
+
+
 def intra_op_threads():
   """Threads XLA's CPU client uses for one op: one per CPU this process may run on.
 

@@ -10,7 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from benchmarks import accelerator, flops, run, scaling, timing, train_steps
+from benchmarks import accelerator, flop_counts, flops, run, scaling, timing, train_steps
 from rsvqa_jax.models.skipthoughts import gru_scan
 
 torch = pytest.importorskip("torch", reason="the benchmarks compare against PyTorch")
@@ -49,7 +49,7 @@ def test_gru_flops_match_xla_count():
   mask = jnp.ones((b, 1), jnp.int32)
   compiled = jax.jit(gru_scan).lower(x, mask, w, u, bias, wx, ux, bx).compile()
   xla = compiled.cost_analysis()["flops"]
-  analytic = flops.gru_train_flops(b, 1, d, h) / 3 - flops.head_flops(h, b)
+  analytic = flop_counts.gru_train_flops(b, 1, d, h) / 3 - flop_counts.head_flops(h, b)
   assert analytic == 2 * b * (d * 3 * h + h * 3 * h)
   assert abs(xla - analytic) / analytic < 0.1
 
@@ -68,8 +68,8 @@ def test_bert_flops_formula():
   # One layer, hidden 2, FFN 4, 2 tokens: QKV+out 4*2*2, FFN 2*2*4 MACs per token, plus
   # attention scores and context 2*2*2 MACs per token.
   per_token = 2 * (16 + 16) + 2 * 2 * 2 * 2
-  expected = 3 * (2 * per_token + flops.head_flops(2, 1))
-  assert flops.bert_train_flops(1, 2, 1, 2, 4) == expected
+  expected = 3 * (2 * per_token + flop_counts.head_flops(2, 1))
+  assert flop_counts.bert_train_flops(1, 2, 1, 2, 4) == expected
 
 
 def test_toy_harness_writes_results(tmp_path):
@@ -99,11 +99,11 @@ def test_toy_harness_writes_results(tmp_path):
 def test_accelerator_row_at_toy_size_against_torch():
   """One bf16 row (here on the CPU): both sides timed, FLOPs counted, the runner released."""
   row = accelerator.step_row("skipthoughts", 8, train_steps.sizes("toy"),
-                             flops.peak_probe(64, dtype=jnp.bfloat16), spec_peak=1e12,
+                             timing.peak_probe(64, dtype=jnp.bfloat16), spec_peak=1e12,
                              repeats=2, block_s=0.01, torch_device="cpu")
   assert row["batch"] == 8 and row["tokens"][0] == 8
   assert row["jax_samples_s"]["repeats"] == 2 and "torch_eager_samples_s" in row
-  assert row["analytic_flops_per_step"] == flops.gru_train_flops(8, row["tokens"][1], 8, 16)
+  assert row["analytic_flops_per_step"] == flop_counts.gru_train_flops(8, row["tokens"][1], 8, 16)
   expected = [row["analytic_flops_per_step"] / t / 1e12 for t in row["jax_step_s"]["values"]]
   np.testing.assert_allclose(row["jax_mfu"]["values"], expected, rtol=1e-6)
   assert ("accelerator",) not in train_steps.RUNNERS
@@ -138,7 +138,7 @@ def test_markdown_renders_every_family():
                                           {"lm": "skipthoughts", "batch": 4480,
                                            "error": "XlaRuntimeError: out of memory"}]}}}
   md = run.markdown(results)
-  assert "| t | 2 (1-3) | >= 1.0 | PASS |" in md
+  assert "| t | 2 (1-3) | >= 1.0 | PASS |  |" in md
   assert "peak RSS 1.00 GiB" in md and "exit 1" in md and "failed: RuntimeError: x" in md
   assert "| distilbert | 70 | 70x16 | 2 (1-3) |" in md and "| 2 / - |" in md
   assert "| skipthoughts | 4480 | XlaRuntimeError: out of memory |" in md
