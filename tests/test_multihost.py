@@ -33,8 +33,8 @@ def counting(batch, columns, names):
   return out
 sharding.agree_on_width = counting
 
-# 27 training images x 5 questions: each host's 67 rows start at another question type, so the
-# two hosts' batches differ in length pattern and bucket (5 or 8 tokens) at some steps.
+# Presence questions take 5 or 6 tokens, rural/urban 8: at some steps one host's 4 rows fit the
+# 5-token bucket while the other's need 8.
 dataset, features = tiny_task(n_images=45)
 config = tiny_config(length_buckets=(5, 8), batch_size=8, num_epochs=2)
 out = loop.train(config, {workdir!r}, dataset=dataset, features=features, log=lambda m: None)

@@ -190,7 +190,7 @@ def test_numpy_order_is_documented_permutation():
   index = _indices(list(pipeline.batch_iterator(
       columns, batch_size=8, shuffle=True, seed=4, num_epochs=2, shard_index=1,
       shard_count=2, drop_remainder=True)))
-  expected = [18 + np.random.default_rng([4, e]).permutation(18) for e in (0, 1)]
+  expected = [18 + np.random.default_rng([4, e, 1]).permutation(18) for e in (0, 1)]
   np.testing.assert_array_equal(index, np.concatenate(expected)[:32])
 
 
@@ -212,3 +212,12 @@ def test_split_columns():
   with pytest.raises(RSVQAError, match="image id 30"):
     pipeline.split_columns(split, image_ids=[10, 20], answers=[0, 0], tokens=[[1], [1]],
                            lengths=[1, 1])
+
+
+def test_shards_are_shuffled_independently():
+  """Host 1's order is not host 0's shifted by the shard length."""
+  columns, _ = make_columns()
+  kw = dict(batch_size=8, shuffle=True, seed=0, num_epochs=1, shard_count=2, drop_remainder=True)
+  a = _indices(list(pipeline.batch_iterator(columns, shard_index=0, **kw)))
+  b = _indices(list(pipeline.batch_iterator(columns, shard_index=1, **kw)))
+  assert not np.array_equal(b - b.min(), a - a.min())

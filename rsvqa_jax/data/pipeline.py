@@ -255,7 +255,10 @@ class BatchIterator:
       if len(self._perms) > 2:
         self._perms.pop(min(self._perms))
       if self._shuffle:
-        rng = np.random.default_rng([self._seed, epoch])
+        # Each shard of a multi-host run gets its own order: with one permutation for all,
+        # host i's k-th row would sit at the same offset of its shard as host j's.
+        shard = [self._shard_index] if self._shard_count > 1 else []
+        rng = np.random.default_rng([self._seed, epoch] + shard)
         self._perms[epoch] = rng.permutation(self._shard_len)
       else:
         self._perms[epoch] = np.arange(self._shard_len)
@@ -303,7 +306,8 @@ def batch_iterator(columns, *, batch_size, shuffle, seed, num_epochs, shard_inde
                    bucket_columns=DEFAULT_BUCKET_COLUMNS):
   """The fast in-process pipeline: same arguments and semantics as `make_loader`.
 
-  Epoch e of the shard is ordered by `np.random.default_rng([seed, e]).permutation`.
+  Epoch e of the shard is ordered by `np.random.default_rng([seed, e]).permutation`, with the
+  shard index appended to the seed when there are several shards.
   Returns a `BatchIterator` (an iterator with `get_state` / `set_state`).
   """
   return BatchIterator(
