@@ -5,7 +5,8 @@
 Families: train_steps (JAX vs PyTorch train steps), pipeline (original per-batch ResNet pipeline vs
 cached features), adversarial (K = 10 substitutions vs a clean pass), flops (fraction of the
 matmul peak), scaling (forced host devices, peak RSS), compilation (compilations per epoch);
-accelerator (bf16 samples/s and MFU against PyTorch on a GPU) runs only when named in --only.
+accelerator (bf16 samples/s and MFU against PyTorch on a GPU) is the default where JAX runs on a
+GPU, and the CPU families are refused there (their PyTorch side runs on the CPU).
 Every figure is median / min / max over repeats; each target is printed PASS or MISS.
 """
 import argparse
@@ -176,13 +177,21 @@ def main(argv=None):
   parser.add_argument("--toy", action="store_true",
                       help="tiny models, to check that the harness runs (figures are meaningless)")
   parser.add_argument("--out", required=True, help="folder for results.json and results.md")
-  parser.add_argument("--only", default=",".join(FAMILIES),
-                      help=f"comma-separated families out of {', '.join(FAMILIES + ON_REQUEST)}")
+  parser.add_argument("--only", default=None,
+                      help=f"comma-separated families out of {', '.join(FAMILIES + ON_REQUEST)} "
+                      "(default: all but accelerator on a CPU, accelerator alone on a GPU)")
   args = parser.parse_args(argv)
-  families = [f for f in args.only.split(",") if f]
+  import jax  # pylint: disable=g-import-not-at-top
+  on_cpu = jax.default_backend() == "cpu"
+  families = [f for f in (args.only or ",".join(FAMILIES if on_cpu else ON_REQUEST)).split(",")
+              if f]
   unknown = sorted(set(families) - set(FAMILIES + ON_REQUEST))
   if unknown:
     parser.error(f"unknown families {unknown}; choose from {FAMILIES + ON_REQUEST}")
+  if not on_cpu and set(families) & set(FAMILIES):
+    parser.error(f"{sorted(set(families) & set(FAMILIES))} compare JAX with PyTorch on the CPU, "
+                 f"but JAX runs on {jax.default_backend()} here; set JAX_PLATFORMS=cpu for them, "
+                 "or run the accelerator family")
   mode = "toy" if args.toy else "quick" if args.quick else "full"
   os.makedirs(args.out, exist_ok=True)
   start = time.perf_counter()
