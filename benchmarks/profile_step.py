@@ -19,7 +19,7 @@ import jax
 from benchmarks import inputs, train_steps
 
 
-_RUNTIME_EVENTS = ("ThunkExecutor", "ThreadpoolListener", "end: ")  # XLA:CPU's own bookkeeping
+RUNTIME_EVENTS = ("ThunkExecutor", "ThreadpoolListener", "end: ")  # XLA:CPU's own bookkeeping
 
 
 def op_times(trace_dir):
@@ -43,7 +43,7 @@ def op_times(trace_dir):
       lines = [line for line in lines if "XLA" in line.name and "Modules" not in line.name]
     for line in lines:
       for event in line.events:
-        if event.name.startswith(_RUNTIME_EVENTS):
+        if event.name.startswith(RUNTIME_EVENTS):
           continue
         entry = totals[event.name]
         entry[0] += event.duration_ns * 1e-9
@@ -59,43 +59,33 @@ def print_table(title, times, steps, top):
     print(f"  {t / steps * 1e3:9.3f} ms  {100 * t / total:5.1f}%  x{n // steps:<4d} {name[:110]}")
 
 
-def profile_jax(lm, batch, dtype, steps):
-  questions = inputs.make_questions(batch)
-  size = train_steps.sizes("full")
-  model, q_dim = train_steps.jax_model(lm, False, "mult", size, questions)
-  runner = train_steps.JaxStep(model, False,
-                               train_steps.batch_for(lm, False, q_dim, questions, batch),
-                               compute_dtype=dtype)
+def profile_jax(model, batch_np, dtype, steps):
+  """{op: (seconds, count)} of `steps` traced steps of rsvqa_jax's train step, and seconds."""
+  runner = train_steps.JaxStep(model, False, batch_np, compute_dtype=dtype)
   runner.warmup()
   runner.block(2)
   with tempfile.TemporaryDirectory() as folder:
     jax.profiler.start_trace(folder)
     seconds = runner.block(steps)
     jax.profiler.stop_trace()
-    times = op_times(folder)
-  print(f"jax {lm} batch {batch} {dtype}: {seconds / steps * 1e3:.2f} ms per step (wall, traced)")
-  return times, questions, size
+    return op_times(folder), seconds
 
 
-def profile_torch(lm, batch, dtype, steps, questions, size):
+def profile_torch(model, batch_np, dtype, steps):
+  """{kernel: (seconds, count)} of `steps` PyTorch steps under torch.profiler, and seconds."""
   import torch  # pylint: disable=g-import-not-at-top
   device = "cuda" if torch.cuda.is_available() else "cpu"
-  step = train_steps.TorchStep(train_steps.torch_model(lm, False, "mult", size, questions),
-                               train_steps.batch_for(lm, False, size["bert"]["hidden"] if lm !=
-                                                     "skipthoughts" else
-                                                     size["gru"]["hidden_dim"], questions, batch),
-                               False, device, torch.bfloat16 if dtype == "bfloat16" else None)
+  step = train_steps.TorchStep(model, batch_np, False, device,
+                               torch.bfloat16 if dtype == "bfloat16" else None)
   step.warmup()
   step.block(2)
   activity = (torch.profiler.ProfilerActivity.CUDA if device == "cuda" else
               torch.profiler.ProfilerActivity.CPU)
   with torch.profiler.profile(activities=[activity]) as prof:
     seconds = step.block(steps)
-  print(f"torch {lm} batch {batch} {dtype}: {seconds / steps * 1e3:.2f} ms per step (wall, "
-        "traced)")
   key = "device_time_total" if device == "cuda" else "self_cpu_time_total"
   return {e.key: (getattr(e, key) * 1e-6, e.count) for e in prof.key_averages()
-          if getattr(e, key) > 0}
+          if getattr(e, key) > 0}, seconds
 
 
 def main(argv=None):
@@ -108,11 +98,19 @@ def main(argv=None):
   parser.add_argument("--top", type=int, default=25)
   parser.add_argument("--torch", action="store_true", help="also profile the PyTorch step")
   args = parser.parse_args(argv)
-  times, questions, size = profile_jax(args.lm, args.batch, args.dtype, args.steps)
-  print_table("jax", times, args.steps, args.top)
+  questions = inputs.make_questions(args.batch)
+  size = train_steps.sizes("full")
+  model, q_dim = train_steps.jax_model(args.lm, False, "mult", size, questions)
+  batch_np = train_steps.batch_for(args.lm, False, q_dim, questions, args.batch)
+  label = f"{args.lm} batch {args.batch} {args.dtype}"
+  runs = [("jax", lambda: profile_jax(model, batch_np, args.dtype, args.steps))]
   if args.torch:
-    torch_times = profile_torch(args.lm, args.batch, args.dtype, args.steps, questions, size)
-    print_table("torch", torch_times, args.steps, args.top)
+    torch_model = train_steps.torch_model(args.lm, False, "mult", size, questions)
+    runs.append(("torch", lambda: profile_torch(torch_model, batch_np, args.dtype, args.steps)))
+  for name, profile in runs:
+    times, seconds = profile()
+    print(f"{name} {label}: {seconds / args.steps * 1e3:.2f} ms per step (wall, traced)")
+    print_table(name, times, args.steps, args.top)
 
 
 if __name__ == "__main__":

@@ -10,7 +10,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from benchmarks import accelerator, flop_counts, flops, run, scaling, timing, train_steps
+from benchmarks import accelerator, flop_counts, flops, profile_step, run, scaling, timing
+from benchmarks import train_steps
 from rsvqa_jax.models.skipthoughts import gru_scan
 
 torch = pytest.importorskip("torch", reason="the benchmarks compare against PyTorch")
@@ -142,3 +143,17 @@ def test_markdown_renders_every_family():
   assert "peak RSS 1.00 GiB" in md and "exit 1" in md and "failed: RuntimeError: x" in md
   assert "| distilbert | 70 | 70x16 | 2 (1-3) |" in md and "| 2 / - |" in md
   assert "| skipthoughts | 4480 | XlaRuntimeError: out of memory |" in md
+
+
+def test_profile_reads_the_ops_of_a_trace(tmp_path):
+  """op_times finds a traced step's XLA ops (on a CPU: the host's XLA threads)."""
+  step = jax.jit(lambda x: jnp.tanh(x @ x).sum())
+  x = jnp.ones((128, 128))
+  step(x).block_until_ready()
+  jax.profiler.start_trace(str(tmp_path))
+  for _ in range(3):
+    step(x).block_until_ready()
+  jax.profiler.stop_trace()
+  times = profile_step.op_times(str(tmp_path))
+  assert times and all(t >= 0 and n >= 1 for t, n in times.values())
+  assert not any(name.startswith(profile_step.RUNTIME_EVENTS) for name in times)
