@@ -1,13 +1,14 @@
 """The study end to end on a micro config, its resume, and the report's numbers by hand."""
 import math
 import os
+import shutil
 
 import numpy as np
 import pytest
 
 from rsvqa_jax import study
 from rsvqa_jax.bias import report
-from rsvqa_jax.train import config_lib
+from rsvqa_jax.train import checkpointing, config_lib
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RUNS = ("skipthoughts_finetuned_reference", "skipthoughts_finetuned_blind")
@@ -84,6 +85,24 @@ def test_resume_trains_nothing_and_reevaluates_what_is_missing(done):
   assert os.path.exists(acc) and os.path.exists(adv)
   assert sum("done before, skipped" in l for l in lines) == 3
   assert _checkpoint_mtimes(workdir) == before
+
+
+def test_moved_study_resumes_and_reevaluates_in_its_new_place(done, tmp_path):
+  """Run configs record absolute paths; after a move they follow the study folder."""
+  workdir, _, _ = done
+  moved = str(tmp_path / "moved")
+  hidden = workdir + ".away"
+  shutil.copytree(workdir, moved)
+  os.rename(workdir, hidden)  # the old place is gone, as after `mv`
+  try:
+    acc = os.path.join(moved, "runs", RUNS[1], "seed0", "eval", "test", "accuracy.json")
+    os.remove(acc)  # evaluating reads the run's recorded config: its paths must follow
+    result = study.run_study(micro_config(), moved, log=lambda _: None)
+    assert result["trained_this_call"] == 0 and os.path.exists(acc)
+    run = os.path.join(moved, "runs", RUNS[0], "seed0")
+    assert checkpointing.read_config(run).data.cache_dir.startswith(moved)
+  finally:
+    os.rename(hidden, workdir)
 
 
 def test_report_numbers_by_hand():

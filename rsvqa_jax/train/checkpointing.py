@@ -1,7 +1,7 @@
 """A workdir's checkpoints: periodic ones for exact resume, the best one on validation.
 
 Layout of a workdir:
-  config.json       the run's config; a workdir holding another config is refused
+  config.json       the run's config (and where the workdir was); another config is refused
   answers.json      the answer vocabulary the model's classes follow
   checkpoints/N/    every `checkpoint_every_steps` and at each epoch end, the last k kept
   best/N/           the checkpoint with the best validation OA so far (one kept)
@@ -19,6 +19,8 @@ from rsvqa_jax.errors import RSVQAError
 from rsvqa_jax.train import config_lib
 
 CONFIG_FILE = "config.json"
+RECORDED_IN = "recorded_in"  # config.json's extra key: the workdir's absolute path when written
+PATH_KEYS = ("data.root", "data.cache_dir", "text.checkpoint", "image.checkpoint")
 
 
 def _differences(a, b, prefix=""):
@@ -38,8 +40,7 @@ def check_or_record_config(workdir, config, *, record=True):
   path = os.path.join(workdir, CONFIG_FILE)
   ours = config_lib.identity(config)
   if os.path.exists(path):
-    with open(path) as f:
-      theirs = config_lib.identity(config_lib.from_dict(json.load(f)))
+    theirs = config_lib.identity(_load_recorded(workdir))
     diff = _differences(theirs, ours)
     if diff:
       key, old, new = diff[0]
@@ -52,16 +53,39 @@ def check_or_record_config(workdir, config, *, record=True):
   os.makedirs(workdir, exist_ok=True)
   if jax.process_index() == 0:
     with open(path, "w") as f:
-      json.dump(config_lib.to_dict(config), f, indent=1, sort_keys=True)
+      json.dump({**config_lib.to_dict(config), RECORDED_IN: os.path.abspath(workdir)}, f,
+                indent=1, sort_keys=True)
   return True
 
 
 def read_config(workdir):
-  path = os.path.join(workdir, CONFIG_FILE)
-  if not os.path.exists(path):
+  """The config recorded in a workdir, its paths following a move of the folders (see below)."""
+  if not os.path.exists(os.path.join(workdir, CONFIG_FILE)):
     raise RSVQAError(f"{workdir}: no {CONFIG_FILE}; is it a training workdir?")
-  with open(path) as f:
-    return config_lib.from_dict(json.load(f))
+  return _load_recorded(workdir)
+
+
+def _load_recorded(workdir):
+  """workdir/config.json as a ConfigDict, with paths relocated.
+
+  A recorded path (PATH_KEYS) that no longer exists, while the same path relative to the
+  workdir's new place does, is taken there: a study folder (runs, data and caches side by side)
+  or a workdir with its data beside it can be moved or copied and still resume and evaluate.
+  """
+  with open(os.path.join(workdir, CONFIG_FILE)) as f:
+    recorded = json.load(f)
+  old = recorded.pop(RECORDED_IN, None)
+  new = os.path.abspath(workdir)
+  if old and old != new:
+    for key in PATH_KEYS:
+      section, name = key.split(".")
+      value = recorded.get(section, {}).get(name)
+      if not value or not os.path.isabs(value) or os.path.exists(value):
+        continue
+      moved = os.path.normpath(os.path.join(new, os.path.relpath(value, old)))
+      if os.path.exists(moved):
+        recorded[section][name] = moved
+  return config_lib.from_dict(recorded)
 
 
 def shapes(tree):
