@@ -4,8 +4,8 @@
 
 The paper-size fine-tuned steps (DistilBERT 6 layers; Skip-thoughts GRU 620 -> 2400; e-mult
 head) run with compute_dtype bfloat16 (parameters and Adam stay float32) at the paper's batch
-of 70 and at larger batches. MFU = the analytic model FLOPs of a step (benchmarks.flops) per
-second over the chip's dense bf16 peak from its datasheet; the fraction of a bf16 matmul peak
+of 70 and at larger batches. MFU = the analytic model FLOPs of a step (benchmarks.flop_counts)
+per second over the dense bf16 peak of the datasheet; the fraction of a bf16 matmul peak
 measured in the same process is given beside it. The PyTorch side is the same architecture in
 eager mode under bf16 autocast on the same device, alternated with JAX round by round
 (benchmarks.train_steps.measure). On a CPU the family runs toy sizes only, to check the code.
