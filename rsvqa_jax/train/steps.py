@@ -21,8 +21,8 @@ def _cast(tree, dtype):
   """Floating leaves to the compute dtype, except embedding tables (`nnx.Embed.embedding`).
 
   Tables stay float32 and the looked-up rows are cast instead: the gradient of a lookup is a
-  scatter-add, which in bfloat16 becomes compare-and-swap loops on a GPU, all colliding on the
-  few rows of a question vocabulary.
+  scatter-add colliding on the few rows of a question vocabulary, which in bfloat16 doubled the
+  GPU time of a Skip-thoughts step (benchmarks/results/gpu_h200, README Performance).
   """
   def cast(path, x):
     if not jnp.issubdtype(x.dtype, jnp.floating) or _key_name(path[-1]) == "embedding":
