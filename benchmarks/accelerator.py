@@ -10,12 +10,10 @@ measured in the same process is given beside it. The PyTorch side is the same ar
 eager mode under bf16 autocast on the same device, alternated with JAX round by round
 (benchmarks.train_steps.measure). On a CPU the family runs toy sizes only, to check the code.
 """
-import gc
-
 import jax
 import jax.numpy as jnp
 
-from benchmarks import flop_counts, inputs, timing, train_steps
+from benchmarks import inputs, timing, train_steps
 
 # Dense bf16 tensor-core peaks (FLOP/s) from the vendors' datasheets, by device_kind substring.
 DATASHEET_BF16_PEAK = {"H200": 989.4e12, "H100": 989.4e12, "A100": 312e12, "L4": 121e12}
@@ -53,31 +51,21 @@ def _jax_peak_bytes():
 
 def step_row(lm, batch, size, peak_rate, spec_peak, repeats, block_s, torch_device):
   """One (language model, batch) configuration: throughput, MFU and memory of both sides."""
-  questions = inputs.make_questions(batch)
   _torch_peak_bytes(torch_device, reset=True)
-  row = train_steps.measure(lm, False, "mult", size=size, questions=questions, repeats=repeats,
-                            block_s=block_s, compile_torch=False,
-                            have_torch=torch_device is not None, keep_key=("accelerator",),
-                            compute_dtype="bfloat16", torch_device=torch_device or "cpu")
-  runner = train_steps.RUNNERS.pop(("accelerator",))
-  width = runner.batch["tokens"].shape[1]
-  analytic = flop_counts.train_step_flops(lm, False, "mult", size, batch, width)
+  row = train_steps.measure(lm, False, "mult", size=size, questions=inputs.make_questions(batch),
+                            repeats=repeats, block_s=block_s, compile_torch=False,
+                            have_torch=torch_device is not None, compute_dtype="bfloat16",
+                            torch_device=torch_device or "cpu", peak_rate=peak_rate)
+  analytic = row["analytic_flops_per_step"]
   jax_step_s = [batch / x for x in row["jax_samples_s"]["values"]]
-  peaks = [peak_rate() for _ in jax_step_s]
-  achieved = [analytic / t for t in jax_step_s]
-  row.update({"batch": batch, "analytic_flops_per_step": analytic,
-              "jax_step_s": timing.summarize(jax_step_s, "s"),
-              "jax_achieved_flops": timing.summarize(achieved, "FLOP/s"),
-              "jax_fraction_of_measured_peak": timing.paired_ratio(achieved, peaks),
+  row.update({"batch": batch, "jax_step_s": timing.summarize(jax_step_s, "s"),
               "jax_peak_device_bytes_so_far": _jax_peak_bytes(),
               "torch_peak_device_bytes": _torch_peak_bytes(torch_device)})
   if spec_peak:
-    row["jax_mfu"] = timing.summarize([a / spec_peak for a in achieved])
+    row["jax_mfu"] = timing.summarize([analytic / t / spec_peak for t in jax_step_s])
     if "torch_eager_samples_s" in row:
       row["torch_mfu"] = timing.summarize([analytic * s / batch / spec_peak
                                            for s in row["torch_eager_samples_s"]["values"]])
-  del runner
-  gc.collect()
   return row
 
 

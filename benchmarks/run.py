@@ -105,7 +105,7 @@ def _md_accelerator(s):
                   fmt(r.get("jax_samples_s")), fmt(r.get("torch_eager_samples_s")),
                   fmt(r.get("speedup_vs_eager")), fmt(r.get("jax_step_s"), 1e3),
                   fmt(r.get("jax_mfu")), fmt(r.get("torch_mfu")),
-                  fmt(r.get("jax_fraction_of_measured_peak")),
+                  fmt(r.get("fraction_of_peak", {}).get("jax")),
                   fmt((r.get("warmup_s") or {}).get("jax")),
                   " / ".join(fmt(b and b / 2**30) for b in (r.get("jax_peak_device_bytes_so_far"),
                                                             r.get("torch_peak_device_bytes")))]

@@ -60,44 +60,46 @@ def bert_config(family, size, vocab_size):
                     pad_token_id=1 if family == "roberta" else 0)
 
 
+def question_dim(lm, size):
+  """Width of the question vector the head reads: the GRU state or the BERT hidden size."""
+  return size["gru"]["hidden_dim"] if lm == "skipthoughts" else size["bert"]["hidden"]
+
+
+def _head_config(fusion):
+  cfg = head_config()
+  cfg.fusion = fusion
+  return cfg
+
+
 def jax_model(lm, frozen, fusion, size, questions):
   """RSVQAModel of a configuration (no text encoder when the LM is frozen and cached)."""
   rngs = nnx.Rngs(params=0, dropout=1)
-  cfg = head_config()
-  cfg.fusion = fusion
-  encoder = None
-  if lm == "skipthoughts":
-    q_dim = size["gru"]["hidden_dim"]
-    if not frozen:
-      encoder = SkipThoughts(questions.word_vocab_size, rngs=rngs, **size["gru"])
-  else:
-    q_dim = size["bert"]["hidden"]
-    if not frozen:
-      encoder = BertEncoder(bert_config(lm, size, questions.wordpiece_vocab_size), rngs=rngs)
-  head = VQAHead(cfg, q_dim=q_dim, v_dim=inputs.IMAGE_DIM, num_answers=inputs.NUM_ANSWERS,
-                 rngs=rngs)
+  q_dim, encoder = question_dim(lm, size), None
+  if not frozen and lm == "skipthoughts":
+    encoder = SkipThoughts(questions.word_vocab_size, rngs=rngs, **size["gru"])
+  elif not frozen:
+    encoder = BertEncoder(bert_config(lm, size, questions.wordpiece_vocab_size), rngs=rngs)
+  head = VQAHead(_head_config(fusion), q_dim=q_dim, v_dim=inputs.IMAGE_DIM,
+                 num_answers=inputs.NUM_ANSWERS, rngs=rngs)
   return RSVQAModel(head, encoder), q_dim
 
 
 def torch_model(lm, frozen, fusion, size, questions):
+  """The PyTorch reference of the same configuration (benchmarks.torch_reference)."""
   from benchmarks import torch_reference as tr  # pylint: disable=g-import-not-at-top
   import torch  # pylint: disable=g-import-not-at-top
   torch.manual_seed(0)
-  cfg = head_config()
-  cfg.fusion = fusion
   encoder = None
-  if lm == "skipthoughts":
-    q_dim = size["gru"]["hidden_dim"]
-    if not frozen:
-      encoder = tr.SkipThoughtsGRU(questions.word_vocab_size, **size["gru"])
-  else:
+  if not frozen and lm == "skipthoughts":
+    encoder = tr.SkipThoughtsGRU(questions.word_vocab_size, **size["gru"])
+  elif not frozen:
     b = size["bert"]
-    q_dim = b["hidden"]
-    if not frozen:
-      encoder = tr.HFEncoder(lm, layers=size["bert_layers"][lm], hidden=b["hidden"],
-                             heads=b["heads"], intermediate=b["intermediate"],
-                             vocab_size=questions.wordpiece_vocab_size)
-  return tr.VQA(tr.Head(cfg, q_dim, inputs.IMAGE_DIM, inputs.NUM_ANSWERS), encoder)
+    encoder = tr.HFEncoder(lm, layers=size["bert_layers"][lm], hidden=b["hidden"],
+                           heads=b["heads"], intermediate=b["intermediate"],
+                           vocab_size=questions.wordpiece_vocab_size)
+  head = tr.Head(_head_config(fusion), question_dim(lm, size), inputs.IMAGE_DIM,
+                 inputs.NUM_ANSWERS)
+  return tr.VQA(head, encoder)
 
 
 def batch_for(lm, frozen, q_dim, questions, batch=inputs.BATCH):
