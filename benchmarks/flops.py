@@ -12,6 +12,9 @@ while-loop body once, so for the scanned GRU its figure covers one time step of 
 When benchmarks.train_steps ran first in the same process, its warm compiled step of the same
 configuration is timed (train_steps.RUNNERS) instead of compiling it a second time. DistilBERT
 runs at its real 6 layers in every mode but toy (see efficiency_sizes).
+Two measurements explain the limits: the steps' own matmul shapes (70-row products run below the
+square peak, in JAX and PyTorch alike) and whether matmuls and memory streaming overlap (they do
+not on 2 cores, so a step's roofline adds its matmul and Adam times: train_steps).
 """
 import time
 
@@ -87,10 +90,11 @@ def step_efficiency(lm, size, questions, peak_rate, repeats, steps):
 def run(mode, log=print):
   questions = inputs.make_questions(inputs.BATCH)
   size = efficiency_sizes(mode)
-  n = 256 if mode == "toy" else 1024
+  n = 256 if mode == "toy" else 2048
   log("  flops: matmul peak")
   peak_rate = timing.peak_probe(n)
-  peak, peak_cfg = timing.summarize([peak_rate() for _ in range(3)], "FLOP/s"), {"n": n, "chain": 8}
+  peak, peak_cfg = timing.summarize([peak_rate() for _ in range(3)], "FLOP/s"), {"n": n,
+                                                                                "chain": 2}
   rows = []
   for lm in ("distilbert", "skipthoughts"):
     log(f"  flops: {lm} fine-tuned step")
@@ -98,6 +102,11 @@ def run(mode, log=print):
                                 steps=3 if mode == "full" else 1))
   train_steps.RUNNERS.clear()  # the other fine-tuned rows' executables: nothing else times them
   peak_after = timing.summarize([peak_rate() for _ in range(3)], "FLOP/s")
+  log("  flops: the steps' matmul shapes")
+  shapes = shape_rates(peak_rate, TOY_SHAPES if mode == "toy" else STEP_SHAPES)
+  log("  flops: matmuls and memory streaming, apart and together")
+  overlap = overlap_rounds(timing.overlap_probe(64, elements=1 << 16) if mode == "toy" else
+                           timing.overlap_probe())
   targets = [timing.target("fine-tuned DistilBERT step / f32 matmul peak",
                            rows[0]["fraction_of_peak"], ">=", 0.8),
              timing.target("fine-tuned Skip-thoughts GRU step / f32 matmul peak",
@@ -107,4 +116,50 @@ def run(mode, log=print):
            f"model sizes as in train_steps ({mode}), except DistilBERT at its 6 layers in quick "
            f"mode; {3 if mode == 'full' else 1} step(s) per round, 5 rounds"]
   return {"matmul_peak": peak, "matmul_peak_after": peak_after, "peak_config": peak_cfg,
-          "rows": rows, "notes": notes}, targets
+          "rows": rows, "shapes": shapes, "overlap": overlap, "notes": notes}, targets
+
+
+STEP_SHAPES = {"GRU recurrence h @ [U | Ux]": (70, 1200, 3600),
+               "its transpose dg @ [U | Ux]^T": (70, 3600, 1200),
+               "frozen head image projection": (70, 2048, 1200),
+               "BERT FFN in (70 x 24 tokens)": (1680, 768, 3072)}
+TOY_SHAPES = {"toy": (8, 32, 48)}
+
+
+def shape_rates(peak_rate, shapes, repeats=5, calls=10):
+  """{name: (m, k, n) and each library's FLOP/s of an [m, k] @ [k, n] f32 matmul, as a paired
+  fraction of the peak}: how fast the steps' own matmul shapes can run here, in JAX and PyTorch."""
+  import numpy as np  # pylint: disable=g-import-not-at-top
+  try:
+    import torch  # pylint: disable=g-import-not-at-top
+  except ImportError:
+    torch = None
+  out = {}
+  for name, (m, k, n) in shapes.items():
+    a, b = (jax.random.normal(key, s) for key, s in zip(jax.random.split(jax.random.key(0)),
+                                                        ((m, k), (k, n))))
+    dot = jax.jit(jnp.matmul)
+    runs = {"jax": lambda: dot(a, b).block_until_ready()}
+    if torch is not None:
+      ta, tb = torch.from_numpy(np.array(a)), torch.from_numpy(np.array(b))
+      runs["torch"] = lambda: torch.mm(ta, tb)
+    rates = {lib: [] for lib in runs}
+    peaks = []
+    for lib, run in runs.items():
+      run()
+    for _ in range(repeats):
+      peaks.append(peak_rate())
+      for lib, run in runs.items():
+        rates[lib].append(2.0 * m * k * n * calls / timing.time_block(run, calls))
+    out[name] = {"shape": [m, k, n], **{f"{lib}_of_peak": timing.paired_ratio(r, peaks)
+                                       for lib, r in rates.items()}}
+  return out
+
+
+def overlap_rounds(probe, repeats=5):
+  """Seconds of the probe's matmul chain, its triads and both at once, and together / sum."""
+  rounds = [probe() for _ in range(repeats)]
+  out = {k: timing.summarize([r[k] for r in rounds], "s") for k in rounds[0]}
+  out["together_over_sum"] = timing.summarize(
+      [r["together"] / (r["matmul"] + r["stream"]) for r in rounds])
+  return out

@@ -17,6 +17,7 @@ import tempfile
 import jax
 
 from benchmarks import inputs, train_steps
+from rsvqa_jax import host_memory
 
 
 RUNTIME_EVENTS = ("ThunkExecutor", "ThreadpoolListener", "end: ")  # XLA:CPU's own bookkeeping
@@ -98,6 +99,7 @@ def main(argv=None):
   parser.add_argument("--top", type=int, default=25)
   parser.add_argument("--torch", action="store_true", help="also profile the PyTorch step")
   args = parser.parse_args(argv)
+  host_memory.keep_freed_memory()  # before JAX starts its threads, as benchmarks.run does
   questions = inputs.make_questions(args.batch)
   size = train_steps.sizes("full")
   model, q_dim = train_steps.jax_model(args.lm, False, "mult", size, questions)

@@ -18,6 +18,7 @@ import time
 import traceback
 
 from benchmarks import timing
+from rsvqa_jax import host_memory
 
 # flops right after train_steps: it times train_steps' compiled steps and then frees them.
 FAMILIES = ("train_steps", "flops", "pipeline", "adversarial", "scaling", "compilation")
@@ -45,12 +46,14 @@ def _table(header, rows):
 def _md_train_steps(s):
   out = _table(["LM", "mode", "fusion", "tokens", "JAX samples/s", "torch eager samples/s",
                 "torch.compile samples/s", "JAX / eager", "JAX / compile",
-                "of f32 peak: JAX / eager", "ceiling / eager"],
+                "of f32 peak: JAX / eager", "of roofline: JAX / eager", "ceiling / eager"],
                [[r["lm"], r["mode"], r["fusion"], "x".join(map(str, r["tokens"] or [])) or "-",
                  fmt(r.get("jax_samples_s")), fmt(r.get("torch_eager_samples_s")),
                  fmt(r.get("torch_compile_samples_s")), fmt(r.get("speedup_vs_eager")),
                  fmt(r.get("speedup_vs_compile")),
                  " / ".join(fmt(r.get("fraction_of_peak", {}).get(k), digits=2)
+                            for k in ("jax", "torch_eager")),
+                 " / ".join(fmt(r.get("fraction_of_roofline", {}).get(k), digits=2)
                             for k in ("jax", "torch_eager")),
                  fmt(r.get("ceiling_vs_eager"))] for r in s["rows"]])
   for r in s["rows"]:
@@ -90,6 +93,16 @@ def _md_flops(s):
                   fmt(r["xla_cost_analysis_flops"], 1e-9), fmt(r["achieved_flops"], 1e-9),
                   fmt(r.get("paired_peak"), 1e-9), fmt(r["fraction_of_peak"]),
                   fmt(r.get("optimizer_share"))] for r in s["rows"]])
+  for name, r in s.get("shapes", {}).items():
+    out.append(f"- {name} [{r['shape'][0]}, {r['shape'][1]}] @ [{r['shape'][1]}, "
+               f"{r['shape'][2]}]: of the peak JAX {fmt(r['jax_of_peak'])}, PyTorch "
+               f"{fmt(r.get('torch_of_peak'))}")
+  if "overlap" in s:
+    o = s["overlap"]
+    out.append(f"- matmuls and memory streaming at once (timing.overlap_probe): dot chain "
+               f"{fmt(o['matmul'], 1e3)} ms, STREAM triads {fmt(o['stream'], 1e3)} ms, both in one "
+               f"jit {fmt(o['together'], 1e3)} ms = {fmt(o['together_over_sum'])} of their sum "
+               "(1 = they cannot hide each other: a step's roofline minimum adds them)")
   return out
 
 
@@ -153,6 +166,9 @@ def markdown(results):
            f"Machine: {m['cpu']}, {m['cores']} cores ({m['usable_cpus']} usable), "
            f"jax {m['jax']} ({m['jax_backend']}), torch {m['torch']}, python {m['python']}; "
            f"load average at start {m.get('load_average')}", "",
+           "Host malloc: " + ("freed memory kept for reuse (rsvqa_jax.host_memory), for JAX and "
+                              "PyTorch alike" if m.get("keep_freed_memory") else
+                              "system default"), "",
            f"Threads: {results.get('threads')}", "",
            f"Total runtime: {results['runtime_s']:.0f} s ({results['mode']} mode)",
            "", "Figures: median (min-max) over repeats; ratios are paired per round.", "",
@@ -181,6 +197,7 @@ def main(argv=None):
                       help=f"comma-separated families out of {', '.join(FAMILIES + ON_REQUEST)} "
                       "(default: all but accelerator on a CPU, accelerator alone on a GPU)")
   args = parser.parse_args(argv)
+  kept = host_memory.keep_freed_memory()  # before JAX starts its threads; PyTorch shares it
   import jax  # pylint: disable=g-import-not-at-top
   on_cpu = jax.default_backend() == "cpu"
   families = [f for f in (args.only or ",".join(FAMILIES if on_cpu else ON_REQUEST)).split(",")
@@ -197,7 +214,8 @@ def main(argv=None):
   start = time.perf_counter()
   results = {"command": "python -m benchmarks.run " + " ".join(argv if argv is not None
                                                                  else sys.argv[1:]),
-             "mode": mode, "machine": timing.machine(), "sections": {}, "targets": []}
+             "mode": mode, "machine": {**timing.machine(), "keep_freed_memory": kept},
+             "sections": {}, "targets": []}
   for name in families:
     print(f"[{time.perf_counter() - start:6.0f} s] {name}", flush=True)
     t0 = time.perf_counter()

@@ -23,6 +23,8 @@ import subprocess
 import sys
 import time
 
+from rsvqa_jax import host_memory
+
 GLOBAL_BATCH = 280
 DEVICE_COUNTS = {"full": (1, 2, 4, 8), "quick": (1, 8), "toy": (1, 8)}
 LOSS_STEPS = 3
@@ -199,6 +201,7 @@ def main():
   parser.add_argument("--repeats", type=int, default=3)
   parser.add_argument("--mode", choices=("full", "quick", "toy"), default="quick")
   args = parser.parse_args()
+  host_memory.keep_freed_memory()  # as the rsvqa-jax command line does
   if args.worker == "scaling":
     out = worker_scaling(args.devices, args.steps, args.repeats, args.mode)
   else:

@@ -27,6 +27,7 @@ FAMILY_LAYERS = {"distilbert": 6, "bert": 12, "roberta": 12}
 BERT_DIMS = {"hidden": 768, "heads": 12, "intermediate": 3072}
 GRU_DIMS = {"word_dim": 620, "hidden_dim": 2400}
 QUICK_GRU_HIDDEN = 1200
+ADAM_BYTES_PER_PARAM = 7 * 4  # f32 reads of param, gradient, 2 moments; writes of 3
 RUNNERS = {}  # runner_key -> warm JaxStep of a fine-tuned e-mult row, for benchmarks.flops
 
 
@@ -173,18 +174,21 @@ class TorchStep:
 
 def measure(lm, frozen, fusion, *, size, questions, repeats, block_s, compile_torch,
             have_torch, keep_key=None, compute_dtype="float32", torch_device="cpu",
-            peak_rate=None):
+            peak_rate=None, bandwidth_rate=None):
   """One configuration: samples/s of each implementation and the paired speed-ups.
 
   The batch is `questions` (70 in the CPU comparisons). After the warm-up (compilation
   included, timed apart), one timed step per implementation sets its steps per round to about
   `block_s` seconds (at least one step). With `keep_key`, the warm JAX step is stored in RUNNERS
   under that key. compute_dtype "bfloat16" runs PyTorch under bf16 autocast. With `peak_rate`
-  (benchmarks.flops.peak_probe), each side's fraction of the matmul peak (measured twice before
-  and twice after the rounds) and the speed-up over torch eager at 100% of that peak
-  (`ceiling_vs_eager`: what no implementation of these FLOPs can beat) are added.
+  (timing.peak_probe), each side's fraction of the matmul peak (measured twice before and twice
+  after the rounds) is added; with `bandwidth_rate` (timing.bandwidth_probe) too, the roofline
+  minimum of a step (its matmuls at that peak, then its Adam update streaming each trainable
+  parameter, gradient and moment once at that bandwidth) and the speed-up over torch eager of a
+  step that fast (`ceiling_vs_eager`: what no implementation of this step can beat here).
   """
   peaks = [peak_rate() for _ in range(2)] if peak_rate else []
+  bandwidths = [bandwidth_rate() for _ in range(2)] if bandwidth_rate else []
   batch = len(questions.text)
   model, q_dim = jax_model(lm, frozen, fusion, size, questions)
   batch_np = batch_for(lm, frozen, q_dim, questions, batch)
@@ -230,9 +234,13 @@ def measure(lm, frozen, fusion, *, size, questions, repeats, block_s, compile_to
                                                                      per_sample["jax"])
   if peak_rate:
     peaks += [peak_rate() for _ in range(2)]
+    bandwidths += [bandwidth_rate() for _ in range(2)] if bandwidth_rate else []
     width = batch_np["tokens"].shape[1] if "tokens" in batch_np else 0
-    _add_efficiency(row, per_sample, peaks,
-                    flop_counts.train_step_flops(lm, frozen, fusion, size, batch, width), batch)
+    params = (sum(x.size for x in jax.tree.leaves(contenders["jax"].state.params))
+              if "jax" in contenders else None)
+    _add_efficiency(row, per_sample, peaks, bandwidths,
+                    flop_counts.train_step_flops(lm, frozen, fusion, size, batch, width),
+                    params, batch)
   if keep_key is not None and "jax" in contenders:
     RUNNERS[keep_key] = contenders["jax"]
   del contenders
@@ -240,24 +248,33 @@ def measure(lm, frozen, fusion, *, size, questions, repeats, block_s, compile_to
   return row
 
 
-def _add_efficiency(row, per_sample, peaks, step_flops, batch):
-  """Each implementation's fraction of the matmul peak, and the speed-up ceiling over eager."""
+def _add_efficiency(row, per_sample, peaks, bandwidths, step_flops, params, batch):
+  """Each implementation's fraction of the matmul peak; with bandwidths, the step's roofline
+  minimum, each implementation's fraction of it, and the speed-up ceiling over eager."""
   peak = timing.summarize(peaks, "FLOP/s")
-  achieved = {k: step_flops / (statistics.median(t) * batch) for k, t in per_sample.items()}
+  step_s = {k: statistics.median(t) * batch for k, t in per_sample.items()}
   row.update({"analytic_flops_per_step": step_flops, "matmul_peak": peak,
-              "fraction_of_peak": {k: a / peak["median"] for k, a in achieved.items()}})
-  if "torch_eager" in achieved:
-    row["ceiling_vs_eager"] = peak["median"] / achieved["torch_eager"]
+              "fraction_of_peak": {k: step_flops / s / peak["median"] for k, s in step_s.items()}})
+  if not bandwidths or params is None:
+    return
+  bandwidth = timing.summarize(bandwidths, "B/s")
+  optimizer_bytes = ADAM_BYTES_PER_PARAM * params
+  minimum = step_flops / peak["median"] + optimizer_bytes / bandwidth["median"]
+  row.update({"stream_bandwidth": bandwidth, "trainable_params": params,
+              "optimizer_bytes_per_step": optimizer_bytes, "roofline_step_s": minimum,
+              "fraction_of_roofline": {k: minimum / s for k, s in step_s.items()}})
+  if "torch_eager" in step_s:
+    row["ceiling_vs_eager"] = step_s["torch_eager"] / minimum
 
 
 def _ceiling_note(row, need):
   """Says so when even a step at 100% of the matmul peak would not reach the target."""
-  ceiling, fraction = row.get("ceiling_vs_eager"), row.get("fraction_of_peak", {})
+  ceiling, fraction = row.get("ceiling_vs_eager"), row.get("fraction_of_roofline", {})
   if ceiling is None or ceiling >= need:
     return ""
-  return (f"out of reach here: at 100% of the measured f32 matmul peak a step would be "
-          f"{ceiling:.2f}x torch eager (JAX runs at {fraction.get('jax', float('nan')):.2f} of "
-          f"the peak, torch eager at {fraction['torch_eager']:.2f})")
+  return (f"out of reach here: a step at the roofline minimum (matmuls at the measured f32 "
+          f"peak, Adam at the measured bandwidth) would be {ceiling:.2f}x torch eager; JAX runs "
+          f"at {fraction.get('jax', float('nan')):.2f} of that minimum's speed")
 
 
 def plan(mode):
@@ -284,7 +301,8 @@ def run(mode, log=print):
   questions = inputs.make_questions(inputs.BATCH)
   repeats = {"full": 5, "quick": 3, "toy": 2}[mode]
   block_s = {"full": 1.0, "quick": 0.3, "toy": 0.05}[mode]
-  peak_rate = timing.peak_probe(256 if mode == "toy" else 1024)
+  peak_rate = timing.peak_probe(256 if mode == "toy" else 2048)
+  bandwidth_rate = timing.bandwidth_probe(1 << 16 if mode == "toy" else 1 << 23)
   rows = []
   for lm, frozen, fusion in plan(mode):
     # --quick: torch.compile (tens of seconds per graph here) on the Skip-thoughts e-mult steps.
@@ -295,7 +313,7 @@ def run(mode, log=print):
                   compile_torch=compile_torch and have_torch and mode != "toy",
                   have_torch=have_torch,
                   keep_key=runner_key(lm, size) if not frozen and fusion == "mult" else None,
-                  peak_rate=peak_rate)
+                  peak_rate=peak_rate, bandwidth_rate=bandwidth_rate)
     if have_torch and not compile_torch:
       row["notes"]["torch_compile"] = (f"not run in {mode} mode (inductor takes tens of seconds "
                                        "to minutes per graph on 2 cores); run in the full mode")
@@ -324,8 +342,10 @@ def run(mode, log=print):
                     + (" (paper sizes)" if mode == "full" else f" ({mode}: reduced from 6/12/12)"),
                     "fraction of peak: analytic matmul FLOPs (benchmarks.flop_counts) per "
                     "second over the f32 matmul peak measured twice before and twice after "
-                    "each row; ceiling = the speed-up over torch eager of a step at 100% of "
-                    "that peak",
+                    "each row; roofline = those FLOPs at that peak plus the Adam update's "
+                    f"{ADAM_BYTES_PER_PARAM} bytes per trainable parameter at the STREAM-triad "
+                    "bandwidth measured alongside (they add up: see flops, overlap); ceiling "
+                    "= the speed-up over torch eager of a step at the roofline",
                     "warm-up before timing: JAX 1 step (compilation), torch eager 1 step, "
                     "torch.compile 2 steps; then 1 calibration step each, which counts as the "
                     "first round when every implementation runs 1 step per round (the slow, "

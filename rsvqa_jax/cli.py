@@ -7,6 +7,7 @@ import argparse
 import importlib
 import sys
 
+from rsvqa_jax import host_memory
 from rsvqa_jax.errors import RSVQAError
 
 COMMANDS = {
@@ -42,6 +43,7 @@ def build_parser(argv):
 def main(argv=None):
   argv = list(sys.argv[1:] if argv is None else argv)
   args = build_parser(argv).parse_args(argv)
+  host_memory.keep_freed_memory()  # before JAX starts its threads
   try:
     return _load(args.command).run(args) or 0
   except RSVQAError as e:

@@ -40,6 +40,56 @@ def test_alternate_drops_a_failing_runner():
   assert calls == ["bad"] and errors == {"bad": "RuntimeError: boom"}
 
 
+def test_roofline_adds_matmul_time_at_peak_and_adam_traffic_at_bandwidth():
+  """1 GFLOP at 100 GFLOP/s (10 ms) + 1M params x 28 B at 10 GB/s (2.8 ms) = 12.8 ms."""
+  batch = 10
+  per_sample = {"jax": [0.0016, 0.0016, 0.0017], "torch_eager": [0.00256] * 3}
+  row = {}
+  train_steps._add_efficiency(row, per_sample, [1e11] * 4, [1e10] * 4, 1e9, 10**6, batch)
+  assert row["optimizer_bytes_per_step"] == 28 * 10**6
+  np.testing.assert_allclose(row["roofline_step_s"], 0.0128)
+  np.testing.assert_allclose(row["fraction_of_roofline"]["jax"], 0.0128 / 0.016)
+  np.testing.assert_allclose(row["fraction_of_peak"]["jax"], 1e9 / 0.016 / 1e11)
+  np.testing.assert_allclose(row["ceiling_vs_eager"], 2.0)
+  assert train_steps._ceiling_note(row, 2.0) == ""
+  note = train_steps._ceiling_note(row, 2.5)
+  assert "out of reach" in note and "2.00x torch eager" in note and "0.80 of" in note
+  no_bandwidth = {}
+  train_steps._add_efficiency(no_bandwidth, per_sample, [1e11] * 4, [], 1e9, 10**6, batch)
+  assert "ceiling_vs_eager" not in no_bandwidth and "fraction_of_peak" in no_bandwidth
+
+
+def test_stream_triads_and_overlap_probe():
+  x, y = jnp.full(8, 2.0), jnp.full(8, 4.0)
+  np.testing.assert_allclose(jax.jit(lambda x, y: timing.stream(x, y, 2))(x, y),
+                             2.0 + 1.5 * (2.0 + 1.5 * 4.0))
+  assert timing.bandwidth_probe(1 << 12, passes=2)() > 0
+  overlap = flops.overlap_rounds(timing.overlap_probe(32, chain=2, elements=1 << 12, passes=2),
+                                 repeats=2)
+  assert set(overlap) == {"matmul", "stream", "together", "together_over_sum"}
+  values = overlap["together_over_sum"]["values"]
+  assert values[0] == overlap["together"]["values"][0] / (
+      overlap["matmul"]["values"][0] + overlap["stream"]["values"][0])
+
+
+def test_shape_rates_time_both_libraries_against_the_peak():
+  rates = flops.shape_rates(lambda: 1e9, {"toy": (4, 8, 16)}, repeats=2, calls=2)
+  row = rates["toy"]
+  assert row["shape"] == [4, 8, 16] and row["jax_of_peak"]["repeats"] == 2
+  assert row["torch_of_peak"]["median"] > 0 and row["jax_of_peak"]["median"] > 0
+
+
+def test_flops_section_renders_shapes_and_overlap():
+  summary = timing.summarize([0.5, 1.0, 1.5])
+  section = {"matmul_peak": summary, "matmul_peak_after": summary, "peak_config": {}, "rows": [],
+             "shapes": {"toy": {"shape": [4, 8, 16], "jax_of_peak": summary}},
+             "overlap": {"matmul": summary, "stream": summary, "together": summary,
+                         "together_over_sum": summary}}
+  text = "\n".join(run._md_flops(section))
+  assert "toy [4, 8] @ [8, 16]: of the peak JAX 1 (0.5-1.5), PyTorch -" in text
+  assert "both in one jit 1e+03 (500-1.5e+03) ms = 1 (0.5-1.5) of their sum" in text
+
+
 def test_gru_flops_match_xla_count():
   """One GRU step (no loop, so XLA counts it whole) against the analytic matmul count."""
   b, d, h = 4, 64, 128
@@ -85,6 +135,8 @@ def test_toy_harness_writes_results(tmp_path):
   assert [(r["lm"], r["mode"]) for r in rows] == [
       ("skipthoughts", "frozen (cached)"), ("distilbert", "fine-tuned")]
   for r in rows:
+    assert r["ceiling_vs_eager"] > 0 and 0 < r["fraction_of_roofline"]["jax"]
+    assert r["optimizer_bytes_per_step"] == 28 * r["trainable_params"] > 0
     for key in ("jax_samples_s", "torch_eager_samples_s", "speedup_vs_eager"):
       assert {"median", "min", "max", "repeats"} <= set(r[key])
       assert r[key]["min"] <= r[key]["median"] <= r[key]["max"]
