@@ -76,7 +76,8 @@ def run(mode, log=print):
   device = jax.devices()[0]
   spec_peak = datasheet_peak(device)
   log(f"  accelerator: {device.device_kind}, datasheet bf16 peak {spec_peak}")
-  peak_rate = timing.peak_probe(8192 if on_accelerator else 256, chain=8, dtype=jnp.bfloat16)
+  peak_rate = timing.peak_probe(8192 if on_accelerator else 256, chain=8, dtype=jnp.bfloat16,
+                                also=())
   peak = timing.summarize([peak_rate() for _ in range(5)], "FLOP/s")
   torch_device = _torch_device()
   rows = []

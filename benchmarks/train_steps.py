@@ -301,7 +301,7 @@ def run(mode, log=print):
   questions = inputs.make_questions(inputs.BATCH)
   repeats = {"full": 5, "quick": 3, "toy": 2}[mode]
   block_s = {"full": 1.0, "quick": 0.3, "toy": 0.05}[mode]
-  peak_rate = timing.peak_probe(256 if mode == "toy" else 2048)
+  peak_rate = (timing.peak_probe(256, also=()) if mode == "toy" else timing.peak_probe())
   bandwidth_rate = timing.bandwidth_probe(1 << 16 if mode == "toy" else 1 << 23)
   rows = []
   for lm, frozen, fusion in plan(mode):

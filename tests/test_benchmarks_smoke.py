@@ -59,6 +59,12 @@ def test_roofline_adds_matmul_time_at_peak_and_adam_traffic_at_bandwidth():
   assert "ceiling_vs_eager" not in no_bandwidth and "fraction_of_peak" in no_bandwidth
 
 
+def test_peak_probe_runs_its_square_chain_and_extra_shapes():
+  both = timing.peak_probe(32, chain=2, also=((8, 16, 24),))
+  square = timing.peak_probe(32, chain=2, also=())
+  assert both() > 0 and square() > 0
+
+
 def test_stream_triads_and_overlap_probe():
   x, y = jnp.full(8, 2.0), jnp.full(8, 4.0)
   np.testing.assert_allclose(jax.jit(lambda x, y: timing.stream(x, y, 2))(x, y),
@@ -152,7 +158,7 @@ def test_toy_harness_writes_results(tmp_path):
 def test_accelerator_row_at_toy_size_against_torch():
   """One bf16 row (here on the CPU): both sides timed, FLOPs counted, the runner released."""
   row = accelerator.step_row("skipthoughts", 8, train_steps.sizes("toy"),
-                             timing.peak_probe(64, dtype=jnp.bfloat16), spec_peak=1e12,
+                             timing.peak_probe(64, dtype=jnp.bfloat16, also=()), spec_peak=1e12,
                              repeats=2, block_s=0.01, torch_device="cpu")
   assert row["batch"] == 8 and row["tokens"][0] == 8
   assert row["jax_samples_s"]["repeats"] == 2 and "torch_eager_samples_s" in row
