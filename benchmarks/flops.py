@@ -99,7 +99,7 @@ def run(mode, log=print):
   rows = []
   for lm in ("distilbert", "skipthoughts"):
     log(f"  flops: {lm} fine-tuned step")
-    rows.append(step_efficiency(lm, size, questions, peak_rate, repeats=5,
+    rows.append(step_efficiency(lm, size, questions, peak_rate, repeats=ROUNDS,
                                 steps=3 if mode == "full" else 1))
   train_steps.RUNNERS.clear()  # the other fine-tuned rows' executables: nothing else times them
   peak_after = timing.summarize([peak_rate() for _ in range(3)], "FLOP/s")
@@ -115,11 +115,12 @@ def run(mode, log=print):
   notes = ["rows marked reused_train_steps_executable time the step compiled by train_steps: "
            + ", ".join(f"{r['lm']} {r['reused_train_steps_executable']}" for r in rows),
            f"model sizes as in train_steps ({mode}), except DistilBERT at its 6 layers in quick "
-           f"mode; {3 if mode == 'full' else 1} step(s) per round, 5 rounds"]
+           f"mode; {3 if mode == 'full' else 1} step(s) per round, {ROUNDS} rounds"]
   return {"matmul_peak": peak, "matmul_peak_after": peak_after, "peak_config": peak_cfg,
           "rows": rows, "shapes": shapes, "overlap": overlap, "notes": notes}, targets
 
 
+ROUNDS = 7  # a 4 s DistilBERT step per round: more rounds steady the median on a shared machine
 STEP_SHAPES = {"GRU recurrence h @ [U | Ux]": (70, 1200, 3600),
                "its transpose dg @ [U | Ux]^T": (70, 3600, 1200),
                "frozen head image projection": (70, 2048, 1200),

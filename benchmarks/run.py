@@ -189,7 +189,7 @@ def markdown(results):
 def main(argv=None):
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   parser.add_argument("--quick", action="store_true",
-                      help="reduced BERT-family layers and fewer repeats (under 10 minutes)")
+                      help="reduced BERT-family layers and shorter rounds (under 10 minutes)")
   parser.add_argument("--toy", action="store_true",
                       help="tiny models, to check that the harness runs (figures are meaningless)")
   parser.add_argument("--out", required=True, help="folder for results.json and results.md")

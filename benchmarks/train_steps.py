@@ -299,7 +299,7 @@ def run(mode, log=print):
     threads, have_torch = {"torch": "not installed"}, False
   size = sizes(mode)
   questions = inputs.make_questions(inputs.BATCH)
-  repeats = {"full": 5, "quick": 3, "toy": 2}[mode]
+  repeats = {"full": 5, "quick": 5, "toy": 2}[mode]
   block_s = {"full": 1.0, "quick": 0.3, "toy": 0.05}[mode]
   peak_rate = (timing.peak_probe(256, also=()) if mode == "toy" else timing.peak_probe())
   bandwidth_rate = timing.bandwidth_probe(1 << 16 if mode == "toy" else 1 << 23)
