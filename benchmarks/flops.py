@@ -83,19 +83,16 @@ def step_efficiency(lm, size, questions, peak_rate, repeats, steps):
           "achieved_flops": timing.summarize(achieved, "FLOP/s"),
           "paired_peak": timing.summarize(peaks, "FLOP/s"),
           "fraction_of_peak": timing.paired_ratio(achieved, peaks),
-          "trainable_params": sum(x.size for x in jax.tree.leaves(runner.state.params)),
+          "trainable_params": runner.trainable_params(),
           "optimizer_share": timing.paired_ratio(adam_times, times)}
 
 
 def run(mode, log=print):
   questions = inputs.make_questions(inputs.BATCH)
   size = efficiency_sizes(mode)
-  n = 256 if mode == "toy" else 2048
   log("  flops: matmul peak")
-  also = () if mode == "toy" else (timing.FFN_SHAPE,)
-  peak_rate = timing.peak_probe(n, also=also)
+  peak_rate, peak_cfg = timing.f32_peak_probe(mode)
   peak = timing.summarize([peak_rate() for _ in range(3)], "FLOP/s")
-  peak_cfg = {"n": n, "chain": 2, "also": also}
   rows = []
   for lm in ("distilbert", "skipthoughts"):
     log(f"  flops: {lm} fine-tuned step")

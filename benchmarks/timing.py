@@ -29,6 +29,18 @@ def chain_dots(x, w, chain):
 FFN_SHAPE = (1680, 768, 3072)  # a BERT FFN product over 70 x 24 tokens: XLA:CPU's fastest here
 
 
+def _seconds(f, args):
+  """Seconds of one call of a compiled function, until its outputs are ready."""
+  import jax  # pylint: disable=g-import-not-at-top
+  return time_block(lambda: jax.block_until_ready(f(*args)), 1)
+
+
+def f32_peak_probe(mode):
+  """(peak_probe, its settings) of the CPU families: tiny in toy mode, else the defaults."""
+  n, also = (256, ()) if mode == "toy" else (2048, (FFN_SHAPE,))
+  return peak_probe(n, also=also), {"n": n, "chain": 2, "also": also}
+
+
 def peak_probe(n=2048, chain=2, dtype=None, also=(FFN_SHAPE,)):
   """A callable() -> the best matmul FLOP/s of `chain` chained n x n dots and of each [m, k] @
   [k, n'] product in `also`, in `dtype` (default float32; compiled once here).
@@ -50,12 +62,7 @@ def peak_probe(n=2048, chain=2, dtype=None, also=(FFN_SHAPE,)):
     f(*args).block_until_ready()
 
   def rate():
-    best = 0.0
-    for f, args, flops in probes:
-      start = time.perf_counter()
-      f(*args).block_until_ready()
-      best = max(best, flops / (time.perf_counter() - start))
-    return best
+    return max(flops / _seconds(f, args) for f, args, flops in probes)
 
   return rate
 
@@ -70,9 +77,7 @@ def bandwidth_probe(n=1 << 23, passes=8):
   triads(x, y).block_until_ready()
 
   def rate():
-    start = time.perf_counter()
-    triads(x, y).block_until_ready()
-    return 12.0 * n * passes / (time.perf_counter() - start)
+    return 12.0 * n * passes / _seconds(triads, (x, y))
 
   return rate
 
@@ -100,12 +105,7 @@ def overlap_probe(n=1024, chain=2, elements=1 << 23, passes=8):
     jax.block_until_ready(f(*args))
 
   def seconds():
-    out = {}
-    for name, (f, args) in calls.items():
-      start = time.perf_counter()
-      jax.block_until_ready(f(*args))
-      out[name] = time.perf_counter() - start
-    return out
+    return {name: _seconds(f, args) for name, (f, args) in calls.items()}
 
   return seconds
 

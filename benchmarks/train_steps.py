@@ -133,6 +133,10 @@ class JaxStep:
     self.block(1)
     return time.perf_counter() - start
 
+  def trainable_params(self):
+    """Parameters the optimizer updates (a frozen encoder's are not among them)."""
+    return sum(x.size for x in jax.tree.leaves(self.state.params))
+
   def run_one(self):
     self.state, self.metrics = self.step(self.state, self.batch)
 
@@ -236,8 +240,7 @@ def measure(lm, frozen, fusion, *, size, questions, repeats, block_s, compile_to
     peaks += [peak_rate() for _ in range(2)]
     bandwidths += [bandwidth_rate() for _ in range(2)] if bandwidth_rate else []
     width = batch_np["tokens"].shape[1] if "tokens" in batch_np else 0
-    params = (sum(x.size for x in jax.tree.leaves(contenders["jax"].state.params))
-              if "jax" in contenders else None)
+    params = contenders["jax"].trainable_params() if "jax" in contenders else None
     _add_efficiency(row, per_sample, peaks, bandwidths,
                     flop_counts.train_step_flops(lm, frozen, fusion, size, batch, width),
                     params, batch)
@@ -268,7 +271,7 @@ def _add_efficiency(row, per_sample, peaks, bandwidths, step_flops, params, batc
 
 
 def _ceiling_note(row, need):
-  """Says so when even a step at 100% of the matmul peak would not reach the target."""
+  """Says so when even a step at the roofline minimum would not reach the target."""
   ceiling, fraction = row.get("ceiling_vs_eager"), row.get("fraction_of_roofline", {})
   if ceiling is None or ceiling >= need:
     return ""
@@ -301,7 +304,7 @@ def run(mode, log=print):
   questions = inputs.make_questions(inputs.BATCH)
   repeats = {"full": 5, "quick": 5, "toy": 2}[mode]
   block_s = {"full": 1.0, "quick": 0.3, "toy": 0.05}[mode]
-  peak_rate = (timing.peak_probe(256, also=()) if mode == "toy" else timing.peak_probe())
+  peak_rate, _ = timing.f32_peak_probe(mode)
   bandwidth_rate = timing.bandwidth_probe(1 << 16 if mode == "toy" else 1 << 23)
   rows = []
   for lm, frozen, fusion in plan(mode):
