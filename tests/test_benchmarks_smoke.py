@@ -10,7 +10,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from benchmarks import accelerator, flop_counts, flops, profile_step, run, scaling, timing
+from benchmarks import (accelerator, flop_counts, flops, hlo_dots, profile_step, run,
+                        scaling, timing)
 from benchmarks import train_steps
 from rsvqa_jax.models.skipthoughts import gru_scan
 
@@ -212,6 +213,30 @@ def test_profile_reads_the_ops_of_a_trace(tmp_path):
   for _ in range(3):
     step(x).block_until_ready()
   jax.profiler.stop_trace()
-  times = profile_step.op_times(str(tmp_path))
+  times = profile_step.op_times(profile_step.op_events(str(tmp_path)))
   assert times and all(t >= 0 and n >= 1 for t, n in times.values())
   assert not any(name.startswith(profile_step.RUNTIME_EVENTS) for name in times)
+
+
+def test_profile_concurrency_gaps_kinds_and_matmul_rates():
+  """Spans by the number of ops running, idle gaps between ops, kinds, rates: by hand."""
+  events = [(0, 10, "ynn_fusion.1"), (5, 15, "dot.2"), (20, 30, "ynn_fusion")]
+  assert profile_step.concurrency(events) == pytest.approx({0: 5e-9, 1: 20e-9, 2: 5e-9})
+  assert profile_step.idle_gaps(events) == {("dot.2", "ynn_fusion"): (pytest.approx(5e-9), 1)}
+  times = profile_step.op_times(events)
+  assert profile_step.by_kind(times) == {"ynn_fusion": (pytest.approx(20e-9), 2),
+                                         "dot": (pytest.approx(10e-9), 1)}
+  rates = profile_step.by_matmul({"dot.2": (2.0, 4)}, {"dot.2": ("x @ w", 1e9)})
+  assert rates == {"x @ w": (2.0, 4, pytest.approx(2.0))}
+
+
+def test_module_dots_reads_shapes_transposition_and_flops():
+  """Each matmul of a compiled module is found with its contracting dims and 2 m n k FLOPs."""
+  x, w, y = jnp.ones((64, 32)), jnp.ones((32, 48)), jnp.ones((64, 16))
+  step = jax.jit(lambda x, w, y: ((x @ w).sum(), (x.T @ y).sum()))
+  dots = hlo_dots.module_dots(step.lower(x, w, y).compile().as_text())
+  found = {label: flops for label, flops in dots.values()}
+  forward = "f32[64,32] x f32[32,48] -> f32[64,48], contracting (1; 0)"
+  assert found[forward] == 2 * 64 * 48 * 32
+  (weight_grad,) = [label for label in found if label.endswith("-> f32[32,16], contracting (0; 0)")]
+  assert found[weight_grad] == 2 * 32 * 16 * 64
