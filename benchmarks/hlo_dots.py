@@ -4,7 +4,8 @@ A profile names ops by their HLO instruction ("ynn_fusion.8", "dot.3"); this map
 that computes a dot (a plain dot, or a fusion around one, such as XLA:CPU's YNNPACK fusions) to
 what it multiplies, so a profile can give each matmul shape its achieved FLOP/s. The
 contracting dimensions tell a product x @ w (lhs 1, rhs 0) from x @ w.T (1, 1) and x.T @ y
-(0, 0): libraries do not run these at the same speed.
+(0, 0): libraries do not run these at the same speed. On a GPU, XLA turns matmuls into cuBLAS
+custom calls, which this does not read.
 """
 import math
 import re

@@ -127,7 +127,8 @@ def print_breakdown(events, dots, steps, top):
   times = op_times(events)
   print_table("jax by op kind", by_kind(times), steps, top)
   shapes = by_matmul(times, dots)
-  print(f"\njax matmuls: ms per step, ops per step, achieved GFLOP/s")
+  print("\njax matmuls: ms per step, ops per step, achieved GFLOP/s" +
+        ("" if shapes else " (none read: on a GPU they are cuBLAS custom calls)"))
   for label, (t, n, rate) in sorted(shapes.items(), key=lambda kv: -kv[1][0])[:top]:
     print(f"  {t / steps * 1e3:9.3f} ms  x{n // steps:<4d} {rate:7.1f} GFLOP/s  {label}")
   spans = concurrency(events)
