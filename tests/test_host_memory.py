@@ -48,6 +48,38 @@ def test_kept_memory_stops_the_page_faults_of_each_step():
   assert max(kept["faults"][-10:]) < TEMP_PAGES // 100
 
 
+# A freed block of 2.25 GiB, larger than any positive trim threshold mallopt takes: with the
+# settings the heap keeps it, so allocating it again faults no page in afresh.
+BIG_BLOCK = """
+import ctypes, json, resource
+from rsvqa_jax import host_memory
+host_memory.keep_freed_memory()
+libc = ctypes.CDLL(None)
+libc.malloc.restype, libc.malloc.argtypes = ctypes.c_void_p, [ctypes.c_size_t]
+libc.free.argtypes = [ctypes.c_void_p]
+libc.memset.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_size_t]
+size = 9 << 28
+faults = []
+for _ in range(2):
+  before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+  block = libc.malloc(size)
+  libc.memset(block, 1, size)
+  libc.free(block)
+  faults.append(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)
+print(json.dumps(faults))
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc mallopt")
+def test_a_freed_block_over_2_gib_stays_with_the_process():
+  env = {k: v for k, v in os.environ.items() if k != host_memory.OPT_OUT}
+  out = subprocess.run([sys.executable, "-c", BIG_BLOCK], env=env, capture_output=True,
+                       text=True, timeout=300, check=True)
+  first, second = json.loads(out.stdout.strip().splitlines()[-1])
+  pages = (9 << 28) // 4096
+  assert first > pages // 2 and second < pages // 100
+
+
 def test_opt_out_leaves_malloc_alone(monkeypatch):
   monkeypatch.setenv(host_memory.OPT_OUT, "1")
   assert host_memory.keep_freed_memory() is False
