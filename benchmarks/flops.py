@@ -135,8 +135,7 @@ def shape_rates(peak_rate, shapes, repeats=5, calls=10):
     torch = None
   out = {}
   for name, (m, k, n) in shapes.items():
-    a, b = (jax.random.normal(key, s) for key, s in zip(jax.random.split(jax.random.key(0)),
-                                                        ((m, k), (k, n))))
+    a, b = timing.product_operands(m, k, n, seed=0)
     dot = jax.jit(jnp.matmul)
     runs = {"jax": lambda: dot(a, b).block_until_ready()}
     if torch is not None:

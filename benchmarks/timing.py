@@ -35,6 +35,15 @@ def _seconds(f, args):
   return time_block(lambda: jax.block_until_ready(f(*args)), 1)
 
 
+def product_operands(m, k, n, dtype=None, seed=1):
+  """Random operands (x [m, k], w [k, n]) of one matmul shape, in `dtype` (default float32)."""
+  import jax  # pylint: disable=g-import-not-at-top
+  import jax.numpy as jnp  # pylint: disable=g-import-not-at-top
+  key_x, key_w = jax.random.split(jax.random.key(seed))
+  dtype = jnp.float32 if dtype is None else dtype
+  return jax.random.normal(key_x, (m, k), dtype), jax.random.normal(key_w, (k, n), dtype)
+
+
 def f32_peak_probe(mode):
   """(peak_probe, its settings) of the CPU families: tiny in toy mode, else the defaults."""
   n, also = (256, ()) if mode == "toy" else (2048, (FFN_SHAPE,))
@@ -55,9 +64,8 @@ def peak_probe(n=2048, chain=2, dtype=None, also=(FFN_SHAPE,)):
   a, b = _matrices(n, dtype)
   probes = [(jax.jit(lambda x, w: chain_dots(x, w, chain)), (a, b), 2.0 * n**3 * chain)]
   for m, k, n_out in also:
-    key_x, key_w = jax.random.split(jax.random.key(1))
-    x, w = jax.random.normal(key_x, (m, k), dtype), jax.random.normal(key_w, (k, n_out), dtype)
-    probes.append((jax.jit(jnp.matmul), (x, w), 2.0 * m * k * n_out))
+    probes.append((jax.jit(jnp.matmul), product_operands(m, k, n_out, dtype),
+                   2.0 * m * k * n_out))
   for f, args, _ in probes:
     f(*args).block_until_ready()
 

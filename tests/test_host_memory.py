@@ -31,12 +31,17 @@ print(json.dumps({"kept": kept, "faults": faults}))
 TEMP_PAGES = 2 * 4096 * 4096 * 4 // 4096
 
 
-def _probe(mode):
+def _run(code, *argv):
+  """The JSON last printed by `code` in a fresh Python, without the opt-out set."""
   env = {k: v for k, v in os.environ.items() if k != host_memory.OPT_OUT}
   env["JAX_PLATFORMS"] = "cpu"
-  out = subprocess.run([sys.executable, "-c", PROBE, mode], env=env, capture_output=True,
+  out = subprocess.run([sys.executable, "-c", code, *argv], env=env, capture_output=True,
                        text=True, timeout=300, check=True)
   return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def _probe(mode):
+  return _run(PROBE, mode)
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc mallopt")
@@ -72,10 +77,7 @@ print(json.dumps(faults))
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc mallopt")
 def test_a_freed_block_over_2_gib_stays_with_the_process():
-  env = {k: v for k, v in os.environ.items() if k != host_memory.OPT_OUT}
-  out = subprocess.run([sys.executable, "-c", BIG_BLOCK], env=env, capture_output=True,
-                       text=True, timeout=300, check=True)
-  first, second = json.loads(out.stdout.strip().splitlines()[-1])
+  first, second = _run(BIG_BLOCK)
   pages = (9 << 28) // 4096
   assert first > pages // 2 and second < pages // 100
 
