@@ -1,50 +1,61 @@
 """Adversarial evaluation cost: K = 10 random image substitutions against one clean pass.
 
-Both passes use rsvqa_jax.bias.adversarial.evaluate_substituted on the same questions; the clean
-pass gives each question its own image (K = 1, own rows), the adversarial one K = 10 random
-images. The target applies to the paper's reference model, whose Skip-thoughts encoder runs on
-the tokens (the question vector is computed once per batch and shared by the K substitutions).
-A frozen model with cached question vectors is reported too: there the head is all the work,
-so K substitutions cost close to K heads.
+Both passes run rsvqa_jax.train.predict.predict_columns (the one compiled eval step every
+evaluator uses) on the same questions; the clean pass gives each question its own image (K = 1,
+own rows), the adversarial one K = 10 random images. The target applies to the paper's
+reference model, whose Skip-thoughts encoder runs on the tokens (the question vector is computed
+once per batch and shared by the K substitutions). A frozen model with cached question vectors
+is reported too: there the head is all the work, so K substitutions cost close to K heads.
 """
 import time
 
 import numpy as np
 
 from benchmarks import inputs, timing, train_steps
-from rsvqa_jax.bias.adversarial import evaluate_substituted, substitution_rows
-from rsvqa_jax.train.config_lib import base_config
+from rsvqa_jax.config import base_config
+from rsvqa_jax.eval.adversarial import substitution_rows
+from rsvqa_jax.train import inputs as train_inputs
+from rsvqa_jax.train import predict, steps
 
 K = 10
 IMAGES = 100
 
 
-def _inputs(frozen, questions, n, q_dim):
-  if frozen:
-    return {"question_vector": inputs.head_arrays(n, q_dim)["question_vector"]}
+def _columns(frozen, questions, n):
+  """inputs.SplitColumns of n questions (tokens tiled from `questions`; row i's vector is i)."""
   reps = -(-n // len(questions.text))
-  return {"tokens": np.tile(questions.word_tokens, (reps, 1))[:n],
-          "mask": np.tile(questions.word_mask, (reps, 1))[:n]}
+  tokens = np.tile(questions.word_tokens, (reps, 1))[:n]
+  mask = np.tile(questions.word_mask, (reps, 1))[:n]
+  columns = {"tokens": tokens, "mask": mask, "answer": np.zeros(n, np.int32)}
+  if frozen:
+    columns["question_index"] = np.arange(n, dtype=np.int32)
+  width = tokens.shape[1]
+  return train_inputs.SplitColumns(columns, mask.sum(1).astype(np.int32), (width,))
 
 
 def measure(frozen, questions, *, n, batch_size, repeats, size):
   model, q_dim = train_steps.jax_model("skipthoughts", frozen, "mult", size, questions)
-  model.eval()
+  batch_np = train_steps.batch_for("skipthoughts", frozen, q_dim, questions)
+  runner = train_steps.JaxStep(model, frozen, batch_np)
+  eval_step = steps.make_eval_step(runner.mesh)
   rng = np.random.default_rng(0)
   features = np.abs(rng.standard_normal((IMAGES, inputs.IMAGE_DIM), np.float32))
   rows = rng.integers(0, IMAGES, n)
-  question_inputs = _inputs(frozen, questions, n, q_dim)
+  columns = _columns(frozen, questions, n)
+  vectors = inputs.head_arrays(n, q_dim)["question_vector"] if frozen else None
   subs = {"clean": rows[None], f"random_k{K}": substitution_rows("random", rows, repeats=K, seed=0)}
 
-  def runner(sub):
+  def timed(sub):
     def run():
       start = time.perf_counter()
-      evaluate_substituted(model, question_inputs, features, sub, batch_size=batch_size)
+      predict.predict_columns(runner.state, columns, eval_step=eval_step, mesh=runner.mesh,
+                              batch_size=batch_size, features=features, image_rows=sub,
+                              question_vectors=vectors)
       return time.perf_counter() - start
     return run
 
-  warm = {name: runner(sub)() for name, sub in subs.items()}
-  times, errors = timing.alternate({name: runner(sub) for name, sub in subs.items()}, repeats)
+  warm = {name: timed(sub)() for name, sub in subs.items()}
+  times, errors = timing.alternate({name: timed(sub) for name, sub in subs.items()}, repeats)
   return {"model": "frozen Skip-thoughts (cached question vectors)" if frozen else
                    "Skip-thoughts encoder on tokens",
           "questions": n, "batch_size": batch_size, "warmup_s": warm, "errors": errors,

@@ -1,7 +1,7 @@
 """Compilations during training: after warm-up there must be none beyond one per length bucket.
 
 Two epochs of the training data path (pipeline.batch_iterator with the config's length buckets,
-train.data.model_batch, sharding.global_batch, the jit train step) over synthetic LR questions,
+train.inputs.model_batch, sharding.global_batch, the jit train step) over synthetic LR questions,
 with a fine-tuned Skip-thoughts GRU (narrow: the number of compilations does not depend on the
 width). XLA backend compilations are counted with a jax.monitoring listener on
 '/jax/core/compile/backend_compile_duration' and cross-checked with the step's `_cache_size()`.
@@ -11,7 +11,7 @@ import numpy as np
 
 from benchmarks import inputs, timing, train_steps
 from rsvqa_jax.data import pipeline as pipeline_lib
-from rsvqa_jax.train import data as data_lib
+from rsvqa_jax.train import inputs as data_lib
 from rsvqa_jax.train import sharding as shd
 
 COMPILE_EVENT = "/jax/core/compile/backend_compile_duration"

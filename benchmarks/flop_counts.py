@@ -6,12 +6,12 @@ need no input gradient (their inputs are data), so it counts 2 x forward plus th
 of the layers after them.
 """
 from benchmarks import inputs
-from rsvqa_jax.models.vqa import head_config
+from rsvqa_jax.config import model_section
 
 
 def _head_macs(q_dim, fusion):
   """Per-sample multiply-adds of fusion + classifier: (input projections, the layers after)."""
-  c = head_config()
+  c = model_section()
   projections = inputs.IMAGE_DIM * c.hidden_dim + q_dim * c.hidden_dim
   after = 0
   if fusion == "mutan":

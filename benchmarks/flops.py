@@ -24,7 +24,7 @@ import optax
 
 from benchmarks import flop_counts, inputs, timing, train_steps
 from rsvqa_jax.train import optimizers
-from rsvqa_jax.train.config_lib import base_config
+from rsvqa_jax.config import base_config
 
 
 def optimizer_probe(runner):

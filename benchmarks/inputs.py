@@ -15,7 +15,7 @@ import numpy as np
 
 from rsvqa_jax.data import rsvqa_json, synthetic
 from rsvqa_jax.data.tokenizers import HFTokenizer, WordTokenizer, bucket_length, word_list
-from rsvqa_jax.train.config_lib import base_config
+from rsvqa_jax.config import base_config
 
 BATCH = 70
 IMAGE_DIM = 2048
@@ -74,7 +74,7 @@ def make_questions(n, seed=0, word_width=None):
 
 
 def buckets_for(width):
-  """The config's buckets below `width`, then `width` (as train.data.encode_split cuts them)."""
+  """The config's buckets below `width`, then `width` (as train.inputs.encode_split cuts them)."""
   return tuple(b for b in BUCKETS if b < width) + (width,)
 
 

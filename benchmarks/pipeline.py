@@ -23,7 +23,7 @@ from rsvqa_jax.data import pipeline as pipeline_lib
 from rsvqa_jax.data.images import read_tif, write_tif
 from rsvqa_jax.models.resnet import IMAGENET_MEAN, IMAGENET_STD
 from rsvqa_jax.train import sharding as shd
-from rsvqa_jax.train.config_lib import base_config
+from rsvqa_jax.config import base_config
 
 LR_IMAGES = 772
 FIXED_LENGTH = base_config().text.max_length

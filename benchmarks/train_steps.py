@@ -16,12 +16,12 @@ import jax
 from flax import nnx
 
 from benchmarks import flop_counts, inputs, timing
+from rsvqa_jax.config import base_config, model_section
 from rsvqa_jax.models.bert import BertConfig, BertEncoder
 from rsvqa_jax.models.skipthoughts import SkipThoughts
-from rsvqa_jax.models.vqa import RSVQAModel, VQAHead, head_config
+from rsvqa_jax.models.vqa import RSVQAModel, VQAHead
 from rsvqa_jax.train import optimizers, state as state_lib, steps as steps_lib
 from rsvqa_jax.train import sharding as shd
-from rsvqa_jax.train.config_lib import base_config
 
 FAMILY_LAYERS = {"distilbert": 6, "bert": 12, "roberta": 12}
 BERT_DIMS = {"hidden": 768, "heads": 12, "intermediate": 3072}
@@ -67,7 +67,7 @@ def question_dim(lm, size):
 
 
 def _head_config(fusion):
-  cfg = head_config()
+  cfg = model_section()
   cfg.fusion = fusion
   return cfg
 

@@ -3,10 +3,10 @@
 Argument: LM,FUSION,frozen|finetuned (default distilbert,mult,finetuned); add model.blind=True
 for the visual-blind twin. Evaluate on --split test or test_phili.
 """
-from rsvqa_jax.train import config_lib
+from rsvqa_jax import config
 
 
 def get_config(arg=None):
-  c = config_lib.paper_config("hr", *config_lib.parse_cell(arg, "distilbert,mult,finetuned"))
+  c = config.paper_config("hr", *config.parse_cell(arg, "distilbert,mult,finetuned"))
   c.train.eval_batch_size = 560
   return c

@@ -5,9 +5,9 @@
     --config.text.checkpoint=MODELS/distilbert-base-uncased
 LM: skipthoughts | bert | distilbert | roberta; fusion: mult | concat | mutan.
 """
-from rsvqa_jax.train import config_lib
+from rsvqa_jax import config
 
 
 def get_config(arg=None):
-  lm, fusion, frozen = config_lib.parse_cell(arg, "distilbert,mutan,finetuned")
-  return config_lib.paper_config("lr", lm, fusion, frozen)
+  lm, fusion, frozen = config.parse_cell(arg, "distilbert,mutan,finetuned")
+  return config.paper_config("lr", lm, fusion, frozen)

@@ -7,8 +7,7 @@ distilbert_finetuned_mult.
     --config.seed=0 --config.data.root=... --config.image.checkpoint=... --config.text.checkpoint=...
   rsvqa-jax evaluate --seeds 'W/seed*' --split test
 """
-from rsvqa_jax.errors import RSVQAError
-from rsvqa_jax.train import config_lib
+from rsvqa_jax import config
 
 ROWS = {
     "baseline": ("skipthoughts", "mult", True),
@@ -21,5 +20,6 @@ ROWS = {
 
 def get_config(arg="distilbert_finetuned_mult"):
   if arg not in ROWS:
-    raise RSVQAError(f"configs/lr_table2.py:{arg}: choose a row among {', '.join(ROWS)}")
-  return config_lib.paper_config("lr", *ROWS[arg])
+    raise config.argument_error("configs/lr_table2.py", arg,
+                                f"choose a row among {', '.join(ROWS)}")
+  return config.paper_config("lr", *ROWS[arg])

@@ -3,8 +3,8 @@
 The original code reduced the 8x8x2048 ResNet map with a trainable 1x1 conv; like the paper's
 experiments, this config uses the pooled 2048-d features.
 """
-from rsvqa_jax.train import config_lib
+from rsvqa_jax import config
 
 
 def get_config():
-  return config_lib.paper_config("lr", "skipthoughts", "mult", frozen=True)
+  return config.paper_config("lr", "skipthoughts", "mult", frozen=True)

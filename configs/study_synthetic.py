@@ -18,31 +18,24 @@ white / black / noise images), `quick` (one seed). For real data and weights, ov
 and the paper's optimisation (train.num_epochs=50, train.batch_size=70, optim.lr=1e-5,
 study.lm.*.text_lr 1e-4 / 1e-6, model.hidden_dim=1200, model.classifier_dim=256).
 """
-import ml_collections
-
-from rsvqa_jax import study
-from rsvqa_jax.errors import RSVQAError
-from rsvqa_jax.train import config_lib, feature_cache
+from rsvqa_jax import config
 
 
 def get_config(arg=""):
-  c = config_lib.base_config()
-  c.study = study.study_defaults()
+  c = config.base_config()
+  c.study = config.study_defaults()
   s = c.study
   s.variant = "lr"
   s.images = 250
   s.questions_per_image = 32
-  s.lm.skipthoughts = study.lm_entry("skipthoughts", "Skip-thoughts GRU (random init)", 5e-3,
-                                     word_dim=32, hidden_dim=64)
-  s.lm.distilbert = study.lm_entry("distilbert", "DistilBERT architecture (random init)", 1e-3,
-                                   dim=32, layers=1, heads=4, hidden_dim=64, dropout=0.0)
+  s.lm.skipthoughts = config.lm_entry("skipthoughts", "Skip-thoughts GRU (random init)", 5e-3,
+                                      word_dim=32, hidden_dim=64)
+  s.lm.distilbert = config.lm_entry("distilbert", "DistilBERT architecture (random init)", 1e-3,
+                                    dim=32, layers=1, heads=4, hidden_dim=64, dropout=0.0)
   s.balanced.images = 200
   s.balanced.questions_per_image = 24
 
-  c.image = feature_cache.default_image_config()
-  c.image.arch = "synthetic_resnet"
-  c.image.pretrained_dir = ""  # default: DIR/cache/synthetic_resnet
-  c.image.pretrain = ml_collections.ConfigDict(dict(epochs=8, image_size=64, width=16))
+  c.image.arch = "synthetic_resnet"  # pretrained into DIR/cache/synthetic_resnet (image.pretrain)
 
   c.model.hidden_dim = 128
   c.model.classifier_dim = 64
@@ -64,6 +57,6 @@ def get_config(arg=""):
     elif flag == "quick":
       s.seeds = (0,)
     else:
-      raise RSVQAError(f"configs/study_synthetic.py:{arg}: unknown flag {flag!r} "
-                       "(balanced, adv_all, quick)")
+      raise config.argument_error("configs/study_synthetic.py", arg,
+                                  f"unknown flag {flag!r} (balanced, adv_all, quick)")
   return c

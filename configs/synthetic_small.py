@@ -7,18 +7,18 @@ randomly initialised Skip-thoughts GRU fine-tuned with the e-mult head:
   rsvqa-jax train --config configs/synthetic_small.py --workdir runs/small
 Arguments as synthetic_tiny.py: `blind` (visual-blind twin), `frozen` (frozen language model).
 """
-from rsvqa_jax.train import config_lib
+from rsvqa_jax import config
 
 
 def get_config(arg=""):
-  c = config_lib.base_config()
+  c = config.base_config()
   c.data.synthetic = True
   c.data.synthetic_variant = "lr"
   c.data.synthetic_images = 300
   c.data.synthetic_questions_per_image = 30
   c.image.arch = "synthetic_resnet"
   c.image.batch_size = 50
-  c.text.checkpoint = config_lib.RANDOM
+  c.text.checkpoint = config.RANDOM
   c.text.word_dim = 64
   c.text.hidden_dim = 128
   c.model.fusion = "mult"
@@ -32,4 +32,4 @@ def get_config(arg=""):
   c.train.num_epochs = 12
   c.train.checkpoint_every_steps = 500
   c.train.log_every_steps = 20
-  return config_lib.apply_flags(c, arg, "configs/synthetic_small.py")
+  return config.apply_flags(c, arg, "configs/synthetic_small.py")

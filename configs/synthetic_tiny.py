@@ -5,11 +5,11 @@ a small randomly initialised Skip-thoughts GRU fine-tuned with the head. Argumen
 the visual-blind twin, `frozen` a frozen language model:
   rsvqa-jax train --config configs/synthetic_tiny.py --workdir runs/tiny
 """
-from rsvqa_jax.train import config_lib
+from rsvqa_jax import config
 
 
 def get_config(arg=""):
-  c = config_lib.base_config()
+  c = config.base_config()
   c.data.synthetic = True
   c.data.synthetic_variant = "lr"
   c.data.synthetic_images = 40
@@ -30,4 +30,4 @@ def get_config(arg=""):
   c.train.num_epochs = 5
   c.train.checkpoint_every_steps = 50
   c.train.log_every_steps = 10
-  return config_lib.apply_flags(c, arg, "configs/synthetic_tiny.py")
+  return config.apply_flags(c, arg, "configs/synthetic_tiny.py")

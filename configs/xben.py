@@ -3,11 +3,11 @@
 Argument: LM,FUSION,frozen|finetuned (default distilbert,mult,finetuned). The dataset is large
 (~1.5M questions): checkpoints every 5,000 steps.
 """
-from rsvqa_jax.train import config_lib
+from rsvqa_jax import config
 
 
 def get_config(arg=None):
-  c = config_lib.paper_config("xben", *config_lib.parse_cell(arg, "distilbert,mult,finetuned"))
+  c = config.paper_config("xben", *config.parse_cell(arg, "distilbert,mult,finetuned"))
   c.train.eval_batch_size = 700
   c.train.checkpoint_every_steps = 5000
   return c

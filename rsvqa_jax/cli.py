@@ -13,7 +13,8 @@ from rsvqa_jax.errors import RSVQAError
 COMMANDS = {
     "synth": "Write a synthetic RSVQA dataset in the official file layout.",
     "validate": "Check a dataset folder and report counts per split and type.",
-    "features": "Precompute the frozen image features (per augmentation variant and adversarial kind).",
+    "features": ("Precompute the frozen image features (per augmentation variant and adversarial"
+                 " kind); --pretrain trains the synthetic ResNet first."),
     "train": "Train a model from a config file into a workdir (resumes a stopped run).",
     "evaluate": ("Evaluate trained workdirs on a split: predictions.csv, accuracy table,"
                  " mean (std) over seeds."),
@@ -22,6 +23,7 @@ COMMANDS = {
     "convert": "Convert a ResNet, BERT-family or Skip-thoughts checkpoint to our safetensors/orbax format.",
     "analyze": ("Dataset analysis (most common / uniform answer accuracies), relative metrics,"
                 " tables and Figure 7."),
+    "config": "Print the effective config of a config file and overrides (every key).",
 }
 
 

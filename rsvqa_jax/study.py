@@ -18,70 +18,30 @@ Layout of DIR:
   study.json, timings.json, report.md
 An interrupted study resumes: a run whose evaluation files exist is skipped, a finished run is
 only evaluated, an unfinished one resumes from its last checkpoint (train/loop.py).
+
+The stages are the library's own steps, composed: dataset generation and the synthetic ResNet's
+pretraining (train/prepare.py), the feature cache (features/), training (train/loop.py),
+evaluation and adversarial testing (eval/), analysis, tables, figures and report (bias/).
 """
 import json
 import os
 import time
 
 import jax
-import ml_collections
 import numpy as np
 
-from rsvqa_jax.bias import adversarial_run, analysis, plots, predictions, report, tables
-from rsvqa_jax.commands import evaluate
+from rsvqa_jax import config as config_lib
+from rsvqa_jax import storage
+from rsvqa_jax.bias import analysis, plots, predictions, report, tables
 from rsvqa_jax.data import rsvqa_json, synthetic
 from rsvqa_jax.errors import RSVQAError
-from rsvqa_jax.train import checkpointing, config_lib, data, feature_cache, loop
+from rsvqa_jax.eval import accuracy, adversarial, outputs
+from rsvqa_jax.features import pretrain
+from rsvqa_jax.train import checkpointing, inputs, loop, prepare
 
 WEIGHTS = ("frozen", "finetuned")
 ROLES = ("reference", "blind")
 DATASET_LABELS = {"lr": "RSVQA LR", "hr": "RSVQA HR", "xben": "RSVQAxBEN"}
-
-
-def study_defaults():
-  """The `study` section every study config carries (configs/study_synthetic.py fills it)."""
-  s = ml_collections.ConfigDict()
-  s.synthetic = True  # generate the dataset; False: read config.data.root (config.data.name)
-  s.variant = "lr"
-  s.images = 300
-  s.questions_per_image = 40
-  s.data_seed = 0
-  s.prior_strength = 1.0
-  s.balanced_data = False  # the main dataset itself balanced
-  s.language_models = ("skipthoughts", "distilbert")  # keys of `lm`, in report order
-  s.lm = ml_collections.ConfigDict()
-  s.lm_weights = WEIGHTS
-  s.seeds = (0, 1, 2)
-  s.fusion = "mult"  # Figure 5: e-mult everywhere
-  s.split = "test"
-  s.adversarial = ("random",)  # any of random, shuffle, white, black, noise
-  s.repeats = 10
-  s.adv_seed = 0
-  s.balanced = ml_collections.ConfigDict()
-  s.balanced.enabled = True  # synthetic only: a reference / blind pair on a balanced twin
-  s.balanced.images = 200
-  s.balanced.questions_per_image = 30
-  s.balanced.language_model = "skipthoughts"
-  s.balanced.lm_weights = "finetuned"
-  s.balanced.seeds = (0,)
-  s.compilation_cache = True  # XLA cache under DIR/cache/xla: seeds reuse compiled steps
-  return s
-
-
-def lm_entry(encoder, label, text_lr, checkpoint="", **sizes):
-  """One language model of the study: encoder name, report label, fine-tuning lr, weights.
-
-  An empty checkpoint means random init: Skip-thoughts at `word_dim` / `hidden_dim`, a
-  DistilBERT-architecture encoder at `dim`, `layers`, `heads`, `hidden_dim`, `dropout`.
-  """
-  e = ml_collections.ConfigDict()
-  e.encoder = encoder
-  e.label = label
-  e.text_lr = text_lr
-  e.checkpoint = checkpoint
-  for k, v in sizes.items():
-    e[k] = v
-  return e
 
 
 class Progress:
@@ -100,20 +60,12 @@ class Timings:
 
   def __init__(self, path):
     self.path = path
-    self.values = _read_json(path) or {}
+    self.values = storage.read_json(path) or {}
 
   def record(self, key, seconds):
     self.values[key] = round(float(seconds), 2)
     with open(self.path, "w") as f:
       json.dump(self.values, f, indent=1)
-
-
-def _read_json(path):
-  try:
-    with open(path) as f:
-      return json.load(f)
-  except (OSError, ValueError):
-    return None
 
 
 def run_name(lm, weights, role):
@@ -154,7 +106,7 @@ def random_distilbert(folder, words, *, dim, layers, heads, hidden_dim, dropout=
             "n_heads": heads, "hidden_dim": hidden_dim, "max_position_embeddings": max_positions,
             "activation": "gelu", "dropout": dropout, "pad_token_id": 0}
   parent, name = os.path.split(os.path.abspath(folder))
-  with feature_cache.building(parent, name) as tmp:
+  with storage.building(parent, name) as tmp:
     save_file(t, os.path.join(tmp, "model.safetensors"))
     with open(os.path.join(tmp, "config.json"), "w") as f:
       json.dump(config, f, indent=1)
@@ -223,10 +175,10 @@ class Study:
     if e.encoder != "distilbert":
       raise RSVQAError(f"config study.lm.{lm}.checkpoint is empty: random init is offered for "
                        f"distilbert only; give a local {e.encoder} Hugging Face folder")
-    words = data.dataset_words(dataset)
+    words = inputs.dataset_words(dataset)
     sizes = dict(dim=e.dim, layers=e.layers, heads=e.heads, hidden_dim=e.hidden_dim,
                  dropout=e.get("dropout", 0.1))
-    key = feature_cache.identity_key({"words": words, "seed": e.get("init_seed", 0), **sizes})
+    key = storage.identity_key({"words": words, "seed": e.get("init_seed", 0), **sizes})
     folder = os.path.join(self.cache, "lm", f"{lm}_random_{key}")
     return random_distilbert(folder, words, seed=e.get("init_seed", 0), **sizes)
 
@@ -241,8 +193,7 @@ class Study:
     c.data.root = root
     c.data.synthetic = False
     c.data.cache_dir = self.cache
-    if c.image.get("arch") == "synthetic_resnet" and not c.image.get("pretrained_dir"):
-      c.image.pretrained_dir = os.path.join(self.cache, "synthetic_resnet")
+    c.image = config_lib.image_config(c.image, self.cache)
     c.text.encoder = e.encoder
     c.text.checkpoint = checkpoint or config_lib.RANDOM
     if e.encoder == "skipthoughts" and not checkpoint:
@@ -260,7 +211,7 @@ class Study:
   def run_one(self, cfg, workdir, ds, feats, label):
     """Train (or resume), evaluate and adversarially test one run; returns its results."""
     split = self.s.split
-    acc_path = os.path.join(workdir, "eval", split, "accuracy.json")
+    acc_path, _ = outputs.accuracy_paths(workdir, split)
     checkpointing.check_or_record_config(workdir, cfg)
     if not os.path.exists(acc_path):
       started = time.time()
@@ -270,24 +221,24 @@ class Study:
       if "state" in summary:
         self.trained += 1
         self.timings.record(f"train/{label}", time.time() - started)
-      evaluate.evaluate_workdir(workdir, split, dataset=ds, features=feats)
+      accuracy.evaluate(workdir, split, dataset=ds, features=feats)
       self.progress(f"{label}: trained and evaluated ({time.time() - started:.1f}s), best "
                     f"validation OA {summary['best_oa']:.4f}")
     else:
       self.progress(f"{label}: done before, skipped")
-    out = {"workdir": workdir, "accuracy": _read_json(acc_path), "val_oa": best_validation(workdir),
+    out = {"workdir": workdir, "accuracy": storage.read_json(acc_path), "val_oa": best_validation(workdir),
            "adversarial": {}}
     if not cfg.model.blind:
       for kind in self.s.adversarial:
-        json_path, _ = adversarial_run.output_paths(workdir, split, kind)
+        json_path, _ = outputs.adversarial_paths(workdir, split, kind)
         if not os.path.exists(json_path):
           started = time.time()
-          adversarial_run.evaluate_workdir(workdir, split, kind, repeats=self.s.repeats,
-                                           seed=self.s.adv_seed, dataset=ds, features=feats)
+          adversarial.evaluate(workdir, split, kind, repeats=self.s.repeats, seed=self.s.adv_seed,
+                               dataset=ds, features=feats)
           self.timings.record(f"adversarial_{kind}/{label}", time.time() - started)
           self.progress(f"{label}: adversarial {kind} x{self.s.repeats} "
                         f"({time.time() - started:.1f}s)")
-        out["adversarial"][kind] = _read_json(json_path)
+        out["adversarial"][kind] = storage.read_json(json_path)
     return out
 
   def grid(self, runs_dir, cells, seeds, ds, root, name, feats):
@@ -309,11 +260,15 @@ class Study:
     return results
 
   def features(self, ds, root, name):
-    """Clean image features of every split (pretraining the synthetic ResNet on first use)."""
+    """Clean image features of every split, after the image encoder's pretraining stage."""
     lm = self.s.language_models[0]
     cfg = self.run_config(lm, WEIGHTS[0], ROLES[0], 0, root, name, "")
+    workdir = os.path.join(self.dir, "runs", "_")
     started = time.time()
-    feats = data.image_features(cfg, ds, os.path.join(self.dir, "runs", "_"), None)
+    if prepare.image_encoder(cfg.image, ds, log=self.progress):
+      self.timings.record(f"pretrain/{os.path.basename(root)}", time.time() - started)
+    started = time.time()
+    feats = inputs.image_features(cfg, ds, workdir, None)
     if time.time() - started > 1:
       self.timings.record(f"features/{os.path.basename(root)}", time.time() - started)
     self.progress(f"image features {feats.features.shape} ready ({cfg.image.arch}; "
@@ -361,11 +316,9 @@ class Study:
     return study
 
   def describe_image_encoder(self):
-    image = self.config.image
-    if image.get("arch") == "synthetic_resnet":
-      from rsvqa_jax.train import pretrain_resnet  # pylint: disable=g-import-not-at-top
-      manifest = pretrain_resnet.read_manifest(
-          image.get("pretrained_dir") or os.path.join(self.cache, "synthetic_resnet"))
+    image = config_lib.image_config(self.config.image, self.cache)
+    if image.arch == "synthetic_resnet":
+      manifest = pretrain.read_manifest(image.pretrained_dir)
       out = {"arch": "synthetic_resnet"}
       if manifest:
         out.update(depth=manifest["depth"], width=manifest["width"],
@@ -373,7 +326,7 @@ class Study:
                    val_presence_accuracy=manifest["metrics"].get("val", {}).get("presence_accuracy"),
                    val_majority_accuracy=manifest["metrics"].get("val", {}).get("majority_accuracy"))
       return out
-    return {"arch": image.get("arch"), "checkpoint": image.get("checkpoint") or "random init"}
+    return {"arch": image.arch, "checkpoint": image.checkpoint or "random init"}
 
   def analyse(self, ds, name, results, prefix=""):
     """Dataset analysis with the best-on-validation reference model's predictions; Figure 7."""
@@ -382,25 +335,20 @@ class Study:
     refs = [r for cell in results for r in cell["reference"]]
     best = max(refs, key=lambda r: r["val_oa"])
     evaluated = {split: ds[split]}
-    preds_path = os.path.join(best["workdir"], "eval", split, "predictions.csv")
+    _, preds_path = outputs.accuracy_paths(best["workdir"], split)
     model = predictions.load(preds_path, evaluated)[split]
     adv = None
     kind = "random" if "random" in self.s.adversarial else next(iter(self.s.adversarial), None)
     if kind:
-      _, adv_path = adversarial_run.output_paths(best["workdir"], split, kind)
+      _, adv_path = outputs.adversarial_paths(best["workdir"], split, kind)
       adv = predictions.load(adv_path, evaluated)[split]
     result = analysis.analyze(ds[fit], ds[split], templates=name == "lr", predictions=model,
                               adversarial=adv)
     label = DATASET_LABELS.get(name, name)
     out_dir = os.path.join(self.dir, "analysis")
-    main = tables.type_table(result, label)
-    tables.write(main, out_dir, f"{prefix}types_{split}")
-    objects = None
-    if name == "lr":
-      objects = tables.objects_patterns_table(result, label)
-      tables.write(objects, out_dir, f"{prefix}objects_patterns_{split}")
+    main, objects, _ = tables.write_analysis(result, label, out_dir, prefix)
     figure = os.path.join(self.dir, "figures", f"{prefix}answer_distribution.png")
-    plots.answer_distribution({k: ds[k] for k in ds.splits}, figure,
+    plots.answer_distribution(analysis.ordered_splits(ds), figure,
                               title=f"{label}{' (balanced)' if prefix else ''}: answers per "
                                     "question type and split")
     self.progress(f"dataset analysis{' (balanced)' if prefix else ''} written to {out_dir}")

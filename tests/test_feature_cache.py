@@ -1,4 +1,6 @@
-"""Frozen image-feature cache: hit, miss, stale, corrupt and interrupted entries, variants, kinds."""
+"""Frozen image-feature cache: hit, miss, stale, corrupt and interrupted entries, variants, kinds.
+
+A cache hit must read files only: the encoder is neither built nor run."""
 import os
 
 import numpy as np
@@ -9,7 +11,9 @@ from rsvqa_jax.data import records
 from rsvqa_jax.data.images import read_tif, write_tif
 from rsvqa_jax.errors import RSVQAError
 from rsvqa_jax.models import checkpoints, resnet
-from rsvqa_jax.train import feature_cache, pretrain_resnet
+from rsvqa_jax import config as config_lib
+from rsvqa_jax.features import encoder, image_cache, pixels
+from rsvqa_jax.features import pretrain as pretrain_resnet
 
 SIZE = 32
 
@@ -52,7 +56,7 @@ def write_model(out_dir, seed, width=4):
 
 
 def _pretrain_cfg(width=4):
-  pcfg = pretrain_resnet.default_pretrain_config()
+  pcfg = config_lib.pretrain_section()
   pcfg.update(dict(width=width, image_size=SIZE))
   return pcfg
 
@@ -65,7 +69,7 @@ def model_dir(tmp_path):
 
 
 def _cfg(pretrained_dir, **kw):
-  cfg = feature_cache.default_image_config()
+  cfg = config_lib.image_section()
   cfg.arch, cfg.pretrained_dir, cfg.batch_size = "synthetic_resnet", pretrained_dir, 4
   cfg.pretrain = _pretrain_cfg()
   cfg.update(kw)
@@ -74,15 +78,20 @@ def _cfg(pretrained_dir, **kw):
 
 @pytest.fixture
 def calls(monkeypatch):
-  """Counts ImageEncoder.encode calls (the frozen network actually running)."""
-  counter = {"n": 0}
-  original = feature_cache.ImageEncoder.encode
+  """Counts ImageEncoder.encode calls (the frozen network running) and builds (`built`)."""
+  counter = {"n": 0, "built": 0}
+  original, load = encoder.ImageEncoder.encode, encoder.ImageEncoder._load
 
   def counting(self, images):
     counter["n"] += 1
     return original(self, images)
 
-  monkeypatch.setattr(feature_cache.ImageEncoder, "encode", counting)
+  def loading(self):
+    counter["built"] += 1
+    return load(self)
+
+  monkeypatch.setattr(encoder.ImageEncoder, "encode", counting)
+  monkeypatch.setattr(encoder.ImageEncoder, "_load", loading)
   return counter
 
 
@@ -99,32 +108,30 @@ def _pixels(ds, ids):
 def test_hit_miss_and_values(tmp_path, calls, model_dir):
   ds = _dataset(tmp_path / "data")
   cache = str(tmp_path / "cache")
-  first = feature_cache.image_features(ds, ["train", "val"], _cfg(model_dir), cache)
+  first = image_cache.image_features(ds, ["train", "val"], _cfg(model_dir), cache)
   assert calls["n"] == 2  # 5 images in batches of 4
   np.testing.assert_array_equal(first.image_ids, [10, 13, 16, 19, 22])
   assert isinstance(first.features, np.memmap) and first.features.mode == "r"
   assert first.features.dtype == np.float32 and first.features.shape == (5, 32)
   np.testing.assert_allclose(first.features, _reference(model_dir, _pixels(ds, first.image_ids)),
                              rtol=1e-4, atol=1e-5)
-  second = feature_cache.image_features(ds, ["train", "val"], _cfg(model_dir), cache)
-  assert calls["n"] == 2  # hit: the encoder did not run
+  assert calls["built"] == 1
+  second = image_cache.image_features(ds, ["train", "val"], _cfg(model_dir), cache)
+  assert calls["n"] == 2 and calls["built"] == 1  # hit: the encoder was neither built nor run
   assert second.path == first.path
   np.testing.assert_array_equal(second.features, first.features)
-  np.testing.assert_array_equal(second.rows([22, 10, 16]), [4, 0, 2])
-  with pytest.raises(RSVQAError, match="no row for image id"):
-    second.rows([10, 11])
-  feature_cache.image_features(ds, ["train"], _cfg(model_dir), cache)  # other image set: miss
+  image_cache.image_features(ds, ["train"], _cfg(model_dir), cache)  # other image set: miss
   assert calls["n"] == 3
 
 
 def test_changed_checkpoint_bytes_never_read(tmp_path, calls, model_dir):
   ds = _dataset(tmp_path / "data")
   cache = str(tmp_path / "cache")
-  a = feature_cache.image_features(ds, None, _cfg(model_dir), cache)
-  feature_cache.image_features(ds, None, _cfg(model_dir), cache)
+  a = image_cache.image_features(ds, None, _cfg(model_dir), cache)
+  image_cache.image_features(ds, None, _cfg(model_dir), cache)
   assert calls["n"] == 2
   write_model(model_dir, 1)
-  b = feature_cache.image_features(ds, None, _cfg(model_dir), cache)
+  b = image_cache.image_features(ds, None, _cfg(model_dir), cache)
   assert calls["n"] == 4 and b.path != a.path
   assert not np.allclose(a.features, b.features)
   np.testing.assert_allclose(b.features, _reference(model_dir, _pixels(ds, b.image_ids)),
@@ -134,20 +141,20 @@ def test_changed_checkpoint_bytes_never_read(tmp_path, calls, model_dir):
 def test_changed_preprocessing_or_image_file_is_a_miss(tmp_path, calls, monkeypatch, model_dir):
   ds = _dataset(tmp_path / "data")
   cache = str(tmp_path / "cache")
-  base = feature_cache.image_features(ds, None, _cfg(model_dir), cache)
-  resized = feature_cache.image_features(ds, None, _cfg(model_dir, image_size=24), cache)
+  base = image_cache.image_features(ds, None, _cfg(model_dir), cache)
+  resized = image_cache.image_features(ds, None, _cfg(model_dir, image_size=24), cache)
   assert calls["n"] == 4 and resized.path != base.path
   assert not np.allclose(resized.features, base.features)
   with monkeypatch.context() as m:
     m.setattr(resnet, "IMAGENET_MEAN", (0.5, 0.5, 0.5))
-    assert feature_cache.image_features(ds, None, _cfg(model_dir), cache).path != base.path
+    assert image_cache.image_features(ds, None, _cfg(model_dir), cache).path != base.path
   assert calls["n"] == 6
   path = ds.image_path(16)
   write_tif(path, np.full((SIZE, SIZE, 3), 7, np.uint8))
   os.utime(path, ns=(1, 1))
-  changed = feature_cache.image_features(ds, None, _cfg(model_dir), cache)
+  changed = image_cache.image_features(ds, None, _cfg(model_dir), cache)
   assert changed.path != base.path and calls["n"] == 8
-  row = changed.rows([16])[0]
+  row = int(np.searchsorted(changed.image_ids, 16))
   np.testing.assert_allclose(changed.features[row],
                              _reference(model_dir, np.full((1, SIZE, SIZE, 3), 7, np.uint8))[0],
                              rtol=1e-4, atol=1e-5)
@@ -159,7 +166,7 @@ def test_changed_preprocessing_or_image_file_is_a_miss(tmp_path, calls, monkeypa
 def test_corrupted_entry_is_recomputed(tmp_path, calls, damage, model_dir):
   ds = _dataset(tmp_path / "data")
   cache = str(tmp_path / "cache")
-  good = feature_cache.image_features(ds, None, _cfg(model_dir), cache)
+  good = image_cache.image_features(ds, None, _cfg(model_dir), cache)
   expected = np.array(good.features)
   feats, manifest = (os.path.join(good.path, f) for f in ("features.npy", "manifest.json"))
   del good
@@ -174,7 +181,7 @@ def test_corrupted_entry_is_recomputed(tmp_path, calls, damage, model_dir):
   else:
     with open(manifest, "w") as f:
       f.write('{"format": 1, "key": ')
-  again = feature_cache.image_features(ds, None, _cfg(model_dir), cache)
+  again = image_cache.image_features(ds, None, _cfg(model_dir), cache)
   assert calls["n"] == 4
   np.testing.assert_array_equal(again.features, expected)
 
@@ -182,7 +189,7 @@ def test_corrupted_entry_is_recomputed(tmp_path, calls, damage, model_dir):
 def test_interrupted_run_leaves_no_entry(tmp_path, monkeypatch, model_dir):
   ds = _dataset(tmp_path / "data")
   cache = str(tmp_path / "cache")
-  original = feature_cache.ImageEncoder.encode
+  original = encoder.ImageEncoder.encode
   seen = {"n": 0}
 
   def dies_on_second_batch(self, images):
@@ -191,78 +198,101 @@ def test_interrupted_run_leaves_no_entry(tmp_path, monkeypatch, model_dir):
       raise KeyboardInterrupt
     return original(self, images)
 
-  monkeypatch.setattr(feature_cache.ImageEncoder, "encode", dies_on_second_batch)
+  monkeypatch.setattr(encoder.ImageEncoder, "encode", dies_on_second_batch)
   with pytest.raises(KeyboardInterrupt):
-    feature_cache.image_features(ds, None, _cfg(model_dir), cache)
+    image_cache.image_features(ds, None, _cfg(model_dir), cache)
   assert os.listdir(cache) == []
-  monkeypatch.setattr(feature_cache.ImageEncoder, "encode", original)
-  entry = feature_cache.image_features(ds, None, _cfg(model_dir), cache)
+  monkeypatch.setattr(encoder.ImageEncoder, "encode", original)
+  entry = image_cache.image_features(ds, None, _cfg(model_dir), cache)
   assert entry.features.shape == (5, 32)
 
 
 def test_variants_are_separate_entries(tmp_path, model_dir):
   ds = _dataset(tmp_path / "data")
   cache = str(tmp_path / "cache")
-  pixels = _pixels(ds, ds.image_ids("train"))
+  images = _pixels(ds, ds.image_ids("train"))
   paths = set()
   for variant, fn in [("hflip", lambda x: x[:, :, ::-1]), ("vflip", lambda x: x[:, ::-1]),
                       ("rot90", lambda x: np.rot90(x, 1, axes=(1, 2))),
                       ("rot180", lambda x: x[:, ::-1, ::-1]),
                       ("rot270", lambda x: np.rot90(x, 3, axes=(1, 2)))]:
-    entry = feature_cache.image_features(ds, ["train"], _cfg(model_dir), cache, variant=variant)
+    entry = image_cache.image_features(ds, ["train"], _cfg(model_dir), cache, variant=variant)
     np.testing.assert_allclose(entry.features,
-                               _reference(model_dir, np.ascontiguousarray(fn(pixels))),
+                               _reference(model_dir, np.ascontiguousarray(fn(images))),
                                rtol=1e-4, atol=1e-5)
     paths.add(entry.path)
   assert len(paths) == 5
   with pytest.raises(RSVQAError, match="variant"):
-    feature_cache.image_features(ds, ["train"], _cfg(model_dir), cache, variant="rot45")
+    image_cache.image_features(ds, ["train"], _cfg(model_dir), cache, variant="rot45")
 
 
 def test_adversarial_kinds(tmp_path, calls, model_dir):
   ds = _dataset(tmp_path / "data")
   cache = str(tmp_path / "cache")
   cfg = _cfg(model_dir)
-  white = feature_cache.image_features(ds, None, cfg, cache, kind="white")
+  white = image_cache.image_features(ds, None, cfg, cache, kind="white")
   assert calls["n"] == 1  # one image encoded, broadcast to every row
   full_white = np.full((1, SIZE, SIZE, 3), 255, np.uint8)
   np.testing.assert_allclose(white.features, np.repeat(_reference(model_dir, full_white), 5, 0),
                              rtol=1e-4, atol=1e-5)
-  black = feature_cache.image_features(ds, None, cfg, cache, kind="black")
+  black = image_cache.image_features(ds, None, cfg, cache, kind="black")
   assert not np.allclose(black.features, white.features)
-  n1 = feature_cache.image_features(ds, None, cfg, cache, kind="noise", noise_seed=1)
-  n1_again = feature_cache.image_features(ds, None, cfg, str(tmp_path / "other"), kind="noise",
+  n1 = image_cache.image_features(ds, None, cfg, cache, kind="noise", noise_seed=1)
+  n1_again = image_cache.image_features(ds, None, cfg, str(tmp_path / "other"), kind="noise",
                                           noise_seed=1)
-  n2 = feature_cache.image_features(ds, None, cfg, cache, kind="noise", noise_seed=2)
+  n2 = image_cache.image_features(ds, None, cfg, cache, kind="noise", noise_seed=2)
   np.testing.assert_array_equal(n1.features, n1_again.features)
   assert not np.allclose(n1.features, n2.features)
   assert not np.allclose(n1.features[0], n1.features[1])  # noise differs per image
-  noise = feature_cache.noise_image(1, 13, (SIZE, SIZE, 3))
-  np.testing.assert_allclose(n1.features[n1.rows([13])[0]], _reference(model_dir, noise[None])[0],
+  noise = pixels.noise_image(1, 13, (SIZE, SIZE, 3))
+  np.testing.assert_allclose(n1.features[int(np.searchsorted(n1.image_ids, 13))], _reference(model_dir, noise[None])[0],
                              rtol=1e-4, atol=1e-5)
   with pytest.raises(RSVQAError, match="no augmentation"):
-    feature_cache.image_features(ds, None, cfg, cache, kind="white", variant="hflip")
+    image_cache.image_features(ds, None, cfg, cache, kind="white", variant="hflip")
 
 
 def test_map_is_kept_when_asked(tmp_path, model_dir):
   ds = _dataset(tmp_path / "data")
-  entry = feature_cache.image_features(ds, None, _cfg(model_dir, map=True), str(tmp_path / "c"))
+  entry = image_cache.image_features(ds, None, _cfg(model_dir, map=True), str(tmp_path / "c"))
   assert entry.feature_map.shape == (5, 1, 1, 32)
   np.testing.assert_allclose(entry.feature_map.mean(axis=(1, 2)), entry.features, rtol=1e-5)
 
 
 def test_tree_hash_sees_values_and_names():
   a = {"x": np.zeros(3, np.float32), "y": np.ones((2, 2), np.float32)}
-  assert feature_cache.tree_sha256(a) == feature_cache.tree_sha256(dict(reversed(a.items())))
-  assert feature_cache.tree_sha256(a) != feature_cache.tree_sha256({**a, "x": np.full(3, 1e-7)})
-  assert feature_cache.tree_sha256(a) != feature_cache.tree_sha256({"z": a["x"], "y": a["y"]})
+  assert checkpoints.tree_sha256(a) == checkpoints.tree_sha256(dict(reversed(a.items())))
+  assert checkpoints.tree_sha256(a) != checkpoints.tree_sha256({**a, "x": np.full(3, 1e-7)})
+  assert checkpoints.tree_sha256(a) != checkpoints.tree_sha256({"z": a["x"], "y": a["y"]})
 
 
 def test_bad_config_is_a_clear_error(tmp_path, model_dir):
   ds = _dataset(tmp_path / "data")
   with pytest.raises(RSVQAError, match="image.arch"):
-    feature_cache.image_features(ds, None, _cfg(model_dir, arch="vgg16"), str(tmp_path / "c"))
+    image_cache.image_features(ds, None, _cfg(model_dir, arch="vgg16"), str(tmp_path / "c"))
   with pytest.raises(RSVQAError, match="image.checkpoint"):
-    feature_cache.image_features(ds, None, _cfg(model_dir, arch="resnet18",
+    image_cache.image_features(ds, None, _cfg(model_dir, arch="resnet18",
                                                 checkpoint=str(tmp_path / "nope.pth")),
                                  str(tmp_path / "c"))
+
+
+def test_random_init_hit_builds_nothing(tmp_path, calls, monkeypatch):
+  """A random-init encoder's identity is its settings: a hit never draws the weights."""
+  ds = _dataset(tmp_path / "data")
+  cache = str(tmp_path / "cache")
+  cfg = config_lib.image_section()
+  cfg.update(dict(arch="resnet18", width=4, batch_size=8, checkpoint="random"))
+  first = image_cache.image_features(ds, None, cfg, cache)
+  assert calls["built"] == 1
+  monkeypatch.setattr(encoder, "jit_init", lambda *a, **k: pytest.fail("built on a hit"))
+  again = image_cache.image_features(ds, None, cfg, cache)
+  assert again.path == first.path and calls["built"] == 1
+  cfg.seed = 1
+  with pytest.raises(pytest.fail.Exception, match="built on a hit"):  # another seed: a miss
+    image_cache.image_features(ds, None, cfg, cache)
+
+
+def test_missing_synthetic_resnet_is_an_error_not_a_pretraining(tmp_path):
+  ds = _dataset(tmp_path / "data")
+  with pytest.raises(RSVQAError, match="features --pretrain"):
+    image_cache.image_features(ds, None, _cfg(str(tmp_path / "none")), str(tmp_path / "c"))
+  assert not os.path.exists(tmp_path / "none")

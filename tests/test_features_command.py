@@ -1,4 +1,8 @@
-"""`rsvqa-jax features` end to end through the CLI: entries written, reused, bad flags, weights."""
+"""`rsvqa-jax features` end to end through the CLI: entries written, reused, bad flags, weights.
+
+--cache is the folder a config names as data.cache_dir: the entries go to CACHE/features and a
+pretrained synthetic ResNet to CACHE/synthetic_resnet, where training looks for both.
+"""
 import os
 import shutil
 
@@ -11,7 +15,9 @@ from rsvqa_jax.data import rsvqa_json, synthetic
 from rsvqa_jax.data.images import read_tif
 from rsvqa_jax.errors import RSVQAError
 from rsvqa_jax.models import checkpoints, resnet
-from rsvqa_jax.train import feature_cache
+from rsvqa_jax import config as config_lib
+from rsvqa_jax.features import encoder, image_cache, pixels
+from rsvqa_jax.train import loop
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CONFIG = os.path.join(ROOT, "configs", "synthetic_tiny.py")  # random ResNet-18, width 8, 32x32
@@ -49,26 +55,27 @@ def test_cache_created_then_reused(data_dir, tmp_path, capsys, monkeypatch):
   assert [l.split(":")[0] for l in lines] == ["none/clean", "hflip/clean", "none/white"]
   paths = [l.split(" -> ")[1] for l in lines]
   assert all(l.split(": ")[1].startswith("6 images x 64 features") for l in lines)
-  assert sorted(os.listdir(cache)) == sorted(os.path.basename(p) for p in paths)
+  assert sorted(os.listdir(os.path.join(cache, "features"))) == sorted(
+      os.path.basename(p) for p in paths)
 
   dataset = rsvqa_json.read_dataset(data_dir, "lr")
-  entry = feature_cache._open_entry(paths[0], paths[0].rsplit("_", 1)[1], 6)
-  pixels = np.stack([feature_cache.resize(read_tif(dataset.image_path(i)), 32)
+  entry = image_cache._open_entry(paths[0], paths[0].rsplit("_", 1)[1], 6)
+  images = np.stack([pixels.resize(read_tif(dataset.image_path(i)), 32)
                      for i in entry.image_ids])
   model = checkpoints.jit_init(lambda k: resnet.ResNet(18, width=8, rngs=nnx.Rngs(k)), 0)
-  expected = np.asarray(model(resnet.preprocess(pixels))["pooled"])
+  expected = np.asarray(model(resnet.preprocess(images))["pooled"])
   np.testing.assert_allclose(entry.features, expected, rtol=1e-4, atol=1e-5)
-  flipped = feature_cache._open_entry(paths[1], paths[1].rsplit("_", 1)[1], 6)
+  flipped = image_cache._open_entry(paths[1], paths[1].rsplit("_", 1)[1], 6)
   assert not np.allclose(flipped.features, entry.features)
 
   calls = {"n": 0}
-  original = feature_cache.ImageEncoder.encode
+  original = encoder.ImageEncoder.encode
 
   def counting(self, images):
     calls["n"] += 1
     return original(self, images)
 
-  monkeypatch.setattr(feature_cache.ImageEncoder, "encode", counting)
+  monkeypatch.setattr(encoder.ImageEncoder, "encode", counting)
   mtimes = [os.stat(os.path.join(p, "features.npy")).st_mtime_ns for p in paths]
   rc, again, _ = _features(data_dir, cache, capsys, "--variants", "none,hflip", "--kinds",
                            "clean,white")
@@ -107,10 +114,50 @@ def test_real_data_needs_a_named_or_explicitly_random_checkpoint(real_dir, data_
 def test_synthetic_resnet_needs_no_checkpoint(real_dir, tmp_path, capsys, monkeypatch):
   seen = {}
 
-  def stop(cfg, dataset):
+  def stop(cfg):
     seen["arch"] = cfg.arch
     raise RSVQAError("encoder reached")
 
-  monkeypatch.setattr(feature_cache, "build_encoder", stop)
+  monkeypatch.setattr(encoder, "encoder_for", stop)
   rc, _, err = _features(real_dir, str(tmp_path / "c"), capsys, "--arch", "synthetic_resnet")
   assert rc == 2 and "encoder reached" in err and seen == {"arch": "synthetic_resnet"}
+
+
+def test_synthetic_resnet_is_pretrained_only_on_request(data_dir, tmp_path, capsys):
+  cache = str(tmp_path / "cache")
+  small = ["--arch", "synthetic_resnet", "--batch-size", "4"]
+  rc, _, err = _features(data_dir, cache, capsys, *small)
+  assert rc == 2 and "features --pretrain" in err and not os.path.exists(
+      os.path.join(cache, "synthetic_resnet"))
+
+
+def test_features_and_training_agree_on_the_cache(tmp_path, capsys, monkeypatch):
+  """features --pretrain writes the encoder and features where training reads them."""
+  c = config_lib.load(os.path.join(ROOT, "configs", "synthetic_small.py"))
+  cache = str(tmp_path / "cache")
+  config_lib.apply_overrides(c, [
+      "data.synthetic_images=12", "data.synthetic_questions_per_image=4", f"data.cache_dir={cache}",
+      "image.pretrain.epochs=1", "image.pretrain.image_size=32", "image.pretrain.width=8",
+      "image.pretrain.batch_size=4", "image.batch_size=4", "text.word_dim=8",
+      "text.hidden_dim=8", "model.hidden_dim=8", "model.classifier_dim=8",
+      "train.num_epochs=1", "train.batch_size=8", "train.progress_bar=false"])
+  data = config_lib.synthetic_root(c, str(tmp_path / "run"))
+  synthetic.generate(data, "lr", 12, 0, questions_per_image=4)
+  overrides = tmp_path / "small.py"
+  overrides.write_text("\n".join([
+      "from rsvqa_jax import config",
+      "def get_config():",
+      f"  return config.from_dict({config_lib.to_dict(c)!r})", ""]))
+  rc = cli.main(["features", "--data", data, "--dataset", "lr", "--config", str(overrides),
+                 "--pretrain"])
+  out = capsys.readouterr().out
+  assert rc == 0 and "stage pretrain" in out
+  assert os.path.isfile(os.path.join(cache, "synthetic_resnet", "model.safetensors"))
+  entry = [l.split(" -> ")[1] for l in out.splitlines() if " -> " in l][0]
+  assert os.path.dirname(entry) == os.path.join(cache, "features")
+  from rsvqa_jax.features import pretrain  # pylint: disable=g-import-not-at-top
+  monkeypatch.setattr(pretrain, "pretrain", lambda *a, **k: pytest.fail("pretrained twice"))
+  monkeypatch.setattr(encoder.ImageEncoder, "encode",
+                      lambda *a: pytest.fail("features computed twice"))
+  summary = loop.train(c, str(tmp_path / "run"), log=lambda m: None)
+  assert summary["finished"]

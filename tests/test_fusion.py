@@ -6,7 +6,8 @@ import pytest
 from flax import nnx
 
 from rsvqa_jax.models.fusion import Fusion, Mutan
-from rsvqa_jax.models.vqa import RSVQAModel, VQAHead, head_config
+from rsvqa_jax.config import model_section
+from rsvqa_jax.models.vqa import RSVQAModel, VQAHead
 
 
 def _np(x):
@@ -51,7 +52,7 @@ def test_mult_is_product_of_tanh_projections():
 
 
 def _head(blind, **kw):
-  cfg = head_config()
+  cfg = model_section()
   cfg.update(dict(hidden_dim=8, classifier_dim=6, blind=blind, **kw))
   return VQAHead(cfg, q_dim=3, v_dim=5, num_answers=4, rngs=nnx.Rngs(0))
 

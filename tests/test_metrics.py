@@ -21,12 +21,26 @@ def test_accuracy_and_empty():
 def test_per_type_and_average():
   correct = np.array([True, False, True, True, False])
   qtype = _obj(["a", "a", "b", "b", "c"])
-  per_type = metrics.per_type_accuracy(correct, qtype, ["a", "b", "c", "empty"])
+  table = metrics.accuracy_table(correct, qtype, ["a", "b", "c", "empty"])
+  per_type = table["per_type"]
   assert per_type["a"] == 0.5 and per_type["b"] == 1.0 and per_type["c"] == 0.0
   assert math.isnan(per_type["empty"])
   # AA leaves the empty type out: (0.5 + 1 + 0) / 3.
-  assert metrics.average_accuracy(per_type) == pytest.approx(0.5)
+  assert table["aa"] == pytest.approx(0.5) and table["oa"] == pytest.approx(0.6)
+  assert table["per_type_n"] == {"a": 2, "b": 2, "c": 1, "empty": 0} and table["repeats"] == 1
   assert math.isnan(metrics.average_accuracy({"x": math.nan}))
+
+
+def test_accuracy_over_repeats_by_hand():
+  correct = np.array([[True, False, True, True], [True, True, False, False]])
+  table = metrics.accuracy_table(correct, _obj(["a", "a", "b", "b"]), ["a", "b"])
+  # repeat 0: a 1/2, b 2/2, OA 3/4, AA 3/4; repeat 1: a 2/2, b 0/2, OA 2/4, AA 2/4.
+  assert table["per_repeat"] == {"oa": [0.75, 0.5], "aa": [0.75, 0.5],
+                                 "per_type": {"a": [0.5, 1.0], "b": [1.0, 0.0]}}
+  assert table["oa"] == pytest.approx(0.625) and table["std"]["oa"] == pytest.approx(0.125)
+  assert table["per_type"] == pytest.approx({"a": 0.75, "b": 0.5})
+  assert table["std"]["per_type"] == pytest.approx({"a": 0.25, "b": 0.5})
+  assert table["repeats"] == 2 and table["n"] == 4
 
 
 def test_io_lower_bound():

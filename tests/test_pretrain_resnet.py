@@ -8,7 +8,10 @@ from rsvqa_jax.data import records, scenes
 from rsvqa_jax.data.images import write_tif
 from rsvqa_jax.errors import RSVQAError
 from rsvqa_jax.models import checkpoints
-from rsvqa_jax.train import feature_cache, pretrain_resnet
+from rsvqa_jax import config as config_lib
+from rsvqa_jax.features import image_cache
+from rsvqa_jax.features import pretrain as pretrain_resnet
+from rsvqa_jax.train import prepare
 
 SCENE = 64
 
@@ -31,7 +34,7 @@ def _dataset(root, n_train=30, n_val=15):
 
 
 def _pcfg(**kw):
-  cfg = pretrain_resnet.default_pretrain_config()
+  cfg = config_lib.pretrain_section()
   cfg.update(dict(width=8, image_size=SCENE, epochs=12, batch_size=10, learning_rate=3e-3))
   cfg.update(kw)
   return cfg
@@ -104,14 +107,14 @@ def _centroid_accuracy(train_x, train_y, test_x, test_y):
 
 def test_pretrained_features_beat_random_init(trained, tmp_path):
   ds, out, _ = trained
-  cfg = feature_cache.default_image_config()
+  cfg = config_lib.image_section()
   cfg.update(dict(arch="synthetic_resnet", pretrained_dir=out, batch_size=10))
   cfg.pretrain = _pcfg()
   cache = str(tmp_path / "cache")
-  pretrained = feature_cache.image_features(ds, None, cfg, cache)
-  random_cfg = feature_cache.default_image_config()
-  random_cfg.update(dict(arch="resnet18", width=8, batch_size=10))
-  random = feature_cache.image_features(ds, None, random_cfg, cache)
+  pretrained = image_cache.image_features(ds, None, cfg, cache)
+  random_cfg = config_lib.image_section()
+  random_cfg.update(dict(arch="resnet18", width=8, batch_size=10, checkpoint="random"))
+  random = image_cache.image_features(ds, None, random_cfg, cache)
   assert pretrained.features.shape == random.features.shape == (45, 64)
   tr, va = ds.image_ids("train"), ds.image_ids("val")
   ytr, _ = pretrain_resnet.land_cover_labels(ds.root, tr)
@@ -119,14 +122,15 @@ def test_pretrained_features_beat_random_init(trained, tmp_path):
   scores = {}
   for name, entry in (("pretrained", pretrained), ("random", random)):
     x = np.asarray(entry.features)
-    scores[name] = _centroid_accuracy(x[entry.rows(tr)], ytr, x[entry.rows(va)], yva)
+    rows = lambda ids: np.searchsorted(entry.image_ids, ids)
+    scores[name] = _centroid_accuracy(x[rows(tr)], ytr, x[rows(va)], yva)
   # Held-out images: the pretrained features must carry more land-cover information.
   assert scores["pretrained"] > scores["random"] + 0.03, scores
 
 
-def test_ensure_pretrained_reuses_or_retrains(trained, monkeypatch):
+def test_pretraining_step_reuses_or_retrains(trained, monkeypatch):
   ds, out, manifest = trained
-  cfg = feature_cache.default_image_config()
+  cfg = config_lib.image_section()
   cfg.update(dict(arch="synthetic_resnet", pretrained_dir=out))
   cfg.pretrain = _pcfg()
 
@@ -134,9 +138,9 @@ def test_ensure_pretrained_reuses_or_retrains(trained, monkeypatch):
     raise AssertionError("retrained although the model matched")
 
   monkeypatch.setattr(pretrain_resnet, "pretrain", no_training)
-  assert pretrain_resnet.ensure_pretrained(cfg, ds)["weights_sha256"] == manifest["weights_sha256"]
+  assert not prepare.image_encoder(cfg, ds)  # current: nothing to do
+  assert pretrain_resnet.current(cfg)["weights_sha256"] == manifest["weights_sha256"]
   cfg.pretrain.epochs = 13
+  assert pretrain_resnet.current(cfg) is None  # other settings: not this model
   with pytest.raises(AssertionError, match="retrained"):
-    pretrain_resnet.ensure_pretrained(cfg, ds)
-  with pytest.raises(RSVQAError, match="no dataset"):
-    pretrain_resnet.ensure_pretrained(cfg, None)
+    prepare.image_encoder(cfg, ds)

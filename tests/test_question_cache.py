@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 from flax import nnx
 
-from rsvqa_jax.train import question_cache
+from rsvqa_jax.features import question_cache
 
 QUESTIONS = np.asarray(["Is there a road?", "How many buildings are there?", "Is there a road?",
                         "Is it a rural or an urban area", "How many buildings are there?",

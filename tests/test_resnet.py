@@ -10,7 +10,7 @@ from flax import nnx
 from rsvqa_jax.errors import RSVQAError
 from rsvqa_jax.models import checkpoints
 from rsvqa_jax.models import resnet_params
-from rsvqa_jax.models.resnet import MapReduction, ResNet, extract_features, preprocess
+from rsvqa_jax.models.resnet import ResNet, preprocess
 
 TORCH_REASON = "PyTorch is needed for the parity references (pip install 'rsvqa_jax[torch]')"
 
@@ -100,7 +100,7 @@ def test_preprocess_scales_then_normalises():
   np.testing.assert_allclose(np.asarray(preprocess(pixels))[0, 0, 0], want, rtol=1e-6)
 
 
-def test_forward_shapes_train_mode_and_map_reduction():
+def test_forward_shapes_and_train_mode():
   model = _model(18, width=4, num_classes=3)
   x = jnp.asarray(np.random.default_rng(0).normal(size=(2, 64, 64, 3)), jnp.float32)
   out = _forward(model, x)
@@ -110,17 +110,6 @@ def test_forward_shapes_train_mode_and_map_reduction():
   before = np.asarray(model.bn1.mean[...])
   nnx.jit(lambda m, x: m(x, train=True))(model, x)
   assert not np.allclose(model.bn1.mean[...], before)  # running stats move only in train mode
-  reduced = MapReduction(32, 5, nnx.Rngs(1))(out["map"])
-  assert reduced.shape == (2, 2 * 2 * 5)
-
-
-def test_extract_features_matches_direct_call_with_padding():
-  model = _model(18, width=4)
-  images = np.random.default_rng(1).integers(0, 256, (5, 32, 32, 3), dtype=np.uint8)
-  batches = list(extract_features(model, images, batch_size=2))
-  assert [len(b) for b in batches] == [2, 2, 1]
-  want = np.asarray(_forward(model, preprocess(images))["pooled"])
-  np.testing.assert_allclose(np.concatenate(batches), want, rtol=1e-5, atol=1e-6)
 
 
 # --- parity against PyTorch references ---------------------------------------------------------

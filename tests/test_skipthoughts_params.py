@@ -7,10 +7,12 @@ from flax import nnx
 from rsvqa_jax.data import tokenizers
 from rsvqa_jax.models import checkpoints, skipthoughts_params
 from rsvqa_jax.models.skipthoughts import SkipThoughts
+from rsvqa_jax.train import model_builder
 
 D, H = 4, 3
 DICTIONARY = ["<eos>", "UNK", "is", "there", "a", "road", "how", "many", "buildings", "are"]
 QUESTIONS = ["Is there a road?", "How many buildings are there?", "road"]
+
 
 
 @pytest.fixture(name="folder")
@@ -25,7 +27,10 @@ def fixture_folder(tmp_path):
 
 
 def _load(folder, **kwargs):
-  return skipthoughts_params.load_skipthoughts(folder, tokenizers.word_list(QUESTIONS), **kwargs)
+  """(model, tokenizer, dataset words missing from the dictionary), as training builds them."""
+  model, tok = model_builder.pretrained_skipthoughts(folder, tokenizers.word_list(QUESTIONS),
+                                                     **kwargs)
+  return model, tok, len(tok.unknown_words)
 
 
 @pytest.mark.parametrize("bayesian", [True, False])

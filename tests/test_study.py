@@ -8,7 +8,8 @@ import pytest
 
 from rsvqa_jax import study
 from rsvqa_jax.bias import report
-from rsvqa_jax.train import checkpointing, config_lib
+from rsvqa_jax import config as config_lib
+from rsvqa_jax.train import checkpointing
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RUNS = ("skipthoughts_finetuned_reference", "skipthoughts_finetuned_blind")

@@ -298,11 +298,11 @@ def test_plan_split_shares():
 
 def test_ensure_synthetic(tmp_path):
   root = str(tmp_path / "d")
-  assert synthetic.ensure_synthetic(root, "lr", 4, 0, questions_per_image=5) == root
+  assert synthetic.ensure_synthetic(root, "lr", 4, 0, questions_per_image=5)
   path = os.path.join(root, "LR_split_train_questions.json")
   stamp = os.stat(path).st_mtime_ns
   os.utime(path, ns=(stamp - 10**9, stamp - 10**9))
-  synthetic.ensure_synthetic(root, "lr", 4, 0, questions_per_image=5)
+  assert not synthetic.ensure_synthetic(root, "lr", 4, 0, questions_per_image=5)
   assert os.stat(path).st_mtime_ns == stamp - 10**9  # matching manifest: not regenerated
   synthetic.ensure_synthetic(root, "lr", 5, 0, questions_per_image=5)
   assert len(_load(root, "lr", "train", "images")) == 5

@@ -9,8 +9,9 @@ import pytest
 
 from rsvqa_jax.data import records
 from rsvqa_jax.errors import RSVQAError
-from rsvqa_jax.train import checkpointing, config_lib, data, loop
-from rsvqa_jax.train.data import Features
+from rsvqa_jax import config as config_lib
+from rsvqa_jax.train import checkpointing, inputs, loop
+from rsvqa_jax.train.inputs import Features
 from test_train_support import tiny_config, tiny_task
 
 
@@ -19,19 +20,19 @@ def test_positional_questions_are_whole_words_of_the_lr_relations():
                "a road?", "Is there a road at the top of a forest?", "How many buildings at the "
                "Bottom of a road?", "Is there a road next to a building?", "Is there a road?",
                "Is it a rural or an urban area", "Is the topology leftover?"]
-  np.testing.assert_array_equal(data.positional_questions(questions),
+  np.testing.assert_array_equal(inputs.positional_questions(questions),
                                 [True, True, True, True, False, False, False, False])
 
 
 def test_draws_keep_positional_clean_spread_variants_and_repeat_per_step():
   positional = np.arange(6000) % 3 == 0
-  drawn = data.draw_variants(positional, 5, seed=3, step=7)
+  drawn = inputs.draw_variants(positional, 5, seed=3, step=7)
   assert (drawn[positional] == 0).all()
   counts = np.bincount(drawn[~positional], minlength=6)
   assert counts[0] == 0 and (np.abs(counts[1:] - 800) < 120).all()
-  np.testing.assert_array_equal(drawn, data.draw_variants(positional, 5, seed=3, step=7))
-  assert (drawn != data.draw_variants(positional, 5, seed=3, step=8)).any()
-  assert (drawn != data.draw_variants(positional, 5, seed=4, step=7)).any()
+  np.testing.assert_array_equal(drawn, inputs.draw_variants(positional, 5, seed=3, step=7))
+  assert (drawn != inputs.draw_variants(positional, 5, seed=3, step=8)).any()
+  assert (drawn != inputs.draw_variants(positional, 5, seed=4, step=7)).any()
 
 
 def test_model_batch_reads_each_row_from_its_variant_table():
@@ -39,9 +40,9 @@ def test_model_batch_reads_each_row_from_its_variant_table():
   batch = {"image_index": np.array([4, 1, 4, 9]), "answer": np.zeros(4, np.int64),
            "tokens": np.zeros((4, 2), np.int32), "mask": np.ones((4, 2), np.int32)}
   variant = np.array([0, 2, 1, 2], np.int32)
-  got = data.model_batch(batch, tables, variant=variant)["image_features"]
+  got = inputs.model_batch(batch, tables, variant=variant)["image_features"]
   np.testing.assert_array_equal(got, [tables[v][r] for v, r in zip(variant, [4, 1, 4, 9])])
-  plain = data.model_batch(batch, tables[0])["image_features"]
+  plain = inputs.model_batch(batch, tables[0])["image_features"]
   np.testing.assert_array_equal(plain, tables[0][[4, 1, 4, 9]])
 
 

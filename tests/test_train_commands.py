@@ -7,7 +7,8 @@ import pytest
 
 from rsvqa_jax.commands import train as train_cmd
 from rsvqa_jax.errors import RSVQAError
-from rsvqa_jax.train import config_lib, data, model_builder
+from rsvqa_jax import config as config_lib
+from rsvqa_jax.train import inputs, model_builder
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ARGS = {"lr_table1.py": ["", "skipthoughts,concat,frozen", "roberta,mutan,finetuned"],
@@ -30,7 +31,7 @@ def test_every_config_loads():
     for arg in ARGS.get(name, [""]):
       spec = os.path.join(ROOT, "configs", name) + (f":{arg}" if arg else "")
       c = config_lib.load(spec)
-      assert c.train.batch_size > 0 and c.model.fusion in config_lib.PAPER_FUSIONS
+      assert c.train.batch_size > 0 and c.model.fusion in config_lib.FUSIONS
   c = config_lib.load(os.path.join(ROOT, "configs", "lr_table1.py:bert,mutan,finetuned"))
   assert (c.text.encoder, c.model.fusion, c.optim.text_lr, c.optim.lr) == ("bert", "mutan", 1e-6, 1e-5)
   c = config_lib.load(os.path.join(ROOT, "configs", "rsvqa_baseline.py"))
@@ -53,7 +54,7 @@ def test_unknown_key_is_one_clear_error(tmp_path):
 def test_real_data_config_needs_root(tmp_path):
   c = config_lib.load(os.path.join(ROOT, "configs", "lr_table1.py"))
   with pytest.raises(RSVQAError, match=r"config data.root is not set.*--config.data.root=PATH"):
-    data.load_dataset(c, str(tmp_path / "w"))
+    inputs.load_dataset(c, str(tmp_path / "w"))
 
 
 def test_real_data_needs_weights_or_explicit_random(tmp_path):

@@ -8,10 +8,11 @@ import jax
 import numpy as np
 import pytest
 
-from rsvqa_jax.commands import evaluate
+from rsvqa_jax.bias import tables
+from rsvqa_jax.eval import accuracy
 from rsvqa_jax.errors import RSVQAError
 from rsvqa_jax.train import checkpointing, loop
-from rsvqa_jax.train.data import Features
+from rsvqa_jax.train.inputs import Features
 from test_train_support import tiny_config, tiny_task
 
 
@@ -104,7 +105,7 @@ def test_nan_loss_stops_and_names_the_step(task, tmp_path):
 
 def test_evaluate_writes_predictions_and_aggregates(task, finished):
   workdir = finished[0]
-  table = evaluate.evaluate_workdir(workdir, "test", dataset=task[0], features=task[1])
+  table = accuracy.evaluate(workdir, "test", dataset=task[0], features=task[1])
   with open(os.path.join(workdir, "eval", "test", "predictions.csv")) as f:
     rows = list(csv.DictReader(f))
   test = task[0]["test"]
@@ -115,6 +116,7 @@ def test_evaluate_writes_predictions_and_aggregates(task, finished):
               for t in ("presence", "rural_urban")}
   assert table["aa"] == pytest.approx(np.mean(list(per_type.values())))
   other = dict(table, oa=table["oa"] - 0.1)
-  agg = evaluate.aggregate([table, other])
-  assert agg["OA"] == pytest.approx((table["oa"] - 0.05, 0.05))
-  assert "mean (std)" in evaluate.markdown([table, other])
+  assert tables.mean_std(tables.run_columns([table, other])["OA"]) == pytest.approx(
+      (table["oa"] - 0.05, 0.05))
+  text = tables.to_markdown(tables.runs_table([table, other], "seeds"))
+  assert f"| {100 * (table['oa'] - 0.05):.2f} (5.00) |" in text.splitlines()[-1]

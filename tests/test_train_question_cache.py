@@ -5,9 +5,11 @@ import os
 import numpy as np
 import pytest
 
-from rsvqa_jax.commands import evaluate
 from rsvqa_jax.errors import RSVQAError
-from rsvqa_jax.train import data, loop, question_cache
+from rsvqa_jax.eval import accuracy
+from rsvqa_jax.features import question_cache
+from rsvqa_jax.train import inputs, loop
+from rsvqa_jax.train import run as run_lib
 from test_train_support import tiny_config, tiny_task
 
 
@@ -61,7 +63,7 @@ def test_frozen_run_encodes_each_question_once_and_matches_uncached(task, encode
   assert encoded["calls"] == -(-len(distinct) // batch)  # one pass over the distinct strings
   assert set(encoded["strings"]) == distinct
   assert cached["state"].frozen == {}  # the encoder is not in the trained state
-  table = evaluate.evaluate_workdir(cached_dir, "test", dataset=dataset, features=features)
+  table = accuracy.evaluate(cached_dir, "test", dataset=dataset, features=features)
   assert encoded["calls"] == -(-len(distinct) // batch)  # evaluation hit the cache
 
   plain_dir = str(tmp_path / "plain")
@@ -72,7 +74,7 @@ def test_frozen_run_encodes_each_question_once_and_matches_uncached(task, encode
   np.testing.assert_allclose(losses, reference, rtol=2e-5, atol=1e-6)
   assert losses[-1] < losses[0]
   assert (cached["best_oa"], cached["best_step"]) == (plain["best_oa"], plain["best_step"])
-  plain_table = evaluate.evaluate_workdir(plain_dir, "test", dataset=dataset, features=features)
+  plain_table = accuracy.evaluate(plain_dir, "test", dataset=dataset, features=features)
   assert table["oa"] == pytest.approx(plain_table["oa"])
 
 
@@ -93,22 +95,22 @@ def _write_skipthoughts(folder, words, seed, word_dim=8, hidden=16):
 
 def test_changed_encoder_checkpoint_invalidates_the_cache(task, encoded, tmp_path):
   dataset, features = task
-  words = data.dataset_words(dataset)
+  words = inputs.dataset_words(dataset)
   folder = str(tmp_path / "uni_skip")
   _write_skipthoughts(folder, words, seed=0)
   c = _frozen_config(True)
   c.text.checkpoint = folder
   workdir = str(tmp_path / "w")
-  first = loop.setup(c, workdir, ["val"], dataset=dataset, features=features)
+  first = run_lib.build(c, workdir, ["val"], dataset=dataset, features=features)
   calls = encoded["calls"]
   assert calls > 0
-  again = loop.setup(c, workdir, ["val"], dataset=dataset, features=features)
+  again = run_lib.build(c, workdir, ["val"], dataset=dataset, features=features)
   assert encoded["calls"] == calls  # hit
   np.testing.assert_array_equal(again.question_vectors, first.question_vectors)
 
   _write_skipthoughts(folder, words, seed=1)  # new weights under the same path
-  other = loop.setup(c, str(tmp_path / "w2"), ["val"], dataset=dataset, features=features)
+  other = run_lib.build(c, str(tmp_path / "w2"), ["val"], dataset=dataset, features=features)
   assert encoded["calls"] > calls  # miss: recomputed with the new weights
   assert not np.allclose(other.question_vectors, first.question_vectors)
   with pytest.raises(RSVQAError, match="trained on question vectors of another frozen language"):
-    loop.setup(c, workdir, ["val"], dataset=dataset, features=features)
+    run_lib.build(c, workdir, ["val"], dataset=dataset, features=features)

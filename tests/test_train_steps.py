@@ -12,7 +12,8 @@ from flax import nnx
 
 from rsvqa_jax.models.bert import BertConfig, BertEncoder
 from rsvqa_jax.models.skipthoughts import SkipThoughts
-from rsvqa_jax.train import data, loop, model_builder, steps
+from rsvqa_jax.train import inputs, model_builder, steps
+from rsvqa_jax.train import run as run_lib
 from rsvqa_jax.train import sharding as shd
 from test_train_support import tiny_config, tiny_task
 
@@ -22,10 +23,10 @@ ROOT = os.path.dirname(HERE)
 
 def _setup(tmp_path, config):
   dataset, features = tiny_task(n_images=40)
-  s = loop.setup(config, str(tmp_path), ["train"], dataset=dataset, features=features)
-  state, optimizer = loop.new_state(s)
-  _, local = next(data.eval_batches(s.columns["train"], 32))
-  batch = shd.global_batch(s.batch(local), s.mesh)
+  s = run_lib.build(config, str(tmp_path), ["train"], dataset=dataset, features=features)
+  state, optimizer = run_lib.new_state(s), run_lib.compiled_steps(config, s.mesh)[0]
+  local = {k: v[:32] for k, v in s.columns["train"].columns.items()}
+  batch = shd.global_batch(s.train_batch(local), s.mesh)
   return s, state, optimizer, batch
 
 
@@ -87,7 +88,7 @@ def test_frozen_language_model_is_not_trained(tmp_path, cache_questions):
 
 def _text_encoder(s, config):
   """The text encoder the config builds (also when the setup dropped it for cached vectors)."""
-  return model_builder.build(config, words=data.dataset_words(s.dataset), num_answers=len(s.vocab),
+  return model_builder.build(config, words=inputs.dataset_words(s.dataset), num_answers=len(s.vocab),
                              image_dim=8)[0].text_encoder
 
 
@@ -104,8 +105,8 @@ import json, sys
 import jax, numpy as np
 sys.path.insert(0, {here!r})
 from rsvqa_jax.data import pipeline
-from rsvqa_jax.train import data, loop, model_builder, steps, sharding as shd
-from rsvqa_jax.train.data import model_batch
+from rsvqa_jax.train import run as run_lib, steps, sharding as shd
+from rsvqa_jax.train.inputs import model_batch
 from test_train_support import tiny_config, tiny_task
 
 assert jax.device_count() == 8, jax.devices()
@@ -113,9 +114,9 @@ dataset, features = tiny_task(n_images=40)
 config = tiny_config()
 out = {{}}
 for n in (1, 8):
-  s = loop.setup(config, {workdir!r}, ["train"], dataset=dataset, features=features)
+  s = run_lib.build(config, {workdir!r}, ["train"], dataset=dataset, features=features)
   s.mesh = shd.make_mesh(jax.devices()[:n])
-  state, optimizer = loop.new_state(s)
+  state, optimizer = run_lib.new_state(s), run_lib.compiled_steps(config, s.mesh)[0]
   step = steps.make_train_step(optimizer, s.mesh)
   cols = s.columns["train"]
   it = pipeline.batch_iterator(cols.columns, batch_size=16, shuffle=True, seed=0, num_epochs=3,

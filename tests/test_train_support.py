@@ -14,8 +14,8 @@ from rsvqa_jax.data import records
 from rsvqa_jax.errors import RSVQAError
 from rsvqa_jax.models import checkpoints
 from rsvqa_jax.models.skipthoughts import SkipThoughts
-from rsvqa_jax.train import config_lib
-from rsvqa_jax.train.data import Features
+from rsvqa_jax import config as config_lib
+from rsvqa_jax.train.inputs import Features
 
 OBJECTS = ("road", "forest", "water area", "building")
 

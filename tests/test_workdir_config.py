@@ -6,7 +6,8 @@ import shutil
 import pytest
 
 from rsvqa_jax.errors import RSVQAError
-from rsvqa_jax.train import checkpointing, config_lib
+from rsvqa_jax import config as config_lib
+from rsvqa_jax.train import checkpointing
 
 
 def _config(root, cache):

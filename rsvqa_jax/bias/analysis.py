@@ -33,6 +33,7 @@ from rsvqa_jax.bias import subsets
 from rsvqa_jax.errors import RSVQAError
 
 BASE_LEVELS = ("all", "type", "question")
+SPLIT_ORDER = ("train", "val", "test", "test_phili", "all")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -178,10 +179,9 @@ def _level(name, fit, evaluated, fit_keys, eval_keys, fallback, types):
 
 
 def _scores(aligned, evaluated, types):
-  correct = aligned.correct(evaluated.answer)
-  per_type = metrics.per_type_accuracy(correct, evaluated.qtype, types)
-  return Scores(per_type=per_type, overall=metrics.accuracy(correct),
-                average=metrics.average_accuracy(per_type), missing=aligned.missing)
+  table = metrics.accuracy_table(aligned.correct(evaluated.answer), evaluated.qtype, types)
+  return Scores(per_type=table["per_type"], overall=table["oa"], average=table["aa"],
+                missing=aligned.missing)
 
 
 def analyze(fit, evaluated, templates=False, predictions=None, adversarial=None):
@@ -235,3 +235,9 @@ def default_splits(dataset):
     raise RSVQAError(f"{dataset.root}: dataset {dataset.name} has no 'train' split among {names}")
   tests = [n for n in names if n.startswith("test")]
   return fit, tests or [fit]
+
+
+def ordered_splits(dataset):
+  """{name: Split} of a records.Dataset in the usual order (train, val, test, ...), then by name."""
+  rank = lambda s: (SPLIT_ORDER.index(s) if s in SPLIT_ORDER else len(SPLIT_ORDER), s)
+  return {s: dataset[s] for s in sorted(dataset.splits, key=rank)}

@@ -6,6 +6,8 @@ Accuracies are fractions in [0, 1]; an empty set of samples has accuracy NaN (re
   OA           correct / all samples.
   AA           unweighted mean of the per-question-type accuracies (types with no sample
                are left out of the mean).
+  over K repeats (adversarial substitutions) each accuracy is computed per repeat, then
+               reported as mean and population std over the repeats (accuracy_table).
   Prior_Acc_s  share of subset s whose answer equals the most common answer of s in the
                fit (training) split; among tied answers the lexicographically smallest
                wins, so the result does not depend on the order of the files.
@@ -26,16 +28,45 @@ def accuracy(correct):
   return float(correct.mean()) if correct.size else math.nan
 
 
-def per_type_accuracy(correct, qtype, types):
-  """qtype -> accuracy over the samples of that type (NaN for a type with none)."""
-  correct = np.asarray(correct, dtype=bool)
-  return {t: accuracy(correct[qtype == t]) for t in types}
-
-
 def average_accuracy(per_type):
   """AA: unweighted mean over the types that have samples; NaN if none has."""
   values = [v for v in per_type.values() if not math.isnan(v)]
   return float(np.mean(values)) if values else math.nan
+
+
+def accuracy_table(correct, qtype, types):
+  """The accuracy table of a split, for K repeats of predictions (K = 1: a clean evaluation).
+
+  Every evaluator writes this one table: training validation, evaluation, adversarial testing
+  (K substitutions per question) and the analysis of prediction files.
+
+  Args:
+    correct: bool [K, N] (or [N] for K = 1): whether repeat k answered question n right.
+    qtype: [N] question type of each question.
+    types: the question types to report, in order (a type without questions gets NaN and is
+      left out of AA).
+
+  Returns:
+    {"oa", "aa", "per_type": {t}}: means over the repeats; "n" and "per_type_n" {t}: question
+    counts; "repeats": K; "std": {"oa", "aa", "per_type"}: population std over the repeats;
+    "per_repeat": {"oa": [K], "aa": [K], "per_type": {t: [K]}}.
+  """
+  correct = np.asarray(correct, dtype=bool)
+  correct = correct[None] if correct.ndim == 1 else correct
+  qtype = np.asarray(qtype)
+  per_type = {t: [accuracy(row[qtype == t]) for row in correct] for t in types}
+  aa = [average_accuracy({t: per_type[t][k] for t in types}) for k in range(len(correct))]
+  oa = [accuracy(row) for row in correct]
+  stat = lambda values, f: float(f(values)) if values and not math.isnan(values[0]) else math.nan
+  mean = lambda values: stat(values, np.mean)
+  std = lambda values: stat(values, np.std)
+  return {
+      "oa": mean(oa), "aa": mean(aa), "per_type": {t: mean(v) for t, v in per_type.items()},
+      "n": int(correct.shape[1]), "per_type_n": {t: int((qtype == t).sum()) for t in types},
+      "repeats": int(len(correct)),
+      "std": {"oa": std(oa), "aa": std(aa), "per_type": {t: std(v) for t, v in per_type.items()}},
+      "per_repeat": {"oa": oa, "aa": aa, "per_type": per_type},
+  }
 
 
 def io_lower_bound(acc, lower_bound):

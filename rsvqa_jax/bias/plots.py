@@ -1,19 +1,20 @@
-"""Figure 7: the distribution of answers per question type and split, as a PNG.
+"""The paper's figures as PNG files: Figure 5 (accuracy per setup) and Figure 7 (answers).
 
-One panel per question type; in each, one group of bars per answer and one bar per split,
-the height being the answer's share (%) of that type's samples in that split. Types with
-many answers (HR counts, RSVQAxBEN land cover) show their `top_k` most frequent answers
-(over all splits) and one "other" bar for the rest.
+Figures are drawn on matplotlib `Figure` objects and saved directly, never through pyplot's
+global state, so importing this module changes no backend (inline plots in a notebook keep
+working).
+
+Figure 7: one panel per question type; in each, one group of bars per answer and one bar per
+split, the height being the answer's share (%) of that type's samples in that split. Types with
+many answers (HR counts, RSVQAxBEN land cover) show their `top_k` most frequent answers (over
+all splits) and one "other" bar for the rest.
 """
 import collections
 import math
 import os
 
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top,wrong-import-position
 import numpy as np
+from matplotlib.figure import Figure
 
 from rsvqa_jax.bias import tables
 
@@ -46,7 +47,8 @@ def answer_distribution(splits, path, title="", top_k=8):
     raise ValueError("no sample to plot")
   ncols = min(2, len(qtypes))
   nrows = math.ceil(len(qtypes) / ncols)
-  fig, axes = plt.subplots(nrows, ncols, figsize=(7 * ncols, 3.6 * nrows), squeeze=False)
+  fig = Figure(figsize=(7 * ncols, 3.6 * nrows))
+  axes = fig.subplots(nrows, ncols, squeeze=False)
   width = 0.8 / len(splits)
   for ax, qtype in zip(axes.flat, qtypes):
     answers, shares = distribution(splits, qtype, top_k)
@@ -63,8 +65,41 @@ def answer_distribution(splits, path, title="", top_k=8):
     ax.axis("off")
   if title:
     fig.suptitle(title)
+  return save(fig, path, dpi=120)
+
+
+def save(fig, path, dpi):
+  """Lays out and writes a Figure as PNG (creating its folder); returns the path."""
   fig.tight_layout()
   os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-  fig.savefig(path, dpi=120)
-  plt.close(fig)
+  fig.savefig(path, dpi=dpi)
   return path
+
+
+def figure5(panels, columns, path):
+  """Figure 5: per panel, bars per column for each setup, with std error bars.
+
+  `panels`: [(title, [(setup label, {column: (mean, std)})])]; columns are question types
+  (named as in the tables), AA and OA.
+  """
+  n = len(panels)
+  ncols = min(2, n)
+  nrows = math.ceil(n / ncols)
+  fig = Figure(figsize=(6.5 * ncols, 3.6 * nrows))
+  axes = fig.subplots(nrows, ncols, squeeze=False)
+  for ax, (title, rows) in zip(axes.flat, panels):
+    width = 0.8 / len(rows)
+    x = np.arange(len(columns))
+    for j, (label, stats) in enumerate(rows):
+      means = [100 * stats[c][0] for c in columns]
+      stds = [100 * stats[c][1] for c in columns]
+      ax.bar(x + (j - (len(rows) - 1) / 2) * width, means, width, yerr=stds, capsize=2,
+             label=label)
+    ax.set_title(title)
+    ax.set_xticks(x, [tables.type_name(c) for c in columns], rotation=20, ha="right", fontsize=8)
+    ax.set_ylabel("test accuracy (%)")
+    ax.set_ylim(0, 118)
+    ax.legend(fontsize=7, loc="upper center", ncol=len(rows))
+  for ax in list(axes.flat)[n:]:
+    ax.axis("off")
+  return save(fig, path, dpi=110)

@@ -1,4 +1,4 @@
-"""Read a model's answers from a CSV file, so models trained anywhere can be audited.
+"""A model's answers as CSV files: written by our evaluators, read back to audit any model.
 
 Format: a header row with (at least) the columns `question_id` and `prediction`, then one
 row per question; extra columns are ignored. Predictions are compared as strings with the
@@ -15,6 +15,22 @@ import numpy as np
 from rsvqa_jax.errors import RSVQAError
 
 REQUIRED = ("question_id", "prediction")
+
+
+def write(path, split, predicted, **extra):
+  """Writes a model's answers on a records.Split as CSV.
+
+  Columns: question_id, image_id, the `extra` columns (name -> one value per question, e.g.
+  substituted_image_id), type, prediction, answer.
+  """
+  names = list(extra)
+  with open(path, "w", newline="", encoding="utf-8") as f:
+    w = csv.writer(f)
+    w.writerow(["question_id", "image_id", *names, "type", "prediction", "answer"])
+    columns = [split.question_id.tolist(), split.image_id.tolist(),
+               *(list(extra[n]) for n in names), split.qtype.tolist(), list(predicted),
+               split.answer.tolist()]
+    w.writerows(zip(*columns))
 
 
 def read(path):

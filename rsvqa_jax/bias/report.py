@@ -10,33 +10,13 @@ minus the disturbed mean, in points (positive = the disturbance costs accuracy),
 import math
 import os
 
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top,wrong-import-position
-import numpy as np  # pylint: disable=g-import-not-at-top,wrong-import-position
-
-from rsvqa_jax.bias import tables  # pylint: disable=g-import-not-at-top,wrong-import-position
+from rsvqa_jax.bias import plots, tables
+from rsvqa_jax.bias.tables import mean_std, pct
 
 SUMMARY = ("AA", "OA")
 KIND_LABELS = {"random": "Adversarial (random image)", "shuffle": "Adversarial (in-batch shuffle)",
                "white": "Adversarial (white image)", "black": "Adversarial (black image)",
                "noise": "Adversarial (noise image)"}
-
-
-def mean_std(values):
-  """(mean, population std) of a list of fractions; NaN for an empty list."""
-  values = np.asarray([v for v in values if v is not None and not math.isnan(v)], np.float64)
-  if not len(values):
-    return math.nan, math.nan
-  return float(values.mean()), float(values.std())
-
-
-def pct(m, s=None):
-  """'81.23 (0.45)' in percent; 'n/a' for NaN."""
-  if m is None or math.isnan(m):
-    return "n/a"
-  return f"{100 * m:.2f}" if s is None else f"{100 * m:.2f} ({100 * s:.2f})"
 
 
 def columns_of(cells):
@@ -111,31 +91,8 @@ def table6(cells, columns, kinds):
 
 def figure5(cells, columns, kinds, path):
   """Figure 5: per cell, bars per column for reference / blind / adversarial, std error bars."""
-  n = len(cells)
-  ncols = min(2, n)
-  nrows = math.ceil(n / ncols)
-  fig, axes = plt.subplots(nrows, ncols, figsize=(6.5 * ncols, 3.6 * nrows), squeeze=False)
-  for ax, cell in zip(axes.flat, cells):
-    rows = setups(cell, columns, kinds)
-    width = 0.8 / len(rows)
-    x = np.arange(len(columns))
-    for j, (label, stats) in enumerate(rows):
-      means = [100 * stats[c][0] for c in columns]
-      stds = [100 * stats[c][1] for c in columns]
-      ax.bar(x + (j - (len(rows) - 1) / 2) * width, means, width, yerr=stds, capsize=2,
-             label=label)
-    ax.set_title(f"{cell['label']}, {cell['weights']}")
-    ax.set_xticks(x, [tables.type_name(c) for c in columns], rotation=20, ha="right", fontsize=8)
-    ax.set_ylabel("test accuracy (%)")
-    ax.set_ylim(0, 118)
-    ax.legend(fontsize=7, loc="upper center", ncol=len(rows))
-  for ax in list(axes.flat)[n:]:
-    ax.axis("off")
-  fig.tight_layout()
-  os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-  fig.savefig(path, dpi=110)
-  plt.close(fig)
-  return path
+  panels = [(f"{cell['label']}, {cell['weights']}", setups(cell, columns, kinds)) for cell in cells]
+  return plots.figure5(panels, columns, path)
 
 
 def balanced_table(balanced, columns):

@@ -10,6 +10,8 @@ import io
 import math
 import os
 
+import numpy as np
+
 TYPE_NAMES = {
     "comp": "Comparison", "count": "Counting", "presence": "Presence", "rural_urban": "Rural/urban",
     "area": "Area", "yes_no": "Yes/No", "yes/no": "Yes/No", "lc": "Land cover", "land_cover": "Land cover",
@@ -86,6 +88,42 @@ def write(table, out_dir, stem):
   return paths
 
 
+def mean_std(values):
+  """(mean, population std) of a list of fractions; NaN for an empty list."""
+  values = np.asarray([v for v in values if v is not None and not math.isnan(v)], np.float64)
+  if not len(values):
+    return math.nan, math.nan
+  return float(values.mean()), float(values.std())
+
+
+def pct(m, s=None):
+  """'81.23 (0.45)' in percent; 'n/a' for NaN."""
+  if m is None or math.isnan(m):
+    return "n/a"
+  return f"{100 * m:.2f}" if s is None else f"{100 * m:.2f} ({100 * s:.2f})"
+
+
+def run_columns(results):
+  """{column: [value per run]} of accuracy tables: each question type, then AA and OA."""
+  columns = {}
+  for r in results:
+    for name, v in [*r["per_type"].items(), ("AA", r["aa"]), ("OA", r["oa"])]:
+      columns.setdefault(name, []).append(v)
+  return columns
+
+
+def runs_table(results, caption):
+  """Accuracy tables of several runs (`workdir` names each row), then their mean (std)."""
+  columns = run_columns(results)
+  rows = [(os.path.basename(r["workdir"]),
+           *({**r["per_type"], "AA": r["aa"], "OA": r["oa"]}.get(c, math.nan) for c in columns))
+          for r in results]
+  if len(results) > 1:
+    rows.append(("mean (std)", *(pct(*mean_std(v)) for v in columns.values())))
+  return Table(caption=caption, columns=("run", *(type_name(c) for c in columns)),
+               rows=tuple(rows))
+
+
 def _blank(value):
   return "" if value is None else value
 
@@ -146,3 +184,22 @@ def question_table(analysis, dataset):
   caption = (f"{dataset} {analysis.eval_split}: accuracy of predicting the most common answer of each "
              f"question (from {analysis.fit_split})")
   return Table(caption=caption, columns=columns, rows=tuple(rows))
+
+
+def write_analysis(result, dataset, out_dir, prefix="", max_question_rows=500):
+  """Writes the tables of one analysed split (analysis.Analysis) under `out_dir`.
+
+  {prefix}types_S (Tables 3 / 5), for LR {prefix}objects_patterns_S (Table 4), and
+  {prefix}questions_S (Table 7) when the split has at most `max_question_rows` distinct
+  questions; S is the evaluated split. Returns (type table, objects table or None, paths).
+  """
+  split = result.eval_split
+  main = type_table(result, dataset)
+  paths = write(main, out_dir, f"{prefix}types_{split}")
+  objects = None
+  if result.unparsed is not None:
+    objects = objects_patterns_table(result, dataset)
+    paths += write(objects, out_dir, f"{prefix}objects_patterns_{split}")
+  if len(result.levels["question"].subsets) <= max_question_rows:
+    paths += write(question_table(result, dataset), out_dir, f"{prefix}questions_{split}")
+  return main, objects, paths

@@ -1,6 +1,6 @@
 """`rsvqa-jax analyze`: the dataset analysis and, given predictions, the relative metrics.
 
-Writes under --out, for every evaluated split S:
+Writes under --out, for every evaluated split S (bias/tables.write_analysis):
   types_S.{csv,md,tex}            Tables 3 / 5 (question-type level; with --predictions the
                                   RSVQA_Acc and IO_Prior columns, with
                                   --adversarial-predictions AdTest_Acc and IO_AdTest)
@@ -22,7 +22,6 @@ HELP = "Dataset analysis (most common / uniform answer accuracies), relative met
 DATASETS = ("lr", "hr", "xben", "floodnet", "rsivqa")
 LABELS = {"lr": "RSVQA LR", "hr": "RSVQA HR", "xben": "RSVQAxBEN", "floodnet": "FloodNet", "rsivqa": "RSIVQA"}
 MAX_QUESTION_ROWS = 500
-_SPLIT_ORDER = ("train", "val", "test", "test_phili", "all")
 
 
 def add_arguments(parser):
@@ -38,20 +37,10 @@ def add_arguments(parser):
   parser.add_argument("--top-k", type=int, default=8, help="answers shown per type in Figure 7")
 
 
-def read_dataset(root, name):
-  """records.Dataset of `root` in the layout `name`."""
-  if name == "floodnet":
-    return other_datasets.read_floodnet(root)
-  if name == "rsivqa":
-    return other_datasets.read_rsivqa(root)
-  from rsvqa_jax.data import rsvqa_json  # pylint: disable=g-import-not-at-top
-  return rsvqa_json.read_dataset(root, name)
-
-
 def run(args):
   if args.adversarial_predictions and not args.predictions:
     raise RSVQAError("--adversarial-predictions needs --predictions (IO_AdTest compares the two)")
-  dataset = read_dataset(args.data, args.dataset)
+  dataset = other_datasets.read_any(args.data, args.dataset)
   fit, eval_names = analysis.default_splits(dataset)
   for name in args.split or ():
     if name not in dataset.splits:
@@ -60,23 +49,18 @@ def run(args):
   model = predictions.load(args.predictions, evaluated) if args.predictions else {}
   adversarial = predictions.load(args.adversarial_predictions, evaluated) if args.adversarial_predictions else {}
   label = LABELS[args.dataset]
-  templates = args.dataset == "lr"
   written = []
   for name, split in evaluated.items():
-    result = analysis.analyze(dataset[fit], split, templates=templates, predictions=model.get(name),
-                              adversarial=adversarial.get(name))
-    main = tables.type_table(result, label)
+    result = analysis.analyze(dataset[fit], split, templates=args.dataset == "lr",
+                              predictions=model.get(name), adversarial=adversarial.get(name))
+    main, _, paths = tables.write_analysis(result, label, args.out,
+                                           max_question_rows=MAX_QUESTION_ROWS)
     print(tables.to_markdown(main))
-    written += tables.write(main, args.out, f"types_{name}")
-    if templates:
-      written += tables.write(tables.objects_patterns_table(result, label), args.out, f"objects_patterns_{name}")
+    written += paths
     n_questions = len(result.levels["question"].subsets)
-    if n_questions <= MAX_QUESTION_ROWS:
-      written += tables.write(tables.question_table(result, label), args.out, f"questions_{name}")
-    else:
+    if n_questions > MAX_QUESTION_ROWS:
       print(f"{name}: {n_questions} distinct questions, more than {MAX_QUESTION_ROWS}: no per-question table")
-  order = sorted(dataset.splits, key=lambda s: (_SPLIT_ORDER.index(s) if s in _SPLIT_ORDER else len(_SPLIT_ORDER), s))
-  written.append(plots.answer_distribution({s: dataset[s] for s in order},
+  written.append(plots.answer_distribution(analysis.ordered_splits(dataset),
                                            os.path.join(args.out, "answer_distribution.png"),
                                            title=f"{label}: answers per question type and split", top_k=args.top_k))
   print("wrote " + ", ".join(written))

@@ -37,23 +37,23 @@ def _resnet(args):
 
 def _bert(args):
   from rsvqa_jax.models import bert_params  # pylint: disable=g-import-not-at-top
-  model, _ = bert_params.load_bert(args.src)
+  model = bert_params.load_bert(args.src)
   with open(os.path.join(args.src, "config.json")) as f:
     config = f.read()
   return model, {"format": "rsvqa_jax", "kind": "bert", "config": config}, "BERT-family encoder"
 
 
 def _skipthoughts(args):
-  from rsvqa_jax.data import rsvqa_json, tokenizers  # pylint: disable=g-import-not-at-top
-  from rsvqa_jax.models import skipthoughts_params  # pylint: disable=g-import-not-at-top
+  from rsvqa_jax.data import rsvqa_json  # pylint: disable=g-import-not-at-top
+  from rsvqa_jax.train import inputs, model_builder  # pylint: disable=g-import-not-at-top
   if not args.data:
     raise RSVQAError("--kind skipthoughts needs --data (the dataset whose words are kept)")
-  dataset = rsvqa_json.read_dataset(args.data, args.dataset)
-  words = tokenizers.word_list(q for s in dataset.splits.values() for q in s.question)
-  model, tokenizer, unknown = skipthoughts_params.load_skipthoughts(
-      args.src, words, allow_pickle=args.allow_pickle)
+  words = inputs.dataset_words(rsvqa_json.read_dataset(args.data, args.dataset))
+  model, tokenizer = model_builder.pretrained_skipthoughts(args.src, words,
+                                                          allow_pickle=args.allow_pickle)
   meta = {"format": "rsvqa_jax", "kind": "skipthoughts", "vocab": json.dumps(tokenizer.vocab)}
-  return model, meta, f"Skip-thoughts ({len(words)} words, {unknown} not in the dictionary)"
+  return model, meta, (f"Skip-thoughts ({len(words)} words, {len(tokenizer.unknown_words)} not "
+                       "in the dictionary)")
 
 
 def run(args):

@@ -1,16 +1,19 @@
 """`rsvqa-jax features`: precompute the frozen image-encoder feature cache of a dataset.
 
   rsvqa-jax features --data DIR --dataset lr --cache CACHE [--config configs/X.py[:arg]]
-      [--arch resnet152 --checkpoint resnet152.pth | --checkpoint random | --arch synthetic_resnet]
+      [--arch resnet152 --checkpoint resnet152.pth | --checkpoint random |
+       --arch synthetic_resnet --pretrain]
       [--variants none,hflip,vflip,rot90,rot180,rot270] [--kinds clean,white,black,noise]
 
-The image settings come from the config's `image` section (defaults otherwise), then from the
-flags. As in training (config_lib.check_weights), real data needs the ResNet weights named, or
-random-init features asked for with `--checkpoint random`; only a synthetic dataset (a folder
-with a synthetic.json manifest) or --arch synthetic_resnet may leave the checkpoint unset.
-Entries already cached are reused; each line printed names an entry folder. With
---arch synthetic_resnet and no model yet, the small ResNet is pretrained first on the train
-split (its folder defaults to CACHE/synthetic_resnet) and its validation accuracy is printed.
+CACHE is the folder a training config names as data.cache_dir (default with --config: its
+data.cache_dir): entries go to CACHE/features and a synthetic_resnet to CACHE/synthetic_resnet,
+where training and evaluation look for them. The image settings come from the config's `image`
+section (defaults otherwise), then from the flags. As in training (config.check_weights), real
+data needs the ResNet weights named, or random-init features asked for with `--checkpoint
+random`; only a synthetic dataset (a folder with a synthetic.json manifest) or --arch
+synthetic_resnet may leave the checkpoint unset. A synthetic_resnet is pretrained only when
+--pretrain asks for it (on the train split, its validation accuracy printed); entries already
+cached are reused; each line printed names an entry folder.
 """
 import os
 
@@ -31,9 +34,10 @@ def add_arguments(parser):
   parser.add_argument("--data", required=True, help="dataset folder (official RSVQA layout)")
   parser.add_argument("--dataset", required=True, choices=("lr", "hr", "xben"),
                       help="file layout of --data")
-  parser.add_argument("--cache", required=True, help="feature cache folder")
+  parser.add_argument("--cache", help="cache folder, as a config's data.cache_dir (default: the "
+                                      "--config's data.cache_dir)")
   parser.add_argument("--config", help="training config file (path.py[:arg]); its image section "
-                                       "is used")
+                                       "and data.cache_dir are used")
   parser.add_argument("--splits", default="", help="comma list of splits (default: all)")
   parser.add_argument("--variants", default="none",
                       help="augmentation variants: 'all' or a comma list of none, hflip, vflip, "
@@ -45,69 +49,74 @@ def add_arguments(parser):
   parser.add_argument("--checkpoint",
                       help="image.checkpoint: ResNet weights file or HF folder, or 'random' for "
                            "random-init weights (required on real data)")
-  parser.add_argument("--pretrained-dir", help="image.pretrained_dir of synthetic_resnet")
+  parser.add_argument("--pretrained-dir",
+                      help="image.pretrained_dir of synthetic_resnet (default: "
+                           "CACHE/synthetic_resnet)")
+  parser.add_argument("--pretrain", action="store_true",
+                      help="pretrain the synthetic_resnet on the train split first, unless its "
+                           "folder holds one of these settings")
   parser.add_argument("--image-size", type=int, help="image.image_size (0 = native)")
   parser.add_argument("--batch-size", type=int, help="image.batch_size")
   parser.add_argument("--map", action="store_true", help="also keep the final spatial map")
 
 
-def image_config(args):
-  """default_image_config <- config file's image section <- command-line flags."""
-  from rsvqa_jax.train import config_lib, feature_cache  # pylint: disable=g-import-not-at-top
-  cfg = feature_cache.default_image_config()
-  if args.config:
-    cfg.update(config_lib.load(args.config).image)
-  for flag, key in (("arch", "arch"), ("checkpoint", "checkpoint"),
-                    ("pretrained_dir", "pretrained_dir"), ("image_size", "image_size"),
-                    ("batch_size", "batch_size")):
+def settings(args):
+  """(image section with paths resolved, cache folder): config <- flags, as training reads it."""
+  from rsvqa_jax import config as config_lib  # pylint: disable=g-import-not-at-top
+  config = config_lib.load(args.config) if args.config else config_lib.base_config()
+  cache = args.cache or config.data.cache_dir
+  if not cache:
+    raise RSVQAError("--cache is required (or a --config whose data.cache_dir is set)")
+  image = config.image
+  for flag in ("arch", "checkpoint", "pretrained_dir", "image_size", "batch_size"):
     if getattr(args, flag) is not None:
-      cfg[key] = getattr(args, flag)
+      image[flag] = getattr(args, flag)
   if args.map:
-    cfg.map = True
-  if cfg.arch == "synthetic_resnet" and not cfg.pretrained_dir:
-    cfg.pretrained_dir = os.path.join(args.cache, "synthetic_resnet")
-  return cfg
+    image.map = True
+  return config_lib.image_config(image, cache), cache
 
 
-def check_checkpoint(cfg, data):
+def check_checkpoint(image, data):
   """An unset image checkpoint is an RSVQAError unless the dataset or the arch is synthetic."""
+  from rsvqa_jax import config as config_lib  # pylint: disable=g-import-not-at-top
   from rsvqa_jax.data import synthetic  # pylint: disable=g-import-not-at-top
-  from rsvqa_jax.train.config_lib import RANDOM  # pylint: disable=g-import-not-at-top
-  if cfg.checkpoint or cfg.arch == "synthetic_resnet":
+  if image.checkpoint or image.arch == "synthetic_resnet":
     return
   if os.path.exists(os.path.join(data, synthetic.MANIFEST)):
     return
   raise RSVQAError(
       f"{data}: not a synthetic dataset ({synthetic.MANIFEST}) and image.checkpoint is not set: "
-      f"give the {cfg.arch} weights (torchvision file or Hugging Face folder) with --checkpoint "
-      f"PATH, or ask for random-init features with --checkpoint {RANDOM}")
+      f"give the {image.arch} weights (torchvision file or Hugging Face folder) with "
+      f"--checkpoint PATH, or ask for random-init features with --checkpoint {config_lib.RANDOM}")
 
 
 def run(args):
   # Imported here: JAX starts only when a command that needs it runs.
+  from rsvqa_jax import config as config_lib  # pylint: disable=g-import-not-at-top
   from rsvqa_jax.data import rsvqa_json  # pylint: disable=g-import-not-at-top
-  from rsvqa_jax.train import feature_cache  # pylint: disable=g-import-not-at-top
-  variants = _names(args.variants, feature_cache.VARIANTS, "--variants")
-  kinds = _names(args.kinds, feature_cache.KINDS, "--kinds")
+  from rsvqa_jax.features import encoder, image_cache, pixels  # pylint: disable=g-import-not-at-top
+  from rsvqa_jax.train import prepare  # pylint: disable=g-import-not-at-top
+  variants = _names(args.variants, pixels.VARIANTS, "--variants")
+  kinds = _names(args.kinds, pixels.KINDS, "--kinds")
   dataset = rsvqa_json.read_dataset(args.data, args.dataset)
   splits = [s for s in args.splits.split(",") if s] or None
   for name in splits or ():
     if name not in dataset.splits:
       raise RSVQAError(f"{args.data}: no split {name!r} (has {', '.join(sorted(dataset.splits))})")
-  cfg = image_config(args)
-  check_checkpoint(cfg, args.data)
-  encoder = feature_cache.build_encoder(cfg, dataset)
-  if cfg.arch == "synthetic_resnet":
-    from rsvqa_jax.train import pretrain_resnet  # pylint: disable=g-import-not-at-top
-    manifest = pretrain_resnet.read_manifest(cfg.pretrained_dir)
-    for split, m in manifest["metrics"].items():
-      print(f"synthetic_resnet ({cfg.pretrained_dir}) {split}: land-cover presence accuracy "
-            f"{m['presence_accuracy']:.4f} (majority {m['majority_accuracy']:.4f})")
+  image, cache = settings(args)
+  check_checkpoint(image, args.data)
+  if args.pretrain:
+    if image.arch != "synthetic_resnet":
+      raise RSVQAError(f"--pretrain: only a synthetic_resnet is pretrained here (arch is "
+                       f"{image.arch})")
+    prepare.image_encoder(image, dataset, log=print)
+  image_encoder = encoder.encoder_for(image)
   jobs = [(v, "clean") for v in variants if "clean" in kinds]
   jobs += [("none", k) for k in kinds if k != "clean"]
   for variant, kind in jobs:
-    entry = feature_cache.image_features(dataset, splits, cfg, args.cache, variant=variant,
-                                         kind=kind, noise_seed=args.noise_seed, encoder=encoder)
+    entry = image_cache.image_features(
+        dataset, splits, image, os.path.join(cache, config_lib.FEATURES_DIR), variant=variant,
+        kind=kind, noise_seed=args.noise_seed, encoder=image_encoder)
     print(f"{variant}/{kind}: {entry.features.shape[0]} images x {entry.features.shape[1]} "
           f"features -> {entry.path}")
   return 0

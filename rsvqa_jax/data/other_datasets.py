@@ -37,7 +37,7 @@ the sample's position (0-based) over the sorted files; image ids number the dist
 import json
 import os
 
-from rsvqa_jax.data import records
+from rsvqa_jax.data import records, rsvqa_json
 from rsvqa_jax.errors import RSVQAError
 
 FLOODNET_TYPES = {
@@ -158,3 +158,12 @@ def read_rsivqa(root):
                      "qtype": _rsivqa_type(question, path, line_no), "question": question,
                      "answer": answer.strip(), "raw_answer": answer})
   return records.Dataset(name="rsivqa", root=root, splits={"all": records.Split.from_rows("all", rows)})
+
+
+def read_any(root, name):
+  """records.Dataset of `root` in the layout `name`: lr, hr, xben, floodnet or rsivqa."""
+  if name == "floodnet":
+    return read_floodnet(root)
+  if name == "rsivqa":
+    return read_rsivqa(root)
+  return rsvqa_json.read_dataset(root, name)

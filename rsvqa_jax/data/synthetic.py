@@ -15,6 +15,7 @@ import shutil
 
 import numpy as np
 
+from rsvqa_jax import storage
 from rsvqa_jax.data import answers as answers_lib
 from rsvqa_jax.data import images as images_lib
 from rsvqa_jax.data import questions as questions_lib
@@ -185,8 +186,7 @@ def generate(out, variant="lr", images=772, seed=0, prior_strength=1.0, balanced
     by_image[image_id].append(qid)
     questions[qid] = (image_id, q)
   _write_files(out, variant, seed, image_splits, regions, land_use, by_image, questions)
-  with open(os.path.join(out, MANIFEST), "w") as f:
-    json.dump(p, f, indent=1, sort_keys=True)
+  storage.write_json(os.path.join(out, MANIFEST), p)
   return _intended(variant, layout, image_splits, questions)
 
 
@@ -224,22 +224,17 @@ def _intended(variant, layout, image_splits, questions):
 
 
 def read_manifest(directory):
-  path = os.path.join(directory, MANIFEST)
-  if not os.path.exists(path):
-    return None
-  try:
-    with open(path) as f:
-      return json.load(f)
-  except json.JSONDecodeError as e:
-    raise RSVQAError(f"{path}: malformed JSON at line {e.lineno} column {e.colno}: {e.msg}") from None
+  """The generator's parameters recorded in `directory`, or None (none, or unreadable)."""
+  return storage.read_manifest(directory, MANIFEST)
 
 
 def ensure_synthetic(directory, variant, images, seed, **knobs):
   """Generates the dataset into `directory` unless it already holds one with these parameters.
 
-  `knobs`: prior_strength, balanced, questions_per_image. Returns `directory`.
+  `knobs`: prior_strength, balanced, questions_per_image. Returns whether it generated.
   """
   wanted = params(variant, images, seed, **knobs)
-  if read_manifest(directory) != wanted:
-    generate(directory, **{k: v for k, v in wanted.items() if k != "version"})
-  return directory
+  if read_manifest(directory) == wanted:
+    return False
+  generate(directory, **{k: v for k, v in wanted.items() if k != "version"})
+  return True

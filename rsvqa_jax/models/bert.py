@@ -58,6 +58,13 @@ class BertConfig:
       raise RSVQAError(f"BERT config: hidden_size {self.hidden_size} not divisible by "
                        f"num_heads {self.num_heads}")
 
+  @property
+  def max_tokens(self):
+    """Longest token sequence the position table takes (RoBERTa's positions start at pad + 1)."""
+    if self.family == "roberta":
+      return self.max_position_embeddings - self.pad_token_id - 1
+    return self.max_position_embeddings
+
   @classmethod
   def from_hf_json(cls, path):
     """Reads a Hugging Face config.json of a DistilBERT, BERT or RoBERTa model."""

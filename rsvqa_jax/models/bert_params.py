@@ -1,8 +1,7 @@
 """Loads a local Hugging Face DistilBERT / BERT / RoBERTa folder into `BertEncoder`.
 
-Reads config.json, the weights (model.safetensors, a sharded safetensors index, or
-pytorch_model.bin through `torch.load(weights_only=True)` when torch is installed) and the
-tokenizer files. Checkpoint keys may carry a head prefix (`bert.`, `distilbert.`, `roberta.`) or
+Reads config.json and the weights (model.safetensors, a sharded safetensors index, or
+pytorch_model.bin through `torch.load(weights_only=True)` when torch is installed). Checkpoint keys may carry a head prefix (`bert.`, `distilbert.`, `roberta.`) or
 none (bare `*Model`), and old BERT LayerNorms use gamma/beta instead of weight/bias. Linear
 `weight` [out, in] becomes our `kernel` [in, out]. Pooler and task-head keys are ignored.
 The encoder is built with `nnx.eval_shape` (no initialisation) and filled by
@@ -15,7 +14,6 @@ import jax
 import numpy as np
 from flax import nnx
 
-from rsvqa_jax.data.tokenizers import HFTokenizer
 from rsvqa_jax.errors import RSVQAError
 from rsvqa_jax.models import checkpoints
 from rsvqa_jax.models.bert import BertConfig, BertEncoder
@@ -132,18 +130,15 @@ def hf_tree(model, tensors, source="checkpoint"):
 
 
 def load_bert(folder, *, rngs=None, dtype=None):
-  """(BertEncoder, HFTokenizer) from a local Hugging Face folder; never downloads.
+  """BertEncoder from a local Hugging Face folder; never downloads.
 
   The encoder is built from shapes only and every parameter comes from the checkpoint; `rngs`
-  (default nnx.Rngs(0)) seeds only the dropout streams.
+  (default nnx.Rngs(0)) seeds only the dropout streams. The folder's tokenizer files are read
+  by data/tokenizers.HFTokenizer, with at most `model.config.max_tokens` tokens.
   """
   folder = os.fspath(folder)
   config = BertConfig.from_hf_json(os.path.join(folder, "config.json"))
-  max_length = config.max_position_embeddings
-  if config.family == "roberta":
-    max_length -= config.pad_token_id + 1
-  tokenizer = HFTokenizer.from_folder(folder, max_length=max_length)
   model = nnx.eval_shape(lambda: BertEncoder(config, rngs=nnx.Rngs(0), dtype=dtype))
   checkpoints.load_into(model, hf_tree(model, read_hf_weights(folder), folder), folder)
   checkpoints.finish_abstract(model, rngs if rngs is not None else nnx.Rngs(0), folder)
-  return model, tokenizer
+  return model

@@ -81,6 +81,17 @@ def jit_init(constructor, *seeds):
   return nnx.merge(traced["graphdef"], _INIT_PROGRAMS[key](*keys))
 
 
+def tree_sha256(tree):
+  """sha256 of a parameter tree: every leaf's path, dtype, shape and bytes, in path order."""
+  h = hashlib.sha256()
+  leaves = jax.tree_util.tree_flatten_with_path(tree)[0]
+  for path, leaf in sorted(leaves, key=lambda kv: jax.tree_util.keystr(kv[0])):
+    arr = np.ascontiguousarray(np.asarray(leaf))
+    h.update(f"{jax.tree_util.keystr(path)}|{arr.dtype}|{arr.shape}|".encode())
+    h.update(arr.tobytes())
+  return h.hexdigest()
+
+
 def state_tree(model):
   """The parameters and batch statistics of an NNX module as a nested dict of arrays."""
   return nnx.to_pure_dict(nnx.state(model, _SAVED))

@@ -6,9 +6,7 @@ conv1/bn1/conv2/bn2[/conv3/bn3] and the projection shortcut as down_conv/down_bn
 torchvision ((3,3) for the 7x7 stem, (1,1) for the 3x3 convs and the max-pool; 'SAME' would
 pad asymmetrically at stride 2), the bottleneck strides on its 3x3 conv, BatchNorm eps is 1e-5.
 """
-import jax
 import jax.numpy as jnp
-import numpy as np
 from flax import nnx
 
 # depth -> (block kind, blocks per stage)
@@ -141,46 +139,3 @@ class ResNet(nnx.Module):
     if self.fc is not None:
       out["logits"] = self.fc(out["pooled"].astype(self.dtype))
     return out
-
-
-class MapReduction(nnx.Module):
-  """The original RSVQA baseline's trainable 1x1 conv on the final map, flattened to a vector.
-
-  [B, h, w, in_ch] -> [B, h * w * out_ch] (8 * 8 * out_ch for 256x256 inputs).
-  """
-
-  def __init__(self, in_ch, out_ch, rngs, *, dtype=jnp.float32):
-    self.conv = nnx.Conv(in_ch, out_ch, (1, 1), padding="VALID", dtype=dtype, rngs=rngs)
-
-  def __call__(self, feature_map):
-    y = self.conv(feature_map)
-    return y.reshape(y.shape[0], -1)
-
-
-def extract_features(model, images_uint8, batch_size):
-  """Yield float32 pooled features [b, C] of uint8 NHWC images, one jit-compiled batch at a time.
-
-  `images_uint8` is any sliceable array-like (numpy array, memmap). The last short batch is
-  zero-padded to `batch_size` so only one shape is compiled; its padding rows are dropped.
-  With several devices the batch is split over them (batch_size must then divide evenly).
-  """
-  graphdef, state = nnx.split(model)
-  devices = jax.device_count()
-  batch_sharding = None
-  if devices > 1 and batch_size % devices == 0:
-    mesh = jax.make_mesh((devices,), ("data",))
-    batch_sharding = jax.NamedSharding(mesh, jax.P("data"))
-    state = jax.device_put(state, jax.NamedSharding(mesh, jax.P()))
-
-  @jax.jit
-  def forward(state, batch):
-    return nnx.merge(graphdef, state)(preprocess(batch))["pooled"]
-
-  for start in range(0, len(images_uint8), batch_size):
-    batch = np.asarray(images_uint8[start:start + batch_size])
-    real = len(batch)
-    if real < batch_size:
-      batch = np.concatenate([batch, np.zeros((batch_size - real,) + batch.shape[1:], batch.dtype)])
-    if batch_sharding is not None:
-      batch = jax.device_put(batch, batch_sharding)
-    yield np.asarray(forward(state, batch))[:real]

@@ -2,22 +2,19 @@
 
 The files are `uni_skip.npz` (GRU arrays), `dictionary.txt` (one word per line, line number =
 row of the word table) and `utable.npy` (the 930k x 620 word table). Only the rows of the words
-in the dataset's word list are kept; dataset words missing from the dictionary share the UNK row
-and are counted. `utable.npy` as distributed is a pickled object array: it is unpickled only when
+of the caller's vocabulary are kept (the tokenizer built from the dataset's words and this
+dictionary, data/tokenizers.py: row 0 padding, row 1 the dictionary's UNK row, then the words). `utable.npy` as distributed is a pickled object array: it is unpickled only when
 the caller passes `allow_pickle=True`, and `convert_utable` writes a plain float32 copy once
 (memory-mapped afterwards, so only the needed rows are read).
 
-With files, the encoder is built from shapes only (`nnx.eval_shape`) and every parameter is
-filled by `checkpoints.load_into`. The random-init model is built in one `nnx.jit` program from
-the caller's `rngs`, which, unlike `checkpoints.jit_init`, also works under an outer trace
-such as `nnx.eval_shape`.
+The encoder is built from shapes only (`nnx.eval_shape`) and every parameter is filled by
+`checkpoints.load_into`.
 """
 import os
 
 import numpy as np
 from flax import nnx
 
-from rsvqa_jax.data.tokenizers import UNK, WordTokenizer
 from rsvqa_jax.errors import RSVQAError
 from rsvqa_jax.models import checkpoints
 from rsvqa_jax.models.skipthoughts import SkipThoughts
@@ -26,6 +23,7 @@ UNI_SKIP = "uni_skip.npz"
 UTABLE = "utable.npy"
 PLAIN_UTABLE = "utable_f32.npy"
 DICTIONARY = "dictionary.txt"
+UNK = "UNK"  # the dictionary's word for unknown words
 ENCODER_KEYS = {"W": "encoder_W", "U": "encoder_U", "b": "encoder_b",
                 "Wx": "encoder_Wx", "Ux": "encoder_Ux", "bx": "encoder_bx"}
 
@@ -133,35 +131,34 @@ def uni_skip_tree(model, arrays, word_rows, source):
   return checkpoints.unflatten({ours: value for ours, (value, _) in given.items()})
 
 
-def load_skipthoughts(folder_or_files, words, *, allow_pickle=False, dropout=0.0, bayesian=False,
-                      lowercase=True, rngs=None):
-  """Skip-thoughts encoder and word tokenizer for a dataset's word list.
+def read_dictionary_of(folder_or_files):
+  """The word -> row dictionary of a Skip-thoughts folder (or files mapping)."""
+  return read_dictionary(resolve_files(folder_or_files)["dictionary"])
+
+
+def load_skipthoughts(folder_or_files, vocab, *, dictionary=None, allow_pickle=False, dropout=0.0,
+                      bayesian=False, rngs=None):
+  """Skip-thoughts encoder whose word table follows `vocab`.
 
   Args:
     folder_or_files: folder with uni_skip.npz, utable.npy (or utable_f32.npy) and
-      dictionary.txt; or a mapping with keys uni_skip, utable, dictionary; or None for a randomly
-      initialised model of the pretrained shapes (one compiled program, `rngs` as in an
-      eager build).
-    words: the dataset's word list (see `rsvqa_jax.data.tokenizers.word_list`).
+      dictionary.txt; or a mapping with keys uni_skip, utable, dictionary.
+    vocab: the tokenizer's words by id: vocab[0] padding (a zero row), vocab[1] unknown words
+      (the dictionary's UNK row, zeros if it has none), vocab[2:] words of the dictionary.
+    dictionary: the file's word -> row mapping when the caller has read it already.
     allow_pickle: allow unpickling a pickled utable.npy (only for trusted files).
-    rngs: default nnx.Rngs(0); with files, it seeds only the dropout stream (the model is built
-      from shapes and every parameter comes from the files).
-
-  Returns:
-    (SkipThoughts, WordTokenizer, number of dataset words missing from the dictionary).
+    rngs: default nnx.Rngs(0); it seeds only the dropout stream (the model is built from shapes
+      and every parameter comes from the files).
   """
   rngs = rngs if rngs is not None else nnx.Rngs(0)
-  if folder_or_files is None:
-    tokenizer = WordTokenizer.build(words, lowercase=lowercase)
-    model = nnx.jit(lambda r: SkipThoughts(tokenizer.vocab_size, dropout=dropout,
-                                           bayesian=bayesian, rngs=r))(rngs)
-    return model, tokenizer, 0
-
   files = resolve_files(folder_or_files)
-  dictionary = read_dictionary(files["dictionary"])
+  dictionary = dictionary if dictionary is not None else read_dictionary(files["dictionary"])
+  missing = [w for w in vocab[2:] if w not in dictionary]
+  if missing:
+    raise RSVQAError(f"{files['dictionary']}: has no word {missing[0]!r} of the vocabulary "
+                     f"({len(missing)} missing)")
   arrays = read_uni_skip(files["uni_skip"])
-  tokenizer = WordTokenizer.build(words, dictionary, lowercase=lowercase)
-  needed = [dictionary[w] for w in tokenizer.vocab[2:]]
+  needed = [dictionary[w] for w in vocab[2:]]
   if UNK in dictionary:
     needed.append(dictionary[UNK])
   table = read_table_rows(files["utable"], needed, allow_pickle=allow_pickle)
@@ -169,14 +166,14 @@ def load_skipthoughts(folder_or_files, words, *, allow_pickle=False, dropout=0.0
   if table.shape[1] != word_dim:
     raise RSVQAError(f"{files['utable']}: word vectors of size {table.shape[1]}, "
                      f"encoder_W expects {word_dim}")
-  word_rows = np.zeros((tokenizer.vocab_size, word_dim), np.float32)
-  word_rows[2:] = table[:tokenizer.vocab_size - 2]
+  word_rows = np.zeros((len(vocab), word_dim), np.float32)
+  word_rows[2:] = table[:len(vocab) - 2]
   if UNK in dictionary:
-    word_rows[tokenizer.unk_id] = table[-1]
+    word_rows[1] = table[-1]
   model = nnx.eval_shape(lambda: SkipThoughts(
-      tokenizer.vocab_size, word_dim=word_dim, hidden_dim=hidden_dim, dropout=dropout,
+      len(vocab), word_dim=word_dim, hidden_dim=hidden_dim, dropout=dropout,
       bayesian=bayesian, rngs=nnx.Rngs(0)))
   checkpoints.load_into(model, uni_skip_tree(model, arrays, word_rows, files["uni_skip"]),
                         files["uni_skip"])
   checkpoints.finish_abstract(model, rngs, files["uni_skip"])
-  return model, tokenizer, len(tokenizer.unknown_words)
+  return model

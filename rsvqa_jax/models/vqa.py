@@ -1,34 +1,23 @@
 """The assembled RSVQA model and its visual-blind twin.
 
 The frozen ResNet never runs inside the model: its pooled features are computed once and
-cached (train/feature_cache), so the model takes `image_features` [B, 2048]. The question
+cached (features/image_cache.py), so the model takes `image_features` [B, 2048]. The question
 side takes either token ids (a trainable or frozen text encoder runs) or cached
 `question_vector`s when the language model is frozen and its outputs were cached.
 
 Batch keys read: image_features, and either question_vector or (tokens, mask).
 """
-import ml_collections
 from flax import nnx
 
 from rsvqa_jax.models.fusion import Classifier, Fusion
 
 
-def head_config():
-  """Defaults of the fusion + classifier part (the paper's settings)."""
-  c = ml_collections.ConfigDict()
-  c.fusion = "mult"  # mult | concat | mutan
-  c.hidden_dim = 1200
-  c.classifier_dim = 256
-  c.dropout = 0.5
-  c.mutan_rank = 5
-  c.mutan_dim = 1200
-  c.mutan_normalize = False
-  c.blind = False  # visual blind: question vector straight into the classifier
-  return c
-
-
 class VQAHead(nnx.Module):
-  """Fusion + classifier on (image vector, question vector); blind models skip the image."""
+  """Fusion + classifier on (image vector, question vector); blind models skip the image.
+
+  `cfg` is a config's model section (config.model_section: fusion, hidden_dim, classifier_dim,
+  dropout, mutan_rank, mutan_dim, mutan_normalize, blind).
+  """
 
   def __init__(self, cfg, *, q_dim, v_dim, num_answers, rngs):
     self.blind = bool(cfg.blind)

@@ -15,8 +15,8 @@ import os
 import jax
 import orbax.checkpoint as ocp
 
+from rsvqa_jax import config as config_lib
 from rsvqa_jax.errors import RSVQAError
-from rsvqa_jax.train import config_lib
 
 CONFIG_FILE = "config.json"
 RECORDED_IN = "recorded_in"  # config.json's extra key: the workdir's absolute path when written
@@ -133,6 +133,3 @@ class Checkpoints:
     items = self.manager.restore(step, args=ocp.args.Composite(
         state=ocp.args.StandardRestore(abstract)))["state"]
     return items, data
-
-  def close(self):
-    self.manager.close()

@@ -2,45 +2,67 @@
 
 config.text picks the question encoder: "skipthoughts" (pretrained uni-skip files in
 text.checkpoint, or random init of text.word_dim / text.hidden_dim when it is "random" or unset,
-see config_lib.check_weights) or a BERT family encoder ("distilbert", "bert", "roberta") read
-from a local Hugging Face folder. config.model is the fusion + classifier (models/vqa.py
-head_config). Randomly initialised parts are built in one compiled program (checkpoints.jit_init)
-rather than op by op.
+see config.check_weights) or a BERT family encoder ("distilbert", "bert", "roberta") read from a
+local Hugging Face folder. The tokenizer is built here from the dataset's words (Skip-thoughts)
+or the folder's tokenizer files; the weight loaders in models/ take its vocabulary. config.model
+is the fusion + classifier (models/vqa.py). Randomly initialised parts are built in one compiled
+program (checkpoints.jit_init) rather than op by op.
 """
 from flax import nnx
 
-from rsvqa_jax.data.tokenizers import WordTokenizer
+from rsvqa_jax.config import RANDOM, is_random
+from rsvqa_jax.data.tokenizers import HFTokenizer, WordTokenizer
 from rsvqa_jax.errors import RSVQAError
 from rsvqa_jax.models.bert import FAMILIES
 from rsvqa_jax.models.checkpoints import jit_init
 from rsvqa_jax.models.skipthoughts import SkipThoughts
 from rsvqa_jax.models.vqa import RSVQAModel, VQAHead
-from rsvqa_jax.train.config_lib import RANDOM, is_random
 
 ENCODERS = ("skipthoughts",) + FAMILIES
+
+
+def pretrained_skipthoughts(folder, words, *, allow_pickle=False, dropout=0.0, bayesian=False,
+                            rngs=None):
+  """(SkipThoughts, WordTokenizer) of a uni-skip folder for a dataset's words.
+
+  Dataset words missing from the dictionary map to UNK (tokenizer.unknown_words lists them).
+  """
+  # Imported here: the loader reads large files and only pretrained runs need it.
+  from rsvqa_jax.models import skipthoughts_params  # pylint: disable=g-import-not-at-top
+  dictionary = skipthoughts_params.read_dictionary_of(folder)
+  tokenizer = WordTokenizer.build(words, dictionary)
+  encoder = skipthoughts_params.load_skipthoughts(
+      folder, tokenizer.vocab, dictionary=dictionary, allow_pickle=allow_pickle, dropout=dropout,
+      bayesian=bayesian, rngs=rngs)
+  return encoder, tokenizer
+
+
+def pretrained_bert(folder, *, max_length=None, rngs=None):
+  """(BertEncoder, HFTokenizer) of a local Hugging Face folder."""
+  from rsvqa_jax.models import bert_params  # pylint: disable=g-import-not-at-top
+  encoder = bert_params.load_bert(folder, rngs=rngs)
+  limit = encoder.config.max_tokens
+  tokenizer = HFTokenizer.from_folder(folder, max_length=min(limit, max_length or limit))
+  return encoder, tokenizer
 
 
 def load_text_encoder(text_cfg, words, rngs):
   """(pretrained encoder nnx.Module with out_dim, tokenizer with encode() and pad_id)."""
   if text_cfg.encoder == "skipthoughts":
-    # Imported here: the loader reads large files and only pretrained runs need it.
-    from rsvqa_jax.models.skipthoughts_params import load_skipthoughts  # pylint: disable=g-import-not-at-top
-    encoder, tokenizer, _ = load_skipthoughts(
-        text_cfg.checkpoint, words, allow_pickle=text_cfg.allow_pickle,
-        dropout=text_cfg.dropout, bayesian=text_cfg.bayesian, rngs=rngs)
-    return encoder, tokenizer
+    return pretrained_skipthoughts(text_cfg.checkpoint, words, allow_pickle=text_cfg.allow_pickle,
+                                   dropout=text_cfg.dropout, bayesian=text_cfg.bayesian,
+                                   rngs=rngs)
   if text_cfg.encoder in FAMILIES:
     if is_random(text_cfg.checkpoint):
       raise RSVQAError(f"config text.checkpoint={text_cfg.checkpoint!r}: text.encoder="
                        f"{text_cfg.encoder} needs a local Hugging Face folder (config.json, "
                        f"model.safetensors, tokenizer); random init ({RANDOM!r}) is Skip-thoughts "
                        "only")
-    from rsvqa_jax.models.bert_params import load_bert  # pylint: disable=g-import-not-at-top
-    encoder, tokenizer = load_bert(text_cfg.checkpoint, rngs=rngs)
+    encoder, tokenizer = pretrained_bert(text_cfg.checkpoint, max_length=text_cfg.max_length,
+                                         rngs=rngs)
     if encoder.config.family != text_cfg.encoder:
       raise RSVQAError(f"config text.checkpoint={text_cfg.checkpoint}: holds a "
                        f"{encoder.config.family} model, text.encoder says {text_cfg.encoder}")
-    tokenizer.max_length = min(tokenizer.max_length, text_cfg.max_length)
     return encoder, tokenizer
   raise RSVQAError(f"config text.encoder={text_cfg.encoder!r}: choose one of {ENCODERS}")
 

@@ -49,8 +49,3 @@ def create(model, optimizer, *, seed, freeze_text):
   return TrainState(graphdef=graphdef, params=params, frozen=frozen, rest=rest,
                     opt_state=jax.jit(optimizer.init)(params), step=jnp.zeros((), jnp.int32),
                     rng=jax.random.key_data(jax.random.key(seed)))
-
-
-def replace_items(state, items):
-  """The state with the checkpointed items restored."""
-  return state.replace(**items)

@@ -44,13 +44,18 @@ def masked_cross_entropy(logits, labels):
   return jnp.where(valid, ce, 0.0).sum() / jnp.maximum(n, 1), n
 
 
+def _model_inputs(batch, compute_dtype):
+  """The model's inputs of a batch, floating ones in the compute dtype."""
+  inputs = {k: batch[k] for k in MODEL_INPUTS if k in batch}
+  return {k: v.astype(compute_dtype) if jnp.issubdtype(v.dtype, jnp.floating) else v
+          for k, v in inputs.items()}
+
+
 def _logits(state, params, batch, compute_dtype, *, deterministic, key=None):
   model = state.model(_cast(params, compute_dtype))
   if key is not None:
     nnx.reseed(model, dropout=key)
-  inputs = {k: batch[k] for k in MODEL_INPUTS if k in batch}
-  inputs = {k: v.astype(compute_dtype) if jnp.issubdtype(v.dtype, jnp.floating) else v
-            for k, v in inputs.items()}
+  inputs = _model_inputs(batch, compute_dtype)
   return model(inputs, deterministic=deterministic).astype(jnp.float32)
 
 
@@ -79,11 +84,26 @@ def make_train_step(optimizer, mesh, compute_dtype="float32"):
 
 
 def make_eval_step(mesh, compute_dtype="float32"):
-  """jit(state, batch) -> predicted answer ids [B], replicated on every device/host."""
+  """jit(state, batch) -> predicted answer ids [B, K], replicated on every device/host.
+
+  The batch's image_features are [B, K, D]: K image rows per question (K = 1 for clean
+  evaluation, K substitutions for adversarial testing). The question vector is computed once
+  per question and the head runs on each of the K image rows (vmap), so every evaluator shares
+  this step, its dtype and its mesh.
+  """
   dtype = DTYPES[compute_dtype]
 
   def step(state, batch):
-    return _logits(state, state.params, batch, dtype, deterministic=True).argmax(-1)
+    model = state.model(_cast(state.params, dtype))
+    inputs = _model_inputs(batch, dtype)
+    q = model.question_vector(inputs, deterministic=True)
+    images = inputs["image_features"]
+    if model.head.blind:
+      logits = jnp.repeat(model.head(None, q, deterministic=True)[:, None], images.shape[1], 1)
+    else:
+      head = lambda v: model.head(v, q, deterministic=True)
+      logits = jax.vmap(head, in_axes=1, out_axes=1)(images)
+    return logits.astype(jnp.float32).argmax(-1)
 
   rep, data = shd.replicated(mesh), shd.batch_sharding(mesh)
   return jax.jit(step, in_shardings=(rep, data), out_shardings=rep)

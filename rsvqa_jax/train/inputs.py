@@ -1,9 +1,12 @@
 """From a config to the arrays training reads: dataset, answer vocabulary, features, columns.
 
-The dataset is read from `config.data.root`, or generated once (synthetic configs) under the
-cache folder. Questions are tokenised once into padded columns (`pipeline.split_columns`);
+The dataset is read from `config.data.root`, or from the synthetic dataset's folder under the
+cache (generated beforehand by the explicit step in train/prepare.py; reading never generates).
+Questions are tokenised once into padded columns (`pipeline.split_columns`);
 image features stay in their (memory-mapped) array and each batch gathers its rows on the host,
 so the loop does not care where features come from (the feature cache, or a test's array).
+Evaluation batches carry K image-feature rows per question ([b, K, D]: the clean row, or K
+substituted ones for adversarial testing) so every evaluator runs the same compiled step.
 With a cached frozen language model (config_lib.caches_questions) the columns also hold each
 question's row in the question-vector table, and batches carry `question_vector` instead of
 tokens. Evaluation batches are global and identical on every host; each host feeds its slice.
@@ -25,10 +28,12 @@ import jax
 import numpy as np
 from flax import nnx
 
+from rsvqa_jax import config as config_lib
 from rsvqa_jax.data import pipeline, rsvqa_json, synthetic
 from rsvqa_jax.data.answers import AnswerVocab
 from rsvqa_jax.data.tokenizers import WordTokenizer, bucket_length, pad_batch, word_list
 from rsvqa_jax.errors import RSVQAError
+from rsvqa_jax.features import image_cache, pixels, question_cache
 
 ANSWERS_FILE = "answers.json"
 QUESTION_ENCODER_FILE = "question_encoder.json"
@@ -54,21 +59,18 @@ class SplitColumns(NamedTuple):
   buckets: tuple  # token widths batches are cut to; the last one is the columns' width
 
 
-def cache_dir(config, workdir):
-  """Where synthetic datasets and feature caches live: data.cache_dir, else beside workdir."""
-  if config.data.cache_dir:
-    return config.data.cache_dir
-  return os.path.join(os.path.dirname(os.path.abspath(workdir)), "rsvqa_cache")
-
-
 def load_dataset(config, workdir):
-  """The records.Dataset a config names (generating the synthetic one if needed)."""
+  """The records.Dataset a config names: data.root, or the synthetic dataset already generated."""
   d = config.data
   if d.synthetic:
-    folder = os.path.join(cache_dir(config, workdir),
-                          f"synthetic_{d.synthetic_variant}_{d.synthetic_images}_{d.synthetic_seed}")
-    synthetic.ensure_synthetic(folder, d.synthetic_variant, d.synthetic_images, d.synthetic_seed,
-                               questions_per_image=d.synthetic_questions_per_image)
+    folder = config_lib.synthetic_root(config, workdir)
+    wanted = synthetic_params(config)
+    if synthetic.read_manifest(folder) != wanted:
+      raise RSVQAError(f"{folder}: the synthetic dataset of this config is not there (training "
+                       "generates it as its first stage; or run rsvqa-jax synth --out "
+                       f"{folder} --variant {d.synthetic_variant} --images {d.synthetic_images} "
+                       f"--seed {d.synthetic_seed} --questions-per-image "
+                       f"{d.synthetic_questions_per_image})")
     return rsvqa_json.read_dataset(folder, d.synthetic_variant)
   if not d.root:
     raise RSVQAError(f"config data.root is not set: give the {d.name.upper()} dataset folder "
@@ -76,6 +78,13 @@ def load_dataset(config, workdir):
   if not os.path.isdir(d.root):
     raise RSVQAError(f"config data.root={d.root}: folder does not exist")
   return rsvqa_json.read_dataset(d.root, d.name)
+
+
+def synthetic_params(config):
+  """The synthetic generator's parameters a config asks for (its manifest must equal them)."""
+  d = config.data
+  return synthetic.params(d.synthetic_variant, d.synthetic_images, d.synthetic_seed,
+                          questions_per_image=d.synthetic_questions_per_image)
 
 
 def answer_vocab(dataset, config, workdir):
@@ -93,17 +102,19 @@ def answer_vocab(dataset, config, workdir):
   return vocab
 
 
-def image_features(config, dataset, workdir, splits, variant="none"):
-  """Frozen-encoder features of the images of `splits` (pixels under `variant`) from the cache."""
-  # Imported here: the cache pulls in the image encoders, which tests feeding arrays skip.
-  from rsvqa_jax.train import feature_cache  # pylint: disable=g-import-not-at-top
-  image_cfg = feature_cache.default_image_config()
-  image_cfg.update(config.image)
-  if image_cfg.arch == "synthetic_resnet" and not image_cfg.pretrained_dir:
-    image_cfg.pretrained_dir = os.path.join(cache_dir(config, workdir), "synthetic_resnet")
-  return feature_cache.image_features(dataset, splits, image_cfg,
-                                      os.path.join(cache_dir(config, workdir), "features"),
-                                      variant=variant)
+def image_features(config, dataset, workdir, splits, *, variant="none", kind="clean",
+                   noise_seed=0):
+  """Frozen-encoder features of the images of `splits` (None: all) from the cache.
+
+  `variant` (an augmentation) or `kind` (an adversarial pixel replacement) as in
+  features/image_cache.py. Rows follow the sorted image ids, so every variant and kind of the
+  same splits lines up with the clean table.
+  """
+  cache = config_lib.cache_dir(config, workdir)
+  return image_cache.image_features(
+      dataset, splits, config_lib.image_config(config.image, cache),
+      os.path.join(cache, config_lib.FEATURES_DIR), variant=variant, kind=kind,
+      noise_seed=noise_seed)
 
 
 def augment_tables(config, dataset, workdir, features, given=None):
@@ -112,17 +123,16 @@ def augment_tables(config, dataset, workdir, features, given=None):
   `given`: {variant: Features} to use instead of the cache (in-memory tasks); "none" is always
   the clean table itself.
   """
-  from rsvqa_jax.train import feature_cache  # pylint: disable=g-import-not-at-top
   tables = []
   for variant in config.data.augment_variants:
-    if variant not in feature_cache.VARIANTS:
+    if variant not in pixels.VARIANTS:
       raise RSVQAError(f"config data.augment_variants: unknown variant {variant!r}; expected "
-                       f"some of {feature_cache.VARIANTS}")
+                       f"some of {pixels.VARIANTS}")
     if variant == "none":
       tables.append(features.features)
       continue
     if given is None:
-      table = image_features(config, dataset, workdir, None, variant)
+      table = image_features(config, dataset, workdir, None, variant=variant)
     elif variant in given:
       table = given[variant]
     else:
@@ -154,7 +164,6 @@ def draw_variants(positional, num_variants, seed, step):
 
 def _encoder_identity(config, encoder, tokenizer):
   """question_cache.encoder_identity of a frozen text encoder and its tokenizer."""
-  from rsvqa_jax.train import question_cache  # pylint: disable=g-import-not-at-top
   t = config.text
   if isinstance(tokenizer, WordTokenizer):
     files = ()
@@ -195,7 +204,6 @@ def question_vectors(config, dataset, workdir, encoder, tokenizer):
 
   Returns (vectors float32 [Nq, D] memmap, {split name: int32 row of each question}).
   """
-  from rsvqa_jax.train import question_cache  # pylint: disable=g-import-not-at-top
   identity = _encoder_identity(config, encoder, tokenizer)
   _check_or_record_encoder(workdir, identity)
   names = sorted(dataset.splits)
@@ -209,7 +217,7 @@ def question_vectors(config, dataset, workdir, encoder, tokenizer):
 
   vectors, index = question_cache.question_vectors(
       questions, lambda tm: _encode(graphdef, state, *tm), tokenize,
-      os.path.join(cache_dir(config, workdir), "questions"), identity,
+      os.path.join(config_lib.cache_dir(config, workdir), config_lib.QUESTIONS_DIR), identity,
       batch_size=config.train.eval_batch_size)
   rows, start = {}, 0
   for s in names:
@@ -245,8 +253,16 @@ def encode_split(split, vocab, tokenizer, image_ids, max_length, buckets, questi
   return SplitColumns(columns, lengths, buckets)
 
 
+def _question_inputs(batch, question_vectors):
+  """Tokens and mask, or (with the cached table) the rows of the batch's question vectors."""
+  if question_vectors is None:
+    return {"tokens": batch["tokens"], "mask": batch["mask"]}
+  return {"question_vector": np.asarray(question_vectors[np.asarray(batch["question_index"])],
+                                        np.float32)}
+
+
 def model_batch(batch, features, question_vectors=None, variant=None):
-  """A pipeline batch -> the arrays the model and loss read (image rows gathered here).
+  """A training batch -> the arrays the model and loss read (image rows gathered here).
 
   With `question_vectors` (the cached table) the batch carries the rows of its questions as
   question_vector instead of tokens and mask. With `variant` (int [B], see draw_variants),
@@ -260,20 +276,30 @@ def model_batch(batch, features, question_vectors=None, variant=None):
     for v in np.unique(variant).tolist():
       sel = variant == v
       image[sel] = features[v][rows[sel]]
-  out = {"image_features": image, "answer": batch["answer"].astype(np.int32)}
-  if question_vectors is None:
-    out.update(tokens=batch["tokens"], mask=batch["mask"])
-  else:
-    out["question_vector"] = np.asarray(
-        question_vectors[np.asarray(batch["question_index"])], np.float32)
-  return out
+  return {"image_features": image, "answer": batch["answer"].astype(np.int32),
+          **_question_inputs(batch, question_vectors)}
+
+
+def eval_model_batch(local, features, image_rows, question_vectors=None):
+  """An eval_batches batch -> the eval step's arrays, with K image rows per question.
+
+  `image_rows` int [K, N] gives, for each of K repeats, the row of `features` each question of
+  the split sees (its own image's row for clean evaluation, K = 1); image_features is [b, K, D].
+  """
+  rows = np.asarray(image_rows)[:, local["row"]]
+  image = np.asarray(features[rows.T.ravel()], np.float32).reshape(rows.shape[1], rows.shape[0],
+                                                                   -1)
+  return {"image_features": image, "answer": local["answer"],
+          **_question_inputs(local, question_vectors)}
 
 
 def eval_batches(split_columns, batch_size):
-  """Ordered global batches (rows, this host's model_batch slice); last one padded.
+  """Ordered global batches (rows, this host's slice of the batch); the last one padded.
 
   Yields (rows, local): rows int64 [batch_size] with -1 on padding; local is the dict of
-  columns for this host's contiguous part of the batch (answers -1 on padding).
+  columns for this host's contiguous part of the batch: `row` (the split row of each sample,
+  0 on padding), tokens / mask cut to the batch's bucket, answers (-1 on padding) and
+  question_index when the columns have it.
   """
   cols, lengths, buckets = split_columns
   n = len(lengths)
@@ -286,8 +312,8 @@ def eval_batches(split_columns, batch_size):
     width = bucket_length(int(lengths[real].max()), buckets)
     take = np.where(rows >= 0, rows, 0)[proc * per_host:(proc + 1) * per_host]
     pad = rows[proc * per_host:(proc + 1) * per_host] < 0
-    local = {"image_index": cols["image_index"][take],
-             "tokens": cols["tokens"][take, :width], "mask": cols["mask"][take, :width] * ~pad[:, None],
+    local = {"row": take, "tokens": cols["tokens"][take, :width],
+             "mask": cols["mask"][take, :width] * ~pad[:, None],
              "answer": np.where(pad, -1, cols["answer"][take])}
     local["mask"][pad, 0] = 1  # a padding row still needs one "real" token for the encoders
     if "question_index" in cols:

@@ -8,10 +8,11 @@ both read from the generator's object masks (DIR/masks/{image_id}.npz). Validati
 measure it. The result is stored in `pretrained_dir` (model.safetensors in the format of
 models/checkpoints.py, loadable by resnet_params.load_resnet, + manifest.json) and then used
 frozen through the feature cache (image.arch = "synthetic_resnet").
+
+Pretraining is an explicit step (train/prepare.py: `rsvqa-jax features --pretrain`, the first
+stage of `train` and of the study): looking features up never trains anything.
 """
 import functools
-import json
-import logging
 import os
 import time
 
@@ -22,31 +23,16 @@ import optax
 from flax import nnx
 from tqdm import tqdm
 
+from rsvqa_jax import config as config_lib
+from rsvqa_jax import storage
 from rsvqa_jax.data import scenes
-from rsvqa_jax.data.images import read_tif
 from rsvqa_jax.errors import RSVQAError
+from rsvqa_jax.features import pixels
 from rsvqa_jax.models import checkpoints, resnet, resnet_params
-from rsvqa_jax.train import feature_cache
 
 FORMAT_VERSION = 2  # 2: weights written by models/checkpoints.py with ResNet metadata
 CLASSES = tuple(scenes.CLASSES)
-WEIGHTS, MANIFEST = "model.safetensors", "manifest.json"
-_log = logging.getLogger(__name__)
-
-
-def default_pretrain_config():
-  """Small and fast: 595 train images at 64x64 x 8 epochs took 110 s on two shared CPU cores."""
-  c = ml_collections.ConfigDict()
-  c.depth = 18
-  c.width = 16  # stem width; pooled features are 8 * width = 128-d
-  c.image_size = 64
-  c.epochs = 8
-  c.batch_size = 32
-  c.learning_rate = 3e-3
-  c.weight_decay = 1e-4
-  c.fraction_weight = 1.0  # weight of the per-class pixel-fraction loss
-  c.seed = 0
-  return c
+WEIGHTS = "model.safetensors"
 
 
 def land_cover_labels(root, image_ids):
@@ -70,8 +56,8 @@ def land_cover_labels(root, image_ids):
 
 def load_images(dataset, image_ids, size):
   """uint8 [N, size, size, 3], resized exactly as the feature cache resizes them."""
-  return np.stack([feature_cache.resize(read_tif(dataset.image_path(i), size=dataset.image_size),
-                                        size) for i in image_ids])
+  load = pixels.loader(dataset, "none", "clean", 0, size)
+  return np.stack([load(i) for i in image_ids])
 
 
 def _augment(rng, images):
@@ -125,7 +111,7 @@ def presence_metrics(prob, presence, fraction_pred, fraction, train_prevalence):
 
 def pretrain(dataset, out_dir, cfg=None, *, train_split="train", eval_split="val"):
   """Trains on `train_split` images, measures on `eval_split`, writes out_dir; returns manifest."""
-  cfg = cfg or default_pretrain_config()
+  cfg = cfg or config_lib.pretrain_section()
   started = time.time()
   train_ids = dataset.image_ids(train_split)
   images = load_images(dataset, train_ids, cfg.image_size)
@@ -186,57 +172,49 @@ def save_pretrained(out_dir, model, manifest):
   checkpoints.save_safetensors(weights + ".tmp", checkpoints.state_tree(model),
                                resnet_params.resnet_metadata(model))
   os.replace(weights + ".tmp", weights)
-  manifest = {**manifest, "weights_sha256": feature_cache.file_sha256(weights)}
-  path = os.path.join(out_dir, MANIFEST)
-  with open(path + ".tmp", "w") as f:
-    json.dump(manifest, f, indent=1)
-  os.replace(path + ".tmp", path)
+  storage.write_json(os.path.join(out_dir, storage.MANIFEST),
+                     {**manifest, "weights_sha256": storage.file_sha256(weights)})
 
 
 def read_manifest(out_dir):
   """The manifest if out_dir holds a complete model whose weights match it, else None."""
+  manifest = storage.read_manifest(out_dir, format=FORMAT_VERSION)
   try:
-    with open(os.path.join(out_dir, MANIFEST)) as f:
-      manifest = json.load(f)
-    if manifest.get("format") != FORMAT_VERSION:
-      return None
-    if feature_cache.file_sha256(os.path.join(out_dir, WEIGHTS)) != manifest["weights_sha256"]:
-      return None
-    return manifest
-  except (OSError, ValueError, KeyError):
-    return None
+    if manifest and storage.file_sha256(os.path.join(out_dir, WEIGHTS)) == manifest["weights_sha256"]:
+      return manifest
+  except (OSError, KeyError):
+    pass
+  return None
 
 
 def load_pretrained(out_dir):
   """The pretrained ResNet (with its land-cover head) from out_dir, ready to run frozen."""
   manifest = read_manifest(out_dir)
   if manifest is None:
-    raise RSVQAError(f"{out_dir}: no complete synthetic_resnet model ({MANIFEST} + {WEIGHTS})")
+    raise RSVQAError(f"{out_dir}: no complete synthetic_resnet model ({storage.MANIFEST} + "
+                     f"{WEIGHTS}); pretrain it with rsvqa-jax features --pretrain")
   path = os.path.join(out_dir, WEIGHTS)
   model = resnet_params.load_resnet(path)
   if (model.depth, model.width, model.num_classes) != (
       manifest["depth"], manifest["width"], manifest["num_outputs"]):
     raise RSVQAError(f"{path}: holds a ResNet-{model.depth} of width {model.width} with "
-                     f"{model.num_classes} outputs, {MANIFEST} says {manifest['depth']}, "
+                     f"{model.num_classes} outputs, {storage.MANIFEST} says {manifest['depth']}, "
                      f"{manifest['width']}, {manifest['num_outputs']}")
   return model
 
 
-def ensure_pretrained(image_cfg, dataset):
-  """The manifest of image_cfg.pretrained_dir, pretraining there first if it is missing.
+def settings(image_cfg):
+  """The pretraining settings of an image section (its `pretrain` subsection)."""
+  return ml_collections.ConfigDict(image_cfg.pretrain.to_dict())
 
-  An existing model is kept if it was trained with the same pretraining config (whatever
-  dataset it was trained on: the manifest says which); otherwise it is retrained on `dataset`.
+
+def current(image_cfg):
+  """The manifest of image_cfg.pretrained_dir if it holds a model of these settings, else None.
+
+  A model trained with the same pretraining settings is kept whatever dataset it was trained
+  on (the manifest says which).
   """
-  cfg = default_pretrain_config()
-  if "pretrain" in image_cfg:
-    cfg.update(image_cfg.pretrain)
-  out_dir = image_cfg.pretrained_dir
-  manifest = read_manifest(out_dir)
-  if manifest is not None and manifest["pretrain_config"] == cfg.to_dict():
+  manifest = read_manifest(image_cfg.pretrained_dir)
+  if manifest is not None and manifest["pretrain_config"] == settings(image_cfg).to_dict():
     return manifest
-  if dataset is None:
-    raise RSVQAError(f"{out_dir}: no synthetic_resnet model with this pretraining config, "
-                     "and no dataset given to pretrain one on")
-  _log.warning("pretraining synthetic_resnet on %s into %s", dataset.root, out_dir)
-  return pretrain(dataset, out_dir, cfg)
+  return None

@@ -5,7 +5,7 @@ tokenizer, string), and RSVQA repeats a few thousand template strings over tens 
 samples, so each distinct string is encoded once and every run and seed reuses the table. An
 entry (`vectors.npy` float32 [Nq, D] in sorted-string order + `manifest.json`) is keyed by the
 caller's encoder identity (see `encoder_identity`: parameter-tree hash, tokenizer files, settings)
-and the hash of the distinct strings; it is written through feature_cache.building (temporary
+and the hash of the distinct strings; it is written through storage.building (temporary
 folder renamed when complete) and its checksum is verified on open.
 """
 import hashlib
@@ -18,8 +18,11 @@ import time
 import numpy as np
 from tqdm import tqdm
 
-from rsvqa_jax.train import feature_cache
+from rsvqa_jax import storage
+from rsvqa_jax.errors import RSVQAError
+from rsvqa_jax.models.checkpoints import tree_sha256
 
+FORMAT_VERSION = 1
 _log = logging.getLogger(__name__)
 
 
@@ -27,13 +30,13 @@ def encoder_identity(params, tokenizer_files=(), **settings):
   """A JSON-able identity for a frozen text encoder.
 
   Args:
-    params: its parameter tree (hashed leaf by leaf, see feature_cache.tree_sha256).
+    params: its parameter tree (hashed leaf by leaf, see checkpoints.tree_sha256).
     tokenizer_files: files defining the tokenizer (vocab.txt, tokenizer.json, dictionary.txt),
       hashed by content.
     **settings: anything else the vectors depend on (family, max_length, pooling, lowercase...).
   """
-  return {"params_sha256": feature_cache.tree_sha256(params),
-          "tokenizer": {os.path.basename(p): feature_cache.file_sha256(p) for p in tokenizer_files},
+  return {"params_sha256": tree_sha256(params),
+          "tokenizer": {os.path.basename(p): storage.file_sha256(p) for p in tokenizer_files},
           **settings}
 
 
@@ -80,8 +83,8 @@ def question_vectors(questions, encoder, tokenize, cache_dir, encoder_id, *, bat
   """
   distinct, index = _distinct(questions)
   strings_sha = hashlib.sha256(json.dumps(distinct).encode()).hexdigest()
-  key = feature_cache.identity_key({"format": feature_cache.FORMAT_VERSION, "encoder": encoder_id,
-                                    "questions_sha256": strings_sha})
+  key = storage.identity_key({"format": FORMAT_VERSION, "encoder": encoder_id,
+                              "questions_sha256": strings_sha})
   name = f"questions_{key}"
   path = os.path.join(cache_dir, name)
   if os.path.isdir(path):
@@ -90,27 +93,27 @@ def question_vectors(questions, encoder, tokenize, cache_dir, encoder_id, *, bat
       return vectors, index
     _log.warning("%s: incomplete or corrupted question cache entry, recomputing", path)
     shutil.rmtree(path, ignore_errors=True)
-  with feature_cache.building(cache_dir, name) as tmp:
+  with storage.building(cache_dir, name) as tmp:
     started = time.time()
     vectors = _encode_all(distinct, encoder, tokenize, batch_size, "question vectors")
     np.save(os.path.join(tmp, "vectors.npy"), vectors)
-    feature_cache.write_manifest(tmp, {
-        "format": feature_cache.FORMAT_VERSION, "key": key, "encoder": encoder_id,
+    storage.write_json(os.path.join(tmp, storage.MANIFEST), {
+        "format": FORMAT_VERSION, "key": key, "encoder": encoder_id,
         "questions_sha256": strings_sha, "num_questions": len(distinct),
         "dim": int(vectors.shape[1]),
-        "vectors_sha256": feature_cache.file_sha256(os.path.join(tmp, "vectors.npy")),
+        "vectors_sha256": storage.file_sha256(os.path.join(tmp, "vectors.npy")),
         "created": time.strftime("%Y-%m-%dT%H:%M:%S"), "seconds": round(time.time() - started, 3),
     })
   vectors = _open(path, key, len(distinct))
   if vectors is None:
-    raise OSError(f"{path}: question cache entry unreadable right after writing it")
+    raise RSVQAError(f"{path}: question cache entry unreadable right after writing it")
   return vectors, index
 
 
 def _open(path, key, n):
-  manifest = feature_cache.read_manifest(path, key)
+  manifest = storage.read_manifest(path, format=FORMAT_VERSION, key=key)
   try:
-    return feature_cache.open_array(os.path.join(path, "vectors.npy"), (n, manifest["dim"]),
+    return storage.open_array(os.path.join(path, "vectors.npy"), (n, manifest["dim"]),
                                     manifest["vectors_sha256"])
   except (TypeError, KeyError):
     return None

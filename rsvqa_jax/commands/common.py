@@ -1,0 +1,52 @@
+"""Argument handling shared by the commands that take a config: `--config FILE[:ARG]`,
+`--config.KEY=VALUE` overrides and `--print-config`."""
+import json
+
+OVERRIDE_PREFIX = "--config."
+
+
+def accept_overrides(parser):
+  """Lets the parser take `--config.a.b=value` pairs, collected in args.config_overrides."""
+  parse_known = parser.parse_known_args
+
+  def parse_known_args(args=None, namespace=None):
+    args = list(args or [])
+    overrides, rest, i = [], [], 0
+    while i < len(args):
+      a = args[i]
+      if a.startswith(OVERRIDE_PREFIX):
+        if "=" not in a and i + 1 < len(args):
+          a, i = f"{a}={args[i + 1]}", i + 1
+        overrides.append(a[len(OVERRIDE_PREFIX):])
+      else:
+        rest.append(a)
+      i += 1
+    ns, extra = parse_known(rest, namespace)
+    ns.config_overrides = overrides
+    return ns, extra
+
+  parser.parse_known_args = parse_known_args
+
+
+def add_config_arguments(parser, *, example, print_flag=True):
+  """--config (with an example), the overrides and, unless asked not to, --print-config."""
+  parser.add_argument("--config", required=True,
+                      help=f"config file, optionally with an argument: {example}")
+  if print_flag:
+    parser.add_argument("--print-config", action="store_true",
+                        help="print the effective config (after the overrides) and exit")
+  parser.epilog = ("Override any config key with --config.KEY=VALUE, e.g. "
+                   "--config.train.batch_size=64 (rsvqa-jax config CONFIG lists the keys)")
+  accept_overrides(parser)
+
+
+def load_config(args):
+  """The config the arguments name, with their overrides applied."""
+  from rsvqa_jax import config  # pylint: disable=g-import-not-at-top
+  return config.apply_overrides(config.load(args.config), getattr(args, "config_overrides", []))
+
+
+def config_text(config):
+  """The effective config as indented JSON (every key, sorted)."""
+  from rsvqa_jax import config as config_lib  # pylint: disable=g-import-not-at-top
+  return json.dumps(config_lib.to_dict(config), indent=2, sort_keys=True)

@@ -1,0 +1,19 @@
+"""`rsvqa-jax config --config configs/X.py[:arg] [--config.a.b=value ...]`: the effective config.
+
+Prints every key the run would read, after the overrides, as JSON; an unknown key or a value of
+the wrong type is the same one-line error `train` and `study` give. Loading a config never
+starts JAX.
+"""
+from rsvqa_jax.commands import common
+
+HELP = "Print the effective config of a config file and overrides (every key), then exit."
+
+
+def add_arguments(parser):
+  common.add_config_arguments(parser, example="configs/lr_table1.py:distilbert,mutan,finetuned",
+                              print_flag=False)
+
+
+def run(args):
+  print(common.config_text(common.load_config(args)))
+  return 0

@@ -1,0 +1,427 @@
+"""Every config section's defaults, loading `configs/*.py`, command-line overrides, run identity.
+
+One source of defaults: `base_config()` holds every key a training run reads (data, image,
+text, model, optim, train), `study_defaults()` the study's section. A config file is data: it
+defines `get_config(arg=None)` from these and ml_collections only, so loading it never imports
+JAX, and every documented key exists before the overrides are applied. A config is named as
+`path.py` or `path.py:arg`; overrides are `key.path=value` pairs (from `--config.a.b=value`): a
+key the config does not have, or a value of the wrong type, is an RSVQAError naming it. The
+config identifies a run: `identity()` is what a workdir records and compares on resume. The
+derived paths of a run (its cache folder and what lives there) are resolved here too, so the
+commands that write a cache and the ones that read it agree.
+"""
+import ast
+import importlib.util
+import json
+import os
+
+import ml_collections
+
+from rsvqa_jax.errors import RSVQAError
+
+# Keys that steer one invocation without changing what is trained (not part of the identity).
+RUN_CONTROL_KEYS = ("train.stop_after_steps", "train.progress_bar")
+# text.checkpoint / image.checkpoint value asking for randomly initialised weights.
+RANDOM = "random"
+LANGUAGE_MODELS = ("skipthoughts", "distilbert", "bert", "roberta")
+FUSIONS = ("mult", "concat", "mutan")
+# Folders under a run's cache directory (data.cache_dir, default beside the workdir).
+FEATURES_DIR, QUESTIONS_DIR, PRETRAINED_DIR = "features", "questions", "synthetic_resnet"
+
+
+def _typed_none(field_type):
+  return ml_collections.FieldReference(None, field_type=field_type)
+
+
+def data_section():
+  c = ml_collections.ConfigDict()
+  c.name = "lr"  # lr | hr | xben
+  c.root = _typed_none(str)
+  c.synthetic = False  # generate (or reuse) a synthetic dataset instead of reading root
+  c.synthetic_variant = "lr"
+  c.synthetic_images = 0
+  c.synthetic_seed = 0
+  c.synthetic_questions_per_image = 100
+  c.cache_dir = _typed_none(str)  # default: rsvqa_cache beside the workdir
+  c.train_split = "train"
+  c.val_split = "val"
+  # Training-time image augmentation (off when empty): feature-cache variants such as
+  # ("hflip", "vflip", "rot90", "rot180", "rot270"); each training sample whose question has no
+  # positional word reads the features of one of them, drawn per sample and step.
+  c.augment_variants = ()
+  return c
+
+
+def pretrain_section():
+  """The synthetic ResNet's pretraining (features/pretrain.py): small and fast.
+
+  595 train images at 64x64 x 8 epochs took 110 s on two shared CPU cores.
+  """
+  c = ml_collections.ConfigDict()
+  c.depth = 18
+  c.width = 16  # stem width; pooled features are 8 * width = 128-d
+  c.image_size = 64
+  c.epochs = 8
+  c.batch_size = 32
+  c.learning_rate = 3e-3
+  c.weight_decay = 1e-4
+  c.fraction_weight = 1.0  # weight of the per-class pixel-fraction loss
+  c.seed = 0
+  return c
+
+
+def image_section():
+  """The frozen image encoder and how its features are computed (features/encoder.py).
+
+  arch: "resnet18" ... "resnet152" (checkpoint = a weights file or Hugging Face folder;
+    "random" or empty = random init from `seed` at stem `width`, which real-data runs must ask
+    for explicitly, see check_weights) or "synthetic_resnet" (the small ResNet pretrained on the
+    synthetic scenes' land cover with `pretrain`, stored in `pretrained_dir`, default
+    CACHE/synthetic_resnet).
+  image_size: side the tiles are resized to before the encoder (0 = native size; for
+    synthetic_resnet 0 means the size it was pretrained at).
+  map: also keep the final spatial map in the cache (the spatial branch of the grounding work).
+  """
+  c = ml_collections.ConfigDict()
+  c.arch = "resnet152"
+  c.checkpoint = ""
+  c.pretrained_dir = ""
+  c.batch_size = 32
+  c.map = False
+  c.image_size = 0
+  c.width = 64
+  c.seed = 0
+  c.pretrain = pretrain_section()
+  return c
+
+
+def text_section():
+  c = ml_collections.ConfigDict()
+  c.encoder = "skipthoughts"  # skipthoughts | distilbert | bert | roberta
+  # Skip-thoughts folder or Hugging Face folder; "random": random init (must be explicit on
+  # real data; None means random init only for synthetic data, see check_weights).
+  c.checkpoint = _typed_none(str)
+  c.frozen = False
+  # Frozen and deterministic (no text dropout): encode each distinct question once and train on
+  # the cached vectors (features/question_cache.py) instead of running the encoder every step.
+  c.cache_questions = True
+  c.max_length = 50  # the paper's question embedding length
+  c.bayesian = False  # Skip-thoughts variational dropout
+  c.dropout = 0.0
+  c.word_dim = 620  # Skip-thoughts sizes when no checkpoint is given
+  c.hidden_dim = 2400
+  c.allow_pickle = False  # let a pickled utable.npy be unpickled (trusted files only)
+  return c
+
+
+def model_section():
+  """The fusion + classifier (models/vqa.py), the paper's settings."""
+  c = ml_collections.ConfigDict()
+  c.fusion = "mult"  # mult | concat | mutan
+  c.hidden_dim = 1200
+  c.classifier_dim = 256
+  c.dropout = 0.5
+  c.mutan_rank = 5
+  c.mutan_dim = 1200
+  c.mutan_normalize = False
+  c.blind = False  # visual blind: question vector straight into the classifier
+  return c
+
+
+def optim_section():
+  c = ml_collections.ConfigDict()
+  c.name = "adam"  # adam | sgd
+  c.lr = 1e-5  # fusion + classifier
+  c.text_lr = 1e-4  # fine-tuned language model (paper: 1e-4 Skip-thoughts, 1e-6 BERTs)
+  c.b1 = 0.9
+  c.b2 = 0.999
+  c.eps = 1e-8
+  return c
+
+
+def train_section():
+  c = ml_collections.ConfigDict()
+  c.batch_size = 70  # global, over all devices and hosts
+  c.eval_batch_size = 280
+  c.num_epochs = 50
+  c.compute_dtype = "float32"  # float32 | bfloat16 (parameters stay float32)
+  c.checkpoint_every_steps = 1000
+  c.keep_checkpoints = 2
+  c.log_every_steps = 50
+  c.length_buckets = (8, 16, 24, 32, 48, 64)
+  c.stop_after_steps = 0  # >0: stop (as if killed) after this many steps in this call
+  c.progress_bar = True
+  return c
+
+
+def base_config():
+  """Every key a training run reads, at its default (the paper's settings where it gives them)."""
+  c = ml_collections.ConfigDict()
+  c.seed = 0
+  c.data = data_section()
+  c.image = image_section()
+  c.text = text_section()
+  c.model = model_section()
+  c.optim = optim_section()
+  c.train = train_section()
+  return c
+
+
+def study_defaults():
+  """The `study` section every study config carries (rsvqa_jax/study.py reads it)."""
+  s = ml_collections.ConfigDict()
+  s.synthetic = True  # generate the dataset; False: read config.data.root (config.data.name)
+  s.variant = "lr"
+  s.images = 300
+  s.questions_per_image = 40
+  s.data_seed = 0
+  s.prior_strength = 1.0
+  s.balanced_data = False  # the main dataset itself balanced
+  s.language_models = ("skipthoughts", "distilbert")  # keys of `lm`, in report order
+  s.lm = ml_collections.ConfigDict()
+  s.lm_weights = ("frozen", "finetuned")
+  s.seeds = (0, 1, 2)
+  s.fusion = "mult"  # Figure 5: e-mult everywhere
+  s.split = "test"
+  s.adversarial = ("random",)  # any of random, shuffle, white, black, noise
+  s.repeats = 10
+  s.adv_seed = 0
+  s.balanced = ml_collections.ConfigDict()
+  s.balanced.enabled = True  # synthetic only: a reference / blind pair on a balanced twin
+  s.balanced.images = 200
+  s.balanced.questions_per_image = 30
+  s.balanced.language_model = "skipthoughts"
+  s.balanced.lm_weights = "finetuned"
+  s.balanced.seeds = (0,)
+  s.compilation_cache = True  # XLA cache under DIR/cache/xla: seeds reuse compiled steps
+  return s
+
+
+def lm_entry(encoder, label, text_lr, checkpoint="", **sizes):
+  """One language model of a study: encoder name, report label, fine-tuning lr, weights.
+
+  An empty checkpoint means random init: Skip-thoughts at `word_dim` / `hidden_dim`, a
+  DistilBERT-architecture encoder at `dim`, `layers`, `heads`, `hidden_dim`, `dropout`.
+  """
+  e = ml_collections.ConfigDict()
+  e.encoder = encoder
+  e.label = label
+  e.text_lr = text_lr
+  e.checkpoint = checkpoint
+  for k, v in sizes.items():
+    e[k] = v
+  return e
+
+
+def is_random(checkpoint):
+  """Whether a text/image checkpoint setting means random init (unset or RANDOM)."""
+  return not checkpoint or checkpoint == RANDOM
+
+
+def caches_questions(config):
+  """Whether the question vectors come from the cache (frozen, deterministic text encoder)."""
+  t = config.text
+  return bool(t.frozen and t.cache_questions and not t.bayesian and not t.dropout)
+
+
+def check_weights(config, *, image=True):
+  """Real-data runs name their pretrained weights, or ask for random init with RANDOM.
+
+  Random weights are what synthetic configs use, but on real data they silently give a
+  meaningless result, so an unset text.checkpoint (Skip-thoughts) or image.checkpoint (ResNet;
+  checked when `image`, i.e. when the features come from the config) is an RSVQAError.
+  """
+  if config.data.synthetic:
+    return
+  if config.text.encoder == "skipthoughts" and not config.text.checkpoint:
+    raise RSVQAError(
+        "config text.checkpoint is not set: give the Skip-thoughts folder (uni_skip.npz, "
+        "utable.npy, dictionary.txt) with --config.text.checkpoint=PATH, or ask for a randomly "
+        f"initialised encoder with --config.text.checkpoint={RANDOM}")
+  arch = config.image.arch
+  if image and arch != "synthetic_resnet" and not config.image.checkpoint:
+    raise RSVQAError(
+        f"config image.checkpoint is not set: give the {arch} weights (torchvision file or "
+        "Hugging Face folder) with --config.image.checkpoint=PATH, or ask for random-init "
+        f"features with --config.image.checkpoint={RANDOM}")
+
+
+def cache_dir(config, workdir):
+  """Where synthetic datasets and caches live: data.cache_dir, else rsvqa_cache beside workdir."""
+  if config.data.cache_dir:
+    return config.data.cache_dir
+  return os.path.join(os.path.dirname(os.path.abspath(workdir)), "rsvqa_cache")
+
+
+def image_config(image, cache):
+  """A copy of an image section with its derived path set: pretrained_dir under `cache`."""
+  out = ml_collections.ConfigDict(image.to_dict())
+  if out.arch == "synthetic_resnet" and not out.pretrained_dir:
+    out.pretrained_dir = os.path.join(cache, PRETRAINED_DIR)
+  return out
+
+
+def synthetic_root(config, workdir):
+  """The folder of the synthetic dataset a config generates (data.synthetic)."""
+  d = config.data
+  name = f"synthetic_{d.synthetic_variant}_{d.synthetic_images}_{d.synthetic_seed}"
+  return os.path.join(cache_dir(config, workdir), name)
+
+
+def load(spec):
+  """ConfigDict from `path.py` or `path.py:arg` (arg passed to get_config as a string)."""
+  path, _, arg = spec.partition(":")
+  if not os.path.isfile(path):
+    raise RSVQAError(f"{path}: config file not found")
+  module_spec = importlib.util.spec_from_file_location(
+      "rsvqa_config_" + os.path.splitext(os.path.basename(path))[0], path)
+  module = importlib.util.module_from_spec(module_spec)
+  module_spec.loader.exec_module(module)
+  if not hasattr(module, "get_config"):
+    raise RSVQAError(f"{path}: defines no get_config()")
+  return module.get_config(arg) if arg else module.get_config()
+
+
+def _parse_literal(text):
+  try:
+    return ast.literal_eval(text)
+  except (ValueError, SyntaxError):
+    return text
+
+
+def _value(key, text, old, field_type):
+  """The value `text` gives a key whose current value is `old` (declared type `field_type`)."""
+  if field_type is bool:
+    if str(text).lower() in ("true", "false", "1", "0"):
+      return str(text).lower() in ("true", "1")
+    raise RSVQAError(f"--config.{key}={text}: expected true or false")
+  if field_type is str:  # paths and names stay text, even "2024" or "1e-3"
+    return None if old is None and text.lower() == "none" else text
+  value = _parse_literal(text)
+  if old is None:
+    return None if text.lower() == "none" else value
+  if isinstance(old, (tuple, list)):
+    if not isinstance(value, (tuple, list)):
+      raise RSVQAError(f"--config.{key}={text}: expected a list such as (1, 2)")
+    return type(old)(value)
+  if isinstance(old, float) and isinstance(value, int) and not isinstance(value, bool):
+    return float(value)
+  if type(value) is not type(old):
+    raise RSVQAError(f"--config.{key}={text}: expected a {type(old).__name__}, got "
+                     f"{type(value).__name__}")
+  return value
+
+
+def override(config, key, text):
+  """Sets `config.<key>` from its command-line text, checking the key exists and the type fits."""
+  parts = key.split(".")
+  node = config
+  for i, part in enumerate(parts):
+    where = ".".join(parts[:i]) or "the config"
+    if not isinstance(node, ml_collections.ConfigDict) or part not in node:
+      known = ", ".join(sorted(node.keys())) if isinstance(node, ml_collections.ConfigDict) else ""
+      raise RSVQAError(f"--config.{key}: no key {part!r} in {where} (it has: {known})")
+    if i < len(parts) - 1:
+      node = node[part]
+  name = parts[-1]
+  old = node[name]
+  if isinstance(old, ml_collections.ConfigDict):
+    raise RSVQAError(f"--config.{key}: is a section, set one of its keys instead")
+  value = _value(key, text, old, node.get_type(name))
+  try:
+    node[name] = value
+  except TypeError as e:
+    raise RSVQAError(f"--config.{key}={text}: {e}") from None
+
+
+def apply_overrides(config, pairs):
+  """Applies `key=value` strings in order; returns the config."""
+  for pair in pairs:
+    key, sep, text = pair.partition("=")
+    if not sep:
+      raise RSVQAError(f"--config.{key}: give a value as --config.{key}=VALUE")
+    override(config, key, text)
+  return config
+
+
+def to_dict(config):
+  """Plain JSON-safe dict of a config."""
+  return json.loads(config.to_json_best_effort())
+
+
+def identity(config):
+  """The config as a dict without the run-control keys: equal identities = the same run."""
+  d = to_dict(config)
+  for key in RUN_CONTROL_KEYS:
+    *path, last = key.split(".")
+    node = d
+    for part in path:
+      node = node.get(part, {})
+    node.pop(last, None)
+  return d
+
+
+def from_dict(d):
+  """ConfigDict from a dict written by `to_dict`, over the defaults (tuples where they are)."""
+  config = base_config()
+
+  def merge(node, values):
+    for k, v in values.items():
+      if isinstance(v, dict):
+        if k not in node or not isinstance(node[k], ml_collections.ConfigDict):
+          node[k] = ml_collections.ConfigDict()
+        merge(node[k], v)
+      else:
+        old = node[k] if k in node else None
+        node[k] = tuple(v) if isinstance(old, tuple) and isinstance(v, list) else v
+  merge(config, d)
+  return config
+
+
+def paper_config(dataset, language_model, fusion, frozen):
+  """The paper's setting (batch 70, Adam, 50 epochs, lr 1e-5; LM lr 1e-4 / 1e-6) for one cell.
+
+  The checkpoints (text.checkpoint: uni-skip folder or Hugging Face folder; image.checkpoint:
+  a torchvision ResNet-152 file, or "random" for either to train on random weights on purpose)
+  and data.root must be given on the command line.
+  """
+  if language_model not in LANGUAGE_MODELS:
+    raise RSVQAError(f"language model {language_model!r}: choose one of {LANGUAGE_MODELS}")
+  if fusion not in FUSIONS:
+    raise RSVQAError(f"fusion {fusion!r}: choose one of {FUSIONS}")
+  c = base_config()
+  c.data.name = dataset
+  c.image.arch = "resnet152"
+  c.text.encoder = language_model
+  c.text.frozen = bool(frozen)
+  c.model.fusion = fusion
+  c.optim.lr = 1e-5
+  c.optim.text_lr = 0.0 if frozen else (1e-4 if language_model == "skipthoughts" else 1e-6)
+  return c
+
+
+def argument_error(source, arg, expected):
+  """The one-line error a config file raises for an argument it does not know."""
+  return RSVQAError(f"{source}:{arg}: {expected}")
+
+
+def parse_cell(arg, default):
+  """'lm,fusion,frozen|finetuned' -> (lm, fusion, frozen bool)."""
+  parts = (arg or default).split(",")
+  if len(parts) != 3 or parts[2] not in ("frozen", "finetuned"):
+    raise RSVQAError(f"config argument {arg!r}: expected LM,FUSION,frozen|finetuned "
+                     f"(e.g. {default})")
+  return parts[0], parts[1], parts[2] == "frozen"
+
+
+def apply_flags(config, arg, source):
+  """Config-file argument 'blind,frozen' (either or both): the visual-blind twin, a frozen LM."""
+  for flag in filter(None, (arg or "").split(",")):
+    if flag == "blind":
+      config.model.blind = True
+    elif flag == "frozen":
+      config.text.frozen = True
+      config.optim.text_lr = 0.0
+    else:
+      raise RSVQAError(f"{source}:{arg}: unknown flag {flag!r} (blind, frozen)")
+  return config

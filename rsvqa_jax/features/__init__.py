@@ -1,0 +1,1 @@
+"""Compute-once-and-cache: image features, question vectors, the synthetic ResNet pretraining."""

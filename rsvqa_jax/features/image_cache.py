@@ -1,0 +1,177 @@
+"""On-disk cache of frozen image-encoder features, versioned so stale features are never read.
+
+A frozen encoder's output depends only on its parameters, the preprocessing and the pixels, so
+it runs once per image (per augmentation variant, per adversarial pixel kind) and the result is
+reused by every run and seed. One cache entry is a folder holding `features.npy` (raw float32
+[N, D], opened with mmap_mode="r"), optionally `map.npy` ([N, h, w, C], the final spatial map)
+and `manifest.json` (image ids in row order and everything the features depend on). The folder
+name ends in a key hashed from that identity: the encoder's identity (features/encoder.py),
+preprocessing, input size, variant, kind, dataset root and every image file's size and mtime.
+Anything that changes the features changes the key, so an old entry is simply never looked up.
+Entries are built through storage.building (renamed into place when complete); on open, the
+manifest, array shapes and the features checksum are verified, and a bad entry is rebuilt.
+A cache hit reads files only: the encoder is built on a miss.
+"""
+import dataclasses
+import hashlib
+import logging
+import os
+import shutil
+import time
+
+import numpy as np
+from tqdm import tqdm
+
+from rsvqa_jax import storage
+from rsvqa_jax.errors import RSVQAError
+from rsvqa_jax.features import encoder as encoder_lib
+from rsvqa_jax.features import pixels
+
+FORMAT_VERSION = 1
+_log = logging.getLogger(__name__)
+
+
+@dataclasses.dataclass(frozen=True)
+class ImageFeatures:
+  """Cached features: row i of `features` belongs to `image_ids[i]` (sorted ascending)."""
+
+  features: np.ndarray  # float32 [N, D], memory-mapped read-only
+  image_ids: np.ndarray  # int64 [N]
+  path: str  # the cache entry folder
+  feature_map: np.ndarray | None = None  # float32 [N, h, w, C] when image.map is set
+
+
+def _dataset_identity(dataset, image_ids, kind):
+  """Dataset root and, for clean pixels, every image file's size and mtime (hashed)."""
+  ident = {"name": dataset.name, "root": os.path.abspath(dataset.root),
+           "image_ids_sha256": hashlib.sha256(image_ids.astype("<i8").tobytes()).hexdigest()}
+  if kind == "clean":
+    h = hashlib.sha256()
+    for i in image_ids.tolist():
+      path = dataset.check_image_exists(i)
+      st = os.stat(path)
+      h.update(f"{i}:{os.path.basename(path)}:{st.st_size}:{st.st_mtime_ns};".encode())
+    ident["files_sha256"] = h.hexdigest()
+  else:
+    ident["image_size"] = list(dataset.image_size)
+  return ident
+
+
+def _open_entry(path, key, n):
+  """The entry at `path` if complete and consistent with `key` and `n` rows, else None."""
+  manifest = storage.read_manifest(path, format=FORMAT_VERSION, key=key)
+  try:
+    ids = np.asarray(manifest["image_ids"], dtype=np.int64)
+    feats = storage.open_array(os.path.join(path, "features.npy"), (n, manifest["feature_dim"]),
+                               manifest["features_sha256"])
+    fmap = None
+    if manifest["map_shape"]:
+      fmap = storage.open_array(os.path.join(path, "map.npy"), (n, *manifest["map_shape"]))
+      if fmap is None:
+        return None
+  except (TypeError, KeyError, ValueError):
+    return None
+  if feats is None or ids.shape != (n,):
+    return None
+  return ImageFeatures(feats, ids, path, fmap)
+
+
+def _compute_entry(tmp, encoder, load, image_ids, constant, desc):
+  """Writes features.npy (and map.npy) into `tmp`; returns (feature_dim, map_shape)."""
+  n = len(image_ids)
+  arrays = {}
+  if constant:  # white / black: every row is the same image
+    out = encoder.encode(np.stack([load(image_ids[0])]))
+    for name, value in out.items():
+      arr = np.lib.format.open_memmap(os.path.join(tmp, f"{name}.npy"), mode="w+",
+                                      dtype=np.float32, shape=(n,) + value.shape[1:])
+      arr[:] = value[0]
+      arrays[name] = arr
+  else:
+    start = 0
+    with tqdm(total=n, desc=f"features {desc}", unit="img", dynamic_ncols=True) as bar:
+      for batch in pixels.batches(load, image_ids, encoder.batch_size):
+        out = encoder.encode(batch)
+        for name, value in out.items():
+          if name not in arrays:
+            arrays[name] = np.lib.format.open_memmap(
+                os.path.join(tmp, f"{name}.npy"), mode="w+", dtype=np.float32,
+                shape=(n,) + value.shape[1:])
+          arrays[name][start:start + len(value)] = value
+        start += len(batch)
+        bar.update(len(batch))
+  for arr in arrays.values():
+    arr.flush()
+  feature_dim = int(arrays["pooled"].shape[1])
+  map_shape = list(arrays["map"].shape[1:]) if "map" in arrays else None
+  del arrays
+  os.replace(os.path.join(tmp, "pooled.npy"), os.path.join(tmp, "features.npy"))
+  return feature_dim, map_shape
+
+
+def image_features(dataset, split_names, image_cfg, cache_dir, *, variant="none", kind="clean",
+                   noise_seed=0, encoder=None):
+  """Frozen-encoder features of every image of `split_names`, from the cache or computed once.
+
+  Args:
+    dataset: a records.Dataset with image_path / image_size.
+    split_names: splits whose images are included (None: all); rows are the sorted union of
+      their image ids. Pass every split a run needs at once, so one entry serves them all.
+    image_cfg: an image section with its paths resolved (config.image_config).
+    cache_dir: folder holding the cache entries (created if needed).
+    variant: augmentation applied to the pixels (pixels.VARIANTS); only with kind="clean".
+    kind: "clean" (the image files) or an adversarial replacement: "white", "black", "noise"
+      (uniform noise, a pure function of noise_seed and the image id).
+    noise_seed: seed of the noise kind.
+    encoder: an encoder.ImageEncoder to use instead of the one image_cfg describes.
+
+  Returns:
+    ImageFeatures whose arrays are read-only memmaps.
+  """
+  if variant not in pixels.VARIANTS:
+    raise RSVQAError(f"image variant {variant!r}: expected one of {pixels.VARIANTS}")
+  if kind not in pixels.KINDS:
+    raise RSVQAError(f"image kind {kind!r}: expected one of {pixels.KINDS}")
+  if kind != "clean" and variant != "none":
+    raise RSVQAError(f"image kind {kind!r} takes no augmentation variant (got {variant!r})")
+  if kind != "clean" and dataset.image_size is None:
+    raise RSVQAError(f"{dataset.root}: kind {kind!r} needs a dataset with a fixed image size")
+  splits = list(dataset.splits) if split_names is None else list(split_names)
+  image_ids = np.unique(np.concatenate([dataset[s].image_id for s in splits])).astype(np.int64)
+  if not len(image_ids):
+    raise RSVQAError(f"{dataset.root}: splits {splits} hold no images")
+  encoder = encoder or encoder_lib.encoder_for(image_cfg)
+  identity = {
+      "format": FORMAT_VERSION,
+      "encoder": encoder.identity,
+      "preprocessing": pixels.preprocessing_description(encoder.image_size),
+      "keep_map": encoder.keep_map,
+      "variant": variant,
+      "kind": kind,
+      "noise_seed": int(noise_seed) if kind == "noise" else None,
+      "dataset": _dataset_identity(dataset, image_ids, kind),
+  }
+  key = storage.identity_key(identity)
+  name = f"{dataset.name}_{encoder.identity['arch']}_{variant}_{kind}_{key}"
+  path = os.path.join(cache_dir, name)
+  if os.path.isdir(path):
+    entry = _open_entry(path, key, len(image_ids))
+    if entry is not None:
+      return entry
+    _log.warning("%s: incomplete or corrupted feature cache entry, recomputing", path)
+    shutil.rmtree(path, ignore_errors=True)
+  with storage.building(cache_dir, name) as tmp:
+    started = time.time()
+    load = pixels.loader(dataset, variant, kind, noise_seed, encoder.image_size)
+    feature_dim, map_shape = _compute_entry(tmp, encoder, load, image_ids,
+                                            kind in ("white", "black"), name.rsplit("_", 1)[0])
+    storage.write_json(os.path.join(tmp, storage.MANIFEST), {
+        "format": FORMAT_VERSION, "key": key, "identity": identity,
+        "image_ids": image_ids.tolist(), "feature_dim": feature_dim, "map_shape": map_shape,
+        "features_sha256": storage.file_sha256(os.path.join(tmp, "features.npy")),
+        "created": time.strftime("%Y-%m-%dT%H:%M:%S"), "seconds": round(time.time() - started, 3),
+    })
+  entry = _open_entry(path, key, len(image_ids))
+  if entry is None:
+    raise RSVQAError(f"{path}: feature cache entry unreadable right after writing it")
+  return entry

@@ -1,0 +1,104 @@
+"""A run: everything built from a config before the first step, its compiled steps and state.
+
+Training, every evaluator and the study build a `Run` the same way (dataset, answer vocabulary,
+image features, model, encoded columns, mesh), so a restored model sees exactly the inputs it
+was trained on, and every prediction goes through the one compiled eval step of its config
+(same compute dtype, same mesh).
+"""
+import dataclasses
+import functools
+import json
+
+import ml_collections
+
+from rsvqa_jax import config as config_lib
+from rsvqa_jax.errors import RSVQAError
+from rsvqa_jax.train import inputs, model_builder, optimizers
+from rsvqa_jax.train import sharding as shd
+from rsvqa_jax.train import state as state_lib
+from rsvqa_jax.train import steps as steps_lib
+
+
+@dataclasses.dataclass
+class Run:
+  """Everything built from a config before the first step."""
+
+  config: object
+  workdir: str
+  dataset: object
+  vocab: object
+  features: object  # .features [N, D], .image_ids [N]
+  tokenizer: object
+  model: object  # no text_encoder when question_vectors is set
+  columns: dict  # split name -> inputs.SplitColumns
+  mesh: object
+  question_vectors: object = None  # cached frozen-encoder vectors [Nq, Dq], rows in the columns
+  augment_features: tuple = ()  # tables of config.data.augment_variants, rows as `features`
+
+  def train_batch(self, local, variant=None):
+    """inputs.model_batch of a pipeline batch.
+
+    `variant` (inputs.draw_variants): table of each sample, 0 the clean one, i
+    augment_features[i-1].
+    """
+    if variant is None:
+      return inputs.model_batch(local, self.features.features, self.question_vectors)
+    tables = (self.features.features,) + tuple(self.augment_features)
+    return inputs.model_batch(local, tables, self.question_vectors, variant)
+
+
+def build(config, workdir, splits, *, dataset=None, features=None):
+  """The Run of `config` with the encoded columns of `splits`.
+
+  `dataset` / `features` replace the ones the config names (in-memory tasks); otherwise the
+  dataset is read (never generated: train/prepare.py) and the features come from the cache.
+  """
+  shd.maybe_initialize_distributed()
+  config_lib.check_weights(config, image=features is None)
+  dataset = dataset if dataset is not None else inputs.load_dataset(config, workdir)
+  for s in splits:
+    if s not in dataset.splits:
+      raise RSVQAError(f"split {s!r}: the dataset at {dataset.root} has splits "
+                       f"{sorted(dataset.splits)}")
+  vocab = inputs.answer_vocab(dataset, config, workdir)
+  if features is None:  # every split's images: one cache entry serves training and evaluation
+    features = inputs.image_features(config, dataset, workdir, None)
+  model, tokenizer = model_builder.build(config, words=inputs.dataset_words(dataset),
+                                         num_answers=len(vocab),
+                                         image_dim=int(features.features.shape[1]))
+  vectors, rows = None, {}
+  if config_lib.caches_questions(config):
+    vectors, rows = inputs.question_vectors(config, dataset, workdir, model.text_encoder,
+                                            tokenizer)
+    model.text_encoder = None  # never part of a step: not built into the state or checkpoints
+  columns = {s: inputs.encode_split(dataset[s], vocab, tokenizer, features.image_ids,
+                                    config.text.max_length, config.train.length_buckets,
+                                    rows.get(s))
+             for s in splits}
+  return Run(config, workdir, dataset, vocab, features, tokenizer, model, columns,
+             shd.make_mesh(), vectors)
+
+
+@functools.lru_cache(maxsize=32)
+def _steps(optim_json, mesh, compute_dtype):
+  optimizer = optimizers.make_optimizer(ml_collections.ConfigDict(json.loads(optim_json)))
+  return (optimizer, steps_lib.make_train_step(optimizer, mesh, compute_dtype),
+          steps_lib.make_eval_step(mesh, compute_dtype))
+
+
+def compiled_steps(config, mesh):
+  """(optimizer, train_step, eval_step) for these optimizer settings, mesh and compute dtype.
+
+  The same jitted functions serve every run of the process (seeds, resumes, evaluations), so a
+  model of the same shapes is compiled once.
+  """
+  optim = json.dumps(config_lib.to_dict(config)["optim"], sort_keys=True)
+  return _steps(optim, mesh, config.train.compute_dtype)
+
+
+def new_state(run):
+  """The run's freshly initialised TrainState, replicated over its mesh."""
+  optimizer = compiled_steps(run.config, run.mesh)[0]
+  state = state_lib.create(run.model, optimizer, seed=run.config.seed,
+                           freeze_text=run.config.text.frozen)
+  return shd.replicate(state, run.mesh)
