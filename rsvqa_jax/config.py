@@ -289,6 +289,16 @@ def _parse_literal(text):
     return text
 
 
+def _nullable(config, key):
+  """Whether `key` may be unset (None), as data.root and text.checkpoint are by default."""
+  node = config
+  for part in key.split("."):
+    if not isinstance(node, ml_collections.ConfigDict) or part not in node:
+      return False
+    node = node[part]
+  return node is None
+
+
 def _value(key, text, old, field_type):
   """The value `text` gives a key whose current value is `old` (declared type `field_type`)."""
   if field_type is bool:
@@ -296,7 +306,8 @@ def _value(key, text, old, field_type):
       return str(text).lower() in ("true", "1")
     raise RSVQAError(f"--config.{key}={text}: expected true or false")
   if field_type is str:  # paths and names stay text, even "2024" or "1e-3"
-    return None if old is None and text.lower() == "none" else text
+    unset = text.lower() == "none" and (old is None or _nullable(base_config(), key))
+    return None if unset else text
   value = _parse_literal(text)
   if old is None:
     return None if text.lower() == "none" else value

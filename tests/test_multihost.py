@@ -14,6 +14,7 @@ import subprocess
 import sys
 
 import numpy as np
+import pytest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -66,15 +67,22 @@ def test_two_processes_train_one_model(tmp_path):
                PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
     procs.append(subprocess.Popen([sys.executable, "-c", script], env=env, cwd=ROOT,
                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
-  outputs = []
+  outputs, results = [], []
   try:
     for p in procs:
-      stdout, stderr = p.communicate(timeout=600)
-      assert p.returncode == 0, stderr[-3000:]
-      outputs.append(json.loads(stdout.split("RESULT", 1)[1]))
+      try:
+        results.append(p.communicate(timeout=600))
+      except subprocess.TimeoutExpired:
+        for q in procs:
+          q.kill()
+        tails = [q.communicate()[1][-2000:] for q in procs]
+        pytest.fail("a process hung; stderr tails:\n" + "\n-----\n".join(tails))
   finally:
     for p in procs:
       p.kill()
+  for p, (stdout, stderr) in zip(procs, results):
+    assert p.returncode == 0, stderr[-3000:]
+    outputs.append(json.loads(stdout.split("RESULT", 1)[1]))
   first, second = sorted(outputs, key=lambda o: o["process"])
   assert (first["processes"], first["devices"]) == (2, 4)
   assert first["step"] == second["step"] > 0 and first["best_oa"] == second["best_oa"]

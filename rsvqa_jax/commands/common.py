@@ -40,10 +40,31 @@ def add_config_arguments(parser, *, example, print_flag=True):
   accept_overrides(parser)
 
 
+def add_run_arguments(parser, *, example, workdir_means):
+  """The arguments of a command that runs a config in a folder (train, study)."""
+  add_config_arguments(parser, example=example)
+  parser.add_argument("--workdir", help=f"{workdir_means} (required unless --print-config)")
+
+
 def load_config(args):
   """The config the arguments name, with their overrides applied."""
   from rsvqa_jax import config  # pylint: disable=g-import-not-at-top
   return config.apply_overrides(config.load(args.config), getattr(args, "config_overrides", []))
+
+
+def config_for_run(args, workdir_means):
+  """The config a run command (train, study) runs with, or None once --print-config showed it.
+
+  `workdir_means` says what --workdir holds, for the error when it is missing.
+  """
+  from rsvqa_jax.errors import RSVQAError  # pylint: disable=g-import-not-at-top
+  config = load_config(args)
+  if args.print_config:
+    print(config_text(config))
+    return None
+  if not args.workdir:
+    raise RSVQAError(f"--workdir is required ({workdir_means})")
+  return config
 
 
 def config_text(config):

@@ -10,18 +10,18 @@ from rsvqa_jax.errors import RSVQAError
 HELP = "Train a model from a config file into a workdir (resumes a stopped run)."
 
 
+WORKDIR = "the folder for checkpoints and metrics"
+
+
 def add_arguments(parser):
-  common.add_config_arguments(parser, example="configs/lr_table1.py:distilbert,mutan,finetuned")
-  parser.add_argument("--workdir", help="folder for checkpoints and metrics (required to train)")
+  common.add_run_arguments(parser, example="configs/lr_table1.py:distilbert,mutan,finetuned",
+                           workdir_means=WORKDIR)
 
 
 def run(args):
-  config = common.load_config(args)
-  if args.print_config:
-    print(common.config_text(config))
+  config = common.config_for_run(args, WORKDIR)
+  if config is None:
     return 0
-  if not args.workdir:
-    raise RSVQAError("--workdir is required (the folder for checkpoints and metrics)")
   if config.train.num_epochs <= 0:
     raise RSVQAError(f"config train.num_epochs={config.train.num_epochs}: must be positive")
   # Imported here: JAX starts only when a command that needs it runs.

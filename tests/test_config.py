@@ -1,0 +1,125 @@
+"""One source of config defaults: every key, documented or not, can be overridden on every config.
+
+The keys come from base_config() (every key a run reads) and from the documentation: each
+`--config.KEY=VALUE` in the README and each `section.key=value` in a config file's docstring
+must name a key that exists, on every config file (study keys on the study configs), and take
+its documented value. `rsvqa-jax config` / `--print-config` show the effective config.
+"""
+import ast
+import json
+import os
+import re
+
+import pytest
+
+from rsvqa_jax import cli
+from rsvqa_jax import config as config_lib
+from rsvqa_jax.errors import RSVQAError
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+CONFIGS = sorted(f for f in os.listdir(os.path.join(ROOT, "configs")) if f.endswith(".py"))
+SECTIONS = ("seed", "data", "image", "text", "model", "optim", "train", "study")
+_DOC_KEY = re.compile(r"(?:--config\.|\b(?=(?:" + "|".join(SECTIONS) + r")\.))"
+                      r"([a-z_]+(?:\.[a-z_*0-9]+)*)=([^\s,`\\)]*)")
+
+
+def _leaves(node, prefix=""):
+  for key in node.keys():
+    value = node[key]
+    if hasattr(value, "keys"):
+      yield from _leaves(value, f"{prefix}{key}.")
+    else:
+      yield f"{prefix}{key}", value
+
+
+def _text(value):
+  """The command-line text of a config value (what a user would type to set it again)."""
+  if isinstance(value, bool):
+    return str(value).lower()
+  if value is None:
+    return "none"
+  return value if isinstance(value, str) else repr(value)
+
+
+def documented_keys():
+  """(key, value text) pairs from the README and the config files' docstrings."""
+  texts = [open(os.path.join(ROOT, "README.md"), encoding="utf-8").read()]
+  for name in CONFIGS:
+    with open(os.path.join(ROOT, "configs", name), encoding="utf-8") as f:
+      texts.append(ast.get_docstring(ast.parse(f.read())) or "")
+  found = {}
+  for text in texts:
+    for key, value in _DOC_KEY.findall(text):
+      found.setdefault(key, value)
+  return found
+
+
+def _configs():
+  return [(name, config_lib.load(os.path.join(ROOT, "configs", name))) for name in CONFIGS]
+
+
+def _expand(key, config):
+  """A documented key with wildcards (study.lm.*.text_lr) as the keys it names in `config`."""
+  if "*" not in key:
+    return [key]
+  head, tail = key.split(".*.", 1)
+  node = config
+  for part in head.split("."):
+    node = node[part]
+  return [f"{head}.{entry}.{tail}" for entry in node.keys()]
+
+
+def test_the_documentation_names_keys():
+  keys = documented_keys()
+  for key in ("data.root", "image.checkpoint", "text.checkpoint", "train.compute_dtype",
+              "study.synthetic", "seed"):
+    assert key in keys, key  # the pattern reads what the README shows
+
+
+@pytest.mark.parametrize("name,config", _configs(), ids=CONFIGS)
+def test_every_base_key_overrides_on_every_config(name, config):
+  base = dict(_leaves(config_lib.base_config()))
+  for key, default in base.items():
+    config_lib.override(config, key, _text(default))
+    assert config_lib.to_dict(config) is not None
+  for key, value in _leaves(config):
+    if key.split(".")[0] in base or key in base:
+      assert key in base, f"{name}: {key} is not a key of base_config()"
+
+
+@pytest.mark.parametrize("name,config", _configs(), ids=CONFIGS)
+def test_every_documented_key_overrides_on_every_config(name, config):
+  for key, value in documented_keys().items():
+    if key.startswith("study.") and "study" not in config:
+      continue
+    for full in _expand(key, config):
+      old = dict(_leaves(config))[full]
+      placeholder = not value or "$" in value or "..." in value  # e.g. --config.seed=$s
+      config_lib.override(config, full, _text(old) if placeholder else value)
+
+
+def test_issue_examples_and_numeric_looking_paths():
+  c = config_lib.load(os.path.join(ROOT, "configs", "lr_table1.py") + ":distilbert,mutan,finetuned")
+  config_lib.apply_overrides(c, ["image.batch_size=64", "image.image_size=224",
+                                 "data.root=2024", "text.checkpoint=1e-3", "image.checkpoint=007"])
+  assert (c.image.batch_size, c.image.image_size) == (64, 224)
+  assert (c.data.root, c.text.checkpoint, c.image.checkpoint) == ("2024", "1e-3", "007")
+  config_lib.override(c, "data.root", "none")
+  assert c.data.root is None
+  with pytest.raises(RSVQAError, match="expected a int"):
+    config_lib.override(c, "image.batch_size", "big")
+
+
+def test_print_config_shows_the_effective_config_and_runs_nothing(tmp_path, capsys):
+  spec = os.path.join(ROOT, "configs", "synthetic_tiny.py")
+  workdir = tmp_path / "w"
+  assert cli.main(["train", "--config", spec, "--workdir", str(workdir), "--print-config",
+                   "--config.image.batch_size=7", "--config.data.root=2024"]) == 0
+  shown = json.loads(capsys.readouterr().out)
+  assert shown["image"]["batch_size"] == 7 and shown["data"]["root"] == "2024"
+  assert shown["image"]["pretrain"]["epochs"] == config_lib.pretrain_section().epochs
+  assert not workdir.exists()
+  assert cli.main(["config", "--config", spec, "--config.train.num_epochs=2"]) == 0
+  assert json.loads(capsys.readouterr().out)["train"]["num_epochs"] == 2
+  assert cli.main(["config", "--config", spec, "--config.image.nosuch=1"]) == 2
+  assert "no key 'nosuch' in image" in capsys.readouterr().err
