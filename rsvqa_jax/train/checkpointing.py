@@ -9,6 +9,7 @@ Each checkpoint holds the state items (params, frozen, opt_state, step, rng) and
 with the loop position (epoch, data iterator state, best validation so far) and the shape of
 every array, checked against the model before restoring so a mismatch names its key.
 """
+import itertools
 import json
 import os
 
@@ -94,14 +95,29 @@ def shapes(tree):
   return {jax.tree_util.keystr(p): list(x.shape) + [str(x.dtype)] for p, x in flat}
 
 
+_MANAGERS = itertools.count()
+
+
 class Checkpoints:
-  """One orbax CheckpointManager over a folder (periodic: keep k; best: keep 1)."""
+  """One orbax CheckpointManager over a folder (periodic: keep k; best: keep 1).
+
+  The periodic and best managers save the same step at an epoch end, and orbax names the
+  barriers of a background commit after the step folder ("async_write_complete.16"): without a
+  prefix of their own, the two commits of a multi-host run met at each other's barriers (a
+  coordination-service barrier id is used once), and a run hung waiting for a host that had
+  passed it. Every manager gets a prefix of its own, numbered in creation order, which every
+  host follows alike.
+  """
 
   def __init__(self, directory, keep):
     self.directory = os.path.abspath(directory)
+    prefix = f"rsvqa_{os.path.basename(self.directory)}_{next(_MANAGERS)}"
     self.manager = ocp.CheckpointManager(
         self.directory, item_names=("state", "data"),
-        options=ocp.CheckpointManagerOptions(max_to_keep=keep, create=True))
+        options=ocp.CheckpointManagerOptions(
+            max_to_keep=keep, create=True,
+            multiprocessing_options=ocp.options.MultiprocessingOptions(
+                barrier_sync_key_prefix=prefix)))
 
   def latest_step(self):
     return self.manager.latest_step()
