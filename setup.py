@@ -34,5 +34,5 @@ setup(
         "test": ["pytest==9.0.3"],
         "torch": ["torch==2.13.0"],
     },
-    entry_points={"console_scripts": ["rsvqa-jax=rsvqa_jax.cli:main"]},
+    entry_points={"console_scripts": ["rsvqa-jax=rsvqa_jax.cli:entry"]},
 )

@@ -4,7 +4,8 @@
 
 Families: train_steps (JAX vs PyTorch train steps), pipeline (original per-batch ResNet pipeline vs
 cached features), adversarial (K = 10 substitutions vs a clean pass), flops (fraction of the
-matmul peak), scaling (forced host devices, peak RSS), compilation (compilations per epoch);
+matmul peak), scaling (forced host devices, peak RSS), compilation (compilations per epoch),
+shortcuts (the shortcut benchmark's re-split and concepts at full LR size, CPU seconds);
 accelerator (bf16 samples/s and MFU against PyTorch on a GPU) is the default where JAX runs on a
 GPU, and the CPU families are refused there (their PyTorch side runs on the CPU).
 Every figure is median / min / max over repeats; each target is printed PASS or MISS.
@@ -21,7 +22,8 @@ from benchmarks import timing
 from rsvqa_jax import host_memory
 
 # flops right after train_steps: it times train_steps' compiled steps and then frees them.
-FAMILIES = ("train_steps", "flops", "pipeline", "adversarial", "scaling", "compilation")
+FAMILIES = ("train_steps", "flops", "pipeline", "adversarial", "scaling", "compilation",
+            "shortcuts")
 ON_REQUEST = ("accelerator",)
 
 
@@ -155,9 +157,23 @@ def _md_compilation(s):
   return out
 
 
+def _md_shortcuts(s):
+  out = _table(["questions", "pooled", "read CPU s", "labels CPU s", "split + concepts + OOD CPU s",
+                "labels + split + concepts + OOD CPU s", "split + concepts + OOD wall s",
+                "whole folder CPU s"],
+               [[r["questions"], r["pooled_questions"], fmt(r["read_cpu_s"]),
+                 fmt(r["labels_cpu_s"]), fmt(r["split_concepts_ood_cpu_s"]),
+                 fmt(r["labels_split_concepts_ood_cpu_s"]), fmt(r["split_concepts_ood_wall_s"]),
+                 fmt(r["create_folder_cpu_s"])] for r in s["rows"]])
+  for r in s["rows"]:
+    out.append("- OOD sets: " + ", ".join(f"{c} {n}" for c, n in r["ood"].items()))
+  return out
+
+
 RENDER = {"train_steps": _md_train_steps, "pipeline": _md_pipeline,
           "adversarial": _md_adversarial, "flops": _md_flops, "scaling": _md_scaling,
-          "compilation": _md_compilation, "accelerator": _md_accelerator}
+          "compilation": _md_compilation, "accelerator": _md_accelerator,
+          "shortcuts": _md_shortcuts}
 
 
 def markdown(results):

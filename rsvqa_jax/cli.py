@@ -2,10 +2,21 @@
 
 Each command module defines `HELP` (one line), `add_arguments(parser)` and `run(args)`.
 Modules are imported only when their command runs, so `rsvqa-jax synth` never pays for JAX.
+
+Ctrl-C (SIGINT) and SIGTERM end the process at once, whatever it is doing (importing, compiling,
+writing), with exit status 130 / 143 and one line on stderr. That is safe because every write
+of this tool is atomic or resumable (a folder or file renamed into place when complete, a
+checkpoint committed whole): an interrupted run leaves what a `kill -9` leaves, and running the
+same command again resumes it. Letting the interrupt unwind through JAX instead was not: it was
+swallowed during imports, or ended in a segmentation fault at interpreter exit.
 """
 import argparse
+import errno
 import importlib
+import os
+import signal
 import sys
+import threading
 
 from rsvqa_jax import host_memory
 from rsvqa_jax.errors import RSVQAError
@@ -24,6 +35,9 @@ COMMANDS = {
     "analyze": ("Dataset analysis (most common / uniform answer accuracies), relative metrics,"
                 " tables and Figure 7."),
     "config": "Print the effective config of a config file and overrides (every key).",
+    "tables": "Assemble the paper's Table 1 grid and Table 2 from a folder of workdirs.",
+    "shortcuts": ("Shortcut OOD benchmark (VQA-VS): re-split, nine concepts, OOD test sets,"
+                  " statistics."),
 }
 
 
@@ -51,10 +65,51 @@ def main(argv=None):
   except RSVQAError as e:
     print(f"rsvqa-jax {args.command}: error: {e}", file=sys.stderr)
     return 2
+  except OSError as e:
+    if e.errno != errno.ENOSPC:
+      raise
+    print(f"rsvqa-jax {args.command}: error: {e.filename or 'a file'}: no space left on device; "
+          "free some space and run the same command again (it resumes)", file=sys.stderr)
+    return 2
   except KeyboardInterrupt:
     print(f"rsvqa-jax {args.command}: interrupted", file=sys.stderr)
     return 130
 
 
+EXIT_STATUS = {signal.SIGINT: 130, signal.SIGTERM: 143}
+
+
+def exit_on_interrupt(what):
+  """SIGINT / SIGTERM end the process at once with 130 / 143 and a line naming `what`.
+
+  The signal's C handler writes to a wakeup pipe the moment it arrives; a watcher thread reads
+  it and exits, so a main thread busy in a long C call (an XLA compile) does not delay it.
+  """
+  read_end, write_end = os.pipe()
+  os.set_blocking(write_end, False)
+
+  def watch():
+    while True:
+      sig = os.read(read_end, 1)[0]
+      if sig in EXIT_STATUS:
+        sys.stderr.write(f"\n{what}: interrupted ({signal.Signals(sig).name}); run the same "
+                         "command again to resume\n")
+        sys.stderr.flush()
+        os._exit(EXIT_STATUS[sig])
+
+  threading.Thread(target=watch, name="exit_on_interrupt", daemon=True).start()
+  signal.set_wakeup_fd(write_end, warn_on_full_buffer=False)
+  for sig in EXIT_STATUS:  # Python handlers, so the C handler writes the wakeup byte; SIGTERM last
+    signal.signal(sig, lambda *_: None)
+
+
+def entry():
+  """The console script: interrupts end the process at once, then `main`."""
+  argv = sys.argv[1:]
+  command = next((a for a in argv if not a.startswith("-")), "")
+  exit_on_interrupt(f"rsvqa-jax {command}".strip())
+  sys.exit(main(argv))
+
+
 if __name__ == "__main__":
-  sys.exit(main())
+  entry()

@@ -110,7 +110,8 @@ def text_section():
   c.dropout = 0.0
   c.word_dim = 620  # Skip-thoughts sizes when no checkpoint is given
   c.hidden_dim = 2400
-  c.allow_pickle = False  # let a pickled utable.npy be unpickled (trusted files only)
+  # Drop "?" from Skip-thoughts questions, as the original RSVQA code's tokenizer does.
+  c.strip_question_mark = False
   return c
 
 
@@ -125,6 +126,9 @@ def model_section():
   c.mutan_dim = 1200
   c.mutan_normalize = False
   c.blind = False  # visual blind: question vector straight into the classifier
+  # "paper": pooled image vector, the fusion above; "original": the original RSVQA code's
+  # e-mult head, a trainable 1x1 conv over the image map (needs image.map; models/vqa.py).
+  c.head = "paper"
   return c
 
 
@@ -151,6 +155,10 @@ def train_section():
   c.length_buckets = (8, 16, 24, 32, 48, 64)
   c.stop_after_steps = 0  # >0: stop (as if killed) after this many steps in this call
   c.progress_bar = True
+  # Divergence stop (train/loop.py Divergence): the loss above divergence_factor x its early
+  # level for divergence_steps steps in a row, or a non-finite loss or gradient (0 = factor off).
+  c.divergence_factor = 10.0
+  c.divergence_steps = 20
   return c
 
 
@@ -186,6 +194,7 @@ def study_defaults():
   s.adversarial = ("random",)  # any of random, shuffle, white, black, noise
   s.repeats = 10
   s.adv_seed = 0
+  s.adv_pool = "dataset"  # random images from every split ("split": the evaluated one)
   s.balanced = ml_collections.ConfigDict()
   s.balanced.enabled = True  # synthetic only: a reference / blind pair on a balanced twin
   s.balanced.images = 200
@@ -194,6 +203,20 @@ def study_defaults():
   s.balanced.lm_weights = "finetuned"
   s.balanced.seeds = (0,)
   s.compilation_cache = True  # XLA cache under DIR/cache/xla: seeds reuse compiled steps
+  s.frozen_epochs = 0  # >0: epochs of the frozen-LM runs (cached question vectors: cheap); 0: train's
+  # Table 2's rows besides the grid's reference models: "LM,frozen|finetuned,FUSION" or "baseline"
+  # (study.baseline); empty: the grid's reference models (Figure 5's e-mult ones).
+  s.table2_rows = ()
+  s.baseline = ml_collections.ConfigDict()
+  s.baseline.language_model = "skipthoughts"  # a key of `lm`, frozen, e-mult
+  s.baseline.label = "RSVQA baseline (original code's head)"
+  s.baseline.overrides = ()  # "key=value" settings of its runs (configs/rsvqa_baseline.py's)
+  s.require_real = False  # refuse to run without real data and pretrained weights (study_paper)
+  s.min_questions = 40  # report: cells with fewer test questions are flagged
+  s.reading = ml_collections.ConfigDict()  # thresholds of the report's reading, in points
+  s.reading.close = 2.0  # a blind model within this of its reference: a strong bias
+  s.reading.margin = 5.0  # a reference model this far above the prior "clearly beats" it
+  s.reading.guess = 3.0  # a balanced-twin blind model within this of the prior: "a guess"
   return s
 
 
@@ -211,6 +234,36 @@ def lm_entry(encoder, label, text_lr, checkpoint="", **sizes):
   for k, v in sizes.items():
     e[k] = v
   return e
+
+
+# Keys with a closed set of values: checked before anything is created (check()).
+CHOICES = {
+    "data.name": ("lr", "hr", "xben"),
+    "text.encoder": LANGUAGE_MODELS,
+    "model.fusion": FUSIONS,
+    "model.head": ("paper", "original"),
+    "optim.name": ("adam", "sgd"),
+    "train.compute_dtype": ("float32", "bfloat16"),
+    "study.adv_pool": ("dataset", "split"),
+}
+
+
+def check(config):
+  """One-line RSVQAError for a value outside its key's choices (see CHOICES), before a run
+  creates or records anything."""
+  for key, allowed in CHOICES.items():
+    node = config
+    for part in key.split("."):
+      node = node[part] if part in node else None
+      if node is None:
+        break
+    if node is not None and node not in allowed:
+      raise RSVQAError(f"config {key}={node!r}: choose one of {', '.join(allowed)}")
+  for key in ("train.batch_size", "train.eval_batch_size", "train.num_epochs",
+              "train.log_every_steps", "train.checkpoint_every_steps", "train.keep_checkpoints"):
+    section, name = key.split(".")
+    if config[section][name] <= 0:
+      raise RSVQAError(f"config {key}={config[section][name]}: must be positive")
 
 
 def is_random(checkpoint):
@@ -372,9 +425,20 @@ def identity(config):
   return d
 
 
+# Keys older workdirs recorded that no longer exist. text.allow_pickle was an opt-in to unpickle
+# a file; it must come from the person running a command (--allow-pickle), never from a
+# recorded config, so it is dropped unread.
+RETIRED_KEYS = ("text.allow_pickle",)
+
+
 def from_dict(d):
   """ConfigDict from a dict written by `to_dict`, over the defaults (tuples where they are)."""
   config = base_config()
+  d = json.loads(json.dumps(d))
+  for key in RETIRED_KEYS:
+    section, name = key.split(".")
+    if isinstance(d.get(section), dict):
+      d[section].pop(name, None)
 
   def merge(node, values):
     for k, v in values.items():

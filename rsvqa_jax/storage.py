@@ -7,15 +7,21 @@ and a reader that finds a manifest missing, malformed or of another version gets
 rebuilds instead of trusting it.
 """
 import contextlib
+import fcntl
 import hashlib
 import json
 import os
 import shutil
+import socket
 import tempfile
+import time
 
 import numpy as np
 
+from rsvqa_jax.errors import RSVQAError
+
 MANIFEST = "manifest.json"
+LOCK = ".lock"
 
 
 @contextlib.contextmanager
@@ -37,6 +43,85 @@ def building(parent, name):
     shutil.rmtree(tmp, ignore_errors=True)
 
 
+@contextlib.contextmanager
+def locked(folder, what):
+  """Holds folder/.lock for the block: one run at a time per folder.
+
+  The lock is an flock on the file, which the system releases when its process dies however it
+  dies, so a killed run never blocks the next one; the file holds the owner's PID and host for
+  the messages. A second run on the folder is refused with a one-line error naming the owner; a
+  run that finds the record of a process that died holding the lock says it takes it over.
+  """
+  os.makedirs(folder, exist_ok=True)
+  path = os.path.join(folder, LOCK)
+  fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+  try:
+    try:
+      fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+      owner = _owner(fd)
+      raise RSVQAError(f"{folder}: in use by {what} PID {owner.get('pid', '?')} on "
+                       f"{owner.get('host', '?')} since {owner.get('since', '?')}; wait for it to "
+                       "end") from None
+    previous = _owner(fd)
+    if previous:
+      print(f"{folder}: taking over the lock of {what} PID {previous.get('pid', '?')}, which "
+            "ended without releasing it (killed?)", flush=True)
+    me = {"pid": os.getpid(), "host": socket.gethostname(),
+          "since": time.strftime("%Y-%m-%dT%H:%M:%S")}
+    _record(fd, json.dumps(me).encode())
+    try:
+      yield
+    finally:
+      _record(fd, b"")
+  finally:
+    os.close(fd)  # releases the flock
+
+
+def _remove(path):
+  try:
+    os.remove(path)
+  except FileNotFoundError:
+    pass
+
+
+def _owner(fd):
+  os.lseek(fd, 0, os.SEEK_SET)
+  try:
+    owner = json.loads(os.read(fd, 4096) or b"{}")
+  except ValueError:
+    return {}
+  return owner if isinstance(owner, dict) else {}
+
+
+def _record(fd, blob):
+  os.ftruncate(fd, 0)
+  os.pwrite(fd, blob, 0)
+
+
+def ensure_free(folder, nbytes, what):
+  """One-line RSVQAError, naming the folder and the bytes needed, unless `nbytes` fit there.
+
+  Checked before a large write rather than caught after it: a memory-mapped array written onto
+  a full disk ends the process with SIGBUS, and a background checkpoint commit that fails
+  leaves only a traceback in its thread.
+  """
+  os.makedirs(folder, exist_ok=True)
+  free = shutil.disk_usage(folder).free
+  if free < nbytes:
+    raise RSVQAError(f"{folder}: no space for {what}: it needs about {_size(nbytes)}, "
+                     f"{_size(free)} are free; free some space and run the same command again "
+                     "(it resumes)")
+
+
+def _size(nbytes):
+  for unit in ("bytes", "KB", "MB", "GB"):
+    if nbytes < 1024 or unit == "GB":
+      return f"{nbytes:.0f} {unit}" if unit == "bytes" else f"{nbytes:.1f} {unit}"
+    nbytes /= 1024
+  return f"{nbytes:.1f} TB"
+
+
 def read_json(path):
   """The parsed JSON file, or None when it is missing or malformed."""
   try:
@@ -46,12 +131,23 @@ def read_json(path):
     return None
 
 
-def write_json(path, value):
-  """Writes `value` as JSON through a temporary file, so readers never see half a file."""
+@contextlib.contextmanager
+def replacing(path, **open_kwargs):
+  """Yields a text file that becomes `path` only when the block completes (readers, and a run
+  that was killed, never see half a file)."""
   tmp = f"{path}.tmp-{os.getpid()}"
-  with open(tmp, "w", encoding="utf-8") as f:
-    json.dump(value, f, indent=1)
-  os.replace(tmp, path)
+  try:
+    with open(tmp, "w", encoding="utf-8", **open_kwargs) as f:
+      yield f
+    os.replace(tmp, path)
+  finally:
+    _remove(tmp)
+
+
+def write_json(path, value, *, sort_keys=False):
+  """Writes `value` as JSON through a temporary file, so readers never see half a file."""
+  with replacing(path) as f:
+    json.dump(value, f, indent=1, sort_keys=sort_keys)
 
 
 def read_manifest(folder, name=MANIFEST, **expected):
@@ -81,6 +177,31 @@ def path_sha256(path):
       full = os.path.join(folder, name)
       h.update(f"{os.path.relpath(full, path)}:{file_sha256(full)};".encode())
   return h.hexdigest()
+
+
+def file_digests(paths, index_path):
+  """sha256 of each file's contents, computed once per file and kept in `index_path`.
+
+  A kept digest is reused while the file's size, mtime, ctime and inode are unchanged. ctime
+  cannot be set back by a user (utime sets only atime and mtime), so a file rewritten with the
+  same size and mtime is hashed again, never mistaken for the old one.
+  """
+  index = read_json(index_path) or {}
+  out, changed = [], False
+  for path in paths:
+    full = os.path.abspath(path)
+    st = os.stat(full)
+    stamp = [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino]
+    kept = index.get(full)
+    if not (isinstance(kept, list) and kept[:4] == stamp):
+      kept = stamp + [file_sha256(full)]
+      index[full] = kept
+      changed = True
+    out.append(kept[4])
+  if changed:
+    os.makedirs(os.path.dirname(os.path.abspath(index_path)), exist_ok=True)
+    write_json(index_path, index)
+  return out
 
 
 def identity_key(identity):

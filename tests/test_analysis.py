@@ -10,8 +10,10 @@ import pytest
 
 from rsvqa_jax import cli
 from rsvqa_jax.bias import analysis
+from rsvqa_jax.bias import metrics
 from rsvqa_jax.bias import plots
 from rsvqa_jax.bias import predictions
+from rsvqa_jax.bias import subsets
 from rsvqa_jax.bias import tables
 from rsvqa_jax.commands import analyze
 from rsvqa_jax.data import records
@@ -114,6 +116,47 @@ def test_unseen_subsets_use_the_type_prior(result):
   assert {r.key for r in obj.subsets if not r.seen} == {("presence", "forest")}
   assert obj.type_subsets["presence"] == 2
   assert result.unparsed == 0
+
+
+def test_uni_acc_counts_the_type_answers_at_every_level():
+  """The failing example: a subset seen in training with one answer ("school": yes, once)."""
+  train = make_split("train", TRAIN)
+  school = "Is there a school?"
+  test = make_split("test", [("presence", school, "no"), ("presence", school, "no"),
+                             ("presence", school, "yes"), ("presence", ROAD, "yes")], first_id=100)
+  result = analysis.analyze(train, test, templates=True)
+  for name in ("question", "pattern", "object", "object_attr"):
+    level = result.levels[name]
+    for row in level.subsets:  # presence answers in train: yes, no
+      assert (row.n_answers, row.uni_acc) == (2, 0.5), (name, row.key)
+    assert level.type_uni_acc["presence"] == level.uni_acc == 0.5
+  obj = {r.key: r for r in result.levels["object"].subsets}
+  school_row = obj[("presence", "school")]
+  assert school_row.prior == "yes" and school_row.prior_acc == pytest.approx(1 / 3)
+  assert school_row.uni_acc < 1.0 and result.levels["type"].uni_acc == 0.5
+  assert metrics.fit_priors(subsets.keys(train, "object", subsets.parse_questions(train)),
+                            train.answer)[("presence", "school")].n_answers == 1  # its own: 1
+
+
+def test_adversarial_repeats_average_as_evaluate_does():
+  """AdTest_Acc over K = 2 repeats: the mean of each repeat's accuracy (OA, AA and per type)."""
+  train, test = make_split("train", TRAIN), make_split("test", TEST, first_id=100)
+  answers = test.answer.tolist()
+  wrong = {"yes": "no", "no": "yes", "0": B1, B1: "0", "rural": "urban"}
+  # Repeat 0 all right; repeat 1 wrong on every comp and count question: 6 of 13, AA 2/4.
+  flip = [wrong[a] if t in ("comp", "count") else a for t, a in zip(test.qtype.tolist(), answers)]
+  preds = [{int(q): a for q, a in zip(test.question_id, row)} for row in (answers, flip)]
+  adv = predictions.align(preds, {"test": test}, "mem.csv")["test"]
+  clean = aligned(test, answers)
+  result = analysis.analyze(train, test, predictions=clean, adversarial=adv)
+  rows = {r.label: r for r in result.type_rows()}
+  assert rows["comp"].adv_acc == rows["count"].adv_acc == 0.5  # (1 + 0) / 2
+  assert rows["presence"].adv_acc == 1.0
+  assert rows["Overall"].adv_acc == pytest.approx((1 + 6 / 13) / 2)
+  assert rows["Average"].adv_acc == pytest.approx((1 + 0.5) / 2)  # repeat AAs 1 and 2/4
+  assert result.adversarial.repeats == 2 and result.accuracy.repeats == 1
+  table = metrics.accuracy_table(adv.correct(test.answer), test.qtype, result.types)
+  assert (table["oa"], table["aa"]) == (rows["Overall"].adv_acc, rows["Average"].adv_acc)
 
 
 def test_empty_type_and_type_unseen_in_train():

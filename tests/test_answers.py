@@ -97,3 +97,80 @@ def test_vocab_load_errors(tmp_path):
   bad.write_text('["yes"]')
   with pytest.raises(RSVQAError, match="'answers' list"):
     answers.AnswerVocab.load(bad)
+
+
+HUGE = "1" + "0" * 400  # 10^400: past a float, still an int Python parses
+
+
+@pytest.mark.parametrize("dataset,qtype,raw,expected", [
+    ("lr", "count", HUGE, "more than 1000"), ("lr", "count", "9" * 5000, "more than 1000"),
+    ("lr", "count", "0" * 400 + "7", "between 1 and 10"), ("hr", "count", "00" + HUGE, HUGE),
+    ("hr", "area", HUGE + "m2", "more than 1000m2"),
+    ("hr", "area", HUGE + ".5m2", "more than 1000m2"),
+])
+def test_huge_quantities_fall_in_a_bin(dataset, qtype, raw, expected):
+  assert answers.normalise(dataset, qtype, raw) == expected
+  assert answers.magnitude_bin(10 ** 400) == 4  # no float conversion: no OverflowError
+
+
+def test_huge_non_number_is_a_short_error():
+  with pytest.raises(ValueError, match=r"count answer '10\^400' is not"):
+    answers.normalise("lr", "count", "10^400")
+  with pytest.raises(ValueError, match=r"\.\.\. \(5001 characters\) is not a non-negative") as info:
+    answers.normalise("lr", "count", "x" + "9" * 5000)
+  assert len(str(info.value)) < 120
+
+
+@pytest.mark.parametrize("dataset,qtype,raw,expected", [
+    ("lr", "count", "between 11 and 100", "between 11 and 100"),  # already ours
+    ("lr", "count", " between 10 and 100 ", "between 11 and 100"),  # the original code's
+    ("lr", "count", "more than 1000", "more than 1000"), ("lr", "count", "0", "0"),
+    ("hr", "area", "between 100m2 and 1000m2", "between 101m2 and 1000m2"),
+    ("hr", "area", "0m2", "0m2"), ("lr", "presence", "between 0 and 10", "between 1 and 10"),
+    ("floodnet", "Yes_No", " Yes ", "yes"), ("xben", "LC", " Water bodies ", "Water bodies"),
+])
+def test_binned_and_original_labels_keep_their_bin(dataset, qtype, raw, expected):
+  assert answers.normalise(dataset, qtype, raw) == expected
+  assert answers.normalise_prediction(dataset, qtype, raw) == expected
+
+
+@pytest.mark.parametrize("dataset,qtype,raw,expected", [
+    ("lr", "count", " yes ", "yes"), ("hr", "area", "407", "407"),  # wrong form: stays text
+    ("hr", "area", "407m2", "between 101m2 and 1000m2"),
+    ("lr", "count", "42", "between 11 and 100"),
+    ("floodnet", "Simple_Counting", "Three", "three"),
+    ("lr", "presence", "Yes", "Yes"),  # the LR reader keeps case
+])
+def test_predictions_of_the_wrong_form_stay_text(dataset, qtype, raw, expected):
+  assert answers.normalise_prediction(dataset, qtype, raw) == expected
+
+
+def test_readers_and_normalise_agree(tmp_path):
+  """The function predictions go through gives every dataset answer its reader's value."""
+  from rsvqa_jax.data import other_datasets, synthetic  # pylint: disable=g-import-not-at-top
+  for variant in ("lr", "hr"):
+    synthetic.generate(str(tmp_path / variant), variant, images=6, seed=0, questions_per_image=6)
+  entries = {str(i): {"Image_ID": f"{i}.JPG", "Question": "Is it?", "Ground_Truth": a,
+                      "Question_Type": "Yes_No"} for i, a in enumerate(["Yes", " no", 3])}
+  (tmp_path / "flood").mkdir()
+  (tmp_path / "flood" / "Training_Question.json").write_text(json.dumps(entries))
+  for root, name in (("lr", "lr"), ("hr", "hr"), ("flood", "floodnet")):
+    dataset = other_datasets.read_any(str(tmp_path / root), name)
+    for split in dataset.splits.values():
+      assert [answers.normalise(name, t, r) for t, r in zip(split.qtype, split.raw_answer)] == \
+          split.answer.tolist()
+
+
+def test_a_dataset_count_of_10_pow_400_is_binned(tmp_path):
+  from rsvqa_jax.data import rsvqa_json, synthetic  # pylint: disable=g-import-not-at-top
+  synthetic.generate(str(tmp_path), "lr", images=6, seed=0, questions_per_image=6)
+  questions = json.loads((tmp_path / "LR_split_train_questions.json").read_text())["questions"]
+  qid = next(q["id"] for q in questions if q.get("active", True) and q.get("type") == "count")
+  path = tmp_path / "LR_split_train_answers.json"
+  data = json.loads(path.read_text())
+  for a in data["answers"]:
+    if a.get("id") == qid:
+      a["answer"] = 10 ** 400
+  path.write_text(json.dumps(data))
+  split = rsvqa_json.read_dataset(str(tmp_path), "lr")["train"]
+  assert split.answer[split.question_id == qid].tolist() == ["more than 1000"]

@@ -17,7 +17,9 @@ import pytest
 
 from rsvqa_jax import cli
 from rsvqa_jax import config as config_lib
+from rsvqa_jax.bias import analysis, predictions, tables
 from rsvqa_jax.commands import evaluate as evaluate_cmd
+from rsvqa_jax.data import rsvqa_json
 from rsvqa_jax.data.records import Split
 from rsvqa_jax.errors import RSVQAError
 from rsvqa_jax.eval import accuracy, adversarial, outputs
@@ -94,14 +96,22 @@ def test_random_repeats_equal_separate_evaluations(trained):
   # The substitutions the evaluator must have used: rows of each question's image in `feats`.
   rows = np.searchsorted(feats.image_ids, test.image_id)
   assert np.array_equal(feats.image_ids[rows], test.image_id)
-  sub = adversarial.substitution_rows("random", rows, repeats=k, seed=seed)
+  # The default pool: every image of the dataset (all of `feats`), never the question's own.
+  sub = adversarial.substitution_rows("random", rows, repeats=k, seed=seed,
+                                      pool=np.arange(len(feats.image_ids)))
   json_path, csv_path = outputs.adversarial_paths(workdir, "test", "random")
   with open(json_path) as f:
     assert json.load(f) == json.loads(json.dumps(out))
-  first = _read_csv(csv_path)
-  assert [int(r["question_id"]) for r in first] == test.question_id.tolist()
-  assert [int(r["substituted_image_id"]) for r in first] == feats.image_ids[sub[0]].tolist()
-  assert all(r["substituted_image_id"] != r["image_id"] for r in first)
+  assert (out["pool"], out["pool_images"]) == ("dataset", len(feats.image_ids))
+  assert out["predictions"]["n_mapped"] == out["predictions"]["n_outside_answer_space"] == 0
+  written = _read_csv(csv_path)
+  assert [int(r["repeat"]) for r in written] == np.repeat(np.arange(k), len(test)).tolist()
+  by_repeat = [written[j * len(test):(j + 1) * len(test)] for j in range(k)]
+  for j, rows_j in enumerate(by_repeat):
+    assert [int(r["question_id"]) for r in rows_j] == test.question_id.tolist()
+    assert [int(r["substituted_image_id"]) for r in rows_j] == feats.image_ids[sub[j]].tolist()
+    assert all(r["substituted_image_id"] != r["image_id"] for r in rows_j)
+  assert not set(feats.image_ids[sub].ravel()) <= set(test.image_id.tolist())  # other splits too
   # Each repeat = a clean evaluation of the split with every question's image swapped.
   accs = []
   for j in range(k):
@@ -111,8 +121,7 @@ def test_random_repeats_equal_separate_evaluations(trained):
     preds = predict.predict(run, state, "test")[0]
     answers = run.columns["test"].columns["answer"]
     accs.append(float(np.mean(preds == answers)))
-    if j == 0:
-      assert run.vocab.decode(preds) == [r["prediction"] for r in first]
+    assert run.vocab.decode(preds) == [r["prediction"] for r in by_repeat[j]]
   np.testing.assert_allclose(out["per_repeat"]["oa"], accs, atol=1e-12)
   assert out["oa"] == pytest.approx(np.mean(accs), abs=1e-12)
   assert out["std"]["oa"] == pytest.approx(np.std(accs), abs=1e-12)
@@ -153,7 +162,7 @@ def test_bfloat16_identity_substitution_equals_clean_evaluation(tmp_path, monkey
   c.model.fusion = "mutan"
   loop.train(c, workdir, dataset=dataset, features=feats, **QUIET)
   clean = accuracy.evaluate(workdir, "test", dataset=dataset, features=feats)
-  identity = lambda kind, rows, *, repeats, seed, batch_size=None: np.broadcast_to(
+  identity = lambda kind, rows, *, repeats, seed, **_: np.broadcast_to(
       rows, (repeats, len(rows))).copy()
   monkeypatch.setattr(adversarial, "substitution_rows", identity)
   adv = adversarial.evaluate(workdir, "test", "random", repeats=3, dataset=dataset,
@@ -162,7 +171,7 @@ def test_bfloat16_identity_substitution_equals_clean_evaluation(tmp_path, monkey
   assert adv["per_repeat"]["per_type"] == {t: [v] * 3 for t, v in clean["per_type"].items()}
   _, clean_csv = outputs.accuracy_paths(workdir, "test")
   _, adv_csv = outputs.adversarial_paths(workdir, "test", "random")
-  assert ([r["prediction"] for r in _read_csv(clean_csv)]
+  assert ([r["prediction"] for r in _read_csv(clean_csv)] * 3
           == [r["prediction"] for r in _read_csv(adv_csv)])
 
 
@@ -175,25 +184,93 @@ def _synthetic_config(name, tmp_path, *overrides):
 
 
 def test_evaluate_command_writes_json_and_csv(tmp_path, capsys):
-  """`rsvqa-jax evaluate --adversarial` on a synthetic workdir (features from the cache)."""
+  """`rsvqa-jax evaluate --adversarial` on a synthetic workdir (features from the cache), and
+  `analyze` on its files: AdTest_Acc is the JSON's mean over the K = 3 repeats."""
   workdir = str(tmp_path / "run")
-  loop.train(_synthetic_config("synthetic_tiny.py", tmp_path), workdir, **QUIET)
+  c = _synthetic_config("synthetic_tiny.py", tmp_path)
+  loop.train(c, workdir, **QUIET)
   parser = argparse.ArgumentParser()
   evaluate_cmd.add_arguments(parser)
+  assert evaluate_cmd.run(parser.parse_args(["--workdir", workdir])) == 0
   for kind in ("random", "white"):
-    args = parser.parse_args(["--workdir", workdir, "--adversarial", kind, "--repeats", "2"])
+    args = parser.parse_args(["--workdir", workdir, "--adversarial", kind, "--repeats", "3"])
     assert evaluate_cmd.run(args) == 0
     json_path, csv_path = outputs.adversarial_paths(workdir, "test", kind)
     with open(json_path) as f:
       out = json.load(f)
-    assert out["kind"] == kind and out["repeats"] == 2 and len(out["per_repeat"]["oa"]) == 2
+    assert out["kind"] == kind and out["repeats"] == 3 and len(out["per_repeat"]["oa"]) == 3
+    assert out["pool"] == ("dataset" if kind == "random" else None)
     assert 0.0 <= out["oa"] <= 1.0
     rows = _read_csv(csv_path)
-    assert rows and {"question_id", "prediction"} <= set(rows[0])
+    assert rows and {"question_id", "repeat", "prediction"} <= set(rows[0])
+    assert len(rows) == 3 * out["n"]
     if kind == "white":  # the features stay in place: each question keeps its own row
       assert all(r["substituted_image_id"] == r["image_id"] for r in rows)
       assert out["std"]["oa"] == 0.0  # white images are the same in every repeat
-  assert "std over the 2 repeats" in capsys.readouterr().out
+  assert "std over the 3 repeats" in capsys.readouterr().out
+  with pytest.raises(RSVQAError, match="--pool applies to --adversarial random only"):
+    evaluate_cmd.run(parser.parse_args(["--workdir", workdir, "--adversarial", "white", "--pool",
+                                        "split"]))
+  # analyze on the clean and the random files: its AdTest_Acc is evaluate's mean over repeats.
+  json_path, adv_csv = outputs.adversarial_paths(workdir, "test", "random")
+  with open(json_path) as f:
+    adv = json.load(f)
+  data = config_lib.synthetic_root(c, workdir)
+  _, clean_csv = outputs.accuracy_paths(workdir, "test")
+  out_dir = tmp_path / "audit"
+  assert cli.main(["analyze", "--data", data, "--dataset", "lr", "--out", str(out_dir),
+                   "--predictions", clean_csv, "--adversarial-predictions", adv_csv]) == 0
+  assert "x 3 repeats, 0 mapped by the answer normalisation" in capsys.readouterr().out
+  with open(out_dir / "types_test.csv") as f:
+    table = {r["Question type"]: r for r in csv.DictReader(f)}
+  assert table["Overall"]["AdTest_Acc (%)"] == tables.cell(adv["oa"])
+  assert table["Average"]["AdTest_Acc (%)"] == tables.cell(adv["aa"])
+  ds = rsvqa_json.read_dataset(data, "lr")
+  evaluated = {"test": ds["test"]}
+  result = analysis.analyze(ds["train"], ds["test"],
+                            predictions=predictions.load(clean_csv, evaluated, "lr")["test"],
+                            adversarial=predictions.load(adv_csv, evaluated, "lr")["test"])
+  assert result.adversarial.overall == pytest.approx(adv["oa"], abs=1e-12)
+  assert result.adversarial.average == pytest.approx(adv["aa"], abs=1e-12)
+  per_type = {t: result.adversarial.per_type[t] for t in adv["per_type"]}  # test's types
+  assert per_type == pytest.approx(adv["per_type"], abs=1e-12)
+  assert evaluate_cmd.run(parser.parse_args(["--workdir", workdir, "--adversarial", "random",
+                                             "--repeats", "1", "--pool", "split"])) == 0
+  with open(json_path) as f:
+    assert json.load(f)["pool"] == "split"
+
+
+def test_random_pool_never_picks_own_image():
+  rows = np.array([2, 2, 5, 5, 7])
+  sub = adversarial.substitution_rows("random", rows, repeats=200, seed=0, pool=np.arange(10))
+  assert not np.any(sub == rows[None])
+  assert set(np.unique(sub)) == set(range(10))
+  split = adversarial.substitution_rows("random", rows, repeats=200, seed=0)
+  assert set(np.unique(split)) == {2, 5, 7}  # pool "split": the questions' own images
+  np.testing.assert_array_equal(split, adversarial.substitution_rows(
+      "random", rows, repeats=200, seed=0, pool=np.array([2, 5, 7])))
+  for pool in ([2, 5, 8], [2, 5]):
+    with pytest.raises(ValueError, match="every question's own"):
+      adversarial.substitution_rows("random", rows, repeats=1, seed=0, pool=np.array(pool))
+
+
+def test_split_pool_and_features_missing_from_the_dataset_pool(trained):
+  dataset, feats, workdir = trained
+  test_ids = set(dataset["test"].image_id.tolist())
+  out = adversarial.evaluate(workdir, "test", "random", repeats=2, seed=3, pool="split",
+                             dataset=dataset, features=feats)
+  assert (out["pool"], out["pool_images"]) == ("split", len(test_ids))
+  rows = _read_csv(outputs.adversarial_paths(workdir, "test", "random")[1])
+  assert {int(r["substituted_image_id"]) for r in rows} <= test_ids
+  assert adversarial.evaluate(workdir, "test", "shuffle", repeats=1, dataset=dataset,
+                              features=feats)["pool"] is None
+  keep = ~np.isin(feats.image_ids, dataset["train"].image_id[:1])  # one training image less
+  partial = type(feats)(feats.features[keep], feats.image_ids[keep])
+  with pytest.raises(RSVQAError, match=r"hold 59 of the dataset's 60 images.*--pool split"):
+    adversarial.evaluate(workdir, "test", "random", repeats=1, dataset=dataset, features=partial)
+  with pytest.raises(RSVQAError, match="--pool everywhere: choose one of dataset, split"):
+    adversarial.evaluate(workdir, "test", "random", pool="everywhere", dataset=dataset,
+                         features=feats)
 
 
 def test_pixel_kinds_on_a_synthetic_resnet_workdir(tmp_path):

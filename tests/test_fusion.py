@@ -1,11 +1,12 @@
-"""Fusions and the assembled model: MUTAN against the Tucker formula, shapes, blind twin."""
+"""Fusions and the assembled model: MUTAN against the Tucker formula, shapes, blind twin, and
+where the original RSVQA code's e-mult drops out."""
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 from flax import nnx
 
-from rsvqa_jax.models.fusion import Fusion, Mutan
+from rsvqa_jax.models.fusion import Fusion, Mutan, OriginalFusion
 from rsvqa_jax.config import model_section
 from rsvqa_jax.models.vqa import RSVQAModel, VQAHead
 
@@ -49,6 +50,32 @@ def test_mult_is_product_of_tanh_projections():
   pv = jnp.tanh(v @ f.v_proj.linear.kernel[...] + f.v_proj.linear.bias[...])
   pq = jnp.tanh(q @ f.q_proj.linear.kernel[...] + f.q_proj.linear.bias[...])
   np.testing.assert_allclose(f(v, q, deterministic=True), pv * pq, rtol=1e-6)
+
+
+class _Seen(nnx.Module):
+  """Stands in for a Dropout and records what it was given."""
+
+  def __init__(self, seen, name):
+    self.seen, self.name = seen, name
+
+  def __call__(self, x, *, deterministic):
+    self.seen[self.name] = x
+    return x
+
+
+def test_original_fusion_drops_before_projecting_and_after_the_tanh_product():
+  f = OriginalFusion(5, 3, hidden_dim=8, dropout=0.5, rngs=nnx.Rngs(1))
+  seen = {}
+  for name in ("v_dropout", "q_dropout", "dropout"):
+    setattr(f, name, _Seen(seen, name))
+  v, q = jnp.arange(10.0).reshape(2, 5) / 10, jnp.arange(6.0).reshape(2, 3) / 10
+  out = f(v, q, deterministic=False)
+  np.testing.assert_array_equal(seen["v_dropout"], v)
+  np.testing.assert_array_equal(seen["q_dropout"], q)
+  pv = jnp.tanh(v @ f.v_linear.kernel[...] + f.v_linear.bias[...])
+  pq = jnp.tanh(q @ f.q_linear.kernel[...] + f.q_linear.bias[...])
+  np.testing.assert_allclose(seen["dropout"], jnp.tanh(pv * pq), rtol=1e-6)
+  assert out is seen["dropout"]
 
 
 def _head(blind, **kw):

@@ -150,8 +150,11 @@ def test_changed_preprocessing_or_image_file_is_a_miss(tmp_path, calls, monkeypa
     assert image_cache.image_features(ds, None, _cfg(model_dir), cache).path != base.path
   assert calls["n"] == 6
   path = ds.image_path(16)
-  write_tif(path, np.full((SIZE, SIZE, 3), 7, np.uint8))
-  os.utime(path, ns=(1, 1))
+  before = os.stat(path)
+  write_tif(path, np.full((SIZE, SIZE, 3), 7, np.uint8))  # same size...
+  os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))  # ...and the same mtime
+  assert (os.stat(path).st_size, os.stat(path).st_mtime_ns) == (before.st_size,
+                                                                before.st_mtime_ns)
   changed = image_cache.image_features(ds, None, _cfg(model_dir), cache)
   assert changed.path != base.path and calls["n"] == 8
   row = int(np.searchsorted(changed.image_ids, 16))
@@ -160,6 +163,22 @@ def test_changed_preprocessing_or_image_file_is_a_miss(tmp_path, calls, monkeypa
                              rtol=1e-4, atol=1e-5)
   np.testing.assert_array_equal(np.delete(changed.features, row, 0),
                                 np.delete(base.features, row, 0))
+
+
+def test_file_digests_are_computed_once_per_file(tmp_path, monkeypatch):
+  from rsvqa_jax import storage  # pylint: disable=g-import-not-at-top
+  files = [tmp_path / f"{i}.bin" for i in range(3)]
+  for i, f in enumerate(files):
+    f.write_bytes(bytes([i]) * 10)
+  index = str(tmp_path / "digests" / "index")
+  first = storage.file_digests(files, index)
+  hashed = []
+  original = storage.file_sha256
+  monkeypatch.setattr(storage, "file_sha256", lambda p: hashed.append(p) or original(p))
+  assert storage.file_digests(files, index) == first and hashed == []
+  files[1].write_bytes(b"\x09" * 10)
+  second = storage.file_digests(files, index)
+  assert hashed == [os.path.abspath(files[1])] and second[0] == first[0] and second[1] != first[1]
 
 
 @pytest.mark.parametrize("damage", ["truncate", "flip_bytes", "no_manifest", "bad_json"])
@@ -201,7 +220,7 @@ def test_interrupted_run_leaves_no_entry(tmp_path, monkeypatch, model_dir):
   monkeypatch.setattr(encoder.ImageEncoder, "encode", dies_on_second_batch)
   with pytest.raises(KeyboardInterrupt):
     image_cache.image_features(ds, None, _cfg(model_dir), cache)
-  assert os.listdir(cache) == []
+  assert [n for n in os.listdir(cache) if n != image_cache.DIGESTS_DIR] == []
   monkeypatch.setattr(encoder.ImageEncoder, "encode", original)
   entry = image_cache.image_features(ds, None, _cfg(model_dir), cache)
   assert entry.features.shape == (5, 32)

@@ -42,7 +42,14 @@ def test_floodnet(tmp_path):
   assert s.answer.tolist() == ["flooded", "3", "yes", "non flooded", "4", "flooded"]
   assert s.raw_answer.tolist() == ["flooded", "3", "Yes", "non flooded", "4", "flooded"]
   assert s.image_id.tolist()[:5] == [10165, 10165, 10165, 10170, 10170]
-  assert s.image_id[5] not in (10165, 10170)
+  assert s.image_id[5] == 10171  # "img_a": above every numeric stem
+
+
+def test_floodnet_non_numeric_image_never_shares_an_id(tmp_path):
+  first = dict(FLOODNET_TRAIN["0"], Image_ID="img_a.JPG")
+  second = dict(FLOODNET_TRAIN["1"], Image_ID="0.JPG")
+  write_json(tmp_path / "Training_Question.json", {"0": first, "1": second})
+  assert other_datasets.read_floodnet(str(tmp_path))["train"].image_id.tolist() == [1, 0]
 
 
 def test_floodnet_errors(tmp_path):
@@ -64,8 +71,46 @@ def test_floodnet_errors(tmp_path):
     other_datasets.read_floodnet(str(tmp_path / "c"))
   (tmp_path / "d").mkdir()
   (tmp_path / "d" / "Training_Question.json").write_text("{not json")
-  with pytest.raises(RSVQAError, match="cannot read"):
+  with pytest.raises(RSVQAError, match="Training_Question.json: malformed JSON at line 1 column 2"):
     other_datasets.read_floodnet(str(tmp_path / "d"))
+
+
+def _floodnet_error(tmp_path, text, message):
+  path = tmp_path / "Training_Question.json"
+  path.write_bytes(text if isinstance(text, bytes) else text.encode())
+  with pytest.raises(RSVQAError, match=f"^{path}: {message}") as e:
+    other_datasets.read_floodnet(str(tmp_path))
+  assert "\n" not in str(e.value)
+
+
+def _floodnet_text(entries):
+  """A training file of FLOODNET_TRAIN["0"] under each key (keys may repeat), edited by fields."""
+  return "{" + ", ".join(f"{json.dumps(k)}: {json.dumps(dict(FLOODNET_TRAIN['0'], **fields))}"
+                         for k, fields in entries) + "}"
+
+
+@pytest.mark.parametrize("entries,message", [
+    ([("3", {}), ("03", {})], "question id 3 appears twice \\(keys '3' and '03'\\)$"),
+    ([("0", {}), ("0", {})], "key '0' appears twice in one JSON object$"),
+    ([("3.5", {})], "question id '3.5' is not a non-negative integer$"),
+    ([("x", {})], "question id 'x' is not a non-negative integer$"),
+    ([("9" * 20, {})], f"question id '{'9' * 20}' is not a non-negative integer$"),
+    ([("0", {"Ground_Truth": None})], "question 0: Ground_Truth is None, expected a non-empty "),
+    ([("0", {"Ground_Truth": " "})], "question 0: Ground_Truth is ' ', expected a non-empty "),
+    ([("0", {"Question": None})], "question 0: Question is None, expected a non-empty string$"),
+    ([("0", {"Image_ID": ""})], "question 0: Image_ID is '', expected a non-empty string$"),
+])
+def test_floodnet_bad_ids_and_values(tmp_path, entries, message):
+  _floodnet_error(tmp_path, _floodnet_text(entries), message)
+
+
+@pytest.mark.parametrize("text,message", [
+    ("[" * 100000, "JSON nested too deeply to read$"),
+    ('{"0": {"Question": "caf\u00e9"}}'.encode("latin-1"),
+     "not UTF-8 text \\(.+ at byte 23, line 1\\)$"),
+], ids=["deep", "latin-1"])
+def test_floodnet_unreadable_text(tmp_path, text, message):
+  _floodnet_error(tmp_path, text, message)
 
 
 def test_rsivqa(tmp_path):
@@ -101,3 +146,23 @@ def test_rsivqa_errors(tmp_path):
   (tmp_path / "x.txt").write_text("1.tif:why is the sky blue?because\n")
   with pytest.raises(RSVQAError, match=r"x.txt:1: question type"):
     other_datasets.read_rsivqa(str(tmp_path))
+
+
+@pytest.mark.parametrize("data,message", [
+    (b"1.tif:is there a road?yes\n2.tif:is there a caf\xe9?no\n",
+     ": not UTF-8 text \\(invalid continuation byte at byte 46, line 2\\)$"),
+    (b"1.tif:is there a road?yes\r\n2.tif:is there a house? \r\n",
+     ":2: empty answer in '2.tif:is there a house\\? '$"),
+])
+def test_rsivqa_unreadable_lines(tmp_path, data, message):
+  path = tmp_path / "x.txt"
+  path.write_bytes(data)
+  with pytest.raises(RSVQAError, match=f"^{path}{message}"):
+    other_datasets.read_rsivqa(str(tmp_path))
+
+
+def test_rsivqa_line_endings(tmp_path):
+  (tmp_path / "x.txt").write_bytes(b"1.tif:is there a road?yes\r\n\r\n2.tif:where is it?left\r"
+                                   b"3.tif:is there a car?no")
+  s = other_datasets.read_rsivqa(str(tmp_path))["all"]
+  assert s.answer.tolist() == s.raw_answer.tolist() == ["yes", "left", "no"]

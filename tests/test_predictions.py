@@ -2,13 +2,14 @@
 import argparse
 import csv
 import json
+import os
 
 import pytest
 
 from rsvqa_jax import cli
 from rsvqa_jax.bias import predictions
 from rsvqa_jax.commands import analyze
-from rsvqa_jax.data import records
+from rsvqa_jax.data import answers, other_datasets, records, rsvqa_json, synthetic
 from rsvqa_jax.errors import RSVQAError
 
 YN = "Is the entire road flooded?"
@@ -47,27 +48,62 @@ def test_read_and_align(tmp_path):
   path = write_csv(tmp_path / "p.csv", ["question_id", "prediction", "score"],
                    [[1, " yes ", 0.9], [2, "no", 0.1], [5, "", 0.0]])
   preds = predictions.read(path)
-  assert preds == {1: "yes", 2: "no", 5: ""}
+  assert preds == [{1: " yes ", 2: "no", 5: ""}]
   split = records.Split.from_rows("test", [
       dict(question_id=q, image_id=0, qtype="t", question="q", answer=a, raw_answer=a)
       for q, a in [(1, "yes"), (2, "yes"), (3, "no"), (5, "")]])
   out = predictions.align(preds, {"test": split}, path)["test"]
-  assert out.prediction.tolist() == ["yes", "no", None, ""]
-  assert out.missing == 1
-  assert out.correct(split.answer).tolist() == [True, False, False, True]
+  assert out.prediction.tolist() == [["yes", "no", None, ""]]
+  assert out.missing == 1 and out.repeats == 1
+  assert out.mapped == {(" yes ", "yes"): 1}  # whitespace stripped, as the readers do
+  assert out.correct(split.answer).tolist() == [[True, False, False, True]]
+
+
+def test_repeats_are_read_and_aligned(tmp_path):
+  path = write_csv(tmp_path / "p.csv", ["question_id", "repeat", "prediction"],
+                   [[1, 1, "no"], [1, 0, "yes"], [2, 0, "no"], [2, 1, "yes"], [3, 1, "no"]])
+  preds = predictions.read(path)
+  assert preds == [{1: "yes", 2: "no"}, {1: "no", 2: "yes", 3: "no"}]
+  split = records.Split.from_rows("test", [
+      dict(question_id=q, image_id=0, qtype="t", question="q", answer="yes", raw_answer="yes")
+      for q in (1, 2, 3)])
+  out = predictions.align(preds, {"test": split}, path)["test"]
+  assert out.repeats == 2 and out.missing == 1
+  assert out.correct(split.answer).tolist() == [[True, False, False], [False, True, False]]
 
 
 @pytest.mark.parametrize("header,rows,message", [
     (["id", "prediction"], [[1, "yes"]], "missing column.*question_id"),
     (["question_id", "answer"], [[1, "yes"]], "missing column.*prediction"),
-    (["question_id", "prediction"], [[1, "yes"], [1, "no"]], r"p.csv:3: duplicate question_id 1"),
+    (["question_id", "prediction"], [[1, "yes"], [1, "no"]], r"p.csv:3: duplicate question_id 1$"),
     (["question_id", "prediction"], [["one", "yes"]], r"p.csv:2: question_id 'one' is not an integer"),
     (["question_id", "prediction"], [[1]], r"p.csv:2: row has no prediction value"),
+    (["question_id", "repeat", "prediction"], [[1, 0, "a"], [1, 0, "b"]],
+     r"p.csv:3: duplicate question_id 1 in repeat 0"),
+    (["question_id", "repeat", "prediction"], [[1, "x", "a"]], r"p.csv:2: repeat 'x' is not an integer"),
+    (["question_id", "repeat", "prediction"], [[1, -1, "a"]], r"p.csv:2: repeat -1 is negative"),
+    (["question_id", "repeat", "prediction"], [[1, 0, "a"], [1, 2, "a"]],
+     r"p.csv: repeats 0, 2 are not numbered 0..K-1"),
 ])
 def test_bad_csv(tmp_path, header, rows, message):
   path = write_csv(tmp_path / "p.csv", header, rows)
   with pytest.raises(RSVQAError, match=message):
     predictions.read(path)
+
+
+def test_unreadable_bytes_are_one_line_errors(tmp_path):
+  latin = tmp_path / "latin.csv"
+  latin.write_bytes("question_id,prediction\n1,r\u00e9sidentiel\n".encode("latin-1"))
+  message = r"latin.csv: not UTF-8 text \(byte 0xe9 on line 2\)"
+  with pytest.raises(RSVQAError, match=message) as info:
+    predictions.read(str(latin))
+  assert "\n" not in str(info.value)
+  nul = tmp_path / "nul.csv"
+  nul.write_bytes(b"question_id,prediction\n1,y\x00es\n")
+  try:
+    assert predictions.read(str(nul)) == [{1: "y\x00es"}]  # Python >= 3.13 reads NUL
+  except RSVQAError as e:
+    assert "nul.csv:" in str(e) and "not a readable CSV row" in str(e)
 
 
 def test_missing_file_and_unknown_ids(tmp_path):
@@ -120,3 +156,99 @@ def test_analyze_errors(data):
     analyze.run(parser.parse_args(base + ["--predictions", unknown]))
   with pytest.raises(RSVQAError, match="no split 'test'"):
     analyze.run(parser.parse_args(base + ["--split", "test"]))
+
+
+def _styles(split, dataset):
+  """Predictions of the same answers in our style, the original code's, and raw counts / areas.
+
+  Question i is answered with the answer of the next question of its type (a mix of right and
+  wrong), the first with "banana" (outside the answer space); the last has no row.
+  """
+  original = {ours: theirs for theirs, ours in answers.ORIGINAL_LABELS.items()}
+  qtype, answer, raw = split.qtype.tolist(), split.answer.tolist(), split.raw_answer.tolist()
+  n = len(qtype)
+  nxt = [next(j % n for j in range(i + 1, i + n + 1) if qtype[j % n] == qtype[i]) for i in range(n)]
+  binned = {"lr": ("count",), "hr": ("area", "count")}[dataset]
+  ours = [answer[j] for j in nxt]
+  theirs = [original.get(a, a) for a in ours]
+  raws = [("0" + raw[j] if qtype[i] == "count" else raw[j]) if qtype[i] in binned else answer[j]
+          for i, j in enumerate(nxt)]
+  expected = [answer[j] == answer[i] for i, j in enumerate(nxt)][1:-1]
+  return [["banana", *p[1:-1]] for p in (ours, theirs, raws)], expected
+
+
+@pytest.mark.parametrize("dataset", ["lr", "hr"])
+def test_three_prediction_styles_give_identical_tables(tmp_path, dataset, capsys):
+  data = tmp_path / "data"
+  synthetic.generate(str(data), dataset, images=12, seed=0, questions_per_image=8)
+  split = rsvqa_json.read_dataset(str(data), dataset)["train"]
+  styles, expected = _styles(split, dataset)
+  qids = split.question_id.tolist()[:-1]
+  outputs, printed = [], []
+  for k, preds in enumerate(styles):
+    path = write_csv(tmp_path / f"p{k}.csv", ["question_id", "prediction"], list(zip(qids, preds)))
+    out = tmp_path / f"out{k}"
+    assert run_analyze(["--data", str(data), "--dataset", dataset, "--out", str(out), "--split",
+                        "train", "--predictions", path]) == 0
+    printed.append(capsys.readouterr().out)
+    outputs.append({f: (out / f).read_text() for f in os.listdir(out) if f.endswith(".csv")})
+  assert outputs[0] == outputs[1] == outputs[2]
+  with open(tmp_path / "out0" / "types_train.csv") as f:
+    overall = next(r for r in csv.DictReader(f) if r["Question type"] == "Overall")
+  assert overall["RSVQA_Acc (%)"] == f"{100 * sum(expected) / len(split) + 1e-9:.2f}"
+  tail = (f", 1 outside the training answer space, counted wrong ('banana' x1), 1 missing, "
+          "counted wrong")
+  n_mapped = [sum(a != b for a, b in zip(styles[0], p)) for p in styles]
+  assert n_mapped[0] == 0 and n_mapped[1] > 0 and n_mapped[2] > 0
+  for text, mapped in zip(printed, n_mapped):
+    assert (f"on train: {len(qids)} prediction(s) for {len(split)} question(s), {mapped} mapped by "
+            "the answer normalisation") in text
+    assert tail in text
+
+
+def test_outside_answer_space_is_wrong_and_listed(data, capsys):
+  # Ground truth 3 is right for question 3, but "Banana" -> "banana" is no training answer.
+  pred = write_csv(data / "p.csv", ["question_id", "prediction"],
+                   [[0, "YES"], [1, "Banana"], [2, "banana"], [3, " 3"], [4, "kiwi"], [5, "3"]])
+  split = other_datasets.read_any(str(data / "data"), "floodnet")["train"]
+  out = predictions.load(pred, {"train": split}, "floodnet", {"yes", "no", "4"})["train"]
+  assert out.prediction.tolist() == [["yes", "banana", "banana", "3", "kiwi", "3"]]
+  assert out.n_mapped == 3 and out.outside == {"banana": 2, "kiwi": 1, "3": 2}
+  assert out.correct(split.answer).tolist() == [[True, False, False, False, False, False]]
+  assert out.summary()["outside_answer_space_top"] == [["banana", 2], ["3", 2], ["kiwi", 1]]
+  line = out.describe("p.csv on train")
+  assert line == ("p.csv on train: 6 prediction(s) for 6 question(s), 3 mapped by the answer "
+                  "normalisation ('YES' -> 'yes' x1, 'Banana' -> 'banana' x1, ' 3' -> '3' x1), 5 "
+                  "outside the training answer space, counted wrong ('banana' x2, '3' x2, 'kiwi' "
+                  "x1), 0 missing, counted wrong")
+
+
+def test_adversarial_repeats_are_averaged_and_clean_files_keep_one(data):
+  base = ["--data", str(data / "data"), "--dataset", "floodnet", "--out", str(data / "out")]
+  pred = write_csv(data / "p.csv", ["question_id", "prediction"],
+                   [[i, a] for i, a in enumerate(["yes", "no", "no", "3", "3", "4"])])
+  # Repeat 0: yes/no 1 of 3, counting 3 of 3; repeat 1: yes/no 3 of 3, counting 0 of 3.
+  adv = write_csv(data / "a.csv", ["question_id", "repeat", "prediction"],
+                  [[i, 0, a] for i, a in enumerate(["no", "yes", "no", "3", "3", "4"])]
+                  + [[i, 1, a] for i, a in enumerate(["yes", "no", "no", "4", "4", "3"])])
+  assert run_analyze(base + ["--predictions", pred, "--adversarial-predictions", adv]) == 0
+  with open(data / "out" / "types_train.csv") as f:
+    rows = {r["Question type"]: r for r in csv.DictReader(f)}
+  assert rows["Condition Recognition - Yes/No"]["AdTest_Acc (%)"] == "66.67"  # (1/3 + 1) / 2
+  assert rows["Simple Counting"]["AdTest_Acc (%)"] == "50.00"  # (1 + 0) / 2
+  assert rows["Overall"]["AdTest_Acc (%)"] == "58.33"  # (4/6 + 3/6) / 2
+  parser = argparse.ArgumentParser()
+  analyze.add_arguments(parser)
+  with pytest.raises(RSVQAError, match=r"a.csv: 2 repeats .*--predictions takes one answer"):
+    analyze.run(parser.parse_args(base + ["--predictions", adv]))
+
+
+def test_huge_count_predictions_are_binned_and_shown_short():
+  split = records.Split.from_rows("test", [
+      dict(question_id=i, image_id=0, qtype="count", question="How many roads are there?",
+           answer="more than 1000", raw_answer="2000") for i in range(2)])
+  huge = ["1" + "0" * 400, "9" * 5000]  # past a float; past int()'s 4300 digits
+  out = predictions.normalised(huge, split, "lr", {"0", "more than 1000"})
+  assert out.prediction.tolist() == [["more than 1000"] * 2] and out.n_outside == 0
+  assert out.correct(split.answer).tolist() == [[True, True]]
+  assert len(out.describe("p.csv on test")) < 300

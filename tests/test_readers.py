@@ -1,6 +1,7 @@
 """Official-layout readers: round trips from the generator, xBEN, and every kind of bad input."""
 import json
 import os
+import re
 import shutil
 
 import numpy as np
@@ -28,9 +29,9 @@ def hr(tmp_path_factory):
 
 @pytest.fixture
 def broken(lr, tmp_path):
-  """A private copy of the tiny LR set to damage."""
+  """A private copy of the tiny LR set's JSON files to damage (the readers open no image)."""
   root = str(tmp_path / "copy")
-  shutil.copytree(lr[0], root)
+  shutil.copytree(lr[0], root, ignore=shutil.ignore_patterns("*.tif", "*.npz"))
   return root
 
 
@@ -208,3 +209,125 @@ def test_inactive_entries_are_skipped(broken, lr):
   _edit(broken, "train", "questions", lambda qs: qs[qid].update(active=False))
   ds = rsvqa_json.read_dataset(broken, "lr")
   assert qid not in ds["train"].question_id and len(ds["train"]) == len(split) - 1
+
+
+def _active_image(imgs):
+  return next(e for e in imgs if e["active"] and e["questions_ids"])
+
+
+def _append_copy(entries):
+  """A second entry with the id of an active one and other content: last must not win."""
+  entries.append(dict(_first_active(entries), question="Is it a copy?", answer="copy",
+                      questions_ids=[]))
+
+
+def _list_first_question_twice(imgs):
+  ids = _active_image(imgs)["questions_ids"]
+  ids.append(ids[0])
+
+
+def _set_first(**fields):
+  return lambda entries: _first_active(entries).update(**fields)
+
+
+def _float_img_id(qs):
+  _first_active(qs)["img_id"] = float(_first_active(qs)["img_id"])
+
+
+TWICE = r"id \d+ appears twice \(entries \d+ and \d+\)$"
+NOT_IDS = r": expected a list of non-negative integers$"
+# (file to damage, damage, message after "{path}: "): each would silently change the samples.
+DAMAGES = {
+    "duplicate question id": ("questions", _append_copy, TWICE),
+    "duplicate image id": ("images", _append_copy, TWICE),
+    "duplicate answer id": ("answers", _append_copy, TWICE),
+    "question listed twice": ("images", _list_first_question_twice,
+                              r"image \d+ lists id \d+ twice in questions_ids$"),
+    "active as a string": ("questions", lambda qs: qs[-1].update(active="false"),
+                           r"entry id \d+ has active 'false': expected true or false$"),
+    "active as a number": ("images", lambda imgs: imgs[0].update(active=1),
+                           r"entry id 0 has active 1: expected true or false$"),
+    "null answer": ("answers", _set_first(answer=None),
+                    r"answer (\d+) \(question \1\) is None: expected a non-empty string$"),
+    "empty answer": ("answers", _set_first(answer="  "),
+                     r"answer (\d+) \(question \1\) is '  ': expected a non-empty string$"),
+    "boolean answer": ("answers", _set_first(answer=True),
+                       r"answer \d+ \(question \d+\) is True: expected a non-empty string$"),
+    "null question type": ("questions", _set_first(type=None),
+                           r"question \d+ has type None: expected a non-empty string$"),
+    "float img_id": ("questions", _float_img_id,
+                     r"question \d+ has img_id \d+\.0 that points to no active image of "
+                     r"LR_split_train_images.json$"),
+    "float in questions_ids": ("images", lambda i: _active_image(i).update(questions_ids=[0.0]),
+                               r"image \d+ has questions_ids \[0\.0\]" + NOT_IDS),
+    "float in answers_ids": ("questions", _set_first(answers_ids=[1.5]),
+                             r"question \d+ has answers_ids \[1\.5\]" + NOT_IDS),
+    "dangling question id": ("images", lambda i: _active_image(i)["questions_ids"].append(999),
+                             r"image \d+ lists question 999 that does not exist in "
+                             r"LR_split_train_questions.json$"),
+    "dangling second answer": ("questions", lambda qs: _first_active(qs)["answers_ids"].append(999),
+                               r"question \d+ has answers_ids \[\d+, 999\]: answer 999 does not "
+                               r"exist in LR_split_train_answers.json$"),
+}
+
+
+@pytest.mark.parametrize("damage", sorted(DAMAGES))
+def test_bad_ids_and_values(broken, damage):
+  kind, fn, message = DAMAGES[damage]
+  path = _edit(broken, "train", kind, fn)
+  with pytest.raises(RSVQAError, match=f"^{path}: {message}") as e:
+    rsvqa_json.read_dataset(broken, "lr")
+  assert "\n" not in str(e.value)
+
+
+@pytest.mark.parametrize("bad_id", [3.0, 3.5, True, "3", None, -1, 2**63])
+@pytest.mark.parametrize("kind", rsvqa_json.KINDS)
+def test_non_integer_ids(broken, kind, bad_id):
+  path = _edit(broken, "val", kind, lambda entries: entries[3].update(id=bad_id))
+  expected = f"{path}: entry 3 has id {bad_id!r}: expected a non-negative integer"
+  with pytest.raises(RSVQAError, match=f"^{re.escape(expected)}$"):
+    rsvqa_json.read_dataset(broken, "lr")
+
+
+def _write(path, data):
+  with open(path, "wb") as f:
+    f.write(data)
+
+
+def test_duplicate_key_in_one_object(broken):
+  path = rsvqa_json.split_file(broken, "lr", "test", "answers")
+  with open(path) as f:
+    text = f.read()
+  _write(path, text.replace('"active":true', '"active":true,"active":false', 1).encode())
+  with pytest.raises(RSVQAError, match=f"^{path}: key 'active' appears twice in one JSON object$"):
+    rsvqa_json.read_dataset(broken, "lr")
+
+
+@pytest.mark.parametrize("text,message", [
+    (b"[" * 100000, "JSON nested too deeply to read$"),
+    (b'{"a":' * 100000, "JSON nested too deeply to read$"),
+    ('{"questions": [\n"caf\u00e9"]}'.encode("latin-1"),
+     r"not UTF-8 text \(invalid continuation byte at byte 20, line 2\)$"),
+    (b'{"questions": [{"id": 1' + b"0" * 5000 + b"}]}", r"cannot read JSON \(.+\)$"),
+], ids=["deep arrays", "deep objects", "latin-1", "5001 digits"])
+def test_unreadable_json_text(broken, text, message):
+  path = rsvqa_json.split_file(broken, "lr", "val", "questions")
+  _write(path, text)
+  with pytest.raises(RSVQAError, match=f"^{path}: {message}"):
+    rsvqa_json.read_dataset(broken, "lr")
+
+
+def test_split_file_is_a_directory(broken):
+  path = rsvqa_json.split_file(broken, "lr", "val", "images")
+  os.remove(path)
+  os.mkdir(path)
+  with pytest.raises(RSVQAError, match=f"^{path}: split file is a directory, not a file$"):
+    rsvqa_json.read_dataset(broken, "lr")
+
+
+def test_split_file_is_a_symlink_loop(broken):
+  path = rsvqa_json.split_file(broken, "lr", "train", "questions")
+  os.remove(path)
+  os.symlink(os.path.basename(path), path)  # points at itself
+  with pytest.raises(RSVQAError, match=f"^{path}: cannot read split file \\(.+\\)$"):
+    rsvqa_json.read_dataset(broken)  # the variant is still detected from the looping file

@@ -7,12 +7,14 @@ import numpy as np
 import pytest
 
 from rsvqa_jax import study
-from rsvqa_jax.bias import report
+from rsvqa_jax.bias import report, tables
 from rsvqa_jax import config as config_lib
+from rsvqa_jax.errors import RSVQAError
 from rsvqa_jax.train import checkpointing
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RUNS = ("skipthoughts_finetuned_reference", "skipthoughts_finetuned_blind")
+MUTAN = "skipthoughts_finetuned_mutan_reference"
 
 
 def micro_config():
@@ -24,7 +26,8 @@ def micro_config():
       "study.balanced.images=30", "study.balanced.questions_per_image=6",
       "study.compilation_cache=false", "image.arch=resnet18", "image.checkpoint=random",
       "image.width=8", "image.image_size=32", "train.num_epochs=1", "train.batch_size=32",
-      "train.eval_batch_size=64"])
+      "train.eval_batch_size=64", "study.frozen_epochs=0",
+      "study.table2_rows=('skipthoughts,finetuned,mutan', 'skipthoughts,finetuned,mult')"])
   return c
 
 
@@ -53,23 +56,65 @@ def test_study_end_to_end(done):
       assert os.path.exists(os.path.join(run, "eval", "test", "predictions.csv"))
       adv = os.path.join(run, "eval", "test", "adversarial_random.json")
       assert os.path.exists(adv) == name.endswith("reference")
-  assert sorted(os.listdir(os.path.join(workdir, "runs"))) == sorted(RUNS)
+  assert sorted(os.listdir(os.path.join(workdir, "runs"))) == sorted(RUNS + (MUTAN,))
   text = open(os.path.join(workdir, "report.md")).read()
   for needle in ("Table 2 layout", "Table 6 layout", "| Visual blind |", "Adversarial (random image)",
-                 "| | | Difference |", "Prior_Acc", "IO_AdTest", "Uni_Acc (uniform guess)",
-                 "## Reading", "## Wall time", "](figures/figure5.png)",
-                 "](figures/answer_distribution.png)", "](figures/balanced_answer_distribution.png)"):
+                 "|  |  | Difference |", "Prior_Acc", "IO_AdTest", "Uni_Acc (uniform guess)",
+                 "## Reading", "## Wall time", "](figures/figure5.png)", "## Settings",
+                 "| N (test questions) |", "## Summary", "Thresholds of this reading",
+                 "](figures/answer_distribution.png)",
+                 "](figures/balanced_answer_distribution.png)",
+                 "| Skip-thoughts GRU (random init) | finetuned | MUTAN |"):
     assert needle in text, needle
+  assert text.index("Comparison") < text.index("Counting") < text.index("Presence")
+  assert open(os.path.join(workdir, "summary.md")).read().strip() in text
+  for stem in ("table2", "table6", "table3_test", "balanced"):
+    for ext in ("csv", "md", "tex"):
+      assert os.path.exists(os.path.join(workdir, "analysis", f"{stem}.{ext}")), (stem, ext)
   for fig in ("figure5.png", "answer_distribution.png", "balanced_answer_distribution.png"):
     with open(os.path.join(workdir, "figures", fig), "rb") as f:
       assert f.read(8) == b"\x89PNG\r\n\x1a\n"
   assert os.path.exists(os.path.join(workdir, "analysis", "types_test.md"))
   assert os.path.exists(os.path.join(workdir, "analysis", "objects_patterns_test.md"))
-  assert result["trained_this_call"] == 4
+  assert result["trained_this_call"] == 5
   # The report's reference OA is the run's own accuracy.json value.
   ref = result["cells"][0]["reference"][0]["accuracy"]["oa"]
   assert f"reference OA {100 * ref:.2f}%" in text
-  assert sum("trained and evaluated" in l for l in lines) == 4
+  assert sum("trained and evaluated" in l for l in lines) == 5
+  # Table 2's e-mult row is the grid's run, its MUTAN row a run of its own.
+  rows = {r["spec"]: r for r in result["table2"]}
+  assert rows["skipthoughts,finetuned,mult"]["runs"] == result["cells"][0]["reference"]
+  assert rows["skipthoughts,finetuned,mutan"]["runs"][0]["workdir"].endswith(
+      os.path.join(MUTAN, "seed0"))
+
+
+def test_table3_is_table6s_numbers(done):
+  """Table 3's model columns are Table 6's reference and adversarial means, not one run's."""
+  workdir, result, _ = done
+  columns = report.columns_of(result["cells"])
+  flags = report.Flags(report.counts_of(result["cells"], columns), 0)
+  t3, cell = report.table3(result, columns, flags)
+  t6 = report.table6(result["cells"], columns, result["adversarial"], flags, result["repeats"])
+  ref6 = next(r for r in t6.rows if r[2] == "Reference model" and r[0] == cell["label"])
+  adv6 = next(r for r in t6.rows if r[2].startswith("Adversarial"))
+  names = [r[0] for r in t3.rows]
+  assert names == ["All", "Comparison", "Counting", "Presence", "Rural/urban", "Average", "Overall"]
+  acc, adv = t3.columns.index("RSVQA_Acc (%)"), t3.columns.index("AdTest_Acc (%)")
+  assert [r[acc] for r in t3.rows[1:]] == list(ref6[3:])
+  assert [r[adv] for r in t3.rows[1:]] == list(adv6[3:])
+  settings = dict((k, v) for k, v, _ in result["settings"])
+  assert settings["batch / epochs"] == "32 / 1" and "random init" in settings["skipthoughts"]
+
+
+def test_flags_mark_small_columns_and_say_so(done):
+  _, result, _ = done
+  columns = report.columns_of(result["cells"])
+  counts = report.counts_of(result["cells"], columns)
+  flags = report.Flags(counts, 10 ** 6)
+  assert flags.small == [c for c in columns if c != "AA"]
+  assert flags.mark("OA", "50.00 (1.00)") == "50.00 (1.00) " + report.FLAG
+  assert "fewer than 1000000 test questions" in flags.note()
+  assert report.Flags(counts, 0).small == [] and "at least 0" in report.Flags(counts, 0).note()
 
 
 def test_resume_trains_nothing_and_reevaluates_what_is_missing(done):
@@ -84,7 +129,7 @@ def test_resume_trains_nothing_and_reevaluates_what_is_missing(done):
   result = study.run_study(micro_config(), workdir, log=lines.append)
   assert result["trained_this_call"] == 0
   assert os.path.exists(acc) and os.path.exists(adv)
-  assert sum("done before, skipped" in l for l in lines) == 3
+  assert sum("done before, skipped" in l for l in lines) == 4  # + the MUTAN row
   assert _checkpoint_mtimes(workdir) == before
 
 
@@ -106,27 +151,178 @@ def test_moved_study_resumes_and_reevaluates_in_its_new_place(done, tmp_path):
     os.rename(hidden, workdir)
 
 
+def _run(oa, aa, a, b, adv=None, val=0.5):
+  out = {"accuracy": {"oa": oa, "aa": aa, "per_type": {"comp": a, "rural_urban": b}, "n": 100,
+                      "per_type_n": {"comp": 90, "rural_urban": 10}},
+         "adversarial": {}, "val_oa": val}
+  if adv:
+    out["adversarial"]["random"] = {"per_repeat": {
+        "oa": adv, "aa": adv, "per_type": {"comp": adv, "rural_urban": adv}}}
+  return out
+
+
 def test_report_numbers_by_hand():
-  def run(oa, aa, a, b, adv=None):
-    out = {"accuracy": {"oa": oa, "aa": aa, "per_type": {"a": a, "b": b}}, "adversarial": {}}
-    if adv:
-      out["adversarial"]["random"] = {"per_repeat": {
-          "oa": adv, "aa": adv, "per_type": {"a": adv, "b": adv}}}
-    return out
   cell = {"label": "LM", "weights": "frozen",
-          "reference": [run(0.8, 0.7, 0.9, 0.5, [0.5, 0.7]), run(0.6, 0.5, 0.7, 0.3, [0.4, 0.6])],
-          "blind": [run(0.5, 0.5, 0.6, 0.4), run(0.5, 0.5, 0.6, 0.4)]}
+          "reference": [_run(0.8, 0.7, 0.9, 0.5, [0.5, 0.7]), _run(0.6, 0.5, 0.7, 0.3, [0.4, 0.6])],
+          "blind": [_run(0.5, 0.5, 0.6, 0.4), _run(0.5, 0.5, 0.6, 0.4)]}
   columns = report.columns_of([cell])
-  assert columns == ["a", "b", "AA", "OA"]
+  assert columns == ["comp", "rural_urban", "AA", "OA"]
   rows = dict(report.setups(cell, columns, ["random"]))
   ref = rows["Reference model"]
   assert ref["OA"] == pytest.approx((0.7, 0.1))
   adv = rows["Adversarial (random image)"]
   assert adv["OA"] == pytest.approx((0.55, np.std([0.5, 0.7, 0.4, 0.6])))  # seeds x repeats
   diff = report.difference(ref, rows["Visual blind"], columns)
-  assert diff["OA"] == pytest.approx(20.0) and diff["a"] == pytest.approx(20.0)
-  table = report.table6([cell], columns, ["random"])
-  assert "| | | Difference | 20.00 | 0.00 | 10.00 | 20.00 |" in table
-  assert "| LM | frozen | Reference model | 80.00 (10.00) |" in table
+  assert diff["OA"] == pytest.approx(20.0) and diff["comp"] == pytest.approx(20.0)
+  flags = report.Flags(report.counts_of([cell], columns), 40)
+  md = tables.to_markdown(report.table6([cell], columns, ["random"], flags, 2))
+  assert "|  |  | Difference | 20.00 | 0.00 | 10.00 | 20.00 |" in md
+  assert "| LM | frozen | Reference model | 80.00 (10.00) | 40.00 (10.00) † |" in md
+  assert "| N (test questions) |  |  | 90 | 10 |  | 100 |" in md
   assert report.pct(math.nan) == "n/a"
   assert all(math.isnan(v) for v in report.mean_std([]))
+
+
+def _study(cells, prior=0.6, balanced=None):
+  return {"cells": cells, "adversarial": ["random"], "adv_pool": "dataset", "repeats": 2,
+          "split": "test", "min_questions": 40,
+          "reading": {"close": 2.0, "margin": 5.0, "guess": 3.0},
+          "analysis": {"rows": {"Overall": {"prior_acc": prior, "uni_acc": 0.5, "n": 100}},
+                       "fit_split": "train"},
+          "balanced": balanced, "timings": {"train/a": 60.0}}
+
+
+def test_reading_says_when_blind_beats_the_reference_and_when_aa_and_oa_disagree():
+  # Reference wins by OA (+5) but loses by AA: the blind model is 30 points up on Rural/urban.
+  cell = {"label": "LM", "weights": "frozen",
+          "reference": [_run(0.75, 0.6, 0.8, 0.4, [0.6])], "blind": [_run(0.70, 0.7, 0.7, 0.7)]}
+  study = _study([cell], prior=0.72)
+  columns = report.columns_of([cell])
+  flags = report.Flags(report.counts_of([cell], columns), 40)
+  text = report.reading(study, columns, flags)
+  assert "The blind model beats the reference on Rural/urban (LM frozen by 30.00 points)." in text
+  assert "AA and OA disagree: by AA" in text and "win in 0 of 1 settings" in text
+  assert "within 2 points" not in text  # a blind model 30 points up is not "within 2 points"
+  assert "reference models less than 5 points above it" in text and "LM frozen (+3.00)" in text
+  assert "Rural/urban (N = 10)" in text
+  assert "close = 2 points" in report.thresholds_text(study)
+
+
+def test_reading_close_types_and_prior_margin():
+  cell = {"label": "LM", "weights": "finetuned",
+          "reference": [_run(0.9, 0.85, 0.91, 0.8, [0.7])], "blind": [_run(0.8, 0.75, 0.9, 0.6)]}
+  study = _study([cell], prior=0.6)
+  columns = report.columns_of([cell])
+  text = report.reading(study, columns, report.Flags(report.counts_of([cell], columns), 5))
+  assert ("comes within 2 points of the reference (a strong question/answer bias) on Comparison "
+          "(LM finetuned: 1.00 points below)") in text
+  assert "every reference model beats it by at least 5 points (30.00)" in text
+  assert "AA agrees" in text and "beat their visual-blind twins in every setting" in text
+
+
+def test_summary_goes_into_the_readme_between_its_markers(tmp_path):
+  cell = {"label": "LM", "weights": "finetuned",
+          "reference": [_run(0.9, 0.85, 0.91, 0.8, [0.7])], "blind": [_run(0.8, 0.75, 0.9, 0.6)]}
+  text = report.summary(_study([cell]), report.columns_of([cell]))
+  assert text.startswith("Every reference model beats its visual-blind twin (by 10.00 points OA)")
+  assert max(map(len, text.splitlines())) <= 100
+  (tmp_path / "s").mkdir()
+  (tmp_path / "s" / "summary.md").write_text(text + "\n")
+  readme = tmp_path / "README.md"
+  readme.write_text(f"intro\n{report.README_BEGIN}\nold figures\n{report.README_END}\nrest\n")
+  assert report.main([str(tmp_path / "s"), "--readme", str(readme)]) == 0
+  assert readme.read_text() == f"intro\n{report.README_BEGIN}\n{text}\n{report.README_END}\nrest\n"
+  readme.write_text("no markers")
+  assert report.main([str(tmp_path / "s"), "--readme", str(readme)]) == 2
+
+
+def test_the_readme_quotes_a_summary_block():
+  text = open(os.path.join(ROOT, "README.md"), encoding="utf-8").read()
+  assert report.README_BEGIN in text and report.README_END in text
+
+
+def test_paper_study_refuses_without_real_data_and_weights(tmp_path):
+  c = config_lib.load(os.path.join(ROOT, "configs", "study_paper.py"))
+  assert (c.train.batch_size, c.train.num_epochs, c.optim.lr) == (70, 50, 1e-5)
+  assert (c.model.hidden_dim, c.model.classifier_dim, c.model.dropout) == (1200, 256, 0.5)
+  assert (c.study.lm.skipthoughts.text_lr, c.study.lm.distilbert.text_lr) == (1e-4, 1e-6)
+  assert c.image.arch == "resnet152" and "baseline" in c.study.table2_rows
+  with pytest.raises(RSVQAError) as e:
+    study.Study(c, str(tmp_path / "w"))
+  message = str(e.value)
+  assert "\n" not in message and not (tmp_path / "w").exists()  # refused before creating anything
+  for flag in ("--config.data.root=", "--config.image.checkpoint=",
+               "--config.study.lm.skipthoughts.checkpoint=",
+               "--config.study.lm.distilbert.checkpoint="):
+    assert flag in message, flag
+  for name in ("data", "resnet152.pth", "skipthoughts", "distilbert"):
+    (tmp_path / name).mkdir()
+  config_lib.apply_overrides(c, [
+      f"data.root={tmp_path / 'data'}", f"image.checkpoint={tmp_path / 'resnet152.pth'}",
+      f"study.lm.skipthoughts.checkpoint={tmp_path / 'skipthoughts'}",
+      f"study.lm.distilbert.checkpoint={tmp_path / 'distilbert'}"])
+  s = study.Study(c, str(tmp_path / "w"))  # everything given: it would start
+  settings = dict((k, v) for k, v, _ in s.settings())
+  assert settings["batch / epochs"] == "70 / 50" and settings["optimiser"] == "adam, lr 1e-05"
+  config_lib.apply_overrides(c, ["image.checkpoint=random"])
+  with pytest.raises(RSVQAError, match="image.checkpoint"):
+    study.Study(c, str(tmp_path / "w"))
+
+
+def test_run_config_frozen_epochs_fusion_and_row_overrides(tmp_path):
+  c = micro_config()
+  config_lib.apply_overrides(c, ["study.frozen_epochs=7", "train.num_epochs=2"])
+  s = study.Study(c, str(tmp_path / "w"))
+  frozen = s.run_config("skipthoughts", "frozen", "reference", 0, "/d", "lr", "")
+  tuned = s.run_config("skipthoughts", "finetuned", "blind", 1, "/d", "lr", "", "mutan",
+                       ("model.head=original", "text.max_length=20"))
+  assert (frozen.train.num_epochs, frozen.optim.text_lr, frozen.model.fusion) == (7, 0.0, "mult")
+  assert (tuned.train.num_epochs, tuned.model.fusion, tuned.model.blind) == (2, "mutan", True)
+  assert (tuned.model.head, tuned.text.max_length, tuned.seed) == ("original", 20, 1)
+  with pytest.raises(RSVQAError, match="table2_rows"):
+    config_lib.apply_overrides(c, ["study.table2_rows=('skipthoughts,frozen,gru',)"])
+    study.Study(c, str(tmp_path / "w"))
+
+
+def test_random_skipthoughts_keeps_a_questions_first_words(tmp_path):
+  """Frozen, the final state must still tell "How many roads / forests are there in the image ?"
+  apart: far more than at the model's own init (small weights) or with its gates shut (bias 0)."""
+  import jax.numpy as jnp  # pylint: disable=g-import-not-at-top
+  from flax import nnx  # pylint: disable=g-import-not-at-top
+  from rsvqa_jax.models import skipthoughts, skipthoughts_params  # pylint: disable=g-import-not-at-top
+  words = ["how", "many", "roads", "forests", "are", "there", "in", "the", "image", "?"]
+  vocab = ["<pad>", "<unk>"] + words
+  ids = {w: i for i, w in enumerate(vocab)}
+  a = [ids[w] for w in "how many roads are there in the image ?".split()]
+  b = [ids[w] for w in "how many forests are there in the image ?".split()]
+  tokens, mask = jnp.asarray([a, b]), jnp.ones((2, len(a)), bool)
+
+  def gap(model):
+    """(distance of the two questions' vectors, the same relative to their norm)."""
+    v = np.asarray(model(tokens, mask))
+    return np.linalg.norm(v[0] - v[1]), np.linalg.norm(v[0] - v[1]) / np.linalg.norm(v[0])
+
+  def folder(bias):
+    out = study.random_skipthoughts(str(tmp_path / f"st{bias}"), words, word_dim=32,
+                                    hidden_dim=64, update_bias=bias)
+    return skipthoughts_params.load_skipthoughts(out, vocab)
+
+  gated, shut = gap(folder(2.0)), gap(folder(0.0))
+  plain = gap(skipthoughts.SkipThoughts(len(vocab), word_dim=32, hidden_dim=64, rngs=nnx.Rngs(0)))
+  assert gated[0] > 5 * plain[0] and gated[1] > 2.5 * shut[1]
+  arrays = skipthoughts_params.read_uni_skip(str(tmp_path / "st2.0" / skipthoughts_params.UNI_SKIP))
+  assert np.all(arrays["b"][64:] == 2.0) and np.all(arrays["b"][:64] == 0.0)  # update gate only
+  path = str(tmp_path / "st2.0")
+  assert study.random_skipthoughts(path, words, word_dim=32, hidden_dim=64) == path  # kept
+
+
+def test_reading_compares_which_settings_win_by_aa_and_by_oa():
+  """One win each by AA and by OA, in different settings: that is a disagreement too."""
+  a = {"label": "A", "weights": "frozen", "reference": [_run(0.75, 0.6, 0.8, 0.4, [0.6])],
+       "blind": [_run(0.70, 0.7, 0.7, 0.7)]}  # wins by OA, loses by AA
+  b = {"label": "B", "weights": "frozen", "reference": [_run(0.70, 0.8, 0.7, 0.9, [0.6])],
+       "blind": [_run(0.75, 0.7, 0.8, 0.6)]}  # loses by OA, wins by AA
+  columns = report.columns_of([a, b])
+  text = report.reading(_study([a, b], prior=0.5), columns,
+                        report.Flags(report.counts_of([a, b], columns), 0))
+  assert "AA and OA disagree" in text and "not in: A frozen" in text

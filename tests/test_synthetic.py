@@ -239,6 +239,33 @@ def test_balanced_mode_is_balanced(tmp_path):
     assert yes.count("yes") == yes.count("no")
 
 
+def test_balanced_mode_is_balanced_per_type_counting_too(tmp_path):
+  """Per type every answer is as frequent: the most common answer scores 1/|A| (was 49/45/6)."""
+  gen = synthetic.generate(str(tmp_path), "lr", images=40, seed=0, balanced=True,
+                           questions_per_image=12)
+  for split in gen.splits.values():
+    for t in ("comp", "count", "presence", "rural_urban"):
+      counts = collections.Counter(split.answer[split.qtype == t].tolist())
+      assert len(set(counts.values())) <= 1, (split.name, t, counts)
+  train = gen.splits["train"]
+  train_counts = collections.Counter(train.answer[train.qtype == "count"].tolist())
+  assert len(train_counts) == 3 and min(train_counts.values()) >= 20, train_counts
+
+
+def test_one_rural_urban_question_per_lr_image_and_a_balanced_test_split(lr, tmp_path):
+  _, gen = lr
+  assert sum(q.qtype == "rural_urban" for q in gen.questions.values()) == 12
+  gen = synthetic.generate(str(tmp_path), "lr", images=60, seed=0, questions_per_image=4)
+  for split in gen.splits.values():
+    ru = split.answer[split.qtype == "rural_urban"]
+    assert len(ru) == len(set(split.image_id.tolist()))  # one per image
+  test = gen.splits["test"]
+  test = collections.Counter(test.answer[test.qtype == "rural_urban"].tolist())
+  assert test["rural"] == test["urban"] == 3, test
+  splits, _ = synthetic.plan("lr", 60, 0, ["rural"] * 58 + ["urban"] * 2)
+  assert [i for i, s in enumerate(splits) if s == "test" and i >= 58] == [58, 59]  # both urban
+
+
 def test_question_text_and_levels():
   ref = Q.Phrase("road")
   x = Q.Phrase("building", "small", None, "next to", ref, "a")
@@ -313,3 +340,18 @@ def test_ensure_synthetic(tmp_path):
     synthetic.ensure_synthetic(str(other), "lr", 4, 0)
   with pytest.raises(RSVQAError, match="at least 3 images"):
     synthetic.generate(str(tmp_path / "tiny"), "lr", images=2)
+
+
+def test_counting_questions_anchor_on_a_class_of_the_wanted_magnitude():
+  """Wanting 11-100, the sampler asks about a class that has that many (before, almost never)."""
+  hits = tries = 0
+  for i in range(40):
+    scene = scenes.make_scene(0, i)
+    if sum(o.cls == "residential building" for o in scene.objects) <= 10:
+      continue
+    sampler = Q.QuestionSampler(scene, "lr", 10.0, np.random.default_rng([5, i]))
+    for _ in range(20):
+      _, _, answer = sampler._candidate("count", 2)  # pylint: disable=protected-access
+      hits += Q.answer_key("count", answer) == 2
+      tries += 1
+  assert tries >= 100 and hits / tries > 0.6, (hits, tries)

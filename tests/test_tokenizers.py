@@ -56,6 +56,16 @@ def test_word_tokenizer_without_dictionary_keeps_all_words():
   assert tok.encode("c b") == [1, 3]
 
 
+def test_word_tokenizer_strips_question_marks_as_the_original_code():
+  words = tokenizers.word_list(["Is there a road?", "How many roads?"])
+  tok = tokenizers.WordTokenizer.build(words, strip_question_mark=True)
+  assert "?" not in tok.vocab and tok.strip_question_mark
+  assert tok.encode("Is there a road?") == tok.encode("Is there a road")
+  assert tok.count_unknown(["Is there a road?"]) == 0
+  kept = tokenizers.WordTokenizer.build(words)
+  assert len(kept.encode("Is there a road?")) == 5 and kept.vocab != tok.vocab
+
+
 def test_hf_tokenizer_from_folder(tmp_path):
   transformers = pytest.importorskip("transformers")
   words = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "is", "there", "a", "road", "?"]

@@ -97,8 +97,8 @@ def test_nan_loss_stops_and_names_the_step(task, tmp_path):
   feats = np.array(features.features)
   feats[:] = np.nan
   c = _config()
-  with pytest.raises(RSVQAError, match=r"loss is nan at step 1 \(epoch 1\): training stopped; "
-                                       "no checkpoint was written"):
+  with pytest.raises(RSVQAError, match=r"training diverged at step 1 \(epoch 1\): loss is nan; "
+                                       "stopped; no checkpoint was written"):
     loop.train(c, str(tmp_path / "w"), dataset=dataset, features=Features(feats, features.image_ids))
   assert checkpointing.Checkpoints(str(tmp_path / "w" / "checkpoints"), 2).latest_step() is None
 

@@ -57,9 +57,9 @@ def test_synth_rejects_bad_arguments(tmp_path, capsys):
     cli.main(["synth", "--out", str(tmp_path / "y"), "--balanced", "--prior-strength", "0.5"])
 
 
-def _run_validate(root, capsys):
+def _run_validate(root, capsys, *flags):
   capsys.readouterr()
-  rc = cli.main(["validate", "--data", root, "--dataset", "lr"])
+  rc = cli.main(["validate", "--data", root, "--dataset", "lr", *flags])
   err = capsys.readouterr().err.strip()
   return rc, err
 
@@ -103,6 +103,58 @@ def test_validate_not_a_tiff(broken, capsys):
     f.write(b"not a tiff at all")
   rc, err = _run_validate(broken, capsys)
   assert rc == 2 and f"{path}: not a readable TIFF" in err and "\n" not in err
+
+
+def _truncate(path):
+  """Keeps the first half of an uncompressed tile: the header still reads, the pixels do not."""
+  with open(path, "rb") as f:
+    data = f.read()
+  with open(path, "wb") as f:
+    f.write(data[:len(data) // 2])
+
+
+def _corrupt_compressed(path):
+  """Rewrites a tile zlib-compressed, then flips bytes in the middle of its strip."""
+  tifffile.imwrite(path, images.read_tif(path), photometric="rgb", compression="zlib")
+  with tifffile.TiffFile(path) as tif:
+    start = tif.pages[0].dataoffsets[0] + tif.pages[0].databytecounts[0] // 2
+  with open(path, "r+b") as f:
+    f.seek(start)
+    chunk = f.read(64)
+    f.seek(start)
+    f.write(bytes(b ^ 0xFF for b in chunk))
+
+
+@pytest.mark.parametrize("damage", [_truncate, _corrupt_compressed])
+def test_validate_decodes_every_image(broken, capsys, damage):
+  path = os.path.join(broken, "Images_LR", "3.tif")
+  damage(path)
+  rc, err = _run_validate(broken, capsys, "--headers-only")
+  assert rc == 0 and err == ""  # the header alone looks fine
+  rc, err = _run_validate(broken, capsys)
+  assert rc == 2 and err.startswith(f"rsvqa-jax validate: error: {path}: not a readable TIFF (")
+  assert "\n" not in err
+
+
+def test_validate_lists_every_bad_image(broken, capsys):
+  paths = [os.path.join(broken, "Images_LR", f"{i}.tif") for i in (1, 4)]
+  _truncate(paths[0])
+  os.remove(paths[1])
+  rc, err = _run_validate(broken, capsys)
+  lines = err.splitlines()
+  assert rc == 2 and len(lines) == 3
+  assert lines[0].startswith(f"{paths[0]}: not a readable TIFF (")
+  assert lines[1] == f"{paths[1]}: image file missing"
+  assert lines[2] == ("rsvqa-jax validate: error: 2 of 6 images fail the check; the first: "
+                      + lines[0])
+
+
+def test_validate_headers_only_still_checks_size(broken, capsys):
+  path = os.path.join(broken, "Images_LR", "2.tif")
+  tifffile.imwrite(path, np.zeros((128, 256, 3), np.uint8), photometric="rgb")
+  rc, err = _run_validate(broken, capsys, "--headers-only")
+  assert rc == 2 and err == f"rsvqa-jax validate: error: {path}: image is 128x256, expected 256x256"
+  assert _run_validate(broken, capsys, "--skip-images")[0] == 0
 
 
 def test_read_tif_checks(tmp_path):

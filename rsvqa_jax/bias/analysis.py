@@ -5,16 +5,23 @@ from the fit split (the training split; the evaluated split itself for a dataset
 splits) and predicted for every sample of the evaluated split that falls in that subset.
 
 Definitions (all accuracies are fractions; the tables print percentages):
-  - Per subset: Prior_Acc_s (Eq. 2) and Uni_Acc_s = 1/|A_s| (Eq. 3), A_s the distinct
-    answers of s in the fit split (see metrics.py).
+  - Per subset: Prior_Acc_s (Eq. 2) with the most common fit-split answer of s itself, and
+    Uni_Acc_s = 1/|A_s| (Eq. 3) with A_s the distinct fit-split answers of the question type
+    s belongs to (of the whole fit split at the "all" level). Every level below "all" nests
+    in the types, so Uni_Acc is one definition at every level: the chance of a guess that
+    knows which kind of answer the question takes and nothing else. It does not count the
+    answers of s itself, which would give a subset seen once in training (one answer) a
+    Uni_Acc of 100%, above its own Prior_Acc; the paper, too, gives one Uni_Acc per type in
+    Tables 3 and 4. (Its FloodNet "Question-level, overall" Uni_Acc, 33.76 against 32.91 at
+    the type level, counts each question's own answers; here both read the type's value.)
   - Per level, per question type and over the whole split, the aggregate is weighted by
     samples: Prior_Acc is the accuracy over all those samples when each one is predicted
     by its own subset's prior; Uni_Acc is the mean over those samples of 1/|A_s| of their
     subset (the expected accuracy of guessing uniformly within one's subset). At the type
     level over the whole split this is the paper's "Overall" row.
   - A subset of the evaluated split that does not occur in the fit split is predicted by
-    the level it nests in: the question type's prior and |A| (and a type missing from the
-    fit split by the all-level prior). Such subsets and their samples are counted
+    the level it nests in: the question type's prior (and a type missing from the fit split
+    by the all-level prior and |A|). Such subsets and their samples are counted
     (`unseen_subsets`, `unseen_samples`) and shown in the tables.
   - A question type with no evaluated sample (present in the fit split only) gets NaN
     accuracies, reported as "n/a", and is left out of the Average row.
@@ -22,6 +29,9 @@ Definitions (all accuracies are fractions; the tables print percentages):
     model accuracies (AA); IO_Prior / IO_AdTest are Equation 1 applied to these means.
     Overall row: sample-weighted type-level Prior_Acc and Uni_Acc, OA, and Equation 1 on
     them (as in the paper's Table 3).
+  - Model accuracies over K repeats (an adversarial predictions file) are the means over the
+    repeats of each repeat's accuracy, as `rsvqa-jax evaluate` reports them
+    (metrics.accuracy_table), so AdTest_Acc equals its JSON's mean.
 """
 import dataclasses
 import math
@@ -43,7 +53,7 @@ class SubsetRow:
   key: tuple[str, ...]
   n: int  # evaluated samples
   n_fit: int  # samples in the fit split (0 when unseen)
-  n_answers: int  # |A| used for Uni_Acc (the fallback's when unseen)
+  n_answers: int  # |A_s| of Uni_Acc: the distinct fit answers of the subset's question type
   prior: str  # answer predicted for the subset (the fallback's when unseen)
   prior_acc: float
   uni_acc: float
@@ -70,10 +80,13 @@ class Level:
 class Scores:
   """A model's accuracy on the evaluated split."""
 
-  per_type: dict  # qtype -> accuracy
+  per_type: dict  # qtype -> accuracy (mean over the file's repeats)
   overall: float  # OA
   average: float  # AA
-  missing: int  # evaluated samples the predictions file had no row for
+  missing: int  # (repeat, sample) cells the predictions file had no row for
+  repeats: int = 1
+  mapped: int = 0  # predictions changed by the answer normalisation
+  outside: int = 0  # predictions outside the training answer space (counted wrong)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -149,9 +162,12 @@ def _with_io(row):
   return dataclasses.replace(row, io_prior=io_prior, io_adtest=io_adtest)
 
 
-def _level(name, fit, evaluated, fit_keys, eval_keys, fallback, types):
+def _level(name, fit, evaluated, fit_keys, eval_keys, fallback, types, answer_sets=None):
+  """One level; `answer_sets`: the LevelPrediction whose |A| Uni_Acc uses (None: its own)."""
   priors = metrics.fit_priors(fit_keys, fit.answer)
   pred = metrics.predict(priors, eval_keys, fallback)
+  if answer_sets is not None:
+    pred = dataclasses.replace(pred, n_answers=answer_sets.n_answers)
   correct = (pred.prediction == evaluated.answer).astype(np.float64)
   n_subsets = len(pred.subsets)
   n = np.bincount(pred.subset, minlength=n_subsets)
@@ -181,7 +197,8 @@ def _level(name, fit, evaluated, fit_keys, eval_keys, fallback, types):
 def _scores(aligned, evaluated, types):
   table = metrics.accuracy_table(aligned.correct(evaluated.answer), evaluated.qtype, types)
   return Scores(per_type=table["per_type"], overall=table["oa"], average=table["aa"],
-                missing=aligned.missing)
+                missing=aligned.missing, repeats=table["repeats"], mapped=aligned.n_mapped,
+                outside=aligned.n_outside)
 
 
 def analyze(fit, evaluated, templates=False, predictions=None, adversarial=None):
@@ -193,8 +210,8 @@ def analyze(fit, evaluated, templates=False, predictions=None, adversarial=None)
     evaluated: records.Split the priors are applied to.
     templates: also compute the LR objects & patterns levels.
     predictions: predictions.Aligned of a model on `evaluated` (adds RSVQA_Acc, IO_Prior).
-    adversarial: predictions.Aligned of the same model under adversarial testing
-      (adds AdTest_Acc, IO_AdTest).
+    adversarial: predictions.Aligned of the same model under adversarial testing, one or K
+      repeats (adds AdTest_Acc, IO_AdTest: means over the repeats).
   """
   for split in (fit, evaluated):
     if len(split) == 0:
@@ -210,7 +227,8 @@ def analyze(fit, evaluated, templates=False, predictions=None, adversarial=None)
     fallback = {"all": None, "type": "all"}.get(name, "type")
     levels[name], preds[name] = _level(
         name, fit, evaluated, subsets.keys(fit, name, parsed), subsets.keys(evaluated, name, parsed),
-        preds[fallback] if fallback else None, types)
+        preds[fallback] if fallback else None, types,
+        answer_sets=preds["type"] if name not in ("all", "type") else None)
   return Analysis(
       fit_split=fit.name, eval_split=evaluated.name, n_fit=len(fit), n_eval=len(evaluated), types=types,
       type_counts={t: int((evaluated.qtype == t).sum()) for t in types}, levels=levels,

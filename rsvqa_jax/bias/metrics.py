@@ -11,8 +11,12 @@ Accuracies are fractions in [0, 1]; an empty set of samples has accuracy NaN (re
   Prior_Acc_s  share of subset s whose answer equals the most common answer of s in the
                fit (training) split; among tied answers the lexicographically smallest
                wins, so the result does not depend on the order of the files.
-  Uni_Acc_s    1 / |A_s|, A_s the distinct answers of s in the fit split (the answers a
-               model trained on that split can know of).
+  Uni_Acc_s    1 / |A_s|, A_s the distinct fit-split answers of the question type of s
+               (every subset below the whole split nests in one type; at the whole split,
+               all its answers): the chance of guessing uniformly among the answers a
+               question of that type can take, as far as a model trained on that split can
+               know them. Not the answers of s itself: a small subset seen with one answer
+               would read 100%, above its own Prior_Acc (bias/analysis.py applies it).
   IO           (Acc - LB) / (1 - LB); LB = 1 leaves nothing to improve on and is undefined
                (None); a negative IO (a model below its lower bound) is returned as is.
 """
@@ -121,7 +125,8 @@ class LevelPrediction:
   """Per-sample outcome of predicting each sample by its own subset's prior."""
 
   prediction: np.ndarray  # str: the answer predicted for the sample
-  n_answers: np.ndarray  # int: |A| of the subset whose prior was used
+  n_answers: np.ndarray  # int: |A| of the subset whose prior was used (analysis.py replaces
+                         # it by the type's below the type level: the Uni_Acc definition)
   seen: np.ndarray  # bool: the sample's own subset occurs in the fit split
   subset: np.ndarray  # int: code of the sample's subset, an index into `subsets`
   subsets: list  # subset keys of the predicted samples, in first-seen order

@@ -76,11 +76,18 @@ def save(fig, path, dpi):
   return path
 
 
+def error_bars(means, stds):
+  """[2, n] (below, above) bar lengths: one std each way, clipped to [0, 100] (an accuracy's
+  spread never passes its bounds)."""
+  means, stds = np.asarray(means, np.float64), np.asarray(stds, np.float64)
+  return np.stack([np.minimum(stds, means), np.minimum(stds, 100 - means)])
+
+
 def figure5(panels, columns, path):
   """Figure 5: per panel, bars per column for each setup, with std error bars.
 
   `panels`: [(title, [(setup label, {column: (mean, std)})])]; columns are question types
-  (named as in the tables), AA and OA.
+  (named as in the tables), AA and OA. Error bars are one std, clipped to [0, 100].
   """
   n = len(panels)
   ncols = min(2, n)
@@ -91,10 +98,10 @@ def figure5(panels, columns, path):
     width = 0.8 / len(rows)
     x = np.arange(len(columns))
     for j, (label, stats) in enumerate(rows):
-      means = [100 * stats[c][0] for c in columns]
-      stds = [100 * stats[c][1] for c in columns]
-      ax.bar(x + (j - (len(rows) - 1) / 2) * width, means, width, yerr=stds, capsize=2,
-             label=label)
+      means = np.asarray([100 * stats[c][0] for c in columns])
+      stds = np.asarray([100 * stats[c][1] for c in columns])
+      ax.bar(x + (j - (len(rows) - 1) / 2) * width, means, width,
+             yerr=error_bars(means, stds), capsize=2, label=label)
     ax.set_title(title)
     ax.set_xticks(x, [tables.type_name(c) for c in columns], rotation=20, ha="right", fontsize=8)
     ax.set_ylabel("test accuracy (%)")

@@ -1,96 +1,244 @@
 """A model's answers as CSV files: written by our evaluators, read back to audit any model.
 
 Format: a header row with (at least) the columns `question_id` and `prediction`, then one
-row per question; extra columns are ignored. Predictions are compared as strings with the
-dataset's normalised answers (the `answer` column of records.Split: LR counts binned, HR
-areas binned), after stripping surrounding whitespace. A question of the evaluated split
-with no row counts as wrong and is reported; a row naming a question that is not in the
-evaluated split(s), a repeated question id, a missing column or a non-integer id is an error.
+row per question; extra columns are ignored. A file of K repeats (adversarial testing: K
+substituted images per question) adds a `repeat` column numbered 0..K-1 and one row per
+question and repeat; a file without it is one repeat.
+
+Predictions go through the dataset's own answer normalisation (data/answers.py
+`normalise_prediction`: LR counts and HR areas binned by question type, the original PyTorch
+code's labels mapped, whitespace and case as the readers treat the files), so a model written
+in our style, the original code's or with raw counts / areas scores the same. Predictions
+changed by it are counted (`mapped`); predictions outside the training answer space are
+counted wrong and listed (`outside`), never silently compared. A question of the evaluated
+split with no row counts as wrong and is reported. A row naming a question in none of the
+evaluated splits, a repeated question id (within a repeat), a missing column, a non-integer id
+or repeat, repeats not numbered 0..K-1 and a file that is not UTF-8 CSV are errors.
 """
+import collections
 import csv
 import dataclasses
+import reprlib
 
 import numpy as np
 
+from rsvqa_jax import storage
+from rsvqa_jax.data import answers as answers_lib
 from rsvqa_jax.errors import RSVQAError
 
 REQUIRED = ("question_id", "prediction")
+REPEAT = "repeat"
+TOP = 5  # most common mapped / outside predictions listed
+
+
+def _per_repeat(values, shape):
+  """[K, N] object array of one value per question ([N]) or per repeat and question ([K, N])."""
+  out = np.empty(shape, dtype=object)
+  out[:] = np.asarray(values, dtype=object)
+  return out
 
 
 def write(path, split, predicted, **extra):
   """Writes a model's answers on a records.Split as CSV.
 
-  Columns: question_id, image_id, the `extra` columns (name -> one value per question, e.g.
-  substituted_image_id), type, prediction, answer.
+  `predicted`: N answers, or K rows of N answers (K repeats: a `repeat` column 0..K-1 is
+  added, rows repeat by repeat). Columns: question_id, [repeat,] image_id, the `extra` columns
+  (name -> one value per question, or per repeat and question, e.g. substituted_image_id),
+  type, prediction, answer.
   """
-  names = list(extra)
-  with open(path, "w", newline="", encoding="utf-8") as f:
+  predicted = np.asarray(predicted, dtype=object)
+  repeats = predicted.ndim == 2
+  shape = predicted.shape if repeats else (1, len(predicted))
+  k, n = shape
+  columns = [_per_repeat(split.question_id.tolist(), shape)]
+  columns += [np.repeat(np.arange(k), n).reshape(shape)] if repeats else []
+  columns += [_per_repeat(split.image_id.tolist(), shape)]
+  columns += [_per_repeat(list(v), shape) for v in extra.values()]
+  columns += [_per_repeat(split.qtype.tolist(), shape), _per_repeat(predicted, shape),
+              _per_repeat(split.answer.tolist(), shape)]
+  header = ["question_id", *([REPEAT] if repeats else []), "image_id", *extra, "type",
+            "prediction", "answer"]
+  with storage.replacing(path, newline="") as f:
     w = csv.writer(f)
-    w.writerow(["question_id", "image_id", *names, "type", "prediction", "answer"])
-    columns = [split.question_id.tolist(), split.image_id.tolist(),
-               *(list(extra[n]) for n in names), split.qtype.tolist(), list(predicted),
-               split.answer.tolist()]
-    w.writerows(zip(*columns))
+    w.writerow(header)
+    w.writerows(zip(*(c.reshape(-1).tolist() for c in columns)))
+
+
+def _integer(path, line, name, value):
+  try:
+    out = int(value)
+  except (TypeError, ValueError):
+    raise RSVQAError(f"{path}:{line}: {name} {value!r} is not an integer") from None
+  if name == REPEAT and out < 0:
+    raise RSVQAError(f"{path}:{line}: repeat {out} is negative")
+  return out
+
+
+def _rows(path, reader):
+  """(repeat, question id, prediction) of every row, checked for format and duplicates."""
+  missing = [c for c in REQUIRED if c not in (reader.fieldnames or ())]
+  if missing:
+    raise RSVQAError(f"{path}: missing column(s) {', '.join(missing)} "
+                     f"(header: {reader.fieldnames})")
+  has_repeat = REPEAT in reader.fieldnames
+  seen = set()
+  for row in reader:
+    line = reader.line_num
+    qid = _integer(path, line, "question_id", row["question_id"])
+    repeat = _integer(path, line, REPEAT, row[REPEAT]) if has_repeat else 0
+    if (repeat, qid) in seen:
+      raise RSVQAError(f"{path}:{line}: duplicate question_id {qid}"
+                       + (f" in repeat {repeat}" if has_repeat else ""))
+    seen.add((repeat, qid))
+    if row["prediction"] is None:
+      raise RSVQAError(f"{path}:{line}: row has no prediction value")
+    yield repeat, qid, row["prediction"]
 
 
 def read(path):
-  """question id -> predicted answer, checked for format and duplicates."""
+  """[{question id: prediction as written}] per repeat (one dict for a file without repeats)."""
   try:
     f = open(path, newline="", encoding="utf-8-sig")
   except OSError as e:
     raise RSVQAError(f"{path}: cannot read predictions file ({e.strerror})") from e
+  by_repeat = collections.defaultdict(dict)
   with f:
     reader = csv.DictReader(f)
-    missing = [c for c in REQUIRED if c not in (reader.fieldnames or ())]
-    if missing:
-      raise RSVQAError(f"{path}: missing column(s) {', '.join(missing)} (header: {reader.fieldnames})")
-    out = {}
-    for row in reader:
-      line = reader.line_num
-      try:
-        qid = int(row["question_id"])
-      except (TypeError, ValueError):
-        raise RSVQAError(f"{path}:{line}: question_id {row['question_id']!r} is not an integer") from None
-      if qid in out:
-        raise RSVQAError(f"{path}:{line}: duplicate question_id {qid}")
-      if row["prediction"] is None:
-        raise RSVQAError(f"{path}:{line}: row has no prediction value")
-      out[qid] = row["prediction"].strip()
-  return out
+    try:
+      for repeat, qid, prediction in _rows(path, reader):
+        by_repeat[repeat][qid] = prediction
+    except UnicodeDecodeError:
+      raise RSVQAError(f"{path}: not UTF-8 text ({_first_bad_byte(path)}); save it as UTF-8 "
+                       "CSV") from None
+    except csv.Error as e:
+      raise RSVQAError(f"{path}:{reader.line_num}: not a readable CSV row ({e})") from None
+  repeats = sorted(by_repeat)
+  if repeats != list(range(len(repeats))):
+    raise RSVQAError(f"{path}: repeats {_listed(repeats)} are not numbered 0..K-1")
+  return [by_repeat[k] for k in repeats] or [{}]
+
+
+def _first_bad_byte(path):
+  """Where a file stops being UTF-8, for the error message (the reader decodes in blocks)."""
+  with open(path, "rb") as f:
+    data = f.read()
+  try:
+    data.decode("utf-8-sig")
+  except UnicodeDecodeError as e:
+    line = data.count(b"\n", 0, e.start) + 1
+    return f"byte {data[e.start]:#04x} on line {line}"
+  return "a bad byte"
+
+
+def _listed(values, limit=TOP):
+  values = list(values)
+  more = f", ... ({len(values)} in all)" if len(values) > limit else ""
+  return ", ".join(map(str, values[:limit])) + more
 
 
 @dataclasses.dataclass(frozen=True)
 class Aligned:
-  """Predictions laid out along one split."""
+  """Predictions laid out along one split, normalised as the split's answers are."""
 
-  prediction: np.ndarray  # str per sample; None where the file has no row
-  missing: int  # samples of the split with no prediction
+  prediction: np.ndarray  # str [K, N]: normalised; None where the file has no row
+  missing: int  # (repeat, question) cells of the split with no prediction
+  mapped: collections.Counter  # (as written, normalised) -> cells changed by normalisation
+  outside: collections.Counter  # normalised prediction outside the answer space -> cells
+  space: frozenset | None  # the training answer space (None: not checked)
+
+  @property
+  def repeats(self):
+    return int(self.prediction.shape[0])
+
+  @property
+  def n_mapped(self):
+    return sum(self.mapped.values())
+
+  @property
+  def n_outside(self):
+    return sum(self.outside.values())
 
   def correct(self, answers):
-    return np.array([p is not None and p == a for p, a in zip(self.prediction.tolist(), answers.tolist())],
-                    dtype=bool)
+    """bool [K, N]: answered, inside the answer space and equal to the answer."""
+    space = self.space
+    return np.array([[p is not None and (space is None or p in space) and p == a
+                      for p, a in zip(row, answers.tolist())] for row in self.prediction.tolist()],
+                    dtype=bool).reshape(self.prediction.shape)
+
+  def summary(self):
+    """The counts a user must see: {n_mapped, n_outside_answer_space, ...}, JSON-ready."""
+    return {"repeats": self.repeats, "n_missing": self.missing, "n_mapped": self.n_mapped,
+            "mapped_top": [[raw, norm, n] for (raw, norm), n in self.mapped.most_common(TOP)],
+            "n_outside_answer_space": self.n_outside,
+            "outside_answer_space_top": [[a, n] for a, n in self.outside.most_common(TOP)]}
+
+  def describe(self, label):
+    """One line: how many predictions were mapped, outside the answer space, missing."""
+    k, n = self.prediction.shape
+    text = f"{label}: {k * n - self.missing} prediction(s) for {n} question(s)"
+    text += f" x {k} repeats" if k > 1 else ""
+    text += f", {self.n_mapped} mapped by the answer normalisation"
+    if self.mapped:  # reprlib: a 5,000-character prediction stays a short line
+      text += " (" + ", ".join(f"{reprlib.repr(raw)} -> {reprlib.repr(norm)} x{count}"
+                               for (raw, norm), count in self.mapped.most_common(TOP)) + ")"
+    text += f", {self.n_outside} outside the training answer space, counted wrong"
+    if self.outside:
+      text += " (" + ", ".join(f"{reprlib.repr(a)} x{count}"
+                               for a, count in self.outside.most_common(TOP)) + ")"
+    return text + f", {self.missing} missing, counted wrong"
 
 
-def align(predictions, splits, path):
-  """Lay `predictions` out along each split of `splits` (name -> Split).
+def normalised(raw, split, dataset, space=None):
+  """Aligned of raw predictions [K, N] (None: no row) on `split`.
 
-  Raises RSVQAError when a predicted question id is in none of the splits.
+  `dataset`: the dataset name whose normalisation applies (data/answers.py; None: whitespace
+  only); `space`: the training answers, or None to skip that check.
   """
+  raw = _per_repeat(raw, np.shape(raw))
+  raw = raw[None] if raw.ndim == 1 else raw
+  qtypes = split.qtype.tolist()
+  memo = {}  # (type, prediction) -> normalised: a split has few distinct answers
+  values = np.empty(raw.shape, dtype=object)
+  mapped, outside = collections.Counter(), collections.Counter()
+  for k, row in enumerate(raw.tolist()):
+    for i, (p, t) in enumerate(zip(row, qtypes)):
+      if p is None:
+        continue
+      if (t, p) not in memo:
+        memo[t, p] = (answers_lib.normalise_prediction(dataset, t, p) if dataset
+                      else str(p).strip())
+      values[k, i] = v = memo[t, p]
+      if v != p:
+        mapped[p, v] += 1
+      if space is not None and v not in space:
+        outside[v] += 1
+  missing = sum(v is None for v in values.reshape(-1).tolist())
+  return Aligned(prediction=values, missing=missing, mapped=mapped, outside=outside,
+                 space=None if space is None else frozenset(space))
+
+
+def align(predictions, splits, path, dataset=None, space=None):
+  """Lay `predictions` (read's list of per-repeat dicts, or one dict) out along each split.
+
+  `splits`: name -> records.Split; `dataset` / `space` as in `normalised`. Raises RSVQAError
+  when a predicted question id is in none of the splits.
+  """
+  predictions = [predictions] if isinstance(predictions, dict) else list(predictions)
   known = set()
   for split in splits.values():
     known.update(split.question_id.tolist())
-  unknown = sorted(set(predictions) - known)
+  unknown = sorted(set().union(*predictions) - known)
   if unknown:
     raise RSVQAError(f"{path}: {len(unknown)} question id(s) not in split(s) {', '.join(splits)}, "
                      f"e.g. {unknown[:5]}")
   out = {}
   for name, split in splits.items():
-    values = np.empty(len(split), dtype=object)
-    values[:] = [predictions.get(q) for q in split.question_id.tolist()]
-    out[name] = Aligned(prediction=values, missing=int(sum(v is None for v in values.tolist())))
+    qids = split.question_id.tolist()
+    raw = [[by_id.get(q) for q in qids] for by_id in predictions]
+    out[name] = normalised(_per_repeat(raw, (len(raw), len(qids))), split, dataset, space)
   return out
 
 
-def load(path, splits):
-  """Read `path` and align it along `splits`."""
-  return align(read(path), splits, path)
+def load(path, splits, dataset=None, space=None):
+  """Read `path` and align it along `splits`, normalised for `dataset`, checked against `space`."""
+  return align(read(path), splits, path, dataset, space)

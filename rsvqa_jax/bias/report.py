@@ -1,4 +1,5 @@
-"""report.md of a study: Tables 2 and 6 as mean (std), differences, Figure 5, the analysis.
+"""report.md of a study: its settings, Tables 2, 6 and 3 from one set of numbers, Figure 5, the
+analysis, a reading and a summary the README quotes.
 
 Input is the study's results dict (rsvqa_jax/study.py): per (language model, LM weights) cell
 the test accuracy tables of the reference and visual-blind runs over seeds and each reference
@@ -6,26 +7,52 @@ run's adversarial results. Reference and blind columns are mean (std) over seeds
 std, as the paper); adversarial columns pool every seed's K substitutions (mean (std) over
 seeds x repeats, so the spread of the random draws shows). A difference is the reference mean
 minus the disturbed mean, in points (positive = the disturbance costs accuracy), as in Table 6.
+Table 3's model columns are the same numbers for the reference cell with the best mean
+validation OA, and its IO columns apply Equation 1 to those means, as the paper does (its
+Table 3 row Comparison: (90.76 - 66.74) / (100 - 66.74) = 72.22).
+
+Question types are in the paper's order (tables.type_order: Comparison, Counting, Presence,
+Rural/urban, then AA and OA). Every table has an N row (test questions per column; the
+adversarial rows rest on N x seeds x K draws of them) and marks with a dagger the columns with
+fewer than study.min_questions questions. The reading's thresholds (study.reading) are stated in
+the report.
+
+`python -m rsvqa_jax.bias.report DIR --readme README.md` copies DIR/summary.md into the README
+between its study-summary markers, so the README's figures are the report's.
 """
+import argparse
 import math
 import os
+import re
+import sys
+import textwrap
 
-from rsvqa_jax.bias import plots, tables
+from rsvqa_jax.bias import metrics, plots, tables
 from rsvqa_jax.bias.tables import mean_std, pct
 
 SUMMARY = ("AA", "OA")
 KIND_LABELS = {"random": "Adversarial (random image)", "shuffle": "Adversarial (in-batch shuffle)",
                "white": "Adversarial (white image)", "black": "Adversarial (black image)",
                "noise": "Adversarial (noise image)"}
+FLAG = "†"
+ANALYSIS_ROW = {"AA": "Average", "OA": "Overall"}  # the analysis row of a summary column
+README_BEGIN = ("<!-- study summary: begin (python -m rsvqa_jax.bias.report DIR --readme "
+                "README.md) -->")
+README_END = "<!-- study summary: end -->"
 
 
 def columns_of(cells):
-  """Question types in the order the accuracy tables list them, then AA and OA."""
-  types = []
-  for cell in cells:
-    for run in cell["reference"] + cell["blind"]:
-      types += [t for t in run["accuracy"]["per_type"] if t not in types]
-  return types + list(SUMMARY)
+  """Question types in the paper's order, then AA and OA."""
+  types = {t for cell in cells for run in cell["reference"] + cell.get("blind", [])
+           for t in run["accuracy"]["per_type"]}
+  return tables.type_order(types) + list(SUMMARY)
+
+
+def counts_of(cells, columns):
+  """{column: test questions} of the first run (every run of a study evaluates the same split)."""
+  acc = next(r["accuracy"] for cell in cells for r in cell["reference"])
+  n = acc.get("per_type_n", {})
+  return {c: acc.get("n") if c == "OA" else None if c == "AA" else n.get(c) for c in columns}
 
 
 def run_stats(runs, columns):
@@ -44,21 +71,6 @@ def adversarial_stats(runs, kind, columns):
           for c in columns}
 
 
-def _header(columns, first):
-  names = first + [tables.type_name(c) for c in columns]
-  return ["| " + " | ".join(names) + " |", "|" + "---|" * len(names)]
-
-
-def table2(cells, columns, fusion):
-  """Table 2 layout: the reference models' test accuracy, mean (std) over seeds."""
-  lines = _header(columns, ["Language model", "LM weights", "fusion"])
-  for cell in cells:
-    stats = run_stats(cell["reference"], columns)
-    lines.append(f"| {cell['label']} | {cell['weights']} | {fusion} | "
-                 + " | ".join(pct(*stats[c]) for c in columns) + " |")
-  return "\n".join(lines)
-
-
 def setups(cell, columns, kinds):
   """[(setup label, {column: (mean, std)})] of one cell: reference, blind, adversarial kinds."""
   out = [("Reference model", run_stats(cell["reference"], columns)),
@@ -73,20 +85,141 @@ def difference(reference, disturbed, columns):
   return {c: 100 * (reference[c][0] - disturbed[c][0]) for c in columns}
 
 
-def table6(cells, columns, kinds):
-  """Table 6 layout: reference, visual blind, adversarial, each with its difference."""
-  lines = _header(columns, ["Language model", "LM weights", "Setup"])
+class Flags:
+  """Which columns rest on fewer than `minimum` test questions, and how cells show it."""
+
+  def __init__(self, counts, minimum):
+    self.counts, self.minimum = counts, minimum
+    self.small = [c for c, n in counts.items() if n is not None and n < minimum]
+
+  def mark(self, column, text):
+    return f"{text} {FLAG}" if column in self.small and text not in ("", "n/a") else text
+
+  def cells(self, stats, columns):
+    return [self.mark(c, pct(*stats[c])) for c in columns]
+
+  def n_row(self, columns, lead):
+    return ("N (test questions)", *([""] * lead),
+            *("" if self.counts[c] is None else str(self.counts[c]) for c in columns))
+
+  def note(self):
+    if not self.small:
+      return (f"Every column has at least {self.minimum} test questions "
+              f"(study.min_questions).")
+    which = ", ".join(f"{tables.type_name(c)} (N = {self.counts[c]})" for c in self.small)
+    fewest = min(self.counts[c] for c in self.small)
+    return (f"{FLAG} fewer than {self.minimum} test questions (study.min_questions): {which}; "
+            f"one answer moves such a cell by 100 / N points ({100 / fewest:.1f} at N = "
+            f"{fewest}): read it as indicative.")
+
+
+def _names(columns):
+  return tuple(tables.type_name(c) for c in columns)
+
+
+def table2_rows(study):
+  """[(label, weights, fusion, runs)] of Table 2: study.table2_rows, else the grid's references."""
+  if study.get("table2"):
+    return [(r["label"], r["weights"], r["fusion"], r["runs"]) for r in study["table2"]]
+  return [(c["label"], c["weights"], study.get("fusion", "e-mult"), c["reference"])
+          for c in study["cells"]]
+
+
+def table2(rows, columns, flags):
+  """Table 2 layout: reference models' test accuracy, mean (std) over seeds."""
+  out = [flags.n_row(columns, 2)]
+  for label, weights, fusion, runs in rows:
+    out.append((label, weights, fusion, *flags.cells(run_stats(runs, columns), columns)))
+  n_seeds = max(len(runs) for *_, runs in rows)
+  return tables.Table(caption=f"Table 2 layout: test accuracy (%) of the reference models, mean "
+                              f"(std) over {n_seeds} seeds",
+                      columns=("Language model", "LM weights", "fusion", *_names(columns)),
+                      rows=tuple(out))
+
+
+def _difference_row(diff, columns):
+  return ("", "", "Difference",
+          *("n/a" if math.isnan(diff[c]) else f"{diff[c]:.2f}" for c in columns))
+
+
+def table6(cells, columns, kinds, flags, repeats):
+  """Table 6 layout: reference, visual blind, adversarial; each disturbed row has a difference."""
+  out = [flags.n_row(columns, 2)]
   for cell in cells:
     rows = setups(cell, columns, kinds)
     reference = rows[0][1]
     for i, (label, stats) in enumerate(rows):
-      lines.append(f"| {cell['label'] if i == 0 else ''} | {cell['weights'] if i == 0 else ''} | "
-                   f"{label} | " + " | ".join(pct(*stats[c]) for c in columns) + " |")
+      lead = (cell["label"], cell["weights"]) if i == 0 else ("", "")
+      out.append((*lead, label, *flags.cells(stats, columns)))
       if i:
-        diff = difference(reference, stats, columns)
-        lines.append("| | | Difference | " + " | ".join(
-            "n/a" if math.isnan(diff[c]) else f"{diff[c]:.2f}" for c in columns) + " |")
-  return "\n".join(lines)
+        out.append(_difference_row(difference(reference, stats, columns), columns))
+  caption = (f"Table 6 layout: test accuracy (%); reference and visual-blind rows mean (std) over "
+             f"seeds, adversarial rows over seeds x {repeats} substitutions; Difference = "
+             "reference - row, in points")
+  return tables.Table(caption=caption, columns=("Language model", "LM weights", "Setup",
+                                                *_names(columns)), rows=tuple(out))
+
+
+def best_cell(cells):
+  """The reference cell with the best mean validation OA over its seeds (Table 3's model)."""
+  def val(cell):
+    scores = [r["val_oa"] for r in cell["reference"] if not math.isnan(r["val_oa"])]
+    return sum(scores) / len(scores) if scores else -math.inf
+  return max(cells, key=val)
+
+
+def table3(study, columns, flags):
+  """Table 3 layout: the dataset's priors beside the best reference cell's accuracy, mean (std)
+  over seeds, and its adversarial accuracy over seeds x draws, with IO_Prior and IO_AdTest."""
+  cell = best_cell(study["cells"])
+  ref = run_stats(cell["reference"], columns)
+  kinds = study["adversarial"]
+  kind = "random" if "random" in kinds else (kinds[0] if kinds else None)
+  adv = adversarial_stats(cell["reference"], kind, columns) if kind else None
+  rows_in = study["analysis"]["rows"]
+  out = []
+  everything = rows_in.get("All", {})
+  out.append(("All", everything.get("n", ""), everything.get("n_answers", ""),
+              everything.get("prior", ""), everything.get("prior_acc", math.nan),
+              everything.get("uni_acc", math.nan), "", "", *(("", "") if adv else ())))
+  for c in columns:
+    r = rows_in.get(ANALYSIS_ROW.get(c, c), {})
+    label = ANALYSIS_ROW.get(c) or tables.type_name(c)
+    n = "" if c == "AA" else r.get("n", "")
+    prior = r.get("prior_acc", math.nan)
+    row = [label, flags.mark(c, str(n)) if n != "" else "", r.get("n_answers") or "",
+           r.get("prior") or "", prior, r.get("uni_acc", math.nan), flags.mark(c, pct(*ref[c])),
+           metrics.io_lower_bound(ref[c][0], prior)]
+    if adv:
+      row += [flags.mark(c, pct(*adv[c])), metrics.io_lower_bound(ref[c][0], adv[c][0])]
+    out.append(tuple(row))
+  names = ["Question type", "N_s", "|A_s|", "Most common answer", "Prior_Acc (%)", "Uni_Acc (%)",
+           "RSVQA_Acc (%)", "IO_Prior (%)"] + (["AdTest_Acc (%)", "IO_AdTest (%)"] if adv else [])
+  n_seeds = len(cell["reference"])
+  caption = (f"Table 3 layout: {study['split']} split, most common answers from "
+             f"{study['analysis'].get('fit_split', 'train')}; model columns: "
+             f"{cell['label']}, {cell['weights']} (best mean validation OA), mean (std) over "
+             f"{n_seeds} seeds" + (f"; AdTest_Acc: {kind} substitution, mean (std) over "
+                                   f"{n_seeds} seeds x {study['repeats']} draws" if adv else "")
+             + "; IO = Eq. 1 on the means (as the paper's Table 3)")
+  return tables.Table(caption=caption, columns=tuple(names), rows=tuple(out)), cell
+
+
+def balanced_table(balanced, columns, flags):
+  """The balanced twin: reference and blind accuracy beside Prior_Acc and Uni_Acc per type."""
+  rows = balanced["analysis"]["rows"]
+  out = [flags.n_row(columns, 0)]
+  for cell in balanced["cells"]:
+    for role, label in (("reference", "Reference model"), ("blind", "Visual blind")):
+      out.append((f"{label} ({cell['label']}, {cell['weights']})",
+                  *flags.cells(run_stats(cell[role], columns), columns)))
+  value = lambda c, metric: rows.get(ANALYSIS_ROW.get(c, c), {}).get(metric, math.nan)
+  for metric, label in (("prior_acc", "Prior_Acc (most common answer)"),
+                        ("uni_acc", "Uni_Acc (uniform guess)")):
+    out.append((label, *(flags.mark(c, pct(value(c, metric))) for c in columns)))
+  return tables.Table(caption="Balanced twin: test accuracy (%), mean (std) over seeds, beside "
+                              "the dataset's lower bounds", columns=("Setup", *_names(columns)),
+                      rows=tuple(out))
 
 
 def figure5(cells, columns, kinds, path):
@@ -95,88 +228,192 @@ def figure5(cells, columns, kinds, path):
   return plots.figure5(panels, columns, path)
 
 
-def balanced_table(balanced, columns):
-  """The balanced twin: reference and blind accuracy beside Prior_Acc and Uni_Acc per type."""
-  cells = balanced["cells"]
-  rows = balanced["analysis"]["rows"]
-  key = lambda c: {"AA": "Average", "OA": "Overall"}.get(c, c)
-  lines = _header(columns, ["Setup"])
-  for cell in cells:
-    for role, label in (("reference", "Reference model"), ("blind", "Visual blind")):
-      stats = run_stats(cell[role], columns)
-      lines.append(f"| {label} ({cell['label']}, {cell['weights']}) | "
-                   + " | ".join(pct(*stats[c]) for c in columns) + " |")
-  for metric, label in (("prior_acc", "Prior_Acc (most common answer)"),
-                        ("uni_acc", "Uni_Acc (uniform guess)")):
-    lines.append(f"| {label} | " + " | ".join(
-        pct(rows.get(key(c), {}).get(metric, math.nan)) for c in columns) + " |")
-  return "\n".join(lines)
+# The reading.
 
 
-def reading(study, columns):
-  """A short paragraph read off the numbers."""
+def _ranges(values):
+  """'a to b' over the values (one value when they agree to the printed digits)."""
+  if not values:
+    return "n/a"
+  low, high = f"{min(values):.2f}", f"{max(values):.2f}"
+  return low if low == high else f"{low} to {high}"
+
+
+def _reference_vs_blind(study, columns, thresholds):
+  """Sentences on reference vs blind, by OA and AA, and per question type."""
   kinds = study["adversarial"]
-  parts = []
-  gaps, adv_gaps, adv_below_blind = [], [], 0
+  out, wins = [], {"OA": [], "AA": []}
+  below_blind, close = {}, {}  # type name -> ["setting by x points"]
+  for cell in study["cells"]:
+    rows = dict(setups(cell, columns, kinds))
+    diff = difference(rows["Reference model"], rows["Visual blind"], columns)
+    name = f"{cell['label']} {cell['weights']}"
+    for col in wins:
+      wins[col].append((diff[col], name))
+    for t in columns[:-2]:
+      d = diff[t]
+      if d < 0:
+        below_blind.setdefault(tables.type_name(t), []).append(f"{name} by {-d:.2f} points")
+      elif d < thresholds["close"]:
+        close.setdefault(tables.type_name(t), []).append(f"{name}: {d:.2f} points below")
+  n = len(study["cells"])
+  won = {col: {name for d, name in v if d > 0} for col, v in wins.items()}
+  by = {col: len(v) for col, v in won.items()}
+  oa_gaps = [d for d, _ in wins["OA"]]
+  if by["OA"] == n:
+    out.append(f"By OA the reference models beat their visual-blind twins in every setting, by "
+               f"{_ranges(oa_gaps)} points: that part of their accuracy needs the image, the rest "
+               "the question alone already gives.")
+  else:
+    lost = ", ".join(name for d, name in wins["OA"] if d <= 0)
+    out.append(f"By OA the reference models beat their visual-blind twins in {by['OA']} of {n} "
+               f"settings only (reference - blind: {_ranges(oa_gaps)} points); the blind model "
+               f"is as good or better in: {lost}.")
+  if won["AA"] != won["OA"]:
+    lost = ", ".join(name for d, name in wins["AA"] if d <= 0)
+    out.append(f"AA and OA disagree: by AA (every question type weighing the same) the reference "
+               f"models win in {by['AA']} of {n} settings (reference - blind: "
+               f"{_ranges([d for d, _ in wins['AA']])} points; not in: {lost or 'none'}).")
+  else:
+    out.append(f"AA agrees (reference - blind: {_ranges([d for d, _ in wins['AA']])} points).")
+  per_type = lambda found: "; ".join(f"{t} ({', '.join(v)})" for t, v in found.items())
+  if below_blind:
+    out.append(f"The blind model beats the reference on {per_type(below_blind)}.")
+  if close:
+    out.append(f"The blind model comes within {thresholds['close']:g} points of the reference "
+               f"(a strong question/answer bias) on {per_type(close)}.")
+  return out
+
+
+def _against_prior(study, thresholds):
+  """Whether each reference model clearly beats answering the most common answer per type."""
+  prior = study["analysis"]["rows"].get("Overall", {}).get("prior_acc", math.nan)
+  if math.isnan(prior):
+    return []
+  margins = [(100 * (run_stats(c["reference"], ["OA"])["OA"][0] - prior),
+              f"{c['label']} {c['weights']}") for c in study["cells"]]
+  weak = [f"{name} ({m:+.2f})" for m, name in margins if m < thresholds["margin"]]
+  head = (f"Always answering the most common training answer of the question type scores "
+          f"{pct(prior)}% OA on the test split (Prior_Acc, Table 3)")
+  if not weak:
+    return [f"{head}; every reference model beats it by at least {thresholds['margin']:g} points "
+            f"({_ranges([m for m, _ in margins])}), so the models do learn the task."]
+  return [f"{head}; reference models less than {thresholds['margin']:g} points above it (under-"
+          f"trained or blind to the image: their gaps to the blind twins prove little): "
+          f"{', '.join(weak)}."]
+
+
+def _adversarial(study, columns):
+  kinds = study["adversarial"]
+  if "random" not in kinds:
+    return []
+  gaps, below = [], 0
   for cell in study["cells"]:
     rows = dict(setups(cell, columns, kinds))
     ref, blind = rows["Reference model"]["OA"][0], rows["Visual blind"]["OA"][0]
-    gaps.append(100 * (ref - blind))
+    adv = rows[KIND_LABELS["random"]]["OA"][0]
+    gaps.append(100 * (ref - adv))
+    below += adv < blind
+  pool = {"dataset": "the dataset", "split": "the split"}.get(study.get("adv_pool"), "the dataset")
+  dropped = sum(g > 0 for g in gaps)
+  return [f"Swapping the image for a random one of {pool} costs the reference models "
+          f"{_ranges(gaps)} points OA (a drop in {dropped} of {len(gaps)} settings: there the "
+          f"models do read the image) and leaves them below the visual-blind model in {below} of "
+          f"{len(gaps)} settings (the paper finds them below in every setting)."]
+
+
+def _balanced(study, thresholds):
+  balanced = study.get("balanced")
+  if not balanced:
+    return []
+  rows = balanced["analysis"]["rows"].get("Overall", {})
+  prior, uni = rows.get("prior_acc", math.nan), rows.get("uni_acc", math.nan)
+  out = []
+  for cell in balanced["cells"]:
+    blind = run_stats(cell["blind"], ["OA"])["OA"][0]
+    ref = run_stats(cell["reference"], ["OA"])["OA"][0]
+    gap = 100 * (blind - prior)
+    level = (f"within {thresholds['guess']:g} points of it: with the answer prior removed, the "
+             "question alone is worth a guess" if abs(gap) < thresholds["guess"] else
+             f"{gap:+.2f} points from it: a bias the balancing left" if gap > 0 else
+             f"{gap:+.2f} points from it: below a guess (under-trained)")
+    out.append(f"On the balanced twin every answer of a question type is equally frequent, so the "
+               f"most common answer scores {pct(prior)}% OA, the uniform guess {pct(uni)}%; the "
+               f"visual-blind model reaches {pct(blind)}% ({level}), the reference model "
+               f"{pct(ref)}% ({100 * (ref - blind):+.2f} points from the image).")
+  return out
+
+
+def reading(study, columns, flags):
+  """A paragraph read off the numbers; every threshold it uses is stated in the report."""
+  thresholds = study.get("reading") or {"close": 2.0, "margin": 5.0, "guess": 3.0}
+  kinds = study["adversarial"]
+  parts = []
+  for cell in study["cells"]:
+    rows = dict(setups(cell, columns, kinds))
+    ref, blind = rows["Reference model"]["OA"][0], rows["Visual blind"]["OA"][0]
     text = (f"{cell['label']} {cell['weights']}: reference OA {pct(ref)}%, visual blind "
             f"{pct(blind)}% ({100 * (ref - blind):+.2f} points for the image)")
     if "random" in kinds:
-      adv = rows[KIND_LABELS["random"]]["OA"][0]
-      adv_gaps.append(100 * (ref - adv))
-      adv_below_blind += adv < blind
-      text += f", adversarial (random image) {pct(adv)}%"
+      text += f", adversarial (random image) {pct(rows[KIND_LABELS['random']]['OA'][0])}%"
     parts.append(text)
   out = ["; ".join(parts) + "."]
-  if gaps:
-    above = sum(g > 0 for g in gaps)
-    if above == len(gaps):
-      out.append(f"The reference models beat their visual-blind twins in every setting, by "
-                 f"{min(gaps):.2f} to {max(gaps):.2f} points OA: that part of their accuracy needs "
-                 "the image, the rest the question alone already gives.")
-    else:
-      out.append(f"The reference models beat their visual-blind twins in {above} of {len(gaps)} "
-                 f"settings only (reference - blind: {min(gaps):.2f} to {max(gaps):.2f} points "
-                 "OA): there the image adds nothing the question does not already give.")
-  if adv_gaps:
-    dropped = sum(g > 0 for g in adv_gaps)
-    out.append(f"Swapping the image for a random one of the split costs the reference models "
-               f"{min(adv_gaps):.2f} to {max(adv_gaps):.2f} points OA (a drop in {dropped} of "
-               f"{len(adv_gaps)} settings: there the models do read the image) and leaves them "
-               f"below the visual-blind model in {adv_below_blind} of {len(adv_gaps)} settings "
-               "(the paper finds them below in every setting).")
-  per_type = []
+  out += _reference_vs_blind(study, columns, thresholds)
+  out += _against_prior(study, thresholds)
+  out += _adversarial(study, columns)
+  if flags.small:
+    out.append(flags.note())
+  out += _balanced(study, thresholds)
+  return " ".join(out)
+
+
+def thresholds_text(study):
+  t = study.get("reading") or {}
+  return (f"Thresholds of this reading (config `study.reading`, `study.min_questions`): a blind "
+          f"model within close = {t.get('close', 2.0):g} points of its reference shows a strong "
+          f"bias; a reference model clearly beats the most common answer when margin = "
+          f"{t.get('margin', 5.0):g} points above it; a balanced-twin blind model within guess = "
+          f"{t.get('guess', 3.0):g} points of the most common answer is guessing; columns with "
+          f"fewer than {study.get('min_questions', 0)} test questions are marked {FLAG}.")
+
+
+def summary(study, columns):
+  """The few sentences the README quotes (between its study-summary markers)."""
+  kinds = study["adversarial"]
+  gaps, adv_gaps, prior_gaps = [], [], []
+  prior = study["analysis"]["rows"].get("Overall", {}).get("prior_acc", math.nan)
   for cell in study["cells"]:
     rows = dict(setups(cell, columns, kinds))
-    diff = difference(rows["Reference model"], rows["Visual blind"], columns[:-2])
-    per_type += [(d, t, cell) for t, d in diff.items() if not math.isnan(d)]
-  if per_type:
-    small = sorted({tables.type_name(t) for d, t, _ in per_type if d < 2.0})
-    if small:
-      out.append("Question types where the blind model comes within 2 points of the reference "
-                 f"in some setting (a strong question/answer bias): {', '.join(small)}.")
-  analysis = study["analysis"]["rows"]
-  overall = analysis.get("Overall", {})
-  if overall:
-    out.append(f"On the test split, always answering the most common training answer of the "
-               f"question type scores {pct(overall['prior_acc'])}% and a uniform guess "
-               f"{pct(overall['uni_acc'])}% (Table 3 below).")
+    ref = rows["Reference model"]["OA"][0]
+    gaps.append(100 * (ref - rows["Visual blind"]["OA"][0]))
+    prior_gaps.append(100 * (ref - prior))
+    if "random" in kinds:
+      adv_gaps.append(100 * (ref - rows[KIND_LABELS["random"]]["OA"][0]))
+  n = len(gaps)
+  won = sum(g > 0 for g in gaps)
+  out = [(f"Every reference model beats its visual-blind twin" if won == n else
+          f"{won} of {n} reference models beat their visual-blind twins")
+         + f" (by {_ranges(gaps)} points OA)"]
+  if prior_gaps and not math.isnan(prior):
+    out[-1] += (f" and answering the most common answer per question type ({pct(prior)}% OA) by "
+                f"{_ranges(prior_gaps)} points")
+  if adv_gaps:
+    out[-1] += f", and loses {_ranges(adv_gaps)} points OA when its image is swapped"
+  out[-1] += "."
   balanced = study.get("balanced")
   if balanced:
     rows = balanced["analysis"]["rows"].get("Overall", {})
     for cell in balanced["cells"]:
       blind = run_stats(cell["blind"], ["OA"])["OA"][0]
       ref = run_stats(cell["reference"], ["OA"])["OA"][0]
-      out.append(f"On the balanced twin the visual-blind model reaches {pct(blind)}% OA against a "
-                 f"uniform accuracy of {pct(rows.get('uni_acc', math.nan))}% and a prior accuracy "
-                 f"of {pct(rows.get('prior_acc', math.nan))}%, while the reference model keeps "
-                 f"{pct(ref)}%: with the answer prior removed, the question alone is worth "
-                 + ("about a guess." if blind - max(rows.get("uni_acc", 0), rows.get("prior_acc", 0))
-                    < 0.03 else "more than a guess here (a bias the balancing left)."))
-  return " ".join(out)
+      out.append(f"On the balanced twin the visual-blind model scores {pct(blind)}% OA, against "
+                 f"{pct(rows.get('prior_acc', math.nan))}% for the most common answer (there "
+                 f"the uniform guess, {pct(rows.get('uni_acc', math.nan))}%) and {pct(ref)}% for "
+                 "the reference model.")
+  seconds = sum(study.get("timings", {}).values())
+  out.append(f"Its {len(study.get('timings', {}))} stages recorded {seconds / 60:.1f} min of work "
+             "(report.md, Wall time).")
+  return textwrap.fill(" ".join(out), width=100, break_on_hyphens=False)
 
 
 def _timings(study):
@@ -191,50 +428,104 @@ def _timings(study):
   return "\n".join(lines)
 
 
+def settings_table(study):
+  rows = tuple(tuple(r) for r in study.get("settings", ()))
+  return tables.Table(caption="Settings these models were trained with, beside the paper's",
+                      columns=("setting", "this study", "paper"), rows=rows)
+
+
+def _write_tables(directory, named):
+  out_dir = os.path.join(directory, "analysis")
+  for stem, table in named.items():
+    tables.write(table, out_dir, stem)
+
+
 def write_report(directory, study):
-  """Writes directory/report.md (and figures/figure5.png); returns the report's path."""
+  """Writes directory/report.md, summary.md, figures/figure5.png and the report's tables under
+  analysis/ (CSV, Markdown, LaTeX); returns the report's path."""
   cells = study["cells"]
   columns = columns_of(cells)
   kinds = study["adversarial"]
+  flags = Flags(counts_of(cells, columns), study.get("min_questions", 0))
   fig5 = figure5(cells, columns, kinds, os.path.join(directory, "figures", "figure5.png"))
   ds = study["dataset"]
-  enc = study["image_encoder"]
   sizes = ", ".join(f"{k} {v}" for k, v in ds["sizes"].items())
-  fusion = "e-mult"
+  t2 = table2(table2_rows(study), columns, flags)
+  t6 = table6(cells, columns, kinds, flags, study["repeats"])
+  t3, _ = table3(study, columns, flags)
+  named = {"table2": t2, "table6": t6, f"table3_{study['split']}": t3}
+  text = summary(study, columns)
   lines = [
       "# Language-bias study", "",
       f"Dataset: {ds['label']} at `{ds['root']}` ({sizes} questions); evaluated on the "
-      f"{study['split']} split. Seeds: {', '.join(map(str, study['seeds']))}. All models use "
-      f"{fusion} fusion (Figure 5). Image encoder: " + ", ".join(f"{k} {v}" for k, v in enc.items())
-      + ".", "",
-      "## Reading", "", reading(study, columns), "",
-      "## Reference models (Table 2 layout): test accuracy (%), mean (std) over seeds", "",
-      table2(cells, columns, fusion), "",
-      "## Visual blind and adversarial testing (Table 6 layout)", "",
-      f"Reference and visual-blind rows: mean (std) over seeds; adversarial rows: mean (std) over "
-      f"seeds x {study['repeats']} substitutions; Difference = reference - row, in points.", "",
-      table6(cells, columns, kinds), "",
-      f"![Figure 5]({os.path.relpath(fig5, directory)})", "",
-      "## Dataset analysis (Table 3 layout)", "",
-      f"Model columns: the best-on-validation reference model `{os.path.relpath(study['analysis']['best_run'], directory)}`"
-      f" (clean test predictions; AdTest with the {study['analysis']['adversarial_kind']} "
-      "substitution, first repeat).", "",
-      tables.to_markdown(study["analysis"]["type_table"]),
+      f"{study['split']} split. Seeds: {', '.join(map(str, study['seeds']))}.", "",
+      "## Summary", "", text, "",
+      "## Reading", "", reading(study, columns, flags), "", thresholds_text(study), "",
+      "## Settings", "", tables.to_markdown(settings_table(study)),
+      "## Reference models (Table 2 layout)", "", tables.to_markdown(t2), flags.note(), "",
+      "## Visual blind and adversarial testing (Table 6 layout)", "", tables.to_markdown(t6),
+      flags.note(), "", f"![Figure 5]({os.path.relpath(fig5, directory)})", "",
+      "## Dataset analysis (Table 3 layout)", "", tables.to_markdown(t3), flags.note(), "",
   ]
   if study["analysis"]["objects_table"] is not None:
     lines += [tables.to_markdown(study["analysis"]["objects_table"])]
   lines += [f"![Figure 7]({study['analysis']['figure']})", ""]
   if study.get("balanced"):
+    bcells = study["balanced"]["cells"]
+    bcolumns = columns_of(bcells)
+    bflags = Flags(counts_of(bcells, bcolumns), study.get("min_questions", 0))
+    tb = balanced_table(study["balanced"], bcolumns, bflags)
+    named["balanced"] = tb
     lines += ["## Balanced synthetic twin", "",
-              "Same generator with the answer prior removed (balanced answers per question "
-              "form): the visual-blind model should fall to the uniform accuracy.", "",
-              balanced_table(study["balanced"], columns_of(study["balanced"]["cells"])), "",
+              "Same generator with the answer prior removed: within each question pattern and "
+              "object, and within each question type, every answer is equally frequent, so the "
+              "most common answer scores the uniform guess and the visual-blind model should fall "
+              "to it.", "", tables.to_markdown(tb), bflags.note(), "",
               tables.to_markdown(study["balanced"]["analysis"]["type_table"]),
               f"![Figure 7, balanced]({study['balanced']['analysis']['figure']})", ""]
   lines += ["## Wall time", "",
             f"Seconds of work recorded per stage (over every invocation of this study; runs "
             f"trained in the last one: {study['trained_this_call']}).", "", _timings(study), ""]
+  _write_tables(directory, named)
+  write_text(os.path.join(directory, "summary.md"), text + "\n")
   path = os.path.join(directory, "report.md")
-  with open(path, "w", encoding="utf-8") as f:
-    f.write("\n".join(lines))
+  write_text(path, "\n".join(lines))
   return path
+
+
+def write_text(path, text):
+  """Writes through a temporary file renamed into place: a reader never sees half a report."""
+  tmp = f"{path}.tmp-{os.getpid()}"
+  with open(tmp, "w", encoding="utf-8") as f:
+    f.write(text)
+  os.replace(tmp, path)
+
+
+def quote_in_readme(readme, summary_text):
+  """Replaces the README's text between the study-summary markers; returns the new README."""
+  pattern = re.compile(re.escape(README_BEGIN) + r"\n.*?\n" + re.escape(README_END), re.S)
+  if not pattern.search(readme):
+    raise ValueError(f"the README has no block between {README_BEGIN!r} and {README_END!r}")
+  return pattern.sub(lambda _: f"{README_BEGIN}\n{summary_text.strip()}\n{README_END}", readme, 1)
+
+
+def main(argv=None):
+  parser = argparse.ArgumentParser(description="Copy a study's summary into the README.")
+  parser.add_argument("study_dir", help="the study folder (holds summary.md)")
+  parser.add_argument("--readme", required=True, help="the README to update in place")
+  args = parser.parse_args(argv)
+  try:
+    with open(os.path.join(args.study_dir, "summary.md"), encoding="utf-8") as f:
+      text = f.read()
+    with open(args.readme, encoding="utf-8") as f:
+      readme = f.read()
+    updated = quote_in_readme(readme, text)
+  except (OSError, ValueError) as e:
+    print(f"report: error: {e}", file=sys.stderr)
+    return 2
+  write_text(args.readme, updated)
+  return 0
+
+
+if __name__ == "__main__":
+  sys.exit(main())

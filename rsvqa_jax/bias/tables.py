@@ -26,6 +26,12 @@ def type_name(qtype):
   return TYPE_NAMES.get(qtype.lower(), qtype)
 
 
+def type_order(types):
+  """Question types in the paper's column order: by displayed name (Comparison, Counting,
+  Presence, Rural/urban; Area first for HR; Land cover, Yes/No for RSVQAxBEN), as its tables."""
+  return sorted(types, key=lambda t: (type_name(t).lower(), t))
+
+
 @dataclasses.dataclass(frozen=True)
 class Table:
   caption: str
@@ -203,3 +209,129 @@ def write_analysis(result, dataset, out_dir, prefix="", max_question_rows=500):
   if len(result.levels["question"].subsets) <= max_question_rows:
     paths += write(question_table(result, dataset), out_dir, f"{prefix}questions_{split}")
   return main, objects, paths
+
+
+# The paper's training-grid tables over a folder of workdirs (`rsvqa-jax tables`).
+
+LM_LABELS = {"skipthoughts": "Skip-thoughts", "bert": "BERT", "distilbert": "distilBERT",
+             "roberta": "roBERTa"}
+LM_ORDER = ("skipthoughts", "bert", "distilbert", "roberta")
+FUSION_ORDER = ("mult", "concat", "mutan")
+FUSION_LABELS = {"mult": "e-mult", "concat": "concat", "mutan": "MUTAN"}
+MISSING = "missing"
+# Table 2's rows in the paper's order: (label, language model, frozen, fusion, original head).
+PAPER_TABLE2 = (
+    ("RSVQA baseline", "skipthoughts", True, "mult", True),
+    ("RNN Skip-thoughts", "skipthoughts", True, "mutan", False),
+    ("Transformer distilBERT", "distilbert", True, "mutan", False),
+    ("RNN Skip-thoughts", "skipthoughts", False, "mult", False),
+    ("Transformer distilBERT", "distilbert", False, "mult", False),
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class RunRecord:
+  """What the grid tables need of one training workdir."""
+
+  workdir: str
+  lm: str
+  frozen: bool
+  fusion: str
+  blind: bool
+  original: bool  # the original RSVQA head (model.head = "original")
+  text_lr: float
+  val_oa: float  # best validation OA (NaN when none was recorded)
+  accuracy: dict | None  # eval/SPLIT/accuracy.json (bias/metrics.accuracy_table), if evaluated
+
+  @property
+  def weights(self):
+    return "frozen" if self.frozen else "fine-tuned"
+
+
+def best_validation_oa(records):
+  """The best validation OA among metrics.jsonl records (NaN when there is none)."""
+  scores = [r["oa"] for r in records
+            if r.get("split") != "train" and isinstance(r.get("oa"), (int, float))]
+  return max(scores, default=math.nan)
+
+
+def _seeds_cell(values):
+  """A cell over seeds: the value for one run, mean (std) for several, MISSING for none."""
+  values = [v for v in values if not math.isnan(v)]
+  if not values:
+    return MISSING
+  return pct(values[0]) if len(values) == 1 else pct(*mean_std(values))
+
+
+def _reference(runs):
+  return [r for r in runs if not r.blind]
+
+
+def table1(runs):
+  """Table 1: validation OA per LM x fusion x frozen / fine-tuned (24 cells), MISSING marked.
+
+  Cells are the paper's models (not the original head, not visual blind): mean (std) over the
+  runs of a cell when there are several (seeds or learning rates: one cell, every run).
+  """
+  columns = [f"{LM_LABELS[lm]} {FUSION_LABELS[f]}" for lm in LM_ORDER for f in FUSION_ORDER]
+  rows = []
+  for frozen in (True, False):
+    cells = []
+    for lm in LM_ORDER:
+      for fusion in FUSION_ORDER:
+        cells.append(_seeds_cell([r.val_oa for r in _reference(runs) if not r.original and
+                                  (r.lm, r.frozen, r.fusion) == (lm, frozen, fusion)]))
+    rows.append(("LM frozen" if frozen else "LM fine-tuned", *cells))
+  missing = sum(c == MISSING for row in rows for c in row[1:])
+  return Table(caption=f"Table 1 layout: validation OA (%), mean (std) over the runs of a cell; "
+                       f"{missing} of 24 cells {MISSING}", columns=("", *columns), rows=tuple(rows))
+
+
+def _row_key(run):
+  return (run.original, run.lm, run.frozen, run.fusion)
+
+
+def table2(runs, split="test"):
+  """Table 2: test accuracy per type, AA, OA, mean (std) over seeds; the paper's five rows
+  first (MISSING or "not evaluated" where so), then any other reference model found."""
+  ref = _reference(runs)
+  types = type_order({t for r in ref if r.accuracy for t in r.accuracy["per_type"]})
+  keys = [(o, lm, f, fu) for _, lm, f, fu, o in PAPER_TABLE2]
+  rank = lambda k: (k[0], LM_ORDER.index(k[1]) if k[1] in LM_ORDER else 9, not k[2], k[3])
+  keys += sorted({_row_key(r) for r in ref} - set(keys), key=rank)
+  labels = {(o, lm, f, fu): label for label, lm, f, fu, o in PAPER_TABLE2}
+  rows = []
+  counts = next((r.accuracy for r in ref if r.accuracy), None)
+  if counts:
+    rows.append(("N (test questions)", "", "", "",
+                 *(counts["per_type_n"].get(t, "") for t in types), "", counts["n"]))
+  for key in keys:
+    original, lm, frozen, fusion = key
+    mine = [r for r in ref if _row_key(r) == key]
+    label = labels.get(key) or (("RSVQA baseline (" if original else "") + LM_LABELS.get(lm, lm)
+                                + (")" if original else ""))
+    lead = (label, "frozen" if frozen else "fine-tuned", FUSION_LABELS.get(fusion, fusion),
+            str(len(mine)))
+    done = [r.accuracy for r in mine if r.accuracy]
+    if not mine or not done:
+      rows.append((*lead, *([MISSING if not mine else "not evaluated"] * (len(types) + 2))))
+      continue
+    value = lambda acc, c: acc[c.lower()] if c in ("AA", "OA") else acc["per_type"].get(c, math.nan)
+    rows.append((*lead, *(pct(*mean_std([value(a, c) for a in done]))
+                          for c in [*types, "AA", "OA"])))
+  return Table(caption=f"Table 2 layout: {split} accuracy (%), mean (std) over seeds (runs: how "
+                       "many workdirs; rows without an evaluation say so)",
+               columns=("Language model", "LM weights", "fusion", "runs",
+                        *(type_name(t) for t in types), "AA", "OA"), rows=tuple(rows))
+
+
+def lr_sweep_table(runs):
+  """Figure 8's data: validation OA of the fine-tuned e-mult models per language-model lr."""
+  mine = [r for r in _reference(runs) if not r.frozen and r.fusion == "mult" and not r.original]
+  lrs = sorted({r.text_lr for r in mine})
+  lms = [lm for lm in LM_ORDER if any(r.lm == lm for r in mine)]
+  rows = [(LM_LABELS[lm], *(_seeds_cell([r.val_oa for r in mine if (r.lm, r.text_lr) == (lm, lr)])
+                            for lr in lrs)) for lm in lms]
+  return Table(caption="Figure 8 layout: validation OA (%) of fine-tuned e-mult models per "
+                       "language-model learning rate", columns=("LM", *(f"{lr:g}" for lr in lrs)),
+               rows=tuple(rows))

@@ -8,12 +8,24 @@ Writes under --out, for every evaluated split S (bias/tables.write_analysis):
   questions_S.{csv,md,tex}        Table 7 (per single question; written when the split has
                                   at most MAX_QUESTION_ROWS distinct questions)
 and answer_distribution.png (Figure 7, all splits). The question-type table is printed too.
+
+Prediction files are normalised as the dataset's answers are (bias/predictions.py); for each
+file and split a line says how many predictions the normalisation mapped, how many fall
+outside the training answer space (counted wrong; the most common listed) and how many are
+missing. An adversarial file of K repeats (a `repeat` column) is averaged over the repeats as
+`rsvqa-jax evaluate` does.
+
+With --shortcuts O (a `rsvqa-jax shortcuts` folder; --data its O/data, on which the model was
+trained), the --predictions on the test split are also scored on the benchmark's IID test split
+and its nine OOD sets: shortcuts.json and shortcuts_ood.{csv,md,tex} (bias/shortcut_report.py).
 """
 import os
 
 from rsvqa_jax.bias import analysis
 from rsvqa_jax.bias import plots
 from rsvqa_jax.bias import predictions
+from rsvqa_jax.bias import shortcut_report
+from rsvqa_jax.bias import shortcuts
 from rsvqa_jax.bias import tables
 from rsvqa_jax.data import other_datasets
 from rsvqa_jax.errors import RSVQAError
@@ -31,23 +43,31 @@ def add_arguments(parser):
   parser.add_argument("--split", action="append",
                       help="split to evaluate (repeatable); default: the test split(s), or the only "
                            "split for datasets without splits (priors always come from train)")
-  parser.add_argument("--predictions", help="CSV with columns question_id,prediction of a model")
+  parser.add_argument("--predictions", help="CSV with columns question_id,prediction of a model "
+                      "(our labels, the original code's, or raw counts / areas)")
   parser.add_argument("--adversarial-predictions",
-                      help="CSV like --predictions, from the same model under adversarial testing")
+                      help="CSV like --predictions, from the same model under adversarial testing; "
+                           "a `repeat` column holds K repeats, averaged")
   parser.add_argument("--top-k", type=int, default=8, help="answers shown per type in Figure 7")
+  parser.add_argument("--shortcuts", metavar="O",
+                      help="also score --predictions on the IID test split and the OOD sets of "
+                           "this shortcut benchmark folder (--data: its O/data)")
 
 
 def run(args):
   if args.adversarial_predictions and not args.predictions:
     raise RSVQAError("--adversarial-predictions needs --predictions (IO_AdTest compares the two)")
+  if args.shortcuts and not args.predictions:
+    raise RSVQAError("--shortcuts scores a model: give its --predictions")
   dataset = other_datasets.read_any(args.data, args.dataset)
   fit, eval_names = analysis.default_splits(dataset)
   for name in args.split or ():
     if name not in dataset.splits:
       raise RSVQAError(f"{args.data}: no split {name!r} (has {', '.join(sorted(dataset.splits))})")
   evaluated = {name: dataset[name] for name in (args.split or eval_names)}
-  model = predictions.load(args.predictions, evaluated) if args.predictions else {}
-  adversarial = predictions.load(args.adversarial_predictions, evaluated) if args.adversarial_predictions else {}
+  space = set(dataset[fit].answer.tolist())
+  model = _load(args.predictions, evaluated, dataset.name, space, clean=True)
+  adversarial = _load(args.adversarial_predictions, evaluated, dataset.name, space, clean=False)
   label = LABELS[args.dataset]
   written = []
   for name, split in evaluated.items():
@@ -60,8 +80,40 @@ def run(args):
     n_questions = len(result.levels["question"].subsets)
     if n_questions > MAX_QUESTION_ROWS:
       print(f"{name}: {n_questions} distinct questions, more than {MAX_QUESTION_ROWS}: no per-question table")
+  if args.shortcuts:
+    written.append(_shortcuts(args, dataset, fit, model))
   written.append(plots.answer_distribution(analysis.ordered_splits(dataset),
                                            os.path.join(args.out, "answer_distribution.png"),
                                            title=f"{label}: answers per question type and split", top_k=args.top_k))
   print("wrote " + ", ".join(written))
   return 0
+
+
+def _shortcuts(args, dataset, fit, model):
+  """--shortcuts: the test split's predictions scored on the IID and OOD sets; the JSON path."""
+  if "test" not in model:
+    raise RSVQAError("--shortcuts scores the test split (the IID test set): include it in --split")
+  saved = shortcuts.load(args.shortcuts)
+  test = dataset["test"]
+  saved.check_split(test, "iid_test", args.data)
+  result = shortcuts.score(saved, dataset[fit], test, model["test"].correct(test.answer)[0])
+  result.update(predictions=os.path.abspath(args.predictions),
+                benchmark=os.path.abspath(args.shortcuts))
+  caption = f"{args.predictions} on the IID test split and the OOD sets of {args.shortcuts}"
+  for table in shortcut_report.write_evaluation(result, args.out, caption):
+    print(tables.to_markdown(table))
+  return os.path.join(args.out, "shortcuts.json")
+
+
+def _load(path, evaluated, name, space, *, clean):
+  """{split: predictions.Aligned} of a file (empty without one), its counts printed."""
+  if not path:
+    return {}
+  out = predictions.load(path, evaluated, name, space)
+  for split, aligned in out.items():
+    if clean and aligned.repeats > 1:
+      raise RSVQAError(f"{path}: {aligned.repeats} repeats (a 'repeat' column); --predictions "
+                       "takes one answer per question, an adversarial file goes to "
+                       "--adversarial-predictions")
+    print(aligned.describe(f"{path} on {split}"))
+  return out

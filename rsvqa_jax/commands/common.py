@@ -44,6 +44,19 @@ def add_run_arguments(parser, *, example, workdir_means):
   """The arguments of a command that runs a config in a folder (train, study)."""
   add_config_arguments(parser, example=example)
   parser.add_argument("--workdir", help=f"{workdir_means} (required unless --print-config)")
+  add_pickle_argument(parser)
+
+
+def add_pickle_argument(parser):
+  parser.add_argument("--allow-pickle", action="store_true",
+                      help="let a pickled Skip-thoughts utable.npy be unpickled (it can run code: "
+                           "only for a file you trust; never read from a config or a workdir)")
+
+
+def trusted_pickles(args):
+  """The scope in which a pickled file may be unpickled: only with this command's --allow-pickle."""
+  from rsvqa_jax.models import skipthoughts_params  # pylint: disable=g-import-not-at-top
+  return skipthoughts_params.pickle_allowed(getattr(args, "allow_pickle", False))
 
 
 def load_config(args):

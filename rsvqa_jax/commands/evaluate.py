@@ -4,11 +4,19 @@ Clean evaluation (eval/accuracy.py) writes DIR/eval/SPLIT/predictions.csv and ac
 with --seeds the accuracies are aggregated to mean (std) over runs (population std, as in the
 paper's Table 2). With --adversarial KIND each workdir is instead tested with substituted
 images (eval/adversarial.py): K repeats, written to DIR/eval/SPLIT/adversarial_KIND.json and
-adversarial_KIND_predictions.csv.
+adversarial_KIND_predictions.csv (every repeat, a `repeat` column); `--pool` says where random
+draws its images: every image of the dataset (default, as the paper) or of the split only.
+Predictions the answer normalisation would map, or outside the training answer space, are
+reported (never expected from our own models: a check that `analyze` reads the files alike).
+With --shortcuts O (a `rsvqa-jax shortcuts` folder whose data/ the workdir was trained on) the
+IID test split and the nine OOD sets are scored instead (eval/shortcuts.py), into
+DIR/eval/shortcuts/; --ood-selection adds the paper's Table 4 comparison (checkpoints selected on
+OOD val / OOD test: adaptive overfitting, shown as such).
 """
 import glob
 import json
 
+from rsvqa_jax.commands import common
 from rsvqa_jax.errors import RSVQAError
 
 HELP = "Evaluate trained workdirs on a split: predictions.csv, accuracy table, mean (std) over seeds."
@@ -30,6 +38,35 @@ def add_arguments(parser):
                       help="substitutions per question for --adversarial (default: 10)")
   parser.add_argument("--adv-seed", type=int, default=0,
                       help="seed of the substitutions (and of the noise images)")
+  parser.add_argument("--pool", choices=("dataset", "split"), default=None,
+                      help="images --adversarial random draws from: every image of the dataset "
+                           "(default, as the paper) or of the evaluated split")
+  parser.add_argument("--shortcuts", metavar="O",
+                      help="score the IID test split and the OOD sets of this shortcut benchmark "
+                           "folder (rsvqa-jax shortcuts; the workdir trained on O/data)")
+  parser.add_argument("--ood-selection", action="store_true",
+                      help="with --shortcuts: also select checkpoints on OOD val / OOD test among "
+                           "the kept ones (the paper's Table 4: adaptive overfitting)")
+  common.add_pickle_argument(parser)
+
+
+def _shortcuts(args, workdirs, where):
+  """--shortcuts: each workdir scored on the benchmark; their tables, then mean (std) of runs."""
+  from rsvqa_jax.bias import shortcut_report, tables  # pylint: disable=g-import-not-at-top
+  from rsvqa_jax.eval import shortcuts  # pylint: disable=g-import-not-at-top
+  if args.adversarial or args.split != "test":
+    raise RSVQAError("--shortcuts scores the IID test split with clean images: drop --adversarial "
+                     "and --split")
+  with common.trusted_pickles(args):
+    results = [shortcuts.evaluate(w, args.shortcuts, ood_selection=args.ood_selection, **where)
+               for w in workdirs]
+  for r in results:
+    for table in r["tables"]:
+      print(tables.to_markdown(table))
+    print(f"written to {shortcuts.folder(r['workdir'])}")
+  if len(results) > 1:
+    print(tables.to_markdown(shortcut_report.models_table([("runs", results)])))
+  return 0
 
 
 def _expand(patterns):
@@ -47,14 +84,24 @@ def run(args):
   from rsvqa_jax.bias import tables  # pylint: disable=g-import-not-at-top
   from rsvqa_jax.eval import accuracy, adversarial  # pylint: disable=g-import-not-at-top
   workdirs = [args.workdir] if args.workdir else _expand(args.seeds)
-  common = dict(which=args.checkpoint, data_root=args.data_root)
+  if args.pool and args.adversarial != "random":
+    raise RSVQAError("--pool applies to --adversarial random only")
+  where = dict(which=args.checkpoint, data_root=args.data_root)
+  if args.ood_selection and not args.shortcuts:
+    raise RSVQAError("--ood-selection applies to --shortcuts only")
+  if args.shortcuts:
+    return _shortcuts(args, workdirs, where)
   if args.adversarial:
-    results = [adversarial.evaluate(w, args.split, args.adversarial, repeats=args.repeats,
-                                    seed=args.adv_seed, **common) for w in workdirs]
-    caption = (f"{args.split}, {args.adversarial} substitution, mean over "
-               f"{args.repeats} repeats")
+    pool = args.pool or "dataset"
+    with common.trusted_pickles(args):
+      results = [adversarial.evaluate(w, args.split, args.adversarial, repeats=args.repeats,
+                                      seed=args.adv_seed, pool=pool, **where) for w in workdirs]
+    caption = (f"{args.split}, {args.adversarial} substitution"
+               + (f" from the {pool}'s images" if args.adversarial == "random" else "")
+               + f", mean over {args.repeats} repeats")
   else:
-    results = [accuracy.evaluate(w, args.split, **common) for w in workdirs]
+    with common.trusted_pickles(args):
+      results = [accuracy.evaluate(w, args.split, **where) for w in workdirs]
     caption = f"{args.split}, clean"
   for r in results:
     line = f"{r['workdir']}: {r['n']} {args.split} questions"
@@ -65,6 +112,11 @@ def run(args):
     if r.get("n_out_of_vocabulary"):
       print(f"{r['workdir']}: {r['n_out_of_vocabulary']} of {r['n']} {args.split} answers are "
             "outside the training answer vocabulary (counted as wrong)")
+    audit = r["predictions"]
+    if audit["n_mapped"] or audit["n_outside_answer_space"]:
+      print(f"{r['workdir']}: {audit['n_mapped']} predictions mapped by the answer normalisation, "
+            f"{audit['n_outside_answer_space']} outside the training answer space (counted wrong): "
+            f"{audit['outside_answer_space_top']}")
   print(tables.to_markdown(tables.runs_table(results, caption)))
   if len(results) > 1:
     stats = {k: tables.mean_std(v) for k, v in tables.run_columns(results).items()}

@@ -24,6 +24,7 @@ def run(args):
     return 0
   # Imported here: JAX starts only when a command that needs it runs.
   from rsvqa_jax import study  # pylint: disable=g-import-not-at-top
-  study.run_study(config, args.workdir)
+  with common.trusted_pickles(args):
+    study.run_study(config, args.workdir)
   print(f"report: {args.workdir}/report.md")
   return 0

@@ -1,4 +1,9 @@
-"""`rsvqa-jax synth`: write a synthetic RSVQA dataset in the official LR or HR layout."""
+"""`rsvqa-jax synth`: write a synthetic RSVQA dataset in the official LR or HR layout.
+
+The dataset is written whole or not at all (data/synthetic.py): a run stopped at any moment
+leaves nothing under --out, the next run cleans what it left beside it, an earlier synthetic
+dataset there is replaced, and a folder of anything else is refused.
+"""
 import time
 
 from rsvqa_jax.data import synthetic
@@ -8,23 +13,30 @@ DEFAULT_IMAGES = {"lr": 772, "hr": 400}
 
 
 def add_arguments(parser):
-  parser.add_argument("--out", required=True, help="folder to write (created; refused if it holds other data)")
-  parser.add_argument("--variant", choices=("lr", "hr"), default="lr", help="official layout to imitate")
-  parser.add_argument("--images", type=int, help="number of images (default: 772 for lr, 400 for hr)")
+  parser.add_argument("--out", required=True,
+                      help="folder to write (created or replaced whole; refused if it holds "
+                           "anything but a synthetic dataset)")
+  parser.add_argument("--variant", choices=("lr", "hr"), default="lr",
+                      help="official layout to imitate")
+  parser.add_argument("--images", type=int,
+                      help="number of images (default: 772 for lr, 400 for hr)")
   parser.add_argument("--seed", type=int, default=0, help="same seed, byte-identical dataset")
   parser.add_argument("--questions-per-image", type=int, default=100)
   prior = parser.add_mutually_exclusive_group()
   prior.add_argument("--prior-strength", type=float, default=1.0,
-                     help="language prior: 1 = real RSVQA priors, 0 = uniform per type, >1 stronger")
+                     help="language prior: 1 = real RSVQA priors, 0 = uniform per type, "
+                          ">1 stronger")
   prior.add_argument("--balanced", action="store_true",
-                     help="answers uniform per question pattern and object (cannot be guessed from the question)")
+                     help="answers uniform per question pattern and object, and per question "
+                          "type (cannot be guessed from the question)")
 
 
 def run(args):
   images = args.images if args.images is not None else DEFAULT_IMAGES[args.variant]
   start = time.time()
-  generated = synthetic.generate(args.out, args.variant, images, args.seed, prior_strength=args.prior_strength,
-                                 balanced=args.balanced, questions_per_image=args.questions_per_image)
+  generated = synthetic.generate(args.out, args.variant, images, args.seed,
+                                 prior_strength=args.prior_strength, balanced=args.balanced,
+                                 questions_per_image=args.questions_per_image)
   counts = ", ".join(f"{name} {len(split)}" for name, split in generated.splits.items())
-  print(f"wrote {images} images and {len(generated.questions)} questions ({counts}) to {args.out} "
-        f"in {time.time() - start:.1f}s")
+  print(f"wrote {images} images and {len(generated.questions)} questions ({counts}) to "
+        f"{args.out} in {time.time() - start:.1f}s")

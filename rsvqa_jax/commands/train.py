@@ -26,7 +26,8 @@ def run(args):
     raise RSVQAError(f"config train.num_epochs={config.train.num_epochs}: must be positive")
   # Imported here: JAX starts only when a command that needs it runs.
   from rsvqa_jax.train import loop  # pylint: disable=g-import-not-at-top
-  summary = loop.train(config, args.workdir)
+  with common.trusted_pickles(args):
+    summary = loop.train(config, args.workdir)
   if summary["finished"]:
     print(f"{args.workdir}: done; best validation OA {summary['best_oa']:.4f} at step "
           f"{summary['best_step']}; evaluate with: rsvqa-jax evaluate --workdir {args.workdir}")

@@ -1,4 +1,6 @@
 """`rsvqa-jax validate`: check a dataset folder and report counts per split and type."""
+import sys
+
 from rsvqa_jax.data import rsvqa_json
 from rsvqa_jax.data import validate
 
@@ -8,10 +10,20 @@ HELP = "Check a dataset folder and report counts per split and type."
 def add_arguments(parser):
   parser.add_argument("--data", required=True, help="dataset folder (official LR, HR or RSVQAxBEN layout)")
   parser.add_argument("--dataset", choices=tuple(rsvqa_json.LAYOUTS), help="layout (default: detected)")
-  parser.add_argument("--skip-images", action="store_true", help="check the JSON files only")
+  images = parser.add_mutually_exclusive_group()
+  images.add_argument("--headers-only", action="store_true",
+                      help="check image size, bands and dtype from the TIFF headers only (fast; "
+                           "misses truncated files and corrupt pixel data)")
+  images.add_argument("--skip-images", action="store_true", help="check the JSON files only")
 
 
 def run(args):
-  report = validate.validate(args.data, args.dataset, check_images=not args.skip_images)
+  how = "skip" if args.skip_images else "headers" if args.headers_only else "decode"
+  try:
+    report = validate.validate(args.data, args.dataset, images=how)
+  except validate.ImageProblems as e:
+    if len(e.problems) > 1:  # the error line names the first; list them all, one per line
+      print("\n".join(e.problems), file=sys.stderr)
+    raise
   print("\n".join(report.lines()))
   print("ok")

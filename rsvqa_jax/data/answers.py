@@ -16,6 +16,12 @@ Where this differs from the original PyTorch RSVQA code (DESIGN.md section 3), a
   integer raises an error instead of silently becoming its own class. HR counts are kept as
   numbers, as in the original. Areas may be written with decimals ("12.5m2"); the original
   `int()` parse would crash on those, here they fall in the interval containing the value.
+- One normalisation for answers and predictions. `normalise` also accepts an answer already
+  binned (our labels or the original code's, `ORIGINAL_LABELS`), so a model's predictions,
+  in our style, the original code's or as raw counts / areas, go through the very function
+  the readers apply to the files (`normalise_prediction`). Whitespace is stripped, and case
+  folded for FloodNet only, as its reader does. Counts are binned by their digits, so an
+  answer of 10^400 falls in the top bin instead of overflowing a float.
 - Vocabulary order. The original orders answers by training frequency with ties left in
   dictionary order; here ties are broken alphabetically so ids are reproducible.
 - RSVQAxBEN. The 1,000 most frequent training answers are kept, as in the original; the
@@ -30,6 +36,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from rsvqa_jax import storage
 from rsvqa_jax.errors import RSVQAError
 
 LR_COUNT_BINS = ("0", "between 1 and 10", "between 11 and 100", "between 101 and 1000", "more than 1000")
@@ -52,26 +59,41 @@ _AREA_RE = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*m2\s*$")
 
 def magnitude_bin(value):
   """Index of the bin of a non-negative number: 0, (0, 10], (10, 100], (100, 1000], > 1000."""
-  if value < 0 or math.isnan(value):
+  if value != value or value < 0:  # NaN test that also holds for ints too large for a float
     raise ValueError(f"negative or NaN quantity {value}")
   if value == 0:
     return 0
   return 1 + sum(value > edge for edge in (10, 100, 1000))
 
 
+def _shown(raw, limit=40):
+  """repr of a raw answer, cut so that an error about it stays one short line."""
+  text = repr(raw)
+  return text if len(text) <= limit else f"{text[:limit]}... ({len(str(raw))} characters)"
+
+
+def count_digits(raw):
+  """The digits of a non-negative integer answer without leading zeros ("0" for zero).
+
+  Kept as text: int() refuses more than 4300 digits and a float overflows past 10^308.
+  """
+  text = str(raw).strip()
+  if not (text.isascii() and text.isdigit()):
+    raise ValueError(f"count answer {_shown(raw)} is not a non-negative integer")
+  return text.lstrip("0") or "0"
+
+
 def bin_count_lr(raw):
   """LR count answer (an integer, as int or string) -> one of LR_COUNT_BINS."""
-  text = str(raw).strip()
-  if not text.isdigit():
-    raise ValueError(f"count answer {raw!r} is not a non-negative integer")
-  return LR_COUNT_BINS[magnitude_bin(int(text))]
+  digits = count_digits(raw)
+  return LR_COUNT_BINS[magnitude_bin(int(digits) if len(digits) <= 5 else math.inf)]
 
 
 def parse_area(raw):
-  """HR area answer "NNNm2" -> the number of square metres as a float."""
+  """HR area answer "NNNm2" -> the number of square metres as a float (inf beyond 10^308)."""
   match = _AREA_RE.match(str(raw))
   if not match:
-    raise ValueError(f"area answer {raw!r} is not of the form NNNm2")
+    raise ValueError(f"area answer {_shown(raw)} is not of the form NNNm2")
   return float(match.group(1))
 
 
@@ -80,21 +102,37 @@ def bin_area_hr(raw):
   return HR_AREA_BINS[magnitude_bin(parse_area(raw))]
 
 
+def _surface(dataset, raw):
+  """Whitespace stripped, case folded for FloodNet (as its reader does), original labels mapped."""
+  text = str(raw).strip()
+  if dataset == "floodnet":
+    return text.lower()
+  return ORIGINAL_LABELS.get(text, text) if dataset in ("lr", "hr") else text
+
+
 def normalise(dataset, qtype, raw):
   """The class label of a raw answer: binned for LR counts and HR areas, else stripped text.
 
-  Raises ValueError for a count/area answer that is not a number (readers add the file name).
+  An answer already binned (ours or `ORIGINAL_LABELS`) keeps its bin. Raises ValueError for a
+  count/area answer that is not a number (readers add the file name).
   """
+  text = _surface(dataset, raw)
   if dataset == "lr" and qtype == "count":
-    return bin_count_lr(raw)
+    return text if text in LR_COUNT_BINS else bin_count_lr(text)
   if dataset == "hr" and qtype == "area":
-    return bin_area_hr(raw)
+    return text if text in HR_AREA_BINS else bin_area_hr(text)
   if dataset == "hr" and qtype == "count":
-    text = str(raw).strip()
-    if not text.isdigit():
-      raise ValueError(f"count answer {raw!r} is not a non-negative integer")
-    return str(int(text))
-  return str(raw).strip()
+    return count_digits(text)
+  return text
+
+
+def normalise_prediction(dataset, qtype, raw):
+  """A model's answer in the dataset's answer form: `normalise`, or the surface text where that
+  refuses it (a prediction of the wrong form is a wrong answer, not a broken file)."""
+  try:
+    return normalise(dataset, qtype, raw)
+  except ValueError:
+    return _surface(dataset, raw)
 
 
 class Encoded(NamedTuple):
@@ -148,8 +186,7 @@ class AnswerVocab:
     return [self.answers[i] if 0 <= i < n else UNKNOWN for i in np.asarray(ids).tolist()]
 
   def save(self, path):
-    with open(path, "w") as f:
-      json.dump({"answers": list(self.answers), "dropped": self.dropped}, f, indent=1)
+    storage.write_json(path, {"answers": list(self.answers), "dropped": self.dropped})
 
   @classmethod
   def load(cls, path):
@@ -160,6 +197,8 @@ class AnswerVocab:
       raise RSVQAError(f"{path}: answer vocabulary file missing") from None
     except json.JSONDecodeError as e:
       raise RSVQAError(f"{path}: malformed JSON at line {e.lineno} column {e.colno}: {e.msg}") from None
+    except (OSError, UnicodeDecodeError, RecursionError) as e:
+      raise RSVQAError(f"{path}: unreadable answer vocabulary ({type(e).__name__})") from None
     if not isinstance(data, dict) or not isinstance(data.get("answers"), list):
       raise RSVQAError(f"{path}: expected an object with an 'answers' list")
     return cls(data["answers"], data.get("dropped", {}))

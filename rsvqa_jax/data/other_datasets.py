@@ -17,8 +17,10 @@ the road) and condition_scene (the overall condition); the types read are
 simple_counting, complex_counting, condition_yes_no (Yes_No), condition_road and
 condition_scene ("Road_Condition_Recognition", found in derived files, maps to
 condition_road). Answers are lower-cased strings ("Yes" -> "yes", 3 -> "3"); raw_answer
-keeps the file's value as a string. Image ids are the numeric stems of Image_ID
-("10165.JPG" -> 10165), or consecutive numbers in first-seen order when a stem is not numeric.
+keeps the file's value as a string; a null or empty Image_ID, Question or Ground_Truth, or a
+question id that is not an integer or is given twice (also as "3" and "03"), is an error.
+Image ids are the numeric stems of Image_ID ("10165.JPG" -> 10165), or consecutive numbers
+above the largest numeric stem, in first-seen order, when a stem is not numeric.
 
 RSIVQA (spectralpublic/RSIVQA). Plain-text files, one sample per line, per source dataset
 (UCM/ucm_vqa.txt, UCM/ucm_res.txt, Sydney/sydney_vqa.txt, AID/rsicd_vqa.txt,
@@ -30,11 +32,11 @@ no splits). Question types come from the question's start (case-insensitive): "h
 count, "does this picture contain" / "is there" -> presence, "what is the location" /
 "where" -> location, "what is the theme" -> scene; any other question is an error naming
 file and line. Answers are stripped of surrounding spaces (the files have e.g. both
-"everywhere" and "everywhere "); raw_answer keeps the text as written. Question ids are
+"everywhere" and "everywhere "); raw_answer keeps the text as written; an empty answer is an
+error naming file and line. Files are read as UTF-8. Question ids are
 the sample's position (0-based) over the sorted files; image ids number the distinct
 (file folder, image name) pairs in first-seen order.
 """
-import json
 import os
 
 from rsvqa_jax.data import records, rsvqa_json
@@ -69,35 +71,54 @@ def _floodnet_type(raw_type, question, path, key):
   return FLOODNET_TYPES[t]
 
 
-def _read_floodnet_file(path, split, image_ids):
-  try:
-    with open(path, encoding="utf-8") as f:
-      data = json.load(f)
-  except (OSError, json.JSONDecodeError) as e:
-    raise RSVQAError(f"{path}: cannot read FloodNet question file ({e})") from e
+def _floodnet_entries(path):
+  """question id -> entry of one question file, checked; None if no entry has an answer."""
+  data = rsvqa_json.load_json(path, "FloodNet question file")
   if not isinstance(data, dict):
     raise RSVQAError(f"{path}: expected a JSON object keyed by question id")
-  with_answer = sum(isinstance(v, dict) and "Ground_Truth" in v for v in data.values())
-  if with_answer == 0:
+  if not any(isinstance(v, dict) and "Ground_Truth" in v for v in data.values()):
     return None
-  rows = []
+  entries, keys = {}, {}
   for key, entry in data.items():
     missing = [k for k in ("Image_ID", "Question", "Ground_Truth", "Question_Type")
                if not isinstance(entry, dict) or k not in entry]
     if missing:
       raise RSVQAError(f"{path}: question {key}: missing {', '.join(missing)}")
-    try:
-      qid = int(key)
-    except ValueError:
-      raise RSVQAError(f"{path}: question id {key!r} is not an integer") from None
-    image = str(entry["Image_ID"])
-    stem = os.path.splitext(image)[0]
-    if image not in image_ids:
-      image_ids[image] = int(stem) if stem.isdigit() else len(image_ids)
+    qid = int(key) if key.isascii() and key.isdigit() else None
+    if not records.is_id(qid):
+      raise RSVQAError(f"{path}: question id {key!r} is not a non-negative integer")
+    if qid in entries:
+      raise RSVQAError(f"{path}: question id {qid} appears twice (keys {keys[qid]!r} and {key!r})")
+    for field in ("Image_ID", "Question", "Ground_Truth"):
+      value = entry[field]
+      if rsvqa_json.nonempty_text(value) is None:
+        shown = rsvqa_json.short_repr(value)
+        raise RSVQAError(f"{path}: question {key}: {field} is {shown}, expected a non-empty string")
+    entries[qid], keys[qid] = entry, key
+  return entries
+
+
+def _floodnet_image_ids(names):
+  """Image_ID -> image id: its numeric stem, else the next number above every numeric stem.
+
+  Numbering the others from 0 would give "img_a.JPG" the id of "0.JPG".
+  """
+  stems = {n: os.path.splitext(n)[0] for n in names}
+  ids = {n: int(s) for n, s in stems.items() if s.isascii() and s.isdigit() and len(s) <= 18}
+  next_id = max(ids.values(), default=-1) + 1
+  for n in names:
+    if n not in ids:
+      ids[n], next_id = next_id, next_id + 1
+  return ids
+
+
+def _floodnet_split(split, path, entries, image_ids):
+  rows = []
+  for qid, entry in entries.items():
     question = str(entry["Question"]).strip()
     raw = str(entry["Ground_Truth"])
-    rows.append({"question_id": qid, "image_id": image_ids[image],
-                 "qtype": _floodnet_type(entry["Question_Type"], question, path, key),
+    rows.append({"question_id": qid, "image_id": image_ids[str(entry["Image_ID"])],
+                 "qtype": _floodnet_type(entry["Question_Type"], question, path, qid),
                  "question": question, "answer": raw.strip().lower(), "raw_answer": raw})
   return records.Split.from_rows(split, rows)
 
@@ -115,14 +136,13 @@ def read_floodnet(root):
     by_split[split] = path
   if not by_split:
     raise RSVQAError(f"{root}: no FloodNet question file (Training_Question.json, Valid_..., Test_...)")
-  image_ids = {}
-  splits = {}
-  for split, path in sorted(by_split.items()):
-    read = _read_floodnet_file(path, split, image_ids)
-    if read is not None:
-      splits[split] = read
-  if not splits:
+  read = {s: (p, _floodnet_entries(p)) for s, p in sorted(by_split.items())}
+  read = {s: (p, e) for s, (p, e) in read.items() if e is not None}
+  if not read:
     raise RSVQAError(f"{root}: no FloodNet question file has answers (Ground_Truth)")
+  image_ids = _floodnet_image_ids(list(dict.fromkeys(
+      str(entry["Image_ID"]) for _, entries in read.values() for entry in entries.values())))
+  splits = {s: _floodnet_split(s, p, e, image_ids) for s, (p, e) in read.items()}
   return records.Dataset(name="floodnet", root=root, splits=splits)
 
 
@@ -142,21 +162,23 @@ def read_rsivqa(root):
   rows, image_ids = [], {}
   for path in paths:
     folder = os.path.relpath(os.path.dirname(path), root)
-    with open(path, encoding="utf-8") as f:
-      for line_no, line in enumerate(f, 1):
-        line = line.rstrip("\r\n")
-        if not line.strip():
-          continue
-        image, sep, rest = line.partition(":")
-        question, qmark, answer = rest.rpartition("?")
-        if not sep or not qmark:
-          raise RSVQAError(f"{path}:{line_no}: expected 'image:question?answer', got {line!r}")
-        question = question.strip() + "?"
-        key = (folder, image.strip())
-        image_ids.setdefault(key, len(image_ids))
-        rows.append({"question_id": len(rows), "image_id": image_ids[key],
-                     "qtype": _rsivqa_type(question, path, line_no), "question": question,
-                     "answer": answer.strip(), "raw_answer": answer})
+    text = rsvqa_json.read_text(path, "RSIVQA question file")
+    # Universal newlines, as text-mode iteration over the file gave.
+    for line_no, line in enumerate(text.replace("\r\n", "\n").replace("\r", "\n").split("\n"), 1):
+      if not line.strip():
+        continue
+      image, sep, rest = line.partition(":")
+      question, qmark, answer = rest.rpartition("?")
+      if not sep or not qmark:
+        raise RSVQAError(f"{path}:{line_no}: expected 'image:question?answer', got {line!r}")
+      if not answer.strip():
+        raise RSVQAError(f"{path}:{line_no}: empty answer in {line!r}")
+      question = question.strip() + "?"
+      key = (folder, image.strip())
+      image_ids.setdefault(key, len(image_ids))
+      rows.append({"question_id": len(rows), "image_id": image_ids[key],
+                   "qtype": _rsivqa_type(question, path, line_no), "question": question,
+                   "answer": answer.strip(), "raw_answer": answer})
   return records.Dataset(name="rsivqa", root=root, splits={"all": records.Split.from_rows("all", rows)})
 
 

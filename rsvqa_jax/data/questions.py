@@ -31,6 +31,9 @@ TYPE_WEIGHTS = {
     "lr": {"comp": 0.40, "presence": 0.30, "count": 0.29, "rural_urban": 0.01},
     "hr": {"comp": 0.30, "presence": 0.30, "count": 0.20, "area": 0.20},
 }
+# Types asked exactly once per image by the generator instead of drawn with TYPE_WEIGHTS: the real
+# LR set asks rural/urban once per image (~1% of ~100 questions per image).
+PER_IMAGE_TYPES = {"lr": ("rural_urban",), "hr": ()}
 # Answer priors of the real data per type; numbers are keyed by magnitude bin (0, 1-10, ...).
 REAL_PRIORS = {
     "presence": {"yes": 0.73, "no": 0.27},
@@ -243,13 +246,21 @@ def prior(qtype, strength):
 
 
 class QuestionSampler:
-  """Draws questions about one scene; `variant` is "lr" or "hr" (HR adds area questions)."""
+  """Draws questions about one scene; `variant` is "lr" or "hr" (HR adds area questions).
 
-  def __init__(self, scene, variant, res_m, rng, prior_strength=1.0, tries=16):
+  `exclude_types`: types never drawn (the generator asks PER_IMAGE_TYPES once per image itself).
+  `count_objects`: if given, counting questions ask about these objects only, whatever the
+  wanted answer (the balanced generator's choice: only buildings are counted 0, 1-10 and 11-100
+  alike across scenes, so only their questions can be balanced over every counting answer).
+  """
+
+  def __init__(self, scene, variant, res_m, rng, prior_strength=1.0, tries=16, exclude_types=(),
+               count_objects=()):
     self.index = SceneIndex(scene, next_to_px=4 * scene.image.shape[0] / 256)
     self.scene, self.variant, self.res_m, self.rng = scene, variant, res_m, rng
     self.tries = tries
-    self.types = list(TYPE_WEIGHTS[variant])
+    self.count_objects = count_objects
+    self.types = [t for t in TYPE_WEIGHTS[variant] if t not in exclude_types]
     w = np.asarray([TYPE_WEIGHTS[variant][t] for t in self.types])
     self.type_cum = np.cumsum(w / w.sum()).tolist()
     self.priors = {t: (k, np.cumsum(p).tolist()) for t, (k, p) in ((t, prior(t, prior_strength)) for t in REAL_PRIORS)}
@@ -267,11 +278,13 @@ class QuestionSampler:
       shape = None
     return size, shape
 
-  def _head(self, anchored, allow_relation):
-    """A phrase; anchored ones describe an object that exists (so counts are > 0)."""
+  def _head(self, anchored, allow_relation, classes=None):
+    """A phrase; anchored ones describe an object that exists (so counts are > 0), of one of
+    `classes` (object index arrays, one per class; default: every class in the scene)."""
     rng, objects = self.rng, self.scene.objects
     if anchored and objects:
-      members = self.index.members[_pick(rng, len(self.index.members))]  # a class, then one of it
+      classes = classes or self.index.members
+      members = classes[_pick(rng, len(classes))]  # a class, then one of it
       i = int(members[_pick(rng, len(members))])
       o = objects[i]
       name = "building" if o.cls in scenes.BUILDING_CLASSES and rng.random() < 0.4 else o.cls
@@ -308,8 +321,14 @@ class QuestionSampler:
     if qtype == "presence":
       x = self._head(anchored=want == "yes" and rng.random() < 0.9, allow_relation=self.variant == "lr")
       return form, (x,), "yes" if self.index.count(x) else "no"
+    if qtype == "count" and self.count_objects:
+      name = self.count_objects[_pick(rng, len(self.count_objects))]
+      x = Phrase(name, *self._attrs(name))
+      return form, (x,), str(self.index.count(x))
     if qtype == "count":
-      x = self._head(anchored=want != 0, allow_relation=self.variant == "lr")
+      # Anchor on a class whose count falls in the wanted bin, so that large counts get asked.
+      classes = [m for m in self.index.members if answer_key(qtype, str(len(m))) == want]
+      x = self._head(anchored=want != 0, allow_relation=self.variant == "lr", classes=classes)
       return form, (x,), str(self.index.count(x))
     if qtype == "area":
       x = self._head(anchored=want != 0, allow_relation=False)
@@ -322,6 +341,9 @@ class QuestionSampler:
     truth = {"more": cx > cy, "less": cx < cy, "equal": cx == cy}[form]
     return form, (x, y), "yes" if truth else "no"
 
+  def rural_urban(self):
+    return Question("rural_urban", "rural_urban", (), False, self.scene.land_use)
+
   def sample(self, exclude=frozenset()):
     """One question whose answer follows the prior, and whose text is not in `exclude`, when
     the scene allows it (else the last candidate with the wanted answer, or the last one)."""
@@ -329,7 +351,7 @@ class QuestionSampler:
     qtype = self.types[_draw(rng, self.type_cum)]
     in_image = bool(rng.random() < IN_IMAGE_PROB)
     if qtype == "rural_urban":
-      return Question(qtype, "rural_urban", (), False, self.scene.land_use)
+      return self.rural_urban()
     keys, cum_p = self.priors[qtype]
     want = keys[_draw(rng, cum_p)]
     fallback = None

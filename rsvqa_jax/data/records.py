@@ -14,6 +14,16 @@ import numpy as np
 from rsvqa_jax.errors import RSVQAError
 
 COLUMNS = ("question_id", "image_id", "qtype", "question", "answer", "raw_answer")
+MAX_ID = 2**63 - 1  # the id columns are int64
+
+
+def is_id(value):
+  """Whether a parsed JSON value is usable as a question/image/answer id.
+
+  Only a JSON integer that fits the int64 columns: a float (3.0, 3.5), a boolean or a string
+  would be cast or compared loosely (3.0 == 3, True == 1) and merge distinct entries.
+  """
+  return type(value) is int and 0 <= value <= MAX_ID
 
 
 @dataclasses.dataclass(frozen=True)

@@ -6,12 +6,29 @@ numbers everything by global id the way the official files do (split files list 
 entries of other splits as `{"id": i, "active": false}`, a question's id equals its answer's
 id), and writes the tiles (HR: in `Data/`, the official HR image folder), one mask file per
 image under `masks/` (outside the official layout) and a `synthetic.json` manifest.
+
+As in the real LR set (~1% rural/urban questions at ~100 questions per image), every LR image
+gets exactly one rural/urban question, and the LR test images are drawn half rural, half urban
+(as far as the scenes allow), so the rural/urban test accuracy is not read off one class.
+
+Writing is all or nothing: a dataset is built in a temporary folder beside `out` and renamed
+into place once complete, so a run killed at any moment leaves no half dataset under `out`.
+The next run removes what a dead run left (a `.tmp-NAME-*` folder whose owner process is gone)
+and replaces what it may replace: an earlier synthetic dataset (its manifest says so), an empty
+folder, or a folder left half-written by a generator older than this one (no manifest, and
+nothing but the names the generator writes, including its `masks/` folder of `<id>.npz` files,
+which no official dataset has). Anything else under `out` is a user's folder and is refused.
+Two runs generating the same dataset at once both succeed: the first to finish renames its
+folder into place, the other finds it there and discards its own identical copy.
 """
 import collections
 import dataclasses
 import json
 import os
+import re
 import shutil
+import socket
+import time
 
 import numpy as np
 
@@ -26,11 +43,15 @@ from rsvqa_jax.errors import RSVQAError
 
 MANIFEST = "synthetic.json"
 MASK_DIR = "masks"
-VERSION = 1
+VERSION = 2  # 2: one rural/urban question per LR image, LR test half rural, balance per type
+OWNER = ".owner.json"  # in a temporary build folder: the pid and host building it
+STALE_SECONDS = 60  # a temporary folder without an owner file this old is a dead run's
 SPLIT_SHARES = {"val": 0.13, "test": 0.10}  # train takes the rest (~77%)
 PHILI_SHARE = 0.08  # HR: share of images drawn from the unseen region for test_phili
 BALANCED_POOL = 3  # balanced mode draws this many candidates per kept question
+BALANCED_COUNT_OBJECTS = ("building", "residential building")  # see QuestionSampler
 DATE0 = 1562000000.0
+VARIANTS = ("lr", "hr")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -58,11 +79,12 @@ class Generated:
 
 def params(variant, images, seed, prior_strength=1.0, balanced=False, questions_per_image=100):
   """The full parameter set of a synthetic dataset (what the manifest records)."""
-  if variant not in ("lr", "hr"):
+  if variant not in VARIANTS:
     raise RSVQAError(f"unknown synthetic variant {variant!r}: expected lr or hr")
   min_images = 4 if variant == "hr" else 3
   if images < min_images:
-    raise RSVQAError(f"--images {images}: the {variant} variant needs at least {min_images} images (one per split)")
+    raise RSVQAError(f"--images {images}: the {variant} variant needs at least {min_images} "
+                     "images (one per split)")
   if prior_strength < 0:
     raise RSVQAError(f"--prior-strength {prior_strength}: must be >= 0")
   if questions_per_image < 1:
@@ -72,23 +94,45 @@ def params(variant, images, seed, prior_strength=1.0, balanced=False, questions_
           "questions_per_image": int(questions_per_image)}
 
 
-def plan(variant, n, seed):
-  """(split name, region) per global image id."""
-  rng = np.random.default_rng([seed, 7919])
+def regions(variant, n):
+  """The region of each global image id: HR draws its last images from the unseen region."""
   n_phili = max(1, int(round(PHILI_SHARE * n))) if variant == "hr" else 0
-  m = n - n_phili
+  return ["default"] * (n - n_phili) + ["phili"] * n_phili
+
+
+def plan(variant, n, seed, land_use=None):
+  """(split name, region) per global image id.
+
+  With `land_use` (rural / urban per image), the test images are half urban and half rural
+  (the rest of the scarcer kind filled with the other); the other images split at random.
+  """
+  rng = np.random.default_rng([seed, 7919])
+  region = regions(variant, n)
+  m = region.count("default")
   n_val = max(1, int(round(SPLIT_SHARES["val"] * m)))
   n_test = max(1, int(round(SPLIT_SHARES["test"] * m)))
-  names = np.asarray(["train"] * (m - n_val - n_test) + ["val"] * n_val + ["test"] * n_test, dtype=object)
-  splits = list(names[rng.permutation(m)]) + ["test_phili"] * n_phili
-  regions = ["default"] * m + ["phili"] * n_phili
-  return splits, regions
+  order = rng.permutation(m)
+  if land_use is not None:
+    urban = [int(i) for i in order if land_use[i] == "urban"]
+    rural = [int(i) for i in order if land_use[i] != "urban"]
+    k = min(len(urban), max(n_test // 2, n_test - len(rural)))
+    test = set(urban[:k] + rural[:n_test - k])
+    order = [i for i in order if i in test] + [i for i in order if i not in test]
+  names = ["test"] * n_test + ["val"] * n_val + ["train"] * (m - n_val - n_test)
+  splits = [""] * m
+  for i, name in zip(order, names):
+    splits[int(i)] = name
+  return splits + ["test_phili"] * (n - m), region
 
 
-def _distinct(sampler, n):
-  """n questions about one image, avoiding (when the scene allows) texts it already has."""
-  seen, out = set(), []
-  for _ in range(n):
+def _image_questions(sampler, variant, n):
+  """n questions about one image: one of each per-image type, then distinct drawn ones.
+
+  Drawn questions avoid (when the scene allows) texts the image already has.
+  """
+  out = [sampler.rural_urban()] if "rural_urban" in questions_lib.PER_IMAGE_TYPES[variant] else []
+  seen = {q.text for q in out}
+  while len(out) < n:
     q = sampler.sample(exclude=seen)
     seen.add(q.text)
     out.append(q)
@@ -96,21 +140,42 @@ def _distinct(sampler, n):
 
 
 def _balance(pool, rng):
-  """Keeps, per (pattern, object with attributes) group, the same number of each answer.
+  """Keeps, per (pattern, object with attributes) group and per question type, the same number
+  of each answer.
 
-  Numbers count by magnitude bin. Groups with a single answer are dropped: their answer could
-  be guessed from the question.
+  Numbers count by magnitude bin; answers outside the bins the prior draws from (REAL_PRIORS)
+  are dropped. Groups with a single answer are dropped: their answer could be guessed from the
+  question. Within a type, whole sets (one question of each answer of a
+  group) are then dropped from the largest groups holding the type's most frequent answer but
+  not its rarest, until every answer of the type is as frequent (counting: groups answered
+  0 / 1-10 only give way to those that also reach 11-100).
   """
   groups = collections.defaultdict(lambda: collections.defaultdict(list))
-  for k, q in enumerate(pool):
-    levels = questions_lib.question_levels(q[1])
-    groups[(levels.pattern, levels.object_with_attr)][questions_lib.answer_key(q[1].qtype, q[1].answer)].append(k)
+  for k, (_, q) in enumerate(pool):
+    key = questions_lib.answer_key(q.qtype, q.answer)
+    if q.qtype in questions_lib.REAL_PRIORS and key not in questions_lib.REAL_PRIORS[q.qtype]:
+      continue  # an answer never asked for on purpose (e.g. over 100 buildings): too rare to match
+    levels = questions_lib.question_levels(q)
+    groups[(q.qtype, levels.pattern, levels.object_with_attr)][key].append(k)
+  sets = {g: min(len(v) for v in by_answer.values())
+          for g, by_answer in groups.items() if len(by_answer) >= 2}
+  for qtype in sorted({g[0] for g in sets}):
+    mine = sorted(g for g in sets if g[0] == qtype)
+    while True:
+      totals = collections.Counter()
+      for g in mine:
+        for a in groups[g]:
+          totals[a] += sets[g]
+      ranked = sorted((n, str(a)) for a, n in totals.items() if n)
+      if not ranked or ranked[0][0] == ranked[-1][0]:
+        break
+      (low, rare), (high, common) = ranked[0], ranked[-1]
+      g = max((g for g in mine if sets[g] and common in map(str, groups[g])
+               and rare not in map(str, groups[g])), key=lambda g: (sets[g], g))
+      sets[g] -= min(sets[g], high - low)
   keep = []
-  for by_answer in groups.values():
-    if len(by_answer) < 2:
-      continue
-    m = min(len(v) for v in by_answer.values())
-    for v in by_answer.values():
+  for g, m in sets.items():
+    for v in groups[g].values():
       keep.extend(v if len(v) == m else rng.choice(v, size=m, replace=False).tolist())
   return [pool[k] for k in sorted(keep)]
 
@@ -121,35 +186,13 @@ def _image_entry(image_id, active, seed, variant, region, land_use, question_ids
   sensor = SENSORS[(variant, region)]
   tile = sensor.res_m * size
   return {
-      "id": image_id, "date_added": DATE0 + 60.0 * image_id, "original_name": f"synthetic_{variant}_{seed}_{image_id}.tif",
+      "id": image_id, "date_added": DATE0 + 60.0 * image_id,
+      "original_name": f"synthetic_{variant}_{seed}_{image_id}.tif",
       "sensor": sensor.name, "upperleft_map_x": sensor.origin[0] + tile * (image_id % 32),
-      "upperleft_map_y": sensor.origin[1] - tile * (image_id // 32), "res_x": sensor.res, "res_y": sensor.res,
+      "upperleft_map_y": sensor.origin[1] - tile * (image_id // 32), "res_x": sensor.res,
+      "res_y": sensor.res,
       "people_id": 1, "type": land_use, "questions_ids": question_ids, "active": True,
   }
-
-
-def _clear(out):
-  """Removes what an earlier generation (of either variant) wrote, manifest first."""
-  paths = [os.path.join(out, MANIFEST), os.path.join(out, MASK_DIR)]
-  for variant in ("lr", "hr"):
-    layout = rsvqa_json.LAYOUTS[variant]
-    paths.append(os.path.join(out, layout.image_dir))
-    paths += [rsvqa_json.split_file(out, variant, s, k) for s in layout.splits for k in rsvqa_json.KINDS]
-  for path in paths:
-    if os.path.isdir(path):
-      shutil.rmtree(path)
-    elif os.path.exists(path):
-      os.remove(path)
-
-
-def _prepare(out, variant):
-  if os.path.isdir(out) and os.listdir(out) and not os.path.exists(os.path.join(out, MANIFEST)):
-    raise RSVQAError(f"{out}: folder is not empty and holds no {MANIFEST}; refusing to write a synthetic "
-                     "dataset over it")
-  _clear(out)
-  layout = rsvqa_json.LAYOUTS[variant]
-  os.makedirs(os.path.join(out, layout.image_dir), exist_ok=True)
-  os.makedirs(os.path.join(out, MASK_DIR), exist_ok=True)
 
 
 def _dump(path, key, entries):
@@ -157,37 +200,166 @@ def _dump(path, key, entries):
     f.write(json.dumps({key: entries}, separators=(",", ":")))
 
 
-def generate(out, variant="lr", images=772, seed=0, prior_strength=1.0, balanced=False, questions_per_image=100):
-  """Writes a synthetic dataset to `out`; returns what it wrote as a `Generated`."""
+def generate(out, variant="lr", images=772, seed=0, prior_strength=1.0, balanced=False,
+             questions_per_image=100):
+  """Writes a synthetic dataset to `out`, all or nothing; returns what it wrote as a `Generated`."""
   p = params(variant, images, seed, prior_strength, balanced, questions_per_image)
+  out = os.path.abspath(out)
+  _check_replaceable(out)
+  parent, name = os.path.split(out)
+  os.makedirs(parent, exist_ok=True)
+  _remove_dead_leftovers(parent, name)
+  aside = None
+  with storage.building(parent, name) as tmp:
+    owner = os.path.join(tmp, OWNER)
+    storage.write_json(owner, {"pid": os.getpid(), "host": socket.gethostname()})
+    generated = _write_dataset(tmp, p)
+    storage.write_json(os.path.join(tmp, MANIFEST), p)
+    os.remove(owner)
+    aside = _make_way(out, p)
+  if aside:
+    shutil.rmtree(aside, ignore_errors=True)
+  if read_manifest(out) != p:
+    raise RSVQAError(f"{out}: another process wrote a different synthetic dataset there at the "
+                     "same time; run again")
+  return generated
+
+
+def _write_dataset(out, p):
+  """Draws the scenes and questions of parameters `p` and writes them into the empty `out`."""
+  variant, images, seed = p["variant"], p["images"], p["seed"]
   layout = rsvqa_json.LAYOUTS[variant]
-  _prepare(out, variant)
-  image_splits, regions = plan(variant, images, seed)
-  strength = 0.0 if balanced else prior_strength
-  per_image = questions_per_image * (BALANCED_POOL if balanced else 1)
-  land_use = []
-  pools = collections.defaultdict(list)  # split -> [(image id, Question)]
+  os.makedirs(os.path.join(out, layout.image_dir))
+  os.makedirs(os.path.join(out, MASK_DIR))
+  region = regions(variant, images)
+  strength = 0.0 if p["balanced"] else p["prior_strength"]
+  per_image = p["questions_per_image"] * (BALANCED_POOL if p["balanced"] else 1)
+  land_use, drawn = [], []
   for image_id in range(images):
-    scene = scenes.make_scene(seed, image_id, layout.image_size, regions[image_id])
+    scene = scenes.make_scene(seed, image_id, layout.image_size, region[image_id])
     images_lib.write_tif(os.path.join(out, layout.image_dir, f"{image_id}.tif"), scene.image)
     scenes.save_masks(os.path.join(out, MASK_DIR, f"{image_id}.npz"), scene)
-    res_m = SENSORS[(variant, regions[image_id])].res_m
-    sampler = questions_lib.QuestionSampler(scene, variant, res_m, np.random.default_rng([seed, image_id, 1]),
-                                            prior_strength=strength)
-    pools[image_splits[image_id]].extend((image_id, q) for q in _distinct(sampler, per_image))
+    res_m = SENSORS[(variant, region[image_id])].res_m
+    sampler = questions_lib.QuestionSampler(
+        scene, variant, res_m, np.random.default_rng([seed, image_id, 1]), prior_strength=strength,
+        exclude_types=questions_lib.PER_IMAGE_TYPES[variant],
+        count_objects=BALANCED_COUNT_OBJECTS if p["balanced"] else ())
+    drawn.append(_image_questions(sampler, variant, per_image))
     land_use.append(scene.land_use)
-  if balanced:
+  image_splits, _ = plan(variant, images, seed, land_use if variant == "lr" else None)
+  pools = collections.defaultdict(list)  # split -> [(image id, Question)]
+  for image_id, qs in enumerate(drawn):
+    pools[image_splits[image_id]].extend((image_id, q) for q in qs)
+  if p["balanced"]:
     rng = np.random.default_rng([seed, 104729])
     pools = {s: _balance(pools[s], rng) for s in layout.splits}
-  chosen = sorted((image_id, k, q) for s in layout.splits for k, (image_id, q) in enumerate(pools[s]))
+  chosen = sorted((image_id, k, q) for s in layout.splits
+                  for k, (image_id, q) in enumerate(pools[s]))
   by_image = collections.defaultdict(list)
   questions = {}
   for qid, (image_id, _, q) in enumerate(chosen):
     by_image[image_id].append(qid)
     questions[qid] = (image_id, q)
-  _write_files(out, variant, seed, image_splits, regions, land_use, by_image, questions)
-  storage.write_json(os.path.join(out, MANIFEST), p)
+  _write_files(out, variant, seed, image_splits, region, land_use, by_image, questions)
   return _intended(variant, layout, image_splits, questions)
+
+
+_IMAGE_NAME = re.compile(r"\d+\.tif")
+_MASK_NAME = re.compile(r"\d+\.npz")
+
+
+def _generator_names():
+  """The files the generator writes at the top of a dataset, in either layout."""
+  names = {MANIFEST}
+  for variant in VARIANTS:
+    names.update(os.path.basename(rsvqa_json.split_file("", variant, s, k))
+                 for s in rsvqa_json.LAYOUTS[variant].splits for k in rsvqa_json.KINDS)
+  return names
+
+
+def _left_half_written(out):
+  """Whether `out`, without a manifest, holds only what an interrupted generator writes.
+
+  The generator's `masks/` folder of `<id>.npz` files must be there: no official dataset has it,
+  so a user's copy of RSVQA LR or HR is never taken for a leftover.
+  """
+  folders = {MASK_DIR: _MASK_NAME}
+  folders.update((rsvqa_json.LAYOUTS[v].image_dir, _IMAGE_NAME) for v in VARIANTS)
+  names = os.listdir(out)
+  if not os.path.isdir(os.path.join(out, MASK_DIR)):
+    return False
+  for name in names:
+    path = os.path.join(out, name)
+    if name in folders:
+      if not os.path.isdir(path) or not all(folders[name].fullmatch(f) for f in os.listdir(path)):
+        return False
+    elif not os.path.isfile(path) or not (
+        name in _generator_names() or name.startswith(MANIFEST + ".tmp-")):
+      return False
+  return True
+
+
+def _replaceable(out):
+  """Whether a generation may replace what `out` holds: nothing, a dataset or a leftover of ours."""
+  if not os.path.exists(out):
+    return True
+  if not os.path.isdir(out):
+    return False
+  return not os.listdir(out) or read_manifest(out) is not None or _left_half_written(out)
+
+
+def _check_replaceable(out):
+  if not _replaceable(out):
+    raise RSVQAError(f"{out}: holds files that are not a synthetic dataset (no {MANIFEST}, not a "
+                     "generator's leftover); refusing to write a synthetic dataset over it")
+
+
+def _make_way(out, p):
+  """Moves what `out` holds aside unless it is already the wanted dataset; returns where to."""
+  if not os.path.isdir(out) or not os.listdir(out) or read_manifest(out) == p:
+    return None
+  _check_replaceable(out)
+  parent, name = os.path.split(out)
+  aside = os.path.join(parent, f".old-{name}-{os.getpid()}-{time.time_ns()}")
+  try:
+    os.rename(out, aside)
+  except FileNotFoundError:  # another run moved it first
+    return None
+  return aside
+
+
+def _dead_build(path):
+  """Whether build folder `path` is a dead run's: its owner process is gone from this host, or
+  it has no owner file and is older than STALE_SECONDS (a run on another host is left alone)."""
+  owner = storage.read_json(os.path.join(path, OWNER))
+  if not isinstance(owner, dict):
+    try:
+      return time.time() - os.stat(path).st_mtime > STALE_SECONDS
+    except FileNotFoundError:
+      return False
+  if owner.get("host") != socket.gethostname():
+    return False
+  try:
+    os.kill(int(owner.get("pid")), 0)
+  except ProcessLookupError:
+    return True
+  except (OSError, OverflowError, TypeError, ValueError):
+    pass
+  return False
+
+
+def _remove_dead_leftovers(parent, name):
+  """Removes the temporary folders a killed generation of `name` left beside it.
+
+  A build folder is a dead run's when its owner process is gone (or, without an owner file,
+  when it is older than STALE_SECONDS); a folder moved aside for replacement is always stale.
+  """
+  for entry in os.listdir(parent):
+    path = os.path.join(parent, entry)
+    if entry.startswith(f".old-{name}-"):
+      shutil.rmtree(path, ignore_errors=True)
+    elif entry.startswith(f".tmp-{name}-") and os.path.isdir(path) and _dead_build(path):
+      shutil.rmtree(path, ignore_errors=True)
 
 
 def _write_files(out, variant, seed, image_splits, regions, land_use, by_image, questions):
@@ -204,10 +376,10 @@ def _write_files(out, variant, seed, image_splits, regions, land_use, by_image, 
         a_entries.append({"id": qid, "active": False})
         continue
       date = DATE0 + 60.0 * image_id + 0.5 * (qid % 100)
-      q_entries.append({"id": qid, "date_added": date, "img_id": image_id, "people_id": 1, "type": q.qtype,
-                        "question": q.text, "answers_ids": [qid], "active": True})
-      a_entries.append({"id": qid, "date_added": date, "question_id": qid, "people_id": 1, "answer": q.answer,
-                        "active": True})
+      q_entries.append({"id": qid, "date_added": date, "img_id": image_id, "people_id": 1,
+                        "type": q.qtype, "question": q.text, "answers_ids": [qid], "active": True})
+      a_entries.append({"id": qid, "date_added": date, "question_id": qid, "people_id": 1,
+                        "answer": q.answer, "active": True})
     _dump(rsvqa_json.split_file(out, variant, split, "images"), "images", img_entries)
     _dump(rsvqa_json.split_file(out, variant, split, "questions"), "questions", q_entries)
     _dump(rsvqa_json.split_file(out, variant, split, "answers"), "answers", a_entries)

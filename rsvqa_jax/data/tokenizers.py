@@ -2,7 +2,8 @@
 
 Two tokenizers share one batch interface, so the input pipeline does not care which encoder it
 feeds: `WordTokenizer` (Skip-thoughts: dataset words mapped to ids, words outside the dictionary
-to UNK) and `HFTokenizer` (BERT family: a Hugging Face tokenizer read from a local folder).
+to UNK; `strip_question_mark` drops "?" as the original RSVQA code does) and `HFTokenizer` (BERT
+family: a Hugging Face tokenizer read from a local folder).
 Calling either on a list of questions returns int32 `tokens` and `mask` arrays padded to a bucket
 length, so jit compiles a handful of shapes instead of one per question length.
 """
@@ -16,6 +17,7 @@ from rsvqa_jax.errors import RSVQAError
 DEFAULT_BUCKETS = (8, 16, 24, 32, 48, 64, 96, 128)
 PAD = "<pad>"
 UNK = "UNK"
+QUESTION_MARK = "?"
 
 _WORD_RE = re.compile(r"\w+|[^\w\s]")
 
@@ -67,27 +69,31 @@ class WordTokenizer:
   Attributes:
     vocab: the words, index = id.
     unknown_words: dataset words left out of the vocabulary because the dictionary lacks them.
+    strip_question_mark: "?" is dropped from questions and left out of the vocabulary (so a
+      vocabulary hash tells the two tokenisations apart).
   """
 
   pad_id = 0
   unk_id = 1
 
-  def __init__(self, vocab, *, unknown_words=(), lowercase=True):
+  def __init__(self, vocab, *, unknown_words=(), lowercase=True, strip_question_mark=False):
     vocab = list(vocab)
     if vocab[:2] != [PAD, UNK]:
       raise ValueError(f"vocabulary must start with {PAD!r}, {UNK!r}, got {vocab[:2]}")
     self.vocab = vocab
     self.unknown_words = list(unknown_words)
     self.lowercase = lowercase
+    self.strip_question_mark = strip_question_mark
     self._ids = {w: i for i, w in enumerate(vocab)}
 
   @classmethod
-  def build(cls, words, dictionary=None, *, lowercase=True):
+  def build(cls, words, dictionary=None, *, lowercase=True, strip_question_mark=False):
     """Vocabulary of the dataset words found in `dictionary` (all of them when it is None)."""
-    words = sorted(set(words) - {PAD, UNK})
+    words = sorted(set(words) - {PAD, UNK} - ({QUESTION_MARK} if strip_question_mark else set()))
     known = [w for w in words if dictionary is None or w in dictionary]
     unknown = [] if dictionary is None else [w for w in words if w not in dictionary]
-    return cls([PAD, UNK] + known, unknown_words=unknown, lowercase=lowercase)
+    return cls([PAD, UNK] + known, unknown_words=unknown, lowercase=lowercase,
+               strip_question_mark=strip_question_mark)
 
   @property
   def vocab_size(self):
@@ -95,7 +101,10 @@ class WordTokenizer:
 
   def encode(self, text):
     """Ids of the words of one question, UNK for words outside the vocabulary."""
-    return [self._ids.get(w, self.unk_id) for w in split_words(text, lowercase=self.lowercase)]
+    words = split_words(text, lowercase=self.lowercase)
+    if self.strip_question_mark:
+      words = [w for w in words if w != QUESTION_MARK]
+    return [self._ids.get(w, self.unk_id) for w in words]
 
   def count_unknown(self, texts):
     """How many word occurrences in `texts` map to UNK."""

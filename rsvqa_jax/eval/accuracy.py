@@ -2,14 +2,33 @@
 
 Restores the best-on-validation (or last) checkpoint, predicts through the run's compiled eval
 step and writes WORKDIR/eval/SPLIT/predictions.csv (question_id, image_id, type, prediction,
-answer) and accuracy.json (bias/metrics.accuracy_table: OA, AA, per-type accuracy and counts).
+answer) and accuracy.json (bias/metrics.accuracy_table: OA, AA, per-type accuracy and counts;
+under "predictions" the audit `analyze` applies to the same file: how many predictions the
+answer normalisation maps and how many fall outside the training answer space).
 """
-import json
 import os
 
+from rsvqa_jax import storage
 from rsvqa_jax.bias import predictions as predictions_lib
 from rsvqa_jax.eval import outputs
 from rsvqa_jax.train import predict, restore
+
+
+def write_results(run, split, preds, table, json_path, csv_path, *, repeats, **extra):
+  """Writes the predictions CSV of answer ids [K, N] and the JSON `table` with their audit.
+
+  `repeats`: write every repeat with a `repeat` column (else the only one, K = 1); `extra`:
+  more CSV columns (bias/predictions.write). The audit passes our own answers through the
+  normalisation and answer-space check `analyze` applies to any file, so both agree.
+  """
+  records = run.dataset[split]
+  decoded = [run.vocab.decode(p) for p in preds]
+  audit = predictions_lib.normalised(decoded, records, run.dataset.name, set(run.vocab.answers))
+  table["predictions"] = audit.summary()
+  os.makedirs(os.path.dirname(json_path), exist_ok=True)
+  predictions_lib.write(csv_path, records, decoded if repeats else decoded[0], **extra)
+  storage.write_json(json_path, table)  # last: its presence says the evaluation is complete
+  return table
 
 
 def evaluate(workdir, split, *, which="best", data_root=None, dataset=None, features=None):
@@ -22,9 +41,5 @@ def evaluate(workdir, split, *, which="best", data_root=None, dataset=None, feat
   preds = predict.predict(run, state, split)
   table = predict.accuracy(run, split, preds)
   table.update(split=split, checkpoint=which, step=step, workdir=os.path.abspath(workdir))
-  json_path, csv_path = outputs.accuracy_paths(workdir, split)
-  os.makedirs(os.path.dirname(json_path), exist_ok=True)
-  predictions_lib.write(csv_path, run.dataset[split], run.vocab.decode(preds[0]))
-  with open(json_path, "w") as f:
-    json.dump(table, f, indent=1)
-  return table
+  return write_results(run, split, preds, table, *outputs.accuracy_paths(workdir, split),
+                       repeats=False)

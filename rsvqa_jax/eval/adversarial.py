@@ -6,39 +6,45 @@ image rows; train/predict.py), so K = 10 costs little more than a clean pass and
 adversarial numbers come from the same code, dtype and mesh.
 
 Substitution kinds:
-  random   an image drawn from the whole split, never the question's own (the paper's
-           in-distribution choice);
+  random   an image drawn from a pool, never the question's own (the paper's
+           in-distribution choice). Pool "dataset" (default, as the paper: "a random image
+           of the entire dataset") is every image of every split of the dataset; "split"
+           the images of the evaluated split only;
   shuffle  a permutation inside each batch of the evaluation order (the original code's);
   white / black / noise   pixels replaced before the encoder: their features come from the
            feature cache of that kind (same row order as the clean ones), and each question
            reads its own image's row of that table.
 Written to WORKDIR/eval/SPLIT/ (eval/outputs.py):
   adversarial_KIND.json             bias/metrics.accuracy_table over the K substitutions (mean,
-                                    std and every repeat's values) and what was tested
-  adversarial_KIND_predictions.csv  the first repeat's answers (question_id, image_id,
-                                    substituted_image_id, type, prediction, answer), the
-                                    format `rsvqa-jax analyze --adversarial-predictions` reads
+                                    std and every repeat's values), what was tested (kind,
+                                    pool and pool_images for random, seed, ...) and the
+                                    predictions' audit (bias/predictions.Aligned.summary)
+  adversarial_KIND_predictions.csv  every repeat's answers (question_id, repeat 0..K-1,
+                                    image_id, substituted_image_id, type, prediction, answer),
+                                    the format `rsvqa-jax analyze --adversarial-predictions`
+                                    reads and averages over the repeats as the JSON does
 """
-import json
 import os
 
 import numpy as np
 
-from rsvqa_jax.bias import predictions as predictions_lib
 from rsvqa_jax.errors import RSVQAError
-from rsvqa_jax.eval import outputs
+from rsvqa_jax.eval import accuracy, outputs
 from rsvqa_jax.train import checkpointing, inputs, predict, restore
+from rsvqa_jax.train import run as run_lib
 
 KINDS = ("random", "shuffle", "white", "black", "noise")
 PIXEL_KINDS = ("white", "black", "noise")
+POOLS = ("dataset", "split")
 
 
-def substitution_rows(kind, rows, *, repeats, seed, batch_size=None):
+def substitution_rows(kind, rows, *, repeats, seed, batch_size=None, pool=None):
   """Feature rows to use instead of `rows` (the clean rows, one per question): [K, N].
 
-  For random/shuffle the rows index the same feature array as `rows`. For white/black/noise
-  the rows are returned unchanged: the caller passes the features of that pixel kind, which
-  are stored in the same row order as the clean ones.
+  For random/shuffle the rows index the same feature array as `rows`; random draws from
+  `pool` (sorted distinct rows holding every row of `rows`; None: the rows of `rows`, i.e. the
+  split). For white/black/noise the rows are returned unchanged: the caller passes the
+  features of that pixel kind, which are stored in the same row order as the clean ones.
   """
   rows = np.asarray(rows, dtype=np.int64)
   n = len(rows)
@@ -46,11 +52,13 @@ def substitution_rows(kind, rows, *, repeats, seed, batch_size=None):
   if kind in PIXEL_KINDS:
     return np.broadcast_to(rows, (repeats, n)).copy()
   if kind == "random":
-    pool = np.unique(rows)
+    pool = np.unique(rows) if pool is None else np.asarray(pool, dtype=np.int64)
     if len(pool) < 2:
-      raise RSVQAError("random substitution needs at least two distinct images in the split")
+      raise RSVQAError("random substitution needs at least two distinct images in its pool")
     # Draw from the pool minus the question's own image: shift a draw over n-1 slots.
     own = np.searchsorted(pool, rows)
+    if np.any(own >= len(pool)) or np.any(pool[np.minimum(own, len(pool) - 1)] != rows):
+      raise ValueError("the random pool must be sorted distinct rows holding every question's own")
     draw = rng.integers(0, len(pool) - 1, size=(repeats, n))
     draw = draw + (draw >= own)
     return pool[draw]
@@ -70,7 +78,8 @@ def kind_features(run, kind, noise_seed):
   """[R, D] features to substitute from: the clean ones for random/shuffle, else that kind's.
 
   The pixel kinds come from the feature cache over every split's images, the rows of the clean
-  table, so a row means the same image in both.
+  table, so a row means the same image in both; they are read as the run's head reads its
+  clean features (pooled vectors, or flattened maps for the original head).
   """
   if kind not in PIXEL_KINDS:
     return run.features.features
@@ -79,18 +88,37 @@ def kind_features(run, kind, noise_seed):
   if not np.array_equal(out.image_ids, run.features.image_ids):
     raise RSVQAError(f"{out.path}: {kind} features cover other images than the clean features "
                      "the model was evaluated with")
-  return out.features
+  return run_lib.head_features(run.config, out)[0].features
 
 
-def evaluate(workdir, split, kind, *, repeats=10, seed=0, which="best", data_root=None,
-             dataset=None, features=None):
+def pool_rows(run, pool):
+  """Sorted feature rows random substitution draws from; None for pool "split" (its own rows).
+
+  "dataset": the rows of every image of every split of the run's dataset, all of which the
+  features table must hold.
+  """
+  if pool == "split":
+    return None
+  ids = np.unique(np.concatenate([s.image_id for s in run.dataset.splits.values()]))
+  rows = np.flatnonzero(np.isin(np.asarray(run.features.image_ids), ids))
+  if len(rows) != len(ids):
+    raise RSVQAError(f"the image features hold {len(rows)} of the dataset's {len(ids)} images; "
+                     "the dataset pool needs them all (or use --pool split)")
+  return rows
+
+
+def evaluate(workdir, split, kind, *, repeats=10, seed=0, pool="dataset", which="best",
+             data_root=None, dataset=None, features=None):
   """Adversarial testing of one workdir on `split`; writes the JSON and CSV, returns the table.
 
-  `seed` draws the substitutions (and the noise images); `dataset` / `features` replace the
-  ones the workdir's config names (in-memory tasks).
+  `seed` draws the substitutions (and the noise images); `pool` ("dataset" or "split") is where
+  random draws its images; `dataset` / `features` replace the ones the workdir's config names
+  (in-memory tasks).
   """
   if kind not in KINDS:
     raise RSVQAError(f"--adversarial {kind}: choose one of {', '.join(KINDS)}")
+  if pool not in POOLS:
+    raise RSVQAError(f"--pool {pool}: choose one of {', '.join(POOLS)}")
   if repeats < 1:
     raise RSVQAError(f"--repeats {repeats}: must be at least 1")
   if checkpointing.read_config(workdir).model.blind:
@@ -99,21 +127,21 @@ def evaluate(workdir, split, kind, *, repeats=10, seed=0, which="best", data_roo
   run, state, step = restore.restore(workdir, [split], which=which, data_root=data_root,
                                      dataset=dataset, features=features)
   clean = predict.clean_rows(run, split)[0]
+  random = kind == "random"
+  rows = pool_rows(run, pool) if random else None
   try:
     sub_rows = substitution_rows(kind, clean, repeats=repeats, seed=seed,
-                                 batch_size=run.config.train.eval_batch_size)
+                                 batch_size=run.config.train.eval_batch_size, pool=rows)
   except RSVQAError as e:
     raise RSVQAError(f"split {split} of {workdir}: {e}") from None
   preds = predict.predict(run, state, split, image_rows=sub_rows,
                           features=kind_features(run, kind, seed))
   table = predict.accuracy(run, split, preds)
-  table.update(kind=kind, split=split, seed=int(seed), checkpoint=which, step=step,
+  n_pool = len(np.unique(clean)) if rows is None else len(rows)
+  table.update(kind=kind, pool=pool if random else None, pool_images=n_pool if random else None,
+               split=split, seed=int(seed), checkpoint=which, step=step,
                workdir=os.path.abspath(workdir))
-  json_path, csv_path = outputs.adversarial_paths(workdir, split, kind)
-  os.makedirs(os.path.dirname(json_path), exist_ok=True)
-  substituted = np.asarray(run.features.image_ids)[sub_rows[0]]
-  predictions_lib.write(csv_path, run.dataset[split], run.vocab.decode(preds[0]),
-                        substituted_image_id=substituted.tolist())
-  with open(json_path, "w") as f:
-    json.dump(table, f, indent=1)
-  return table
+  substituted = np.asarray(run.features.image_ids)[sub_rows]
+  return accuracy.write_results(run, split, preds, table,
+                                *outputs.adversarial_paths(workdir, split, kind), repeats=True,
+                                substituted_image_id=substituted.tolist())

@@ -6,7 +6,7 @@ reused by every run and seed. One cache entry is a folder holding `features.npy`
 [N, D], opened with mmap_mode="r"), optionally `map.npy` ([N, h, w, C], the final spatial map)
 and `manifest.json` (image ids in row order and everything the features depend on). The folder
 name ends in a key hashed from that identity: the encoder's identity (features/encoder.py),
-preprocessing, input size, variant, kind, dataset root and every image file's size and mtime.
+preprocessing, input size, variant, kind, dataset root and every image file's contents.
 Anything that changes the features changes the key, so an old entry is simply never looked up.
 Entries are built through storage.building (renamed into place when complete); on open, the
 manifest, array shapes and the features checksum are verified, and a bad entry is rebuilt.
@@ -28,6 +28,7 @@ from rsvqa_jax.features import encoder as encoder_lib
 from rsvqa_jax.features import pixels
 
 FORMAT_VERSION = 1
+DIGESTS_DIR = "file_digests"  # per dataset root: each image file's sha256 and its stat stamp
 _log = logging.getLogger(__name__)
 
 
@@ -41,16 +42,21 @@ class ImageFeatures:
   feature_map: np.ndarray | None = None  # float32 [N, h, w, C] when image.map is set
 
 
-def _dataset_identity(dataset, image_ids, kind):
-  """Dataset root and, for clean pixels, every image file's size and mtime (hashed)."""
-  ident = {"name": dataset.name, "root": os.path.abspath(dataset.root),
+def _dataset_identity(dataset, image_ids, kind, cache_dir):
+  """Dataset root and, for clean pixels, every image file's contents (hashed).
+
+  The per-file digests are kept beside the cache entries (storage.file_digests), so they are
+  computed once per file, and again only for a file that was rewritten.
+  """
+  root = os.path.abspath(dataset.root)
+  ident = {"name": dataset.name, "root": root,
            "image_ids_sha256": hashlib.sha256(image_ids.astype("<i8").tobytes()).hexdigest()}
   if kind == "clean":
+    paths = [dataset.check_image_exists(i) for i in image_ids.tolist()]
+    index = os.path.join(cache_dir, DIGESTS_DIR, hashlib.sha256(root.encode()).hexdigest()[:20])
     h = hashlib.sha256()
-    for i in image_ids.tolist():
-      path = dataset.check_image_exists(i)
-      st = os.stat(path)
-      h.update(f"{i}:{os.path.basename(path)}:{st.st_size}:{st.st_mtime_ns};".encode())
+    for i, path, digest in zip(image_ids.tolist(), paths, storage.file_digests(paths, index)):
+      h.update(f"{i}:{os.path.basename(path)}:{digest};".encode())
     ident["files_sha256"] = h.hexdigest()
   else:
     ident["image_size"] = list(dataset.image_size)
@@ -92,6 +98,9 @@ def _compute_entry(tmp, encoder, load, image_ids, constant, desc):
     with tqdm(total=n, desc=f"features {desc}", unit="img", dynamic_ncols=True) as bar:
       for batch in pixels.batches(load, image_ids, encoder.batch_size):
         out = encoder.encode(batch)
+        if not arrays:
+          row_bytes = sum(v[0].nbytes for v in out.values())
+          storage.ensure_free(tmp, n * row_bytes + (1 << 20), f"the features of {n} images")
         for name, value in out.items():
           if name not in arrays:
             arrays[name] = np.lib.format.open_memmap(
@@ -149,7 +158,7 @@ def image_features(dataset, split_names, image_cfg, cache_dir, *, variant="none"
       "variant": variant,
       "kind": kind,
       "noise_seed": int(noise_seed) if kind == "noise" else None,
-      "dataset": _dataset_identity(dataset, image_ids, kind),
+      "dataset": _dataset_identity(dataset, image_ids, kind, cache_dir),
   }
   key = storage.identity_key(identity)
   name = f"{dataset.name}_{encoder.identity['arch']}_{variant}_{kind}_{key}"

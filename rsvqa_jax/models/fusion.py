@@ -6,6 +6,8 @@ the fusions then combine the two projections:
   concat  f = [v; q]
   mutan   f = W_o (sum_r (W_v[r] v) * (W_q[r] q))     (Tucker / MUTAN, rank R), with optional
           signed square root and L2 normalisation of the sum before W_o.
+`OriginalFusion` is the e-mult of the original RSVQA code (syvlo/RSVQA models/model.py), which
+places dropout before each projection instead of after it and squashes the product with tanh.
 """
 import jax.numpy as jnp
 from flax import nnx
@@ -67,6 +69,26 @@ class Fusion(nnx.Module):
     if self.kind == "concat":
       return jnp.concatenate([v, q], axis=-1)
     return self.mutan(v, q)
+
+
+class OriginalFusion(nnx.Module):
+  """The original code's e-mult: dropout -> linear -> tanh per side, then dropout(tanh(v * q)).
+
+  Its classifier is the same as ours (linear, tanh, dropout, linear), so only this part differs.
+  """
+
+  def __init__(self, v_dim, q_dim, *, hidden_dim=1200, dropout=0.5, rngs):
+    self.v_dropout = Dropout(dropout, rngs=rngs)
+    self.q_dropout = Dropout(dropout, rngs=rngs)
+    self.v_linear = Dense(v_dim, hidden_dim, rngs=rngs)
+    self.q_linear = Dense(q_dim, hidden_dim, rngs=rngs)
+    self.dropout = Dropout(dropout, rngs=rngs)
+    self.out_dim = hidden_dim
+
+  def __call__(self, v, q, *, deterministic):
+    v = jnp.tanh(self.v_linear(self.v_dropout(v, deterministic=deterministic)))
+    q = jnp.tanh(self.q_linear(self.q_dropout(q, deterministic=deterministic)))
+    return self.dropout(jnp.tanh(v * q), deterministic=deterministic)
 
 
 class Classifier(nnx.Module):

@@ -4,12 +4,16 @@ The files are `uni_skip.npz` (GRU arrays), `dictionary.txt` (one word per line, 
 row of the word table) and `utable.npy` (the 930k x 620 word table). Only the rows of the words
 of the caller's vocabulary are kept (the tokenizer built from the dataset's words and this
 dictionary, data/tokenizers.py: row 0 padding, row 1 the dictionary's UNK row, then the words). `utable.npy` as distributed is a pickled object array: it is unpickled only when
-the caller passes `allow_pickle=True`, and `convert_utable` writes a plain float32 copy once
-(memory-mapped afterwards, so only the needed rows are read).
+the caller passes `allow_pickle=True` or runs inside `pickle_allowed()` (which the commands enter
+only for their own `--allow-pickle` flag: the opt-in is never read from a config or a workdir),
+and `convert_utable` writes a plain float32 copy once (memory-mapped afterwards, so only the
+needed rows are read).
 
 The encoder is built from shapes only (`nnx.eval_shape`) and every parameter is filled by
 `checkpoints.load_into`.
 """
+import contextlib
+import contextvars
 import os
 
 import numpy as np
@@ -81,13 +85,26 @@ def _table_rows(table, rows):
   return np.asarray(table[rows], np.float32).reshape(len(rows), table.shape[1])
 
 
+_PICKLE_ALLOWED = contextvars.ContextVar("rsvqa_pickle_allowed", default=False)
+
+
+@contextlib.contextmanager
+def pickle_allowed(allowed=True):
+  """Within the block, a pickled utable.npy may be unpickled (the person running asked for it)."""
+  token = _PICKLE_ALLOWED.set(bool(allowed))
+  try:
+    yield
+  finally:
+    _PICKLE_ALLOWED.reset(token)
+
+
 def _open_table(path, allow_pickle):
   try:
     return np.load(path, mmap_mode="r", allow_pickle=False)
   except ValueError as e:
-    if not allow_pickle:
+    if not (allow_pickle or _PICKLE_ALLOWED.get()):
       raise RSVQAError(
-          f"{path}: pickled object array; pass allow_pickle=True only if you trust the file, or "
+          f"{path}: pickled object array; run with --allow-pickle only if you trust the file, or "
           f"convert it once with rsvqa_jax.models.skipthoughts_params.convert_utable(src, dst) "
           f"(writes a plain float32 {PLAIN_UTABLE})") from e
     return np.load(path, allow_pickle=True, encoding="latin1")

@@ -6,17 +6,22 @@ Layout of a workdir:
   checkpoints/N/    every `checkpoint_every_steps` and at each epoch end, the last k kept
   best/N/           the checkpoint with the best validation OA so far (one kept)
 Each checkpoint holds the state items (params, frozen, opt_state, step, rng) and a JSON item
-with the loop position (epoch, data iterator state, best validation so far) and the shape of
-every array, checked against the model before restoring so a mismatch names its key.
+with the loop position (epoch, data iterator state, best validation so far) and the shape and
+crc32 of every array: shapes are checked against the model before restoring (a mismatch names
+its key), checksums after (a corrupted checkpoint is named and skipped, never used).
 """
 import itertools
 import json
 import os
+import shutil
+import zlib
 
 import jax
+import numpy as np
 import orbax.checkpoint as ocp
 
 from rsvqa_jax import config as config_lib
+from rsvqa_jax import storage
 from rsvqa_jax.errors import RSVQAError
 
 CONFIG_FILE = "config.json"
@@ -53,9 +58,8 @@ def check_or_record_config(workdir, config, *, record=True):
     return True
   os.makedirs(workdir, exist_ok=True)
   if jax.process_index() == 0:
-    with open(path, "w") as f:
-      json.dump({**config_lib.to_dict(config), RECORDED_IN: os.path.abspath(workdir)}, f,
-                indent=1, sort_keys=True)
+    storage.write_json(path, {**config_lib.to_dict(config), RECORDED_IN: os.path.abspath(workdir)},
+                       sort_keys=True)
   return True
 
 
@@ -73,8 +77,15 @@ def _load_recorded(workdir):
   workdir's new place does, is taken there: a study folder (runs, data and caches side by side)
   or a workdir with its data beside it can be moved or copied and still resume and evaluate.
   """
-  with open(os.path.join(workdir, CONFIG_FILE)) as f:
-    recorded = json.load(f)
+  path = os.path.join(workdir, CONFIG_FILE)
+  try:
+    with open(path, encoding="utf-8") as f:
+      recorded = json.load(f)
+  except (OSError, ValueError, RecursionError) as e:
+    raise RSVQAError(f"{path}: unreadable ({type(e).__name__}); the workdir's config is damaged"
+                     ) from None
+  if not isinstance(recorded, dict):
+    raise RSVQAError(f"{path}: not a JSON object; the workdir's config is damaged")
   old = recorded.pop(RECORDED_IN, None)
   new = os.path.abspath(workdir)
   if old and old != new:
@@ -98,8 +109,24 @@ def shapes(tree):
 _MANAGERS = itertools.count()
 
 
+def checksums(tree):
+  """keypath -> crc32 of every array's bytes (host copies), the integrity record of a save."""
+  flat = jax.tree_util.tree_flatten_with_path(jax.device_get(tree))[0]
+  return {jax.tree_util.keystr(p): zlib.crc32(np.ascontiguousarray(np.asarray(x)).tobytes())
+          for p, x in flat}
+
+
+class CorruptCheckpoint(RSVQAError):
+  """A checkpoint whose files cannot be read back, or whose arrays changed since they were saved."""
+
+
 class Checkpoints:
   """One orbax CheckpointManager over a folder (periodic: keep k; best: keep 1).
+
+  Every save records each array's shape and crc32; every restore reads them back and compares,
+  so a checkpoint whose bytes changed on disk (a bit flip, a truncated file) is named and never
+  used silently: `restore_latest` skips it for the newest checkpoint that verifies. Temporary
+  folders of a save that was killed are removed when the manager opens the folder.
 
   The periodic and best managers save the same step at an epoch end, and orbax names the
   barriers of a background commit after the step folder ("async_write_complete.16"): without a
@@ -115,15 +142,21 @@ class Checkpoints:
     self.manager = ocp.CheckpointManager(
         self.directory, item_names=("state", "data"),
         options=ocp.CheckpointManagerOptions(
-            max_to_keep=keep, create=True,
+            max_to_keep=keep, create=True, cleanup_tmp_directories=True,
             multiprocessing_options=ocp.options.MultiprocessingOptions(
                 barrier_sync_key_prefix=prefix)))
+
+  def steps(self):
+    """Saved steps, oldest first."""
+    return sorted(self.manager.all_steps())
 
   def latest_step(self):
     return self.manager.latest_step()
 
   def save(self, step, items, data):
-    data = dict(data, shapes=shapes(items))
+    nbytes = sum(x.nbytes for x in jax.tree.leaves(items))
+    storage.ensure_free(self.directory, int(1.1 * nbytes) + (1 << 20), f"checkpoint {step}")
+    data = dict(data, shapes=shapes(items), checksums=checksums(items))
     self.manager.save(int(step), args=ocp.args.Composite(
         state=ocp.args.StandardSave(items), data=ocp.args.JsonSave(data)), force=True)
 
@@ -131,9 +164,19 @@ class Checkpoints:
     self.manager.wait_until_finished()
 
   def restore(self, step, like):
-    """(items, data) of checkpoint `step`, shaped and placed like the pytree `like`."""
+    """(items, data) of checkpoint `step`, shaped and placed like the pytree `like`.
+
+    Raises CorruptCheckpoint when its files cannot be read or an array's checksum differs
+    from the one recorded at save time, RSVQAError when it holds another model.
+    """
     where = os.path.join(self.directory, str(step))
-    data = self.manager.restore(step, args=ocp.args.Composite(data=ocp.args.JsonRestore()))["data"]
+    try:
+      data = self.manager.restore(
+          step, args=ocp.args.Composite(data=ocp.args.JsonRestore()))["data"]
+    except Exception as e:  # pylint: disable=broad-exception-caught
+      raise CorruptCheckpoint(f"checkpoint {where}: unreadable ({_first_line(e)})") from None
+    if not isinstance(data, dict):
+      raise CorruptCheckpoint(f"checkpoint {where}: its data record is not a JSON object")
     stored, wanted = data.get("shapes", {}), shapes(like)
     for key, shape in wanted.items():
       if key not in stored:
@@ -146,6 +189,60 @@ class Checkpoints:
       raise RSVQAError(f"checkpoint {where}: holds {extra[0]} which the model does not have")
     abstract = jax.tree.map(
         lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=x.sharding), like)
-    items = self.manager.restore(step, args=ocp.args.Composite(
-        state=ocp.args.StandardRestore(abstract)))["state"]
+    try:
+      items = self.manager.restore(step, args=ocp.args.Composite(
+          state=ocp.args.StandardRestore(abstract)))["state"]
+    except Exception as e:  # pylint: disable=broad-exception-caught
+      raise CorruptCheckpoint(f"checkpoint {where}: unreadable ({_first_line(e)})") from None
+    recorded = data.get("checksums")
+    if recorded is not None:  # checkpoints written before checksums were kept are trusted
+      for key, crc in checksums(items).items():
+        if recorded.get(key) != crc:
+          raise CorruptCheckpoint(f"checkpoint {where}: array {key} changed on disk since it "
+                                  "was saved (checksum mismatch)")
     return items, data
+
+  def data(self, step):
+    """The JSON record of checkpoint `step` (loop position, shapes, checksums), or None."""
+    try:
+      data = self.manager.restore(
+          step, args=ocp.args.Composite(data=ocp.args.JsonRestore()))["data"]
+    except Exception:  # pylint: disable=broad-exception-caught
+      return None
+    return data if isinstance(data, dict) else None
+
+  def restore_latest(self, like, log, *, at_most=None):
+    """(items, data, step) of the newest checkpoint that verifies, or None if there is none.
+
+    Each corrupted one is named in one `log` line and skipped; if every checkpoint is
+    corrupted, the error names the newest one instead of starting over silently.
+    """
+    candidates = [s for s in reversed(self.steps()) if at_most is None or s <= at_most]
+    first_error = None
+    for step in candidates:
+      try:
+        items, data = self.restore(step, like)
+        return items, data, step
+      except CorruptCheckpoint as e:
+        first_error = first_error or e
+        log(f"{e}; skipped, moved to {self._set_aside(step)}")
+    if first_error is not None:
+      raise RSVQAError(f"{first_error}; no older checkpoint in {self.directory} verifies either "
+                       "(move the folder away to start over)")
+    return None
+
+
+  def _set_aside(self, step):
+    """Moves a corrupted step out of the manager's folder (a later save may reuse its number)."""
+    target = os.path.join(f"{self.directory}.corrupted", str(step))
+    if jax.process_index() == 0:
+      os.makedirs(os.path.dirname(target), exist_ok=True)
+      shutil.rmtree(target, ignore_errors=True)
+      os.replace(os.path.join(self.directory, str(step)), target)
+    self.manager.reload()
+    return target
+
+
+def _first_line(error):
+  text = str(error).strip().splitlines()
+  return f"{type(error).__name__}: {text[0] if text else ''}"[:300]

@@ -19,7 +19,6 @@ resumed run draws the same variants as an uninterrupted one.
 """
 import functools
 import hashlib
-import json
 import os
 import re
 from typing import NamedTuple
@@ -29,6 +28,7 @@ import numpy as np
 from flax import nnx
 
 from rsvqa_jax import config as config_lib
+from rsvqa_jax import storage
 from rsvqa_jax.data import pipeline, rsvqa_json, synthetic
 from rsvqa_jax.data.answers import AnswerVocab
 from rsvqa_jax.data.tokenizers import WordTokenizer, bucket_length, pad_batch, word_list
@@ -182,16 +182,17 @@ def _check_or_record_encoder(workdir, identity):
   """The workdir's model was trained on vectors of one encoder; later runs must use the same."""
   path = os.path.join(workdir, QUESTION_ENCODER_FILE)
   if os.path.exists(path):
-    with open(path) as f:
-      recorded = json.load(f)
+    recorded = storage.read_json(path)
+    if recorded is None:
+      raise RSVQAError(f"{path}: unreadable; the workdir's record of its frozen language model "
+                       "is damaged")
     if recorded != identity:
       raise RSVQAError(f"{path}: the workdir was trained on question vectors of another frozen "
                        "language model (its parameters or tokenizer changed since): check "
                        "text.checkpoint")
   elif jax.process_index() == 0:
     os.makedirs(workdir, exist_ok=True)
-    with open(path, "w") as f:
-      json.dump(identity, f, indent=1)
+    storage.write_json(path, identity)
 
 
 @functools.partial(jax.jit, static_argnums=0)

@@ -7,13 +7,14 @@ in workdir/best (the test split is never looked at). Checkpoints (workdir/checkp
 written every `checkpoint_every_steps` and at each epoch end, and hold the data iterator's
 position, so a run restarted from its workdir ends with the same parameters as one never
 stopped. Metrics go to workdir/metrics.jsonl and TensorBoard events in workdir/tensorboard.
-A non-finite loss stops the run with the step it happened at; checkpoints after it are never
-written, so the last one is good. With a frozen deterministic language model, its vectors are
+A diverging run (loss running away from its early level, a non-finite loss or gradient; see
+Divergence) stops with the step it happened at; checkpoints after it are never written. With a frozen deterministic language model, its vectors are
 computed once per distinct question (inputs.question_vectors) and the model trained and saved has
 no text encoder at all: the steps read `question_vector`. With config.data.augment_variants,
 training batches read each non-positional question's image row from a variant table drawn per
 sample from (seed, step) (inputs.draw_variants); validation and test always read the clean table.
 """
+import contextlib
 import json
 import math
 import os
@@ -24,6 +25,7 @@ import numpy as np
 from tqdm import tqdm
 
 from rsvqa_jax import config as config_lib
+from rsvqa_jax import storage
 from rsvqa_jax.data import pipeline
 from rsvqa_jax.errors import RSVQAError
 from rsvqa_jax.train import checkpointing, inputs, prepare
@@ -40,6 +42,24 @@ def validation_record(run, state, split):
   return {k: v for k, v in table.items() if k not in ("repeats", "std", "per_repeat")}
 
 
+def read_metrics(workdir):
+  """The records of workdir/metrics.jsonl; a line cut by a kill (or otherwise unreadable) is
+  left out, since the run that resumes rewrites everything after its checkpoint anyway."""
+  records = []
+  try:
+    with open(os.path.join(workdir, METRICS_FILE), encoding="utf-8") as f:
+      for line in f:
+        try:
+          record = json.loads(line)
+        except ValueError:
+          continue
+        if isinstance(record, dict) and isinstance(record.get("step"), int):
+          records.append(record)
+  except OSError:
+    pass
+  return records
+
+
 class MetricsWriter:
   """JSON lines + TensorBoard, on host 0; on resume, lines past the restored step are dropped."""
 
@@ -49,8 +69,7 @@ class MetricsWriter:
       return
     self.path = os.path.join(workdir, METRICS_FILE)
     if os.path.exists(self.path):
-      with open(self.path) as f:
-        kept = [line for line in f if json.loads(line)["step"] <= resume_step]
+      kept = [json.dumps(r) + "\n" for r in read_metrics(workdir) if r["step"] <= resume_step]
       with open(self.path, "w") as f:
         f.writelines(kept)
     # Imported here: only the training loop writes TensorBoard events.
@@ -94,6 +113,10 @@ def _build(config, workdir, dataset, features, augment_features, log):
   if dataset is None:
     dataset = prepare.run_inputs(config, workdir, log)
   train_split, val_split = config.data.train_split, config.data.val_split
+  for split in (train_split, val_split):
+    if split in dataset.splits and not len(dataset[split]):
+      raise RSVQAError(f"{dataset.root}: split {split!r} has no active question; training needs "
+                       f"questions in {train_split} and {val_split}")
   run = run_lib.build(config, workdir, [train_split, val_split], dataset=dataset,
                       features=features)
   positional = None
@@ -104,26 +127,66 @@ def _build(config, workdir, dataset, features, augment_features, log):
   return run, positional
 
 
-def _resume(periodic, state, iterator):
-  """(state, loop record, step) of the latest periodic checkpoint, or the fresh ones."""
-  latest = periodic.latest_step()
-  if latest is None:
+def _resume(periodic, best, state, iterator, log):
+  """(state, loop record, step) of the newest verified periodic checkpoint, or the fresh ones.
+
+  A best checkpoint the record names but `best/` lacks (a kill between the two commits of one
+  epoch end) is written again from the periodic checkpoint of that step, the same state.
+  """
+  found = periodic.restore_latest(state.checkpoint_items(), log)
+  if found is None:
     return state, {"best_oa": -1.0, "best_step": 0}, 0
-  items, saved = periodic.restore(latest, state.checkpoint_items())
+  items, saved, step = found
   # Checkpoints hold host 0's iterator; hosts consume one batch each per step, so its position
   # is every host's, and only the shard differs.
   position = {**json.loads(saved["iterator"]), "shard_index": jax.process_index()}
   iterator.set_state(json.dumps(position).encode())
-  return state.replace(**items), saved["loop"], int(latest)
+  state, loop = state.replace(**items), saved["loop"]
+  if loop["best_step"] == step and step not in best.steps():
+    log(f"{best.directory}: step {step} missing (interrupted save); written again from "
+        f"{periodic.directory}/{step}")
+    best.save(step, state.checkpoint_items(), saved)
+    best.wait()
+  return state, loop, step
 
 
-def _check_finite(got, pending, steps_per_epoch, last_saved, directory):
-  for (at, _), m in zip(pending, got):
-    if not np.isfinite(m["loss"]):
-      kept = (f"the last good checkpoint is step {last_saved} in {directory}"
-              if last_saved else "no checkpoint was written before it")
-      raise RSVQAError(f"loss is {float(m['loss'])} at step {at} (epoch "
-                       f"{(at - 1) // steps_per_epoch + 1}): training stopped; {kept}")
+class Divergence:
+  """Stops a run whose training loss runs away, before a diverged state is checkpointed.
+
+  The early level is the loss of the run's first step, before any update (about log of the
+  number of answers: a model that learned nothing), kept in the loop record so a resumed run
+  compares against the same level; a run diverges when its loss stays above
+  train.divergence_factor x that level for train.divergence_steps steps in a row, or when a
+  loss or a gradient is not finite.
+  """
+
+  def __init__(self, config, loop):
+    self.factor = config.train.divergence_factor
+    self.patience = config.train.divergence_steps
+    self.early = loop.get("early_loss")
+    self.run = 0
+
+  def check(self, steps_metrics):
+    """(step, reason) of the first divergence among [(step, fetched metrics)], else None."""
+    for at, m in steps_metrics:
+      loss = float(m["loss"])
+      if self.early is None and np.isfinite(loss):
+        self.early = loss
+      if not np.isfinite(loss):
+        return at, f"loss is {loss}"
+      if not bool(m["finite_grads"]):
+        return at, "a gradient is not finite"
+      if self.early is None or not self.factor:
+        continue
+      self.run = self.run + 1 if loss > self.factor * self.early else 0
+      if self.run >= self.patience:
+        return at, (f"loss {loss:.4g} stayed above {self.factor:g} x its early level "
+                    f"{self.early:.4g} for {self.patience} steps")
+    return None
+
+  def record(self, loop):
+    """The loop record with the early level, so a resumed run keeps comparing against it."""
+    return {**loop, "early_loss": self.early}
 
 
 def train(config, workdir, *, dataset=None, features=None, log=print, augment_features=None):
@@ -131,9 +194,19 @@ def train(config, workdir, *, dataset=None, features=None, log=print, augment_fe
 
   Without `dataset`, the explicit input stages run first (train/prepare.py: a synthetic
   config's dataset, a synthetic_resnet's pretraining). `augment_features`: {variant: Features}
-  for config.data.augment_variants, instead of the feature cache (in-memory tasks).
+  for config.data.augment_variants, instead of the feature cache (in-memory tasks). One run at
+  a time per workdir: host 0 holds workdir/.lock while it trains.
   """
+  config_lib.check(config)
   checkpointing.check_or_record_config(workdir, config, record=False)
+  shd.maybe_initialize_distributed()  # before anything asks JAX about processes or devices
+  lock = (storage.locked(workdir, "training") if jax.process_index() == 0
+          else contextlib.nullcontext())
+  with lock:
+    return _train(config, workdir, dataset, features, augment_features, log)
+
+
+def _train(config, workdir, dataset, features, augment_features, log):
   t = config.train
   run, positional = _build(config, workdir, dataset, features, augment_features, log)
   checkpointing.check_or_record_config(workdir, config)  # recorded once the config proved usable
@@ -145,7 +218,7 @@ def train(config, workdir, *, dataset=None, features=None, log=print, augment_fe
       train_cols.columns, batch_size=local_bs, shuffle=True, seed=config.seed,
       num_epochs=t.num_epochs, drop_remainder=True, length_buckets=train_cols.buckets,
       lengths=train_cols.lengths)
-  state, loop, step = _resume(periodic, run_lib.new_state(run), iterator)
+  state, loop, step = _resume(periodic, best, run_lib.new_state(run), iterator, log)
   if step >= total_steps:
     log(f"{workdir}: finished ({step} of {total_steps} steps); best validation OA "
         f"{loop['best_oa']:.4f} at step {loop['best_step']}")
@@ -156,6 +229,7 @@ def train(config, workdir, *, dataset=None, features=None, log=print, augment_fe
   train_step = run_lib.compiled_steps(config, run.mesh)[1]
   writer = MetricsWriter(workdir, step)
   val_split = config.data.val_split
+  divergence = Divergence(config, loop)
   last_saved = step
 
   def save(mgr, at):
@@ -181,7 +255,15 @@ def train(config, workdir, *, dataset=None, features=None, log=print, augment_fe
       ckpt_due = step % t.checkpoint_every_steps == 0 or epoch_end
       if step % t.log_every_steps == 0 or ckpt_due:
         got = jax.device_get([mm for _, mm in pending])
-        _check_finite(got, pending, steps_per_epoch, last_saved, periodic.directory)
+        diverged = divergence.check([(at, mm) for (at, _), mm in zip(pending, got)])
+        if diverged:
+          at, reason = diverged
+          kept = (f"the last checkpoint, step {last_saved}, is in {periodic.directory}"
+                  if last_saved else "no checkpoint was written before it")
+          raise RSVQAError(f"training diverged at step {at} (epoch "
+                           f"{(at - 1) // steps_per_epoch + 1}): {reason}; stopped; {kept} (lower "
+                           "optim.lr / optim.text_lr)")
+        loop = divergence.record(loop)
         elapsed = max(time.time() - window_start, 1e-9)
         n = sum(int(mm["n"]) for mm in got)
         record = {"step": step, "epoch": step / steps_per_epoch, "split": "train",
@@ -195,8 +277,8 @@ def train(config, workdir, *, dataset=None, features=None, log=print, augment_fe
         table = validation_record(run, state, val_split)
         writer.write({"step": step, "epoch": step / steps_per_epoch, "split": val_split, **table})
         if table["oa"] > loop["best_oa"]:
-          loop = {"best_oa": table["oa"], "best_step": step}
-          if step not in (best.manager.all_steps() or []):
+          loop = {**loop, "best_oa": table["oa"], "best_step": step}
+          if step not in best.steps():
             save(best, step)
         window_start = time.time()
       if ckpt_due:

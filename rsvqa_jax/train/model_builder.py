@@ -5,8 +5,10 @@ text.checkpoint, or random init of text.word_dim / text.hidden_dim when it is "r
 see config.check_weights) or a BERT family encoder ("distilbert", "bert", "roberta") read from a
 local Hugging Face folder. The tokenizer is built here from the dataset's words (Skip-thoughts)
 or the folder's tokenizer files; the weight loaders in models/ take its vocabulary. config.model
-is the fusion + classifier (models/vqa.py). Randomly initialised parts are built in one compiled
-program (checkpoints.jit_init) rather than op by op.
+is the head (models/vqa.py): the paper's fusion + classifier on the pooled image vector, or the
+original RSVQA code's head on the image map (model.head="original", given the map's shape).
+Randomly initialised parts are built in one compiled program (checkpoints.jit_init) rather than
+op by op.
 """
 from flax import nnx
 
@@ -16,13 +18,13 @@ from rsvqa_jax.errors import RSVQAError
 from rsvqa_jax.models.bert import FAMILIES
 from rsvqa_jax.models.checkpoints import jit_init
 from rsvqa_jax.models.skipthoughts import SkipThoughts
-from rsvqa_jax.models.vqa import RSVQAModel, VQAHead
+from rsvqa_jax.models.vqa import RSVQAModel, make_head
 
 ENCODERS = ("skipthoughts",) + FAMILIES
 
 
 def pretrained_skipthoughts(folder, words, *, allow_pickle=False, dropout=0.0, bayesian=False,
-                            rngs=None):
+                            strip_question_mark=False, rngs=None):
   """(SkipThoughts, WordTokenizer) of a uni-skip folder for a dataset's words.
 
   Dataset words missing from the dictionary map to UNK (tokenizer.unknown_words lists them).
@@ -30,7 +32,7 @@ def pretrained_skipthoughts(folder, words, *, allow_pickle=False, dropout=0.0, b
   # Imported here: the loader reads large files and only pretrained runs need it.
   from rsvqa_jax.models import skipthoughts_params  # pylint: disable=g-import-not-at-top
   dictionary = skipthoughts_params.read_dictionary_of(folder)
-  tokenizer = WordTokenizer.build(words, dictionary)
+  tokenizer = WordTokenizer.build(words, dictionary, strip_question_mark=strip_question_mark)
   encoder = skipthoughts_params.load_skipthoughts(
       folder, tokenizer.vocab, dictionary=dictionary, allow_pickle=allow_pickle, dropout=dropout,
       bayesian=bayesian, rngs=rngs)
@@ -49,10 +51,13 @@ def pretrained_bert(folder, *, max_length=None, rngs=None):
 def load_text_encoder(text_cfg, words, rngs):
   """(pretrained encoder nnx.Module with out_dim, tokenizer with encode() and pad_id)."""
   if text_cfg.encoder == "skipthoughts":
-    return pretrained_skipthoughts(text_cfg.checkpoint, words, allow_pickle=text_cfg.allow_pickle,
-                                   dropout=text_cfg.dropout, bayesian=text_cfg.bayesian,
-                                   rngs=rngs)
+    return pretrained_skipthoughts(text_cfg.checkpoint, words, dropout=text_cfg.dropout,
+                                   bayesian=text_cfg.bayesian,
+                                   strip_question_mark=text_cfg.strip_question_mark, rngs=rngs)
   if text_cfg.encoder in FAMILIES:
+    if text_cfg.strip_question_mark:
+      raise RSVQAError(f"config text.strip_question_mark=true: the {text_cfg.encoder} tokenizer "
+                       "keeps its own punctuation; the option is for Skip-thoughts")
     if is_random(text_cfg.checkpoint):
       raise RSVQAError(f"config text.checkpoint={text_cfg.checkpoint!r}: text.encoder="
                        f"{text_cfg.encoder} needs a local Hugging Face folder (config.json, "
@@ -67,15 +72,20 @@ def load_text_encoder(text_cfg, words, rngs):
   raise RSVQAError(f"config text.encoder={text_cfg.encoder!r}: choose one of {ENCODERS}")
 
 
-def build(config, *, words, num_answers, image_dim):
-  """(RSVQAModel, tokenizer); parameters drawn from config.seed."""
+def build(config, *, words, num_answers, image_dim, map_shape=None):
+  """(RSVQAModel, tokenizer); parameters drawn from config.seed.
+
+  `map_shape`: (h, w, C) of the image map whose flattened rows are the image features, for
+  model.head="original".
+  """
   t = config.text
 
   def head(q_dim, rngs):
-    return VQAHead(config.model, q_dim=q_dim, v_dim=image_dim, num_answers=num_answers, rngs=rngs)
+    return make_head(config.model, q_dim=q_dim, v_dim=image_dim, num_answers=num_answers,
+                     map_shape=map_shape, rngs=rngs)
 
   if t.encoder == "skipthoughts" and is_random(t.checkpoint):
-    tokenizer = WordTokenizer.build(words)
+    tokenizer = WordTokenizer.build(words, strip_question_mark=t.strip_question_mark)
 
     def construct(params_key, dropout_key):
       rngs = nnx.Rngs(params=params_key, dropout=dropout_key)

@@ -8,12 +8,15 @@ from rsvqa_jax.train import run as run_lib
 CHECKPOINTS = ("best", "last")
 
 
-def restore(workdir, splits, *, which="best", data_root=None, dataset=None, features=None):
+def restore(workdir, splits, *, which="best", data_root=None, dataset=None, features=None,
+            log=print):
   """(Run with the columns of `splits`, restored TrainState, its step) of a workdir.
 
-  `which`: "best" (best on validation) or "last" (the latest periodic checkpoint);
-  `data_root` replaces the recorded dataset folder (moved since training); `dataset` /
-  `features` replace the ones the config names (in-memory tasks).
+  `which`: "best" (best on validation) or "last" (the newest periodic checkpoint that
+  verifies); `data_root` replaces the recorded dataset folder (moved since training);
+  `dataset` / `features` replace the ones the config names (in-memory tasks). Every checkpoint
+  is verified against the checksums recorded when it was saved (train/checkpointing.py); `log`
+  gets one line per checkpoint skipped or stood in for.
   """
   if which not in CHECKPOINTS:
     raise RSVQAError(f"checkpoint {which!r}: choose one of {', '.join(CHECKPOINTS)}")
@@ -21,11 +24,42 @@ def restore(workdir, splits, *, which="best", data_root=None, dataset=None, feat
   if data_root:
     config.data.root = data_root
   run = run_lib.build(config, workdir, splits, dataset=dataset, features=features)
-  state = run_lib.new_state(run)
-  folder = os.path.join(workdir, "best" if which == "best" else "checkpoints")
-  mgr = checkpointing.Checkpoints(folder, 1 if which == "best" else config.train.keep_checkpoints)
-  step = mgr.latest_step()
+  like = run_lib.new_state(run)
+  periodic = checkpointing.Checkpoints(os.path.join(workdir, "checkpoints"),
+                                       config.train.keep_checkpoints)
+  if which == "last":
+    found = periodic.restore_latest(like.checkpoint_items(), log)
+  else:
+    found = _best(workdir, periodic, like.checkpoint_items(), log)
+  if found is None:
+    raise RSVQAError(f"{workdir}: no checkpoint to evaluate (has training run?)")
+  items, _, step = found
+  return run, like.replace(**items), int(step)
+
+
+def _best(workdir, periodic, like, log):
+  """(items, data, step) of the best-on-validation state: best/N for the N the run recorded.
+
+  The run's record (the newest periodic checkpoint's loop) names the best step; when best/
+  lacks it (a kill between the two saves of an epoch end) or it does not verify, the periodic
+  checkpoint of that step, the same state, stands in, with a line saying so.
+  """
+  best = checkpointing.Checkpoints(os.path.join(workdir, "best"), 1)
+  recorded = next((d["loop"].get("best_step") for d in map(periodic.data, reversed(periodic.steps()))
+                   if d and isinstance(d.get("loop"), dict)), None)
+  step = recorded or (best.steps() or [None])[-1]
   if step is None:
-    raise RSVQAError(f"{mgr.directory}: no checkpoint to evaluate (has training run?)")
-  items, _ = mgr.restore(step, state.checkpoint_items())
-  return run, state.replace(**items), int(step)
+    return None
+  if step in best.steps():
+    try:
+      items, data = best.restore(step, like)
+      return items, data, step
+    except checkpointing.CorruptCheckpoint as e:
+      log(f"{e}; skipped")
+  if step in periodic.steps():
+    items, data = periodic.restore(step, like)
+    log(f"{best.directory}: step {step} missing or corrupted; its periodic checkpoint "
+        f"{periodic.directory}/{step} (the same state) is used")
+    return items, data, step
+  raise RSVQAError(f"{best.directory}: the run's best step {step} has no checkpoint that "
+                   "verifies")

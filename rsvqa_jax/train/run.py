@@ -4,6 +4,10 @@ Training, every evaluator and the study build a `Run` the same way (dataset, ans
 image features, model, encoded columns, mesh), so a restored model sees exactly the inputs it
 was trained on, and every prediction goes through the one compiled eval step of its config
 (same compute dtype, same mesh).
+
+The image features are a table with one row per image; for the original RSVQA head
+(model.head="original") that row is the image's flattened final map (image.map), not its pooled
+vector, so the input pipeline, the random-image swaps and every evaluator run unchanged.
 """
 import dataclasses
 import functools
@@ -27,7 +31,7 @@ class Run:
   workdir: str
   dataset: object
   vocab: object
-  features: object  # .features [N, D], .image_ids [N]
+  features: object  # .features [N, D] (D = h*w*C, the flattened map: original head), .image_ids
   tokenizer: object
   model: object  # no text_encoder when question_vectors is set
   columns: dict  # split name -> inputs.SplitColumns
@@ -47,6 +51,33 @@ class Run:
     return inputs.model_batch(local, tables, self.question_vectors, variant)
 
 
+def head_features(config, features):
+  """(features whose rows the head reads, image map shape (h, w, C) or None).
+
+  The paper's head reads the pooled vectors as they are; the original head reads each image's
+  final map, flattened row-major into one row (a view: a memory-mapped cache stays on disk).
+  `features` is the cache's ImageFeatures, or any object with `features`, `image_ids` and
+  `feature_map` [N, h, w, C] (in-memory tasks).
+  """
+  if config.model.head != "original":
+    return features, None
+  fmap = getattr(features, "feature_map", None)
+  if fmap is None:
+    raise RSVQAError("config model.head=original reads the image map, and these image features "
+                     "carry none (cache them with --config.image.map=true)")
+  return inputs.Features(fmap.reshape(len(fmap), -1), features.image_ids), tuple(fmap.shape[1:])
+
+
+def _check_original_head(config):
+  """The original head's input needs, refused before any dataset or feature work."""
+  if not config.image.map:
+    raise RSVQAError("config model.head=original reads the image map: set "
+                     "--config.image.map=true")
+  if config.data.augment_variants:
+    raise RSVQAError("config data.augment_variants: the augmentation caches hold pooled vectors "
+                     "and model.head=original reads image maps; set data.augment_variants=()")
+
+
 def build(config, workdir, splits, *, dataset=None, features=None):
   """The Run of `config` with the encoded columns of `splits`.
 
@@ -55,6 +86,8 @@ def build(config, workdir, splits, *, dataset=None, features=None):
   """
   shd.maybe_initialize_distributed()
   config_lib.check_weights(config, image=features is None)
+  if config.model.head == "original":
+    _check_original_head(config)
   dataset = dataset if dataset is not None else inputs.load_dataset(config, workdir)
   for s in splits:
     if s not in dataset.splits:
@@ -63,9 +96,11 @@ def build(config, workdir, splits, *, dataset=None, features=None):
   vocab = inputs.answer_vocab(dataset, config, workdir)
   if features is None:  # every split's images: one cache entry serves training and evaluation
     features = inputs.image_features(config, dataset, workdir, None)
+  features, map_shape = head_features(config, features)
   model, tokenizer = model_builder.build(config, words=inputs.dataset_words(dataset),
                                          num_answers=len(vocab),
-                                         image_dim=int(features.features.shape[1]))
+                                         image_dim=int(features.features.shape[1]),
+                                         map_shape=map_shape)
   vectors, rows = None, {}
   if config_lib.caches_questions(config):
     vectors, rows = inputs.question_vectors(config, dataset, workdir, model.text_encoder,

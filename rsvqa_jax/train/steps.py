@@ -60,7 +60,7 @@ def _logits(state, params, batch, compute_dtype, *, deterministic, key=None):
 
 
 def make_train_step(optimizer, mesh, compute_dtype="float32"):
-  """jit(state, batch) -> (state, {"loss", "n", "correct"}); the state is donated."""
+  """jit(state, batch) -> (state, {"loss", "n", "correct", "finite_grads"}); state donated."""
   dtype = DTYPES[compute_dtype]
 
   def step(state, batch):
@@ -76,8 +76,10 @@ def make_train_step(optimizer, mesh, compute_dtype="float32"):
     updates, opt_state = optimizer.update(grads, state.opt_state, state.params)
     params = optax.apply_updates(state.params, updates)
     correct = ((logits.argmax(-1) == batch["answer"]) & (batch["answer"] >= 0)).sum()
+    finite = jnp.all(jnp.stack([jnp.isfinite(g).all() for g in jax.tree.leaves(grads)] or
+                               [jnp.asarray(True)]))
     new_state = state.replace(params=params, opt_state=opt_state, step=state.step + 1)
-    return new_state, {"loss": loss, "n": n, "correct": correct}
+    return new_state, {"loss": loss, "n": n, "correct": correct, "finite_grads": finite}
 
   rep, data = shd.replicated(mesh), shd.batch_sharding(mesh)
   return jax.jit(step, in_shardings=(rep, data), out_shardings=(rep, rep), donate_argnums=0)

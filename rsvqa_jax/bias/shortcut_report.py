@@ -1,0 +1,385 @@
+"""The shortcut benchmark's folder, its statistics (the paper's Table 1, Figures 5 and 6) and the
+tables of a model scored on it (IID vs OOD, Table 4's selection comparison, Table 2's layout).
+
+`create` writes a benchmark folder O whole or not at all (built beside it, renamed into place;
+an earlier benchmark there is replaced, any other folder refused):
+  data/                    the re-split dataset in the source's official layout (data/resplit.py;
+                           its test split is the IID test set)
+  split.json               {"train", "val", "iid_test"}: question ids of the source dataset
+  concepts.csv             question_id,split,qt,kw,kwp,qt_kw,ko,kop,qt_ko,kw_ko,qt_kw_ko
+  ood_{concept}.json       the question ids of each concept's OOD test set
+  shortcuts.json           what it was made from (source, seed, unit, labels) and the counts
+  statistics.md            every table below, and the figures
+  statistics/              splits, groups (Table 1), answer_shift (Figure 5), head_jaccard
+                           (Figure 6a), ood_overlap (Figure 6b) as CSV / Markdown / LaTeX, and
+                           groups.png, answer_shift.png, head_jaccard.png, ood_overlap.png
+"""
+import contextlib
+import dataclasses
+import math
+import os
+import shutil
+import time
+
+import numpy as np
+from matplotlib.figure import Figure
+
+from rsvqa_jax import storage
+from rsvqa_jax.bias import plots
+from rsvqa_jax.bias import shortcuts
+from rsvqa_jax.bias import tables
+from rsvqa_jax.data import resplit
+from rsvqa_jax.errors import RSVQAError
+
+VERSION = 1
+STATS_DIR = "statistics"
+STATS_FILE = "statistics.md"
+ADAPTIVE = "adaptive overfitting"
+NAMES = shortcuts.CONCEPT_NAMES
+TOP_K = 8  # answers shown per panel of the answer-shift figure
+
+
+# Statistics of the benchmark itself.
+
+def splits_table(bench, seed, unit, labels):
+  pooled = sum(len(s) for s in bench.splits.values())
+  rows = []
+  for name in shortcuts.SPLITS:
+    split = bench.splits[name]
+    rows.append((name, len(split), len(np.unique(split.image_id)), len(split) / pooled,
+                 len(set(split.answer.tolist()))))
+  caption = (f"Re-split of train + val ({pooled} questions), seed {seed}, unit {unit}: questions, "
+             f"images, share of the questions (%), distinct answers; image labels: "
+             f"{labels['kind']} ({labels['images_labelled']} of {labels['images']} images "
+             f"labelled, {labels['labels']} labels)")
+  return tables.Table(caption=caption, columns=("split", "questions", "images", "share (%)",
+                                                 "answers"), rows=tuple(rows))
+
+
+def groups_table(bench):
+  """Table 1: groups, imbalanced groups and OOD samples per concept, and what a prior scores."""
+  train, test = bench.splits["train"], bench.splits["iid_test"]
+  type_hits = shortcuts.type_prior(train, test).prediction == test.answer
+  rows = []
+  for c in shortcuts.CONCEPTS:
+    rule, head = bench.test_rules[c], bench.train_rules[c]
+    ood = rule.ood
+    shortcut_hits = shortcuts.concept_prior(bench.concepts["train"][c], train,
+                                            bench.concepts["iid_test"][c], test).prediction
+    shortcut_hits = shortcut_hits == test.answer
+    rows.append((NAMES[c], rule.n_groups, rule.n_imbalanced, int(ood.sum()), ood.mean(),
+                 len(set(test.answer[ood].tolist())), head.n_groups, int(head.head.sum()),
+                 type_hits.mean(), _mean(type_hits[ood]), shortcut_hits.mean(),
+                 _mean(shortcut_hits[ood])))
+  caption = (f"Concepts on the IID test split ({len(test)} questions): groups, imbalanced groups "
+             f"(normalised answer entropy < {shortcuts.ENTROPY_THRESHOLD}), OOD samples (answers "
+             f"with count < {float(shortcuts.TAIL_FACTOR)} x the group's mean); train groups and "
+             "head-split samples; Prior_Acc = the question type's most common train answer, "
+             "Shortcut_Acc = the concept group's most common train answer (the shortcut "
+             "itself), on the IID test split and on the OOD set")
+  return tables.Table(caption=caption, columns=(
+      "concept", "groups", "imbalanced groups", "OOD samples", "OOD share (%)", "OOD answers",
+      "train groups", "train head split", "Prior_Acc IID (%)", "Prior_Acc OOD (%)",
+      "Shortcut_Acc IID (%)", "Shortcut_Acc OOD (%)"), rows=tuple(rows))
+
+
+def _mean(values):
+  return float(np.mean(values)) if len(values) else math.nan
+
+
+def answer_shift(bench, concept, top_k=TOP_K):
+  """(group value, answers, train shares, OOD shares) of the group with the most OOD samples."""
+  rule = bench.test_rules[concept]
+  if not rule.ood.any():
+    return None
+  counts = np.bincount(rule.group[rule.ood], minlength=rule.n_groups)
+  value = rule.values[int(counts.argmax())]
+  train, test = bench.splits["train"], bench.splits["iid_test"]
+  picked = {"train": train.select(bench.concepts["train"][concept] == value),
+            "OOD": test.select(rule.ood & (bench.concepts["iid_test"][concept] == value))}
+  # One pseudo question type over the whole group, so plots.distribution ranks its answers.
+  whole = {k: dataclasses.replace(v, qtype=np.full(len(v), "", object)) for k, v in picked.items()}
+  answers, shares = plots.distribution(whole, "", top_k)
+  return value, answers, shares["train"], shares["OOD"]
+
+
+def answer_shift_table(bench):
+  rows = []
+  for c in shortcuts.CONCEPTS:
+    shift = answer_shift(bench, c)
+    if shift is None:
+      rows.append((NAMES[c], "(no OOD sample)", "", "", ""))
+      continue
+    value, answers, train, ood = shift
+    rows += [(NAMES[c], value, a, t, o) for a, t, o in zip(answers, train, ood)]
+  return tables.Table(caption="Answer shares (%) in train and in the OOD set of each concept's "
+                              "group with the most OOD samples (Figure 5)",
+                      columns=("concept", "group", "answer", "train (%)", "OOD (%)"),
+                      rows=tuple(rows))
+
+
+def matrices(bench):
+  """(head-split Jaccard in train, OOD overlap |A and B| / |A|): [9, 9] each, rows = A."""
+  heads = [bench.train_rules[c].head for c in shortcuts.CONCEPTS]
+  oods = [bench.test_rules[c].ood for c in shortcuts.CONCEPTS]
+  return (np.array([[shortcuts.jaccard(a, b) for b in heads] for a in heads]),
+          np.array([[shortcuts.overlap(a, b) for b in oods] for a in oods]))
+
+
+def matrix_table(matrix, caption):
+  return tables.Table(caption=caption, columns=("", *(NAMES[c] for c in shortcuts.CONCEPTS)),
+                      rows=tuple((NAMES[c], *map(float, row))
+                                 for c, row in zip(shortcuts.CONCEPTS, matrix)))
+
+
+JACCARD_CAPTION = ("Jaccard similarity (%) of the concepts' head splits in train (Figure 6a): "
+                   "samples of head answers in imbalanced train groups")
+OVERLAP_CAPTION = ("Overlap of the OOD sets (%, Figure 6b): row A, column B = |A and B| / |A|, "
+                   "the share of A's OOD samples that are also in B's")
+
+
+def groups_figure(bench, path):
+  fig = Figure(figsize=(9, 3.8))
+  ax = fig.subplots()
+  x = np.arange(len(shortcuts.CONCEPTS))
+  bars = {"groups": [bench.test_rules[c].n_groups for c in shortcuts.CONCEPTS],
+          "imbalanced groups": [bench.test_rules[c].n_imbalanced for c in shortcuts.CONCEPTS],
+          "OOD samples": [int(bench.test_rules[c].ood.sum()) for c in shortcuts.CONCEPTS]}
+  for j, (label, values) in enumerate(bars.items()):
+    drawn = ax.bar(x + (j - 1) * 0.27, np.maximum(values, 0.8), 0.27, label=label)
+    ax.bar_label(drawn, labels=[str(v) for v in values], fontsize=6, padding=1)
+  ax.set_yscale("log")
+  ax.set_xticks(x, [NAMES[c] for c in shortcuts.CONCEPTS])
+  ax.set_ylabel("count (log scale)")
+  ax.set_title(f"Concepts on the IID test split ({len(bench.splits['iid_test'])} questions)")
+  ax.legend(fontsize=7)
+  return plots.save(fig, path, dpi=120)
+
+
+def answer_shift_figure(bench, path):
+  fig = Figure(figsize=(13, 9.5))
+  axes = fig.subplots(3, 3, squeeze=False)
+  for ax, c in zip(axes.flat, shortcuts.CONCEPTS):
+    shift = answer_shift(bench, c)
+    if shift is None:
+      ax.set_title(f"{NAMES[c]}: no OOD sample", fontsize=9)
+      ax.axis("off")
+      continue
+    value, answers, train, ood = shift
+    x = np.arange(len(answers))
+    for j, (label, share) in enumerate((("train", train), ("OOD", ood))):
+      ax.bar(x + (j - 0.5) * 0.4, 100 * share, 0.4, label=label)
+    ax.set_title(f"{NAMES[c]} = {value}"[:70], fontsize=8)
+    ax.set_xticks(x, answers, rotation=30, ha="right", fontsize=7)
+    ax.set_ylabel("% of the group")
+    ax.set_ylim(0, 105)
+    ax.legend(fontsize=7)
+  fig.suptitle("Answers in train and in the OOD set, per concept's group with the most OOD "
+               "samples")
+  return plots.save(fig, path, dpi=110)
+
+
+def matrix_figure(matrix, title, path):
+  fig = Figure(figsize=(6.4, 5.6))
+  ax = fig.subplots()
+  image = ax.imshow(np.nan_to_num(100 * matrix), vmin=0, vmax=100, cmap="viridis")
+  labels = [NAMES[c] for c in shortcuts.CONCEPTS]
+  ax.set_xticks(range(len(labels)), labels, rotation=45, ha="right", fontsize=8)
+  ax.set_yticks(range(len(labels)), labels, fontsize=8)
+  for (i, j), v in np.ndenumerate(matrix):
+    ax.text(j, i, "n/a" if math.isnan(v) else f"{100 * v:.0f}", ha="center", va="center",
+            fontsize=6, color="white" if math.isnan(v) or v < 0.6 else "black")
+  fig.colorbar(image, ax=ax, label="%")
+  ax.set_title(title, fontsize=9)
+  return plots.save(fig, path, dpi=120)
+
+
+def write_statistics(bench, folder, seed, unit, labels):
+  """The statistics tables (CSV / Markdown / LaTeX) and figures under `folder`; returns the
+  Markdown of the tables, with the figures linked relative to the folder's parent."""
+  jac, over = matrices(bench)
+  named = {"splits": splits_table(bench, seed, unit, labels), "groups": groups_table(bench),
+           "answer_shift": answer_shift_table(bench),
+           "head_jaccard": matrix_table(jac, JACCARD_CAPTION),
+           "ood_overlap": matrix_table(over, OVERLAP_CAPTION)}
+  for stem, table in named.items():
+    tables.write(table, folder, stem)
+  base = os.path.basename(folder)
+  figures = {"groups": groups_figure(bench, os.path.join(folder, "groups.png")),
+             "answer_shift": answer_shift_figure(bench, os.path.join(folder, "answer_shift.png")),
+             "head_jaccard": matrix_figure(jac, "Head splits in train: Jaccard (%)",
+                                           os.path.join(folder, "head_jaccard.png")),
+             "ood_overlap": matrix_figure(over, "OOD sets: |row and column| / |row| (%)",
+                                          os.path.join(folder, "ood_overlap.png"))}
+  parts = ["# Shortcut OOD benchmark: statistics", ""]
+  for stem, table in named.items():
+    parts.append(tables.to_markdown(table))
+    if stem in figures:
+      parts.append(f"![{stem}]({base}/{os.path.basename(figures[stem])})\n")
+  return "\n".join(parts)
+
+
+# The benchmark folder.
+
+@contextlib.contextmanager
+def rebuilt(folder):
+  """Yields an empty temporary folder that replaces `folder` whole when the block completes
+  (readers see the old folder or the new one, never a mix; a failed block changes nothing)."""
+  parent, name = os.path.split(os.path.abspath(folder))
+  aside = None
+  with storage.building(parent, name) as tmp:
+    yield tmp
+    if os.path.exists(folder):
+      aside = os.path.join(parent, f".old-{name}-{os.getpid()}-{time.time_ns()}")
+      os.rename(folder, aside)
+  if aside:
+    shutil.rmtree(aside, ignore_errors=True)
+
+
+def _check_out(out, source):
+  """RSVQAError unless `out` may be (re)written: absent, empty, or an earlier benchmark."""
+  real_out, real_source = os.path.realpath(out), os.path.realpath(source)
+  if real_source == real_out or real_source.startswith(real_out + os.sep):
+    raise RSVQAError(f"--out {out}: holds the source dataset {source}; choose another folder")
+  if not os.path.exists(out):
+    return
+  if not os.path.isdir(out) or (os.listdir(out) and
+                                not os.path.isfile(os.path.join(out, shortcuts.MANIFEST))):
+    raise RSVQAError(f"{out}: holds files that are not a shortcut benchmark (no "
+                     f"{shortcuts.MANIFEST}); refusing to write over it")
+
+
+def create(dataset, out, *, seed=0, unit="image", labels=None, log=print):
+  """Writes the benchmark folder `out` of a records.Dataset read from its official layout.
+
+  `labels`: a shortcuts.ImageLabels (None: the dataset's own, shortcuts.find_labels). Returns
+  its manifest (shortcuts.json).
+  """
+  started = time.time()
+  out = os.path.abspath(out)
+  _check_out(out, dataset.root)
+  pooled = shortcuts.pool(dataset)
+  image_ids = np.unique(pooled.image_id).tolist()
+  labels = labels or shortcuts.find_labels(dataset.root, dataset.name, image_ids)
+  described = labels.describe(image_ids)
+  if not described["images_labelled"]:
+    raise RSVQAError(f"{labels.source}: labels none of the {len(image_ids)} images of "
+                     f"{dataset.root}'s train and val splits (image ids of another dataset?)")
+  log(f"image labels: {described['kind']} from {described['source']} "
+      f"({described['images_labelled']} of {described['images']} images labelled)")
+  bench = shortcuts.build(dataset, seed, labels.labels, unit)
+  log(f"re-split {len(pooled)} questions: " + ", ".join(
+      f"{s} {len(bench.splits[s])}" for s in shortcuts.SPLITS) + "; OOD sets: " + ", ".join(
+      f"{NAMES[c]} {int(bench.test_rules[c].ood.sum())}" for c in shortcuts.CONCEPTS))
+  with rebuilt(out) as tmp:
+    split_of = {q: shortcuts.DATA_SPLIT[s] for s in shortcuts.SPLITS
+                for q in bench.splits[s].question_id.tolist()}
+    images = resplit.write(dataset.root, dataset.name, os.path.join(tmp, shortcuts.DATA_DIR),
+                           split_of)
+    shortcuts.write_files(tmp, bench)
+    text = write_statistics(bench, os.path.join(tmp, STATS_DIR), seed, unit, described)
+    with storage.replacing(os.path.join(tmp, STATS_FILE)) as f:
+      f.write(text)
+    manifest = {
+        "version": VERSION, "source": os.path.abspath(dataset.root), "dataset": dataset.name,
+        "seed": int(seed), "unit": unit, "shares": shortcuts.SHARES,
+        "entropy_threshold": shortcuts.ENTROPY_THRESHOLD,
+        "tail_factor": float(shortcuts.TAIL_FACTOR), "labels": described,
+        "questions": {s: len(bench.splits[s]) for s in shortcuts.SPLITS},
+        "images": {s: images[shortcuts.DATA_SPLIT[s]] for s in shortcuts.SPLITS},
+        "ood": {c: int(bench.test_rules[c].ood.sum()) for c in shortcuts.CONCEPTS},
+        "seconds": round(time.time() - started, 2)}
+    storage.write_json(os.path.join(tmp, shortcuts.MANIFEST), manifest)
+  log(f"wrote {out} ({manifest['seconds']:.1f}s; statistics in {os.path.join(out, STATS_FILE)})")
+  return manifest
+
+
+def ensure(dataset, out, *, seed=0, unit="image", labels=None, log=print):
+  """The manifest of benchmark `out`, created unless it already holds this dataset's benchmark
+  with this seed, unit and kind of labels (a resumed study must not rewrite the data it trains
+  on)."""
+  manifest = storage.read_json(os.path.join(out, shortcuts.MANIFEST))
+  wanted = {"version": VERSION, "source": os.path.abspath(dataset.root), "dataset": dataset.name,
+            "seed": int(seed), "unit": unit}
+  if (isinstance(manifest, dict) and all(manifest.get(k) == v for k, v in wanted.items())
+      and (labels is None or manifest.get("labels", {}).get("kind") == labels.kind)):
+    return manifest
+  return create(dataset, out, seed=seed, unit=unit, labels=labels, log=log)
+
+
+# A model scored on the benchmark.
+
+def _label(key):
+  return "IID test" if key == "iid_test" else f"OOD {NAMES[key]}"
+
+
+def ood_table(result, caption):
+  """Accuracy per question type, AA, OA on IID test and each OOD set, the gap, Prior_Acc."""
+  types = tables.type_order(result["types"])
+  rows = []
+  for key, r in [("iid_test", result["iid_test"]), *result["ood"].items()]:
+    rows.append((_label(key), r["n"], *(r["per_type"][t] for t in types), r["aa"], r["oa"],
+                 "" if key == "iid_test" else r["gap_oa"], r["prior_acc"]))
+  rows.append(("Mean of the OOD sets", "", *[""] * len(types), "", result["mean_ood_oa"],
+               result["mean_gap_oa"], ""))
+  return tables.Table(caption=caption, columns=(
+      "set", "N", *(tables.type_name(t) for t in types), "AA (%)", "OA (%)",
+      "IID - OOD gap (OA points)", "Prior_Acc (%)"), rows=tuple(rows))
+
+
+SELECTIONS = (("iid_val", "IID val (default)"),
+              ("ood_val", f"OOD val ({ADAPTIVE})"),
+              ("ood_test", f"OOD test ({ADAPTIVE})"))
+
+
+def selection_table(selection):
+  """The paper's Table 4: test OA of the checkpoint each rule selects; the rules that look at OOD
+  data (a checkpoint per OOD set; for IID and the mean, one on the nine sets' mean) are labelled
+  adaptive overfitting."""
+  rows = []
+  for key, label in SELECTIONS:
+    picked = selection[key]
+    rows.append((label, picked["iid_test"], *(picked["ood"][c] for c in shortcuts.CONCEPTS),
+                 picked["mean_ood"]))
+  steps = ", ".join(map(str, selection["candidates"]))
+  return tables.Table(
+      caption=(f"Table 4 comparison, {ADAPTIVE}: test OA (%) of the checkpoint each rule selects "
+               f"among the workdir's kept checkpoints (steps {steps}); selecting on OOD val or "
+               f"OOD test looks at OOD data ({ADAPTIVE}): only IID val selection is the protocol"),
+      columns=("selected on", "IID test", *(f"OOD {NAMES[c]}" for c in shortcuts.CONCEPTS),
+               "mean OOD"), rows=tuple(rows))
+
+
+def models_table(entries, caption="Shortcut benchmark (Table 2 layout): OA (%) on the IID test "
+                                  "split and the nine OOD sets, mean (std) over seeds"):
+  """Rows: [(model label, [score() result per seed])]; columns IID, the nine OOD sets, mean."""
+  rows = []
+  for label, results in entries:
+    cells = [[r["iid_test"]["oa"] for r in results]]
+    cells += [[r["ood"][c]["oa"] for r in results] for c in shortcuts.CONCEPTS]
+    cells += [[r["mean_ood_oa"] for r in results]]
+    rows.append((label, len(results), *(tables.pct(*tables.mean_std(v)) if len(v) > 1
+                                         else tables.pct(v[0]) for v in cells)))
+  return tables.Table(caption=caption, columns=(
+      "model", "runs", "IID", *(NAMES[c] for c in shortcuts.CONCEPTS), "mean OOD"),
+      rows=tuple(rows))
+
+
+def largest_gaps(result, k=3):
+  """[(concept, IID - OOD OA gap)] of the k largest gaps, largest first (NaN gaps left out)."""
+  gaps = [(c, r["gap_oa"]) for c, r in result["ood"].items() if not math.isnan(r["gap_oa"])]
+  return sorted(gaps, key=lambda g: -g[1])[:k]
+
+
+def write_evaluation(result, folder, caption, selection=None, prefix="shortcuts"):
+  """{prefix}.json (the result, and the selection) and {prefix}_ood (and {prefix}_selection)
+  tables under `folder`; returns the tables written."""
+  os.makedirs(folder, exist_ok=True)
+  written = [ood_table(result, caption)]
+  tables.write(written[0], folder, f"{prefix}_ood")
+  if selection is not None:
+    written.append(selection_table(selection))
+    tables.write(written[1], folder, f"{prefix}_selection")
+  storage.write_json(os.path.join(folder, f"{prefix}.json"),
+                     {**result, **({"selection": selection} if selection else {})})
+  return written

@@ -1,0 +1,103 @@
+"""`rsvqa-jax tables --runs DIR`: the paper's Table 1 and Table 2 from a folder of workdirs.
+
+Every training workdir under DIR (a folder with the config.json that `train` records, at any
+depth) is read without loading a model: its config says which cell it fills (language model,
+frozen or fine-tuned, fusion, visual blind, the original head, the language model's learning
+rate), its metrics.jsonl the best validation OA (Table 1, Figure 8), and eval/SPLIT/accuracy.json,
+written by `rsvqa-jax evaluate`, its test accuracy (Table 2). Cells without a run read "missing";
+Table 2 rows whose runs were never evaluated read "not evaluated". Writes table1, table2 and,
+when the fine-tuned runs of a language model differ in its learning rate (configs/lr_sweep.py),
+figure8_lr (bias/tables.py layouts) as CSV, Markdown and LaTeX under --out, and prints the
+Markdown.
+"""
+import json
+import os
+
+from rsvqa_jax.errors import RSVQAError
+
+HELP = "Assemble the paper's Table 1 grid and Table 2 from a folder of workdirs."
+CONFIG_FILE = "config.json"  # train/checkpointing.py CONFIG_FILE
+METRICS_FILE = "metrics.jsonl"  # train/loop.py METRICS_FILE
+
+
+def add_arguments(parser):
+  parser.add_argument("--runs", required=True,
+                      help="folder holding training workdirs, at any depth")
+  parser.add_argument("--out", help="folder for the tables (default: RUNS/tables)")
+  parser.add_argument("--split", default="test",
+                      help="evaluated split Table 2 reads (default: test)")
+
+
+def _records(path):
+  """metrics.jsonl records; a line cut by a kill is skipped."""
+  out = []
+  try:
+    with open(path, encoding="utf-8") as f:
+      for line in f:
+        try:
+          out.append(json.loads(line))
+        except ValueError:
+          continue
+  except OSError:
+    pass
+  return [r for r in out if isinstance(r, dict)]
+
+
+def _json(path):
+  try:
+    with open(path, encoding="utf-8") as f:
+      return json.load(f)
+  except FileNotFoundError:
+    return None
+  except (OSError, ValueError) as e:
+    raise RSVQAError(f"{path}: unreadable ({e})") from None
+
+
+def workdirs(root):
+  """Training workdirs under `root` (folders with config.json), not looking inside them."""
+  found = []
+  for folder, dirs, files in os.walk(root):
+    if CONFIG_FILE in files and ("checkpoints" in dirs or "best" in dirs or METRICS_FILE in files):
+      found.append(folder)
+      dirs[:] = []
+    else:
+      dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+  return sorted(found)
+
+
+def read_run(workdir, split):
+  """A bias/tables.RunRecord of one workdir."""
+  from rsvqa_jax.bias import tables  # pylint: disable=g-import-not-at-top
+  config = _json(os.path.join(workdir, CONFIG_FILE))
+  try:
+    text, model = config["text"], config["model"]
+    return tables.RunRecord(
+        workdir=workdir, lm=text["encoder"], frozen=bool(text["frozen"]), fusion=model["fusion"],
+        blind=bool(model.get("blind", False)), original=model.get("head", "paper") == "original",
+        text_lr=float(config["optim"]["text_lr"]),
+        val_oa=tables.best_validation_oa(_records(os.path.join(workdir, METRICS_FILE))),
+        accuracy=_json(os.path.join(workdir, "eval", split, "accuracy.json")))
+  except (KeyError, TypeError, ValueError) as e:
+    raise RSVQAError(f"{workdir}/{CONFIG_FILE}: not a training config ({e!r} missing or wrong)") \
+        from None
+
+
+def run(args):
+  from rsvqa_jax.bias import tables  # pylint: disable=g-import-not-at-top
+  if not os.path.isdir(args.runs):
+    raise RSVQAError(f"--runs {args.runs}: not a folder")
+  found = workdirs(args.runs)
+  if not found:
+    raise RSVQAError(f"--runs {args.runs}: no training workdir (a folder with {CONFIG_FILE} and "
+                     f"{METRICS_FILE}) under it")
+  runs = [read_run(w, args.split) for w in found]
+  out = args.out or os.path.join(args.runs, "tables")
+  named = {"table1": tables.table1(runs), "table2": tables.table2(runs, args.split)}
+  swept = lambda lm: len({r.text_lr for r in runs if r.lm == lm and not r.frozen}) > 1
+  if any(swept(lm) for lm in tables.LM_ORDER):
+    named["figure8_lr"] = tables.lr_sweep_table(runs)
+  for stem, table in named.items():
+    tables.write(table, out, stem)
+    print(tables.to_markdown(table))
+  print(f"{len(runs)} workdirs read; wrote {', '.join(named)} (.csv, .md, .tex) to {out}")
+  return 0

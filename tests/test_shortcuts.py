@@ -1,0 +1,299 @@
+"""The shortcut OOD benchmark's rules on hand-built groups, and the benchmark folder it writes.
+
+Rules (bias/shortcuts.py, DESIGN.md 6.1): a group is imbalanced when H / log(n) < 0.9; its tail
+answers have count < 1.2 x the mean count per present answer; a one-answer group has no tail;
+PMI ties go to the higher N(w), then alphabetical; the image-unit re-split puts no image in two
+splits and draws 70 / 5 / 25 % of the images within rounding.
+"""
+import csv
+import json
+import math
+import os
+import shutil
+
+import numpy as np
+import pytest
+
+from rsvqa_jax import cli
+from rsvqa_jax.bias import shortcut_report, shortcuts
+from rsvqa_jax.data import records, rsvqa_json, synthetic
+from rsvqa_jax.errors import RSVQAError
+
+
+def _group(*counts):
+  """(values, answers) of one group "g" with answers a0, a1, ... counted as given."""
+  answers = [f"a{k}" for k, n in enumerate(counts) for _ in range(n)]
+  return ["g"] * len(answers), answers
+
+
+def _tails(*counts):
+  values, answers = _group(*counts)
+  rule = shortcuts.group_rules(values, answers)
+  return rule, sorted({a for a, o in zip(answers, rule.ood) if o})
+
+
+def test_entropy_rule_at_0_9():
+  # 3 / 7: H / log 2 = 0.881 < 0.9, imbalanced; 33 / 67: 0.915, balanced.
+  rule, tails = _tails(7, 3)
+  assert rule.imbalanced.tolist() == [True] and rule.entropy[0] == pytest.approx(0.8813, abs=1e-4)
+  assert tails == ["a1"]
+  rule, tails = _tails(67, 33)
+  assert rule.imbalanced.tolist() == [False] and tails == [] and not rule.head.any()
+
+
+def test_tail_rule_is_below_1_2_times_the_mean():
+  # 15 / 12 / 3 of 30: mean 10 per answer, tail below 12; 12 itself is head. H / log 3 = 0.859.
+  rule, tails = _tails(15, 12, 3)
+  assert rule.imbalanced.tolist() == [True]
+  assert tails == ["a2"]
+  assert int(rule.head.sum()) == 27 and int(rule.ood.sum()) == 3
+  # 10 / 5 / 3 of 18: mean 6, both 5 and 3 are tails (H / log 3 = 0.893).
+  assert _tails(10, 5, 3)[1] == ["a1", "a2"]
+
+
+def test_single_answer_groups_have_no_tail():
+  values = ["one"] * 5 + ["two"] * 10
+  answers = ["yes"] * 5 + ["yes"] * 9 + ["no"]
+  rule = shortcuts.group_rules(values, answers)
+  assert rule.values == ["one", "two"]
+  assert math.isnan(rule.entropy[0]) and rule.imbalanced.tolist() == [False, True]
+  assert np.flatnonzero(rule.ood).tolist() == [14]  # the "no" of group two only
+  assert not rule.head[:5].any() and rule.head[5:14].all()
+
+
+def _split(name, rows):
+  return records.Split.from_rows(name, [
+      dict(question_id=i, image_id=image, qtype="presence", question=q, answer=a, raw_answer=a)
+      for i, (image, q, a) in enumerate(rows)])
+
+
+def test_pmi_ties_go_to_the_higher_count_then_alphabetical():
+  # zebra (3 samples), apple and mango (1 each) occur only with "yes": equal PMI with it.
+  train = _split("train", [(0, "Is there zebra apple", "yes"), (0, "Is there zebra mango", "yes"),
+                           (1, "Is there zebra", "yes"), (1, "Is there kiwi", "no")])
+  c = shortcuts.Cooccurrence([shortcuts.words(q)[2:] for q in train.question.tolist()],
+                             train.answer.tolist())
+  assert c.pmi("zebra", "yes") == c.pmi("apple", "yes") == pytest.approx(math.log(4 / 3))
+  assert c.ranked(["mango", "apple", "zebra"], "yes") == ["zebra", "apple"]
+  assert c.ranked(["mango", "apple"], "yes") == ["apple", "mango"]
+  assert c.ranked(["zebra", "kiwi"], "no") == ["kiwi", "zebra"]  # PMI first: zebra never says no
+  assert c.pmi("unseen", "yes") == -math.inf
+  test = _split("test", [(2, "Is there apple mango zebra", "yes"), (2, "Is there apple", "no")])
+  values = shortcuts.concepts({"train": train, "test": test}, {0: ("farm",), 2: ("farm", "lake")})
+  assert values["test"]["qt"].tolist() == ["is there"] * 2
+  assert values["test"]["kw"].tolist() == ["zebra", "apple"]  # no: apple is unseen with "no"
+  assert values["test"]["kwp"].tolist() == ["apple+zebra", "apple"]
+  assert values["test"]["qt_kw_ko"][0] == "is there+zebra+farm"
+  assert values["test"]["kop"][0] == "farm+lake"  # lake unseen: -inf, after farm
+
+
+def test_question_type_and_its_words():
+  assert shortcuts.question_type("Is there a road?")[0] == "is there"
+  assert shortcuts.question_type("How many small roads are there in the image?")[0] == "how many"
+  assert shortcuts.question_type("Is an orchard present?")[0] == "is a"
+  qt, own = shortcuts.question_type("What is the amount of roads?")
+  assert qt == "what is the number of" and "amount" in own
+  assert shortcuts.question_type("Is it a rural or an urban area")[0] == (
+      "is it a rural or an urban area")
+  assert shortcuts.question_type("Which land cover classes are shown?")[0] == "which"
+
+
+def test_image_unit_split_keeps_images_whole():
+  rng = np.random.default_rng(0)
+  rows = [(image, f"Is there a road {k}?", "yes") for image in range(100)
+          for k in range(int(rng.integers(1, 9)))]
+  pooled = _split("pool", rows)
+  parts = shortcuts.resplit(pooled, seed=3, unit="image")
+  images = {s: set(pooled.image_id[i].tolist()) for s, i in parts.items()}
+  assert not (images["train"] & images["val"] or images["train"] & images["iid_test"]
+              or images["val"] & images["iid_test"])
+  assert {s: len(v) for s, v in images.items()} == {"train": 70, "val": 5, "iid_test": 25}
+  assert sorted(np.concatenate(list(parts.values())).tolist()) == list(range(len(pooled)))
+  again = shortcuts.resplit(pooled, seed=3, unit="image")
+  assert all(np.array_equal(parts[s], again[s]) for s in parts)
+  by_question = shortcuts.resplit(pooled, seed=3, unit="question")
+  n = len(pooled)
+  for s, share in shortcuts.SHARES.items():
+    assert abs(len(by_question[s]) - share * n) <= 1
+
+
+def test_small_splits_round_and_keep_every_split():
+  assert shortcuts.unit_counts(12) == {"train": 8, "val": 1, "iid_test": 3}
+  assert shortcuts.unit_counts(3) == {"train": 1, "val": 1, "iid_test": 1}
+  with pytest.raises(RSVQAError, match="at least 3 images"):
+    shortcuts.unit_counts(2, "images")
+
+
+def test_kmeans_separates_two_blobs():
+  rng = np.random.default_rng(1)
+  x = np.concatenate([rng.normal(0, 0.1, (20, 4)), rng.normal(5, 0.1, (10, 4))])
+  labels = shortcuts.cluster_labels(range(30), x, 2, seed=0, source="toy")
+  assign = [labels.labels[i][0] for i in range(30)]
+  assert len(set(assign[:20])) == 1 and len(set(assign[20:])) == 1 and assign[0] != assign[20]
+  assert labels.kind == "k-means clusters (K=2)"
+
+
+# The benchmark folder, on a small synthetic dataset.
+
+@pytest.fixture(scope="module")
+def bench(tmp_path_factory):
+  base = tmp_path_factory.mktemp("shortcuts")
+  source = str(base / "lr")
+  synthetic.generate(source, "lr", images=12, seed=0, questions_per_image=8)
+  out = str(base / "out")
+  assert cli.main(["shortcuts", "--data", source, "--out", out, "--seed", "1"]) == 0
+  return source, out
+
+
+def test_folder_holds_the_named_outputs(bench):
+  source, out = bench
+  split = json.load(open(os.path.join(out, "split.json")))
+  assert list(split) == ["train", "val", "iid_test"]
+  dataset = rsvqa_json.read_dataset(source, "lr")
+  pooled = set(dataset["train"].question_id.tolist()) | set(dataset["val"].question_id.tolist())
+  ids = [q for s in split.values() for q in s]
+  assert len(ids) == len(set(ids)) and set(ids) == pooled
+  with open(os.path.join(out, "concepts.csv"), newline="") as f:
+    rows = list(csv.reader(f))
+  assert rows[0] == ["question_id", "split", "qt", "kw", "kwp", "qt_kw", "ko", "kop", "qt_ko",
+                     "kw_ko", "qt_kw_ko"]
+  assert sorted(int(r[0]) for r in rows[1:]) == sorted(ids)
+  for r in rows[1:]:
+    assert r[5] == f"{r[2]}+{r[3]}" and r[10] == f"{r[2]}+{r[3]}+{r[6]}"
+    assert r[4] == "+".join(sorted(r[4].split("+")))
+  for c in shortcuts.CONCEPTS:
+    ood = json.load(open(os.path.join(out, f"ood_{c}.json")))
+    assert set(ood) <= set(split["iid_test"])
+  for stem in ("splits", "groups", "answer_shift", "head_jaccard", "ood_overlap"):
+    for ext in ("csv", "md", "tex"):
+      assert os.path.isfile(os.path.join(out, "statistics", f"{stem}.{ext}"))
+  for png in ("groups", "answer_shift", "head_jaccard", "ood_overlap"):
+    assert open(os.path.join(out, "statistics", f"{png}.png"), "rb").read(4) == b"\x89PNG"
+  manifest = json.load(open(os.path.join(out, "shortcuts.json")))
+  assert manifest["labels"]["kind"] == "synthetic scenes" and manifest["unit"] == "image"
+
+
+def test_data_is_the_resplit_in_the_official_layout(bench):
+  source, out = bench
+  split = json.load(open(os.path.join(out, "split.json")))
+  data = rsvqa_json.read_dataset(os.path.join(out, "data"), "lr")
+  for name, key in (("train", "train"), ("val", "val"), ("test", "iid_test")):
+    assert sorted(data[name].question_id.tolist()) == sorted(split[key])
+  images = [set(data[s].image_id.tolist()) for s in ("train", "val", "test")]
+  assert not (images[0] & images[1] or images[0] & images[2] or images[1] & images[2])
+  original = rsvqa_json.read_dataset(source, "lr")
+  by_id = {q: (a, t) for s in original.splits.values()
+           for q, a, t in zip(s.question_id.tolist(), s.answer.tolist(), s.question.tolist())}
+  for s in data.splits.values():
+    assert all(by_id[q] == (a, t) for q, a, t in
+               zip(s.question_id.tolist(), s.answer.tolist(), s.question.tolist()))
+  some = next(iter(images[2]))
+  for folder, ext in (("Images_LR", "tif"), ("masks", "npz")):
+    copy, orig = (os.path.join(root, folder, f"{some}.{ext}") for root in (out + "/data", source))
+    assert open(copy, "rb").read() == open(orig, "rb").read() and os.path.isfile(orig)
+
+
+def test_rerun_replaces_and_foreign_folders_are_refused(bench, tmp_path):
+  source, out = bench
+  assert cli.main(["shortcuts", "--data", source, "--out", out, "--seed", "2"]) == 0
+  assert json.load(open(os.path.join(out, "shortcuts.json")))["seed"] == 2
+  assert not [n for n in os.listdir(os.path.dirname(out)) if n.startswith((".tmp-", ".old-"))]
+  (tmp_path / "mine").mkdir()
+  (tmp_path / "mine" / "notes.txt").write_text("x")
+  with pytest.raises(RSVQAError, match="not a shortcut benchmark"):
+    shortcut_report.create(rsvqa_json.read_dataset(source, "lr"), str(tmp_path / "mine"))
+  assert cli.main(["shortcuts", "--data", source, "--out", out, "--seed", "1"]) == 0
+  before = os.stat(os.path.join(out, "split.json")).st_ino
+  dataset = rsvqa_json.read_dataset(source, "lr")
+  assert shortcut_report.ensure(dataset, out, seed=1, log=lambda m: None)["seed"] == 1
+  assert os.stat(os.path.join(out, "split.json")).st_ino == before  # kept, not rewritten
+
+
+def test_labels_csv_and_refusal_without_labels(bench, tmp_path):
+  _, out = bench
+  data = os.path.join(out, "data")
+  bare = tmp_path / "bare"
+  bare.mkdir()
+  for s in ("train", "val", "test"):
+    for k in rsvqa_json.KINDS:
+      path = rsvqa_json.split_file(data, "lr", s, k)
+      (bare / os.path.basename(path)).write_bytes(open(path, "rb").read())
+  shutil.copytree(os.path.join(data, "Images_LR"), bare / "Images_LR")
+  assert cli.main(["shortcuts", "--data", str(bare), "--out", str(tmp_path / "o")]) == 2
+  dataset = rsvqa_json.read_dataset(str(bare), "lr")
+  with pytest.raises(RSVQAError, match="--image-labels CSV"):
+    shortcut_report.create(dataset, str(tmp_path / "o"))
+  table = tmp_path / "labels.csv"
+  ids = sorted(set(dataset["train"].image_id.tolist()))
+  table.write_text("image_id,label\n" + "".join(f"{i},{'lake' if i % 2 else 'field'}\n"
+                                                for i in ids))
+  assert cli.main(["shortcuts", "--data", str(bare), "--out", str(tmp_path / "o"),
+                   "--image-labels", str(table)]) == 0
+  kos = {r["ko"] for r in csv.DictReader(open(tmp_path / "o" / "concepts.csv"))}
+  assert kos <= {"lake", "field", shortcuts.NONE}
+  table.write_text("image_id,label\n1,a+b\n")
+  with pytest.raises(RSVQAError, match="without '\\+'"):
+    shortcuts.csv_labels(str(table))
+
+
+def test_question_unit_and_hr_test_phili(tmp_path):
+  source = str(tmp_path / "hr")
+  synthetic.generate(source, "hr", images=8, seed=0, questions_per_image=6)
+  out = str(tmp_path / "out")
+  assert cli.main(["shortcuts", "--data", source, "--out", out, "--unit", "question"]) == 0
+  data = rsvqa_json.read_dataset(os.path.join(out, "data"), "hr")
+  original = rsvqa_json.read_dataset(source, "hr")
+  assert data["test_phili"].question_id.tolist() == original["test_phili"].question_id.tolist()
+  n = len(original["train"]) + len(original["val"])
+  assert sum(len(data[s]) for s in ("train", "val", "test")) == n
+
+
+def test_score_by_hand(bench, tmp_path):
+  """Predictions right except on the largest OOD set: OA 0 there, IID OA 1 - |set| / N."""
+  _, out = bench
+  data = os.path.join(out, "data")
+  test = rsvqa_json.read_dataset(data, "lr")["test"]
+  sets = {c: set(json.load(open(os.path.join(out, f"ood_{c}.json")))) for c in shortcuts.CONCEPTS}
+  concept = max(sets, key=lambda c: len(sets[c]))
+  wrong = sets[concept]
+  assert wrong
+  preds = tmp_path / "preds.csv"
+  with open(preds, "w", newline="") as f:
+    w = csv.writer(f)
+    w.writerow(["question_id", "prediction"])
+    for q, a in zip(test.question_id.tolist(), test.answer.tolist()):
+      w.writerow([q, "wrong" if q in wrong else a])
+  result_dir = tmp_path / "analysis"
+  assert cli.main(["analyze", "--data", data, "--dataset", "lr", "--out", str(result_dir),
+                   "--predictions", str(preds), "--shortcuts", out]) == 0
+  result = json.load(open(result_dir / "shortcuts.json"))
+  iid = result["iid_test"]["oa"]
+  assert iid == pytest.approx(1 - len(wrong) / len(test))
+  row = result["ood"][concept]
+  assert row["oa"] == 0 and row["n"] == len(wrong) and row["gap_oa"] == pytest.approx(iid)
+  for c, ids in sets.items():  # another set is right where it does not meet the wrong one
+    if ids:
+      assert result["ood"][c]["oa"] == pytest.approx(1 - len(ids & wrong) / len(ids))
+  assert os.path.isfile(result_dir / "shortcuts_ood.md")
+
+
+def test_analyze_shortcuts_needs_predictions_of_the_iid_test_split(bench, tmp_path, capsys):
+  source, out = bench
+  argv = ["analyze", "--dataset", "lr", "--out", str(tmp_path), "--shortcuts", out]
+  assert cli.main([*argv, "--data", os.path.join(out, "data")]) == 2
+  assert "give its --predictions" in capsys.readouterr().err
+  preds = tmp_path / "preds.csv"
+  test = rsvqa_json.read_dataset(source, "lr")["test"]
+  preds.write_text("question_id,prediction\n" + "".join(f"{q},yes\n" for q in
+                                                      test.question_id.tolist()))
+  assert cli.main([*argv, "--data", source, "--predictions", str(preds)]) == 2
+  assert "is not the iid_test split" in capsys.readouterr().err
+
+
+def test_benchmark_row_in_toy_mode():
+  from benchmarks import run, shortcuts as family
+  section, targets = family.run("toy", log=lambda m: None)
+  (row,) = section["rows"]
+  assert row["questions"] == 600 and sum(row["split"].values()) == row["pooled_questions"]
+  assert targets[0]["status"] in ("PASS", "MISS") and "CPU s" in targets[0]["name"]
+  assert "| 600 |" in "\n".join(run.RENDER["shortcuts"](section))

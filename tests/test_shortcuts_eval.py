@@ -1,0 +1,86 @@
+"""A model trained on a shortcut benchmark's data/ and scored by `evaluate --shortcuts`.
+
+One tiny run (configs/synthetic_tiny.py on the re-split of a 12-image synthetic set, a few
+steps, every checkpoint kept) serves all the checks: the IID-val checkpoint is the one training
+chose, the scores agree with the predictions written beside them, and the Table 4 comparison
+labels its OOD selections as adaptive overfitting and can only do as well or better on OOD test.
+"""
+import csv
+import json
+import math
+import os
+
+import pytest
+
+from rsvqa_jax import cli
+from rsvqa_jax import config as config_lib
+from rsvqa_jax.bias import shortcuts as shortcuts_lib
+from rsvqa_jax.data import synthetic
+from rsvqa_jax.eval import shortcuts
+from rsvqa_jax.train import loop
+
+CONFIGS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "configs")
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+  base = tmp_path_factory.mktemp("shortcuts_eval")
+  source, out = str(base / "lr"), str(base / "bench")
+  synthetic.generate(source, "lr", images=12, seed=0, questions_per_image=8)
+  assert cli.main(["shortcuts", "--data", source, "--out", out]) == 0
+  config = config_lib.apply_overrides(config_lib.load(os.path.join(CONFIGS, "synthetic_tiny.py")), [
+      "data.synthetic=false", f"data.root={out}/data", f"data.cache_dir={base}/cache",
+      "text.checkpoint=random", "image.checkpoint=random", "train.num_epochs=3",
+      "train.batch_size=16", "train.checkpoint_every_steps=2", "train.keep_checkpoints=20",
+      "train.progress_bar=false"])
+  workdir = str(base / "run")
+  summary = loop.train(config, workdir, log=lambda m: None)
+  return out, workdir, summary
+
+
+def test_scores_the_iid_val_checkpoint_on_iid_and_ood(trained):
+  out, workdir, summary = trained
+  assert cli.main(["evaluate", "--workdir", workdir, "--shortcuts", out]) == 0
+  result = json.load(open(os.path.join(shortcuts.folder(workdir), "shortcuts.json")))
+  assert result["step"] == summary["best_step"] and result["checkpoint"] == "best"
+  with open(os.path.join(shortcuts.folder(workdir), "predictions.csv"), newline="") as f:
+    rows = list(csv.DictReader(f))
+  right = {int(r["question_id"]): r["prediction"] == r["answer"] for r in rows}
+  assert result["iid_test"]["oa"] == pytest.approx(sum(right.values()) / len(right))
+  for c in shortcuts_lib.CONCEPTS:
+    ids = json.load(open(os.path.join(out, f"ood_{c}.json")))
+    r = result["ood"][c]
+    assert r["n"] == len(ids)
+    if ids:
+      assert r["oa"] == pytest.approx(sum(right[q] for q in ids) / len(ids))
+      assert r["gap_oa"] == pytest.approx(result["iid_test"]["oa"] - r["oa"])
+
+
+def test_table4_selection_is_labelled_adaptive_overfitting(trained):
+  out, workdir, summary = trained
+  result = shortcuts.evaluate(workdir, out, ood_selection=True, log=lambda m: None)
+  chosen = result["selection"]
+  assert len(chosen["candidates"]) >= 3 and summary["best_step"] in chosen["candidates"]
+  assert set(chosen["iid_val"]["steps"].values()) == {summary["best_step"]}
+  for c in shortcuts_lib.CONCEPTS:
+    protocol, peeked = chosen["iid_val"]["ood"][c], chosen["ood_test"]["ood"][c]
+    if not math.isnan(protocol):
+      assert peeked >= protocol
+  text = open(os.path.join(shortcuts.folder(workdir), "shortcuts_selection.md")).read()
+  assert text.count("adaptive overfitting") >= 3 and "IID val (default)" in text
+
+
+def test_a_workdir_of_other_data_is_refused(trained, tmp_path):
+  out, workdir, _ = trained
+  other = tmp_path / "other"
+  other.mkdir()
+  for name in ("shortcuts.json", "split.json", "concepts.csv"):
+    (other / name).write_bytes(open(os.path.join(out, name), "rb").read())
+  split = json.load(open(os.path.join(out, "split.json")))
+  split["iid_test"] = split["iid_test"][1:]
+  (other / "split.json").write_text(json.dumps(split))
+  for c in shortcuts_lib.CONCEPTS:
+    (other / f"ood_{c}.json").write_text("[]")
+  assert cli.main(["evaluate", "--workdir", workdir, "--shortcuts", str(other)]) == 2
+  (other / "ood_kw.json").write_text("[1, 2, 3.5]")
+  assert cli.main(["evaluate", "--workdir", workdir, "--shortcuts", str(other)]) == 2

@@ -1,0 +1,158 @@
+"""Dataset generation is all or nothing: interrupted, killed or concurrent runs never leave a
+folder that a later run refuses (issue 14, item 1); a user's own folder is never written over."""
+import json
+import os
+import socket
+import subprocess
+import sys
+import threading
+
+import pytest
+
+from rsvqa_jax import cli
+from rsvqa_jax.data import images, rsvqa_json, synthetic
+from rsvqa_jax.errors import RSVQAError
+
+SMALL = dict(variant="lr", images=4, seed=0, questions_per_image=3)
+HOST = socket.gethostname()
+
+
+def _interrupt_after(monkeypatch, n):
+  """Makes the n+1-th image write raise KeyboardInterrupt, as a Ctrl-C halfway would."""
+  real = images.write_tif
+  calls = []
+
+  def write_tif(*args, **kwargs):
+    calls.append(1)
+    if len(calls) > n:
+      raise KeyboardInterrupt
+    return real(*args, **kwargs)
+
+  monkeypatch.setattr(images, "write_tif", write_tif)
+
+
+def _dead_pid():
+  proc = subprocess.Popen([sys.executable, "-c", "pass"])
+  proc.wait()
+  return proc.pid
+
+
+def test_interrupted_generation_leaves_nothing_and_the_next_run_completes(tmp_path, monkeypatch):
+  out = tmp_path / "data"
+  _interrupt_after(monkeypatch, 2)
+  with pytest.raises(KeyboardInterrupt):
+    synthetic.ensure_synthetic(str(out), **SMALL)
+  assert not out.exists() and os.listdir(tmp_path) == []
+  monkeypatch.undo()
+  assert synthetic.ensure_synthetic(str(out), **SMALL)
+  assert synthetic.read_manifest(str(out))["images"] == 4
+
+
+def test_interrupted_regeneration_keeps_the_previous_dataset(tmp_path, monkeypatch):
+  out = str(tmp_path / "data")
+  synthetic.generate(out, **SMALL)
+  _interrupt_after(monkeypatch, 1)
+  with pytest.raises(KeyboardInterrupt):
+    synthetic.ensure_synthetic(out, **{**SMALL, "images": 5})
+  assert synthetic.read_manifest(out)["images"] == 4  # the old one, whole
+  monkeypatch.undo()
+  synthetic.ensure_synthetic(out, **{**SMALL, "images": 5})
+  assert synthetic.read_manifest(out)["images"] == 5 and sorted(os.listdir(tmp_path)) == ["data"]
+
+
+def test_a_killed_runs_leftovers_are_cleaned(tmp_path):
+  """SIGKILL runs no cleanup: its build folder stays beside the target until the next run."""
+  dead = tmp_path / ".tmp-data-abc123"
+  (dead / "Images_LR").mkdir(parents=True)
+  (dead / synthetic.OWNER).write_text(json.dumps({"pid": _dead_pid(), "host": HOST}))
+  live = tmp_path / ".tmp-data-live00"  # a run still going in this very process
+  live.mkdir()
+  (live / synthetic.OWNER).write_text(json.dumps({"pid": os.getpid(), "host": HOST}))
+  other = tmp_path / ".tmp-otherdata-xyz"  # another dataset's: not ours to judge
+  other.mkdir()
+  aside = tmp_path / ".old-data-1-2"  # moved aside by a run killed before removing it
+  aside.mkdir()
+  synthetic.ensure_synthetic(str(tmp_path / "data"), **SMALL)
+  assert sorted(os.listdir(tmp_path)) == [".tmp-data-live00", ".tmp-otherdata-xyz", "data"]
+
+
+def _old_generator_leftover(folder):
+  """What the generator before issue 14 left when killed: files written straight into place."""
+  os.makedirs(os.path.join(folder, "Images_LR"))
+  os.makedirs(os.path.join(folder, synthetic.MASK_DIR))
+  with open(os.path.join(folder, "Images_LR", "0.tif"), "wb") as f:
+    f.write(b"II*\0half")
+  with open(os.path.join(folder, synthetic.MASK_DIR, "0.npz"), "wb") as f:
+    f.write(b"PK")
+  with open(rsvqa_json.split_file(folder, "lr", "train", "images"), "w") as f:
+    f.write('{"images": [')
+
+
+def test_half_written_folder_without_manifest_is_replaced(tmp_path):
+  out = str(tmp_path / "data")
+  _old_generator_leftover(out)
+  assert synthetic.ensure_synthetic(out, **SMALL)
+  assert synthetic.read_manifest(out)["images"] == 4
+  assert len(rsvqa_json.read_dataset(out, "lr")["train"]) > 0
+
+
+@pytest.mark.parametrize("extra", ["notes.txt", "masks/readme.md", "Images_LR/photo.jpg"])
+def test_a_users_folder_is_refused(tmp_path, extra):
+  out = str(tmp_path / "data")
+  _old_generator_leftover(out)
+  with open(os.path.join(out, extra), "w") as f:
+    f.write("mine")
+  with pytest.raises(RSVQAError, match="refusing"):
+    synthetic.ensure_synthetic(out, **SMALL)
+  assert os.path.exists(os.path.join(out, extra))
+
+
+def test_an_official_layout_without_masks_is_refused(tmp_path):
+  """A user's RSVQA LR copy has the generator's file names but never its masks/ folder."""
+  out = str(tmp_path / "RSVQA_LR")
+  _old_generator_leftover(out)
+  os.remove(os.path.join(out, synthetic.MASK_DIR, "0.npz"))
+  os.rmdir(os.path.join(out, synthetic.MASK_DIR))
+  with pytest.raises(RSVQAError, match="refusing"):
+    synthetic.generate(out, **SMALL)
+  assert os.path.exists(os.path.join(out, "Images_LR", "0.tif"))
+
+
+def test_two_generations_at_once_both_succeed(tmp_path):
+  out = str(tmp_path / "data")
+  errors, barrier = [], threading.Barrier(2)
+
+  def run():
+    try:
+      barrier.wait()
+      synthetic.ensure_synthetic(out, **SMALL)
+    except BaseException as e:  # pylint: disable=broad-except
+      errors.append(e)
+
+  threads = [threading.Thread(target=run) for _ in range(2)]
+  for t in threads:
+    t.start()
+  for t in threads:
+    t.join()
+  assert errors == []
+  assert synthetic.read_manifest(out)["images"] == 4 and sorted(os.listdir(tmp_path)) == ["data"]
+  assert len(rsvqa_json.read_dataset(out, "lr")["train"]) > 0
+
+
+def test_two_synth_processes_at_once_both_succeed(tmp_path):
+  out = str(tmp_path / "data")
+  cmd = [sys.executable, "-m", "rsvqa_jax.cli", "synth", "--out", out, "--images", "4",
+         "--questions-per-image", "3"]
+  procs = [subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE) for _ in range(2)]
+  results = [p.communicate(timeout=300) + (p.returncode,) for p in procs]
+  assert [rc for _, _, rc in results] == [0, 0], results
+  assert synthetic.read_manifest(out)["images"] == 4 and sorted(os.listdir(tmp_path)) == ["data"]
+
+
+def test_synth_command_refuses_a_users_folder_in_one_line(tmp_path, capsys):
+  out = tmp_path / "mine"
+  out.mkdir()
+  (out / "notes.txt").write_text("mine")
+  assert cli.main(["synth", "--out", str(out), "--images", "4"]) == 2
+  err = capsys.readouterr().err.strip()
+  assert len(err.splitlines()) == 1 and "refusing" in err

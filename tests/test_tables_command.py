@@ -1,0 +1,106 @@
+"""`rsvqa-jax tables`: Table 1 (24 cells), Table 2 (mean (std) over seeds) and the Figure 8 sweep
+from a folder of workdirs, with missing cells marked; configs/lr_sweep.py."""
+import json
+import os
+
+import numpy as np
+import pytest
+
+from rsvqa_jax import cli
+from rsvqa_jax import config as config_lib
+from rsvqa_jax.bias import tables
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _workdir(root, name, *, lm="distilbert", frozen=False, fusion="mult", blind=False,
+             head="paper", text_lr=1e-6, val=(0.5, 0.7), test=None):
+  """A workdir as `train` and `evaluate` leave it (config.json, metrics.jsonl, accuracy.json)."""
+  c = config_lib.paper_config("lr", lm, fusion, frozen)
+  c.model.blind, c.optim.text_lr = blind, text_lr
+  if "head" in c.model:
+    c.model.head = head
+  d = config_lib.to_dict(c)
+  d["model"]["head"] = head
+  w = os.path.join(root, name)
+  os.makedirs(os.path.join(w, "checkpoints"))
+  with open(os.path.join(w, "config.json"), "w") as f:
+    json.dump(d, f)
+  with open(os.path.join(w, "metrics.jsonl"), "w") as f:
+    f.write(json.dumps({"step": 1, "split": "train", "loss": 1.0, "oa": 0.99}) + "\n")
+    for step, oa in enumerate(val, 2):
+      f.write(json.dumps({"step": step, "split": "val", "oa": oa}) + "\n")
+    f.write('{"step": 9, "split": "val", "oa": 0.9')  # a line cut by a kill: skipped
+  if test is not None:
+    comp, count = test
+    os.makedirs(os.path.join(w, "eval", "test"))
+    acc = {"oa": (comp * 60 + count * 40) / 100, "aa": (comp + count) / 2, "n": 100,
+           "per_type": {"count": count, "comp": comp}, "per_type_n": {"count": 40, "comp": 60}}
+    with open(os.path.join(w, "eval", "test", "accuracy.json"), "w") as f:
+      json.dump(acc, f)
+  return w
+
+
+def _run(root, capsys, *more):
+  rc = cli.main(["tables", "--runs", str(root), *more])
+  return rc, capsys.readouterr()
+
+
+def test_tables_from_a_folder_of_workdirs(tmp_path, capsys):
+  runs = tmp_path / "runs"
+  _workdir(runs, "db_ft/seed0", val=(0.8, 0.85), test=(0.9, 0.6))
+  _workdir(runs, "db_ft/seed1", val=(0.87,), test=(0.8, 0.7))
+  _workdir(runs, "st_frozen_mutan/seed0", lm="skipthoughts", frozen=True, fusion="mutan",
+           text_lr=0.0, val=(0.7,))  # trained, never evaluated
+  _workdir(runs, "baseline/seed0", lm="skipthoughts", frozen=True, head="original", val=(0.6,),
+           test=(0.5, 0.5))
+  _workdir(runs, "blind/seed0", blind=True, val=(0.99,), test=(1.0, 1.0))  # in neither table
+  _workdir(runs, "sweep/db_1e-5", text_lr=1e-5, val=(0.75,))
+  (runs / "notes").mkdir()
+  rc, out = _run(runs, capsys)
+  assert rc == 0, out.err
+  t1 = (runs / "tables" / "table1.md").read_text()
+  # 24 cells; fine-tuned distilBERT e-mult pools its three runs (seeds and the sweep's lr).
+  assert "22 of 24 cells missing" in t1
+  assert f"| LM fine-tuned | missing | missing | missing | missing | missing | missing | " \
+         f"{tables.pct(*tables.mean_std([0.85, 0.87, 0.75]))} |" in t1
+  assert "| LM frozen | missing | missing | 70.00 |" in t1
+  t2 = (runs / "tables" / "table2.md").read_text()
+  rows = [l for l in t2.splitlines() if l.startswith("| ")][1:]
+  assert rows[0] == "| N (test questions) |  |  |  | 60 | 40 |  | 100 |"
+  cells = lambda text: " | ".join([text] * 4) + " |"
+  assert rows[1].startswith("| RSVQA baseline | frozen | e-mult | 1 | 50.00 (0.00) | 50.00 (0.00) |")
+  assert rows[2] == "| RNN Skip-thoughts | frozen | MUTAN | 1 | " + cells("not evaluated")
+  assert rows[3] == "| Transformer distilBERT | frozen | MUTAN | 0 | " + cells("missing")
+  oa = [(0.9 * 60 + 0.6 * 40) / 100, (0.8 * 60 + 0.7 * 40) / 100]
+  assert rows[5] == ("| Transformer distilBERT | fine-tuned | e-mult | 3 | 85.00 (5.00) | "
+                     f"65.00 (5.00) | 75.00 (0.00) | {tables.pct(np.mean(oa), np.std(oa))} |")
+  assert "Comparison | Counting" in t2  # the paper's column order
+  for stem in ("table1", "table2", "figure8_lr"):
+    for ext in ("csv", "md", "tex"):
+      assert (runs / "tables" / f"{stem}.{ext}").exists()
+  sweep = (runs / "tables" / "figure8_lr.md").read_text()
+  assert "| LM | 1e-06 | 1e-05 |" in sweep and "| distilBERT | 86.00 (1.00) | 75.00 |" in sweep
+  assert "\\begin{tabular}" in (runs / "tables" / "table2.tex").read_text()
+
+
+def test_tables_errors_are_one_line(tmp_path, capsys):
+  rc, out = _run(tmp_path, capsys)
+  assert rc == 2 and "no training workdir" in out.err and len(out.err.strip().splitlines()) == 1
+  rc, out = _run(tmp_path / "nope", capsys)
+  assert rc == 2 and "not a folder" in out.err
+  w = tmp_path / "broken"
+  (w / "checkpoints").mkdir(parents=True)
+  (w / "config.json").write_text('{"text": {}}')
+  rc, out = _run(tmp_path, capsys)
+  assert rc == 2 and "not a training config" in out.err and len(out.err.strip().splitlines()) == 1
+
+
+def test_lr_sweep_config():
+  path = os.path.join(ROOT, "configs", "lr_sweep.py")
+  c = config_lib.load(f"{path}:skipthoughts,3e-5")
+  assert (c.text.encoder, c.text.frozen, c.model.fusion, c.optim.text_lr) == ("skipthoughts", False,
+                                                                              "mult", 3e-5)
+  assert config_lib.load(f"{path}:distilbert").optim.text_lr == 1e-6
+  with pytest.raises(Exception, match="not a number"):
+    config_lib.load(f"{path}:bert,fast")

@@ -1,0 +1,210 @@
+"""What a damaged or contested workdir does: corrupted checkpoints are named and skipped, a best
+checkpoint lost between two commits is rebuilt, a run diverging stops, one run per workdir."""
+import json
+import os
+import subprocess
+import sys
+
+import jax
+import numpy as np
+import pytest
+
+from rsvqa_jax import storage
+from rsvqa_jax.errors import RSVQAError
+from rsvqa_jax.eval import accuracy
+from rsvqa_jax.train import checkpointing, loop, restore
+from test_train_support import tiny_config, tiny_task
+
+QUIET = dict(log=lambda m: None)
+
+
+def _config(**train):
+  train = {"keep_checkpoints": 20, **train}  # every periodic checkpoint kept unless asked
+  c = tiny_config(batch_size=16, num_epochs=3, checkpoint_every_steps=4, log_every_steps=2,
+                  **train)
+  c.optim.lr = c.optim.text_lr = 1e-2
+  return c
+
+
+@pytest.fixture(scope="module")
+def task():
+  return tiny_task(n_images=40)
+
+
+@pytest.fixture(scope="module")
+def reference(task, tmp_path_factory):
+  """An uninterrupted run: its final parameters, best step and test accuracy."""
+  workdir = str(tmp_path_factory.mktemp("ref") / "w")
+  summary = loop.train(_config(), workdir, dataset=task[0], features=task[1], **QUIET)
+  table = accuracy.evaluate(workdir, "test", dataset=task[0], features=task[1])
+  return workdir, summary, table
+
+
+def _flip_bytes(folder):
+  """Flips bytes in the middle of the largest file under `folder` (an array's data)."""
+  files = [os.path.join(d, f) for d, _, fs in os.walk(folder) for f in fs]
+  path = max(files, key=os.path.getsize)
+  with open(path, "r+b") as f:
+    f.seek(os.path.getsize(path) // 2)
+    chunk = bytearray(f.read(16))
+    f.seek(os.path.getsize(path) // 2)
+    f.write(bytes(b ^ 0xFF for b in chunk))
+
+
+def _params(summary):
+  return [np.asarray(x) for x in jax.tree.leaves(jax.device_get(summary["state"].params))]
+
+
+def test_corrupted_best_is_named_and_its_periodic_twin_used(task, reference, tmp_path):
+  workdir, summary, table = reference
+  copy = str(tmp_path / "w")
+  subprocess.run(["cp", "-r", workdir, copy], check=True)
+  best_step = summary["best_step"]
+  _flip_bytes(os.path.join(copy, "best", str(best_step)))
+  lines = []
+  run, state, step = restore.restore(copy, ["test"], dataset=task[0], features=task[1],
+                                     log=lines.append)
+  assert step == best_step
+  assert any("best/" in l and "skipped" in l for l in lines), lines
+  assert any("the same state" in l for l in lines), lines
+  again = accuracy.evaluate(copy, "test", dataset=task[0], features=task[1])
+  assert again["oa"] == table["oa"]  # the periodic checkpoint of that step: the same state
+  subprocess.run(["rm", "-r", os.path.join(copy, "checkpoints", str(best_step))], check=True)
+  with pytest.raises(RSVQAError, match=f"best step {best_step} has no checkpoint that verifies"):
+    restore.restore(copy, ["test"], dataset=task[0], features=task[1], log=lambda m: None)
+
+
+def test_corrupted_latest_checkpoint_is_skipped_on_resume(task, reference, tmp_path):
+  _, ref_summary, _ = reference
+  workdir = str(tmp_path / "w")
+  quiet = dict(dataset=task[0], features=task[1], **QUIET)
+  loop.train(_config(stop_after_steps=10), workdir, **quiet)
+  periodic = checkpointing.Checkpoints(os.path.join(workdir, "checkpoints"), 20)
+  latest = periodic.latest_step()
+  _flip_bytes(os.path.join(workdir, "checkpoints", str(latest)))
+  lines = []
+  summary = loop.train(_config(), workdir, dataset=task[0], features=task[1], log=lines.append)
+  assert any(f"checkpoints/{latest}" in l and "skipped" in l for l in lines), lines
+  assert os.path.isdir(os.path.join(workdir, "checkpoints.corrupted", str(latest)))
+  assert summary["finished"]
+  for a, b in zip(_params(summary), _params(ref_summary)):
+    np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-7)
+
+
+def test_every_checkpoint_corrupted_is_an_error_not_a_restart(task, tmp_path):
+  workdir = str(tmp_path / "w")
+  loop.train(_config(stop_after_steps=4, keep_checkpoints=1), workdir, dataset=task[0],
+             features=task[1], **QUIET)
+  for step in checkpointing.Checkpoints(os.path.join(workdir, "checkpoints"), 1).steps():
+    _flip_bytes(os.path.join(workdir, "checkpoints", str(step)))
+  with pytest.raises(RSVQAError, match="no older checkpoint .* verifies either"):
+    loop.train(_config(keep_checkpoints=1), workdir, dataset=task[0], features=task[1], **QUIET)
+
+
+def test_best_lost_between_commits_is_rebuilt(task, reference, tmp_path):
+  """A kill after checkpoints/N committed but before best/N: resume and evaluate still agree."""
+  workdir, summary, table = reference
+  copy = str(tmp_path / "w")
+  subprocess.run(["cp", "-r", workdir, copy], check=True)
+  best_step = summary["best_step"]
+  assert best_step in checkpointing.Checkpoints(os.path.join(copy, "checkpoints"), 20).steps()
+  subprocess.run(["rm", "-r", os.path.join(copy, "best", str(best_step))], check=True)
+  lines = []
+  _, _, step = restore.restore(copy, ["test"], dataset=task[0], features=task[1],
+                               log=lines.append)
+  assert step == best_step and any("the same state" in l for l in lines), lines
+
+
+def test_divergence_stops_and_names_the_last_checkpoint(task, tmp_path):
+  c = _config()
+  c.optim.lr = c.optim.text_lr = 1e3
+  c.train.divergence_steps = 3
+  with pytest.raises(RSVQAError, match=r"training diverged at step \d+ .*(loss|gradient)"):
+    loop.train(c, str(tmp_path / "w"), dataset=task[0], features=task[1], **QUIET)
+
+
+def test_divergence_rule_by_hand():
+  c = _config()
+  c.train.divergence_factor, c.train.divergence_steps = 10.0, 2
+  d = loop.Divergence(c, {})
+  assert d.check([(1, {"loss": 1.0, "finite_grads": True})]) is None and d.early == 1.0
+  ok = {"loss": 5.0, "finite_grads": True}
+  high = {"loss": 11.0, "finite_grads": True}
+  assert d.check([(1, ok), (2, high), (3, ok), (4, high)]) is None  # never 2 in a row
+  assert d.check([(5, high)]) == (5, "loss 11 stayed above 10 x its early level 1 for 2 steps")
+  bad = loop.Divergence(c, {"early_loss": 1.0})
+  assert bad.check([(7, {"loss": 1.0, "finite_grads": False})]) == (7, "a gradient is not finite")
+
+
+def test_one_run_per_workdir_and_a_dead_owner_is_taken_over(tmp_path, capsys):
+  folder = str(tmp_path / "w")
+  with storage.locked(folder, "training"):
+    with pytest.raises(RSVQAError, match=r"in use by training PID \d+ on .* since"):
+      loop.train(_config(), folder, dataset=None, **QUIET)
+  # A process that dies holding the lock: its record stays, its flock does not.
+  code = ("import os, sys; from rsvqa_jax import storage\n"
+          "with storage.locked(sys.argv[1], 'training'):\n  os._exit(0)\n")
+  subprocess.run([sys.executable, "-c", code, folder], check=True)
+  with open(os.path.join(folder, storage.LOCK)) as f:
+    dead = json.load(f)["pid"]
+  with storage.locked(folder, "training"):
+    pass
+  assert f"taking over the lock of training PID {dead}" in capsys.readouterr().out
+
+
+def test_damaged_files_are_one_line_errors(task, tmp_path):
+  workdir = str(tmp_path / "w")
+  loop.train(_config(stop_after_steps=4), workdir, dataset=task[0], features=task[1], **QUIET)
+  metrics = os.path.join(workdir, loop.METRICS_FILE)
+  with open(metrics, "a") as f:
+    f.write('{"step": 99, "spl')  # a line cut by a kill
+  summary = loop.train(_config(stop_after_steps=2), workdir, dataset=task[0], features=task[1],
+                       **QUIET)
+  assert summary["step"] > 4
+  assert all(r["step"] <= summary["step"] for r in loop.read_metrics(workdir))
+  with open(os.path.join(workdir, checkpointing.CONFIG_FILE), "r+") as f:
+    f.truncate(20)
+  with pytest.raises(RSVQAError, match="config.json: unreadable"):
+    loop.train(_config(), workdir, dataset=task[0], features=task[1], **QUIET)
+
+
+def test_bad_values_and_empty_splits_refused_before_anything_is_written(task, tmp_path):
+  c = _config()
+  c.model.fusion = "mutn"
+  with pytest.raises(RSVQAError, match=r"model.fusion='mutn': choose one of mult, concat, mutan"):
+    loop.train(c, str(tmp_path / "a"), dataset=task[0], features=task[1], **QUIET)
+  assert not os.path.exists(tmp_path / "a")
+  dataset, features = task
+  empty = dataset.splits["val"].select(np.zeros(len(dataset["val"]), bool))
+  import dataclasses  # pylint: disable=g-import-not-at-top
+  no_val = dataclasses.replace(dataset, splits={**dataset.splits, "val": empty})
+  with pytest.raises(RSVQAError, match="split 'val' has no active question"):
+    loop.train(_config(), str(tmp_path / "b"), dataset=no_val, features=features, **QUIET)
+
+
+def test_full_disk_is_one_line_naming_the_path_and_the_bytes(task, tmp_path, monkeypatch):
+  import collections  # pylint: disable=g-import-not-at-top
+  import shutil  # pylint: disable=g-import-not-at-top
+  usage = collections.namedtuple("usage", "total used free")
+  real = shutil.disk_usage
+  monkeypatch.setattr(shutil, "disk_usage", lambda p: usage(10**9, 10**9 - 1000, 1000))
+  workdir = str(tmp_path / "w")
+  with pytest.raises(RSVQAError, match=r"checkpoints: no space for checkpoint 4: it needs about "
+                                       r"[\d.]+ (KB|MB), 1000 bytes are free"):
+    loop.train(_config(), workdir, dataset=task[0], features=task[1], **QUIET)
+  monkeypatch.setattr(shutil, "disk_usage", real)
+  assert loop.train(_config(), workdir, dataset=task[0], features=task[1], **QUIET)["finished"]
+
+
+def test_the_command_line_reports_a_full_disk_in_one_line(tmp_path, capsys, monkeypatch):
+  import errno  # pylint: disable=g-import-not-at-top
+  from rsvqa_jax import cli  # pylint: disable=g-import-not-at-top
+  from rsvqa_jax.data import synthetic  # pylint: disable=g-import-not-at-top
+
+  def full(*args, **kwargs):
+    raise OSError(errno.ENOSPC, "No space left on device", str(tmp_path / "d" / "x.json"))
+
+  monkeypatch.setattr(synthetic, "generate", full)
+  assert cli.main(["synth", "--out", str(tmp_path / "d"), "--images", "4"]) == 2
+  err = capsys.readouterr().err.strip().splitlines()
+  assert len(err) == 1 and "x.json: no space left on device" in err[0]
