@@ -1,38 +1,53 @@
-"""Install rsvqa_jax: `pip install -e .` (add `[test]` for the tests, `[torch]` for parity/benchmarks)."""
+"""Install rsvqa_jax: `pip install -c constraints.txt -e .` (extras: `[test]` for the tests,
+`[torch]` for the PyTorch parity tests and comparison benchmarks, `[gpu]` for NVIDIA GPUs).
+
+The requirements below are ranges: the tested versions as lower bounds, the next major version
+as the upper bound (for 0.x packages the next minor: their minor releases break APIs). The exact
+tested set is constraints.txt, which CI and the README's commands install with `-c`.
+The configs/ folder is installed as the package rsvqa_jax.configs, so `--config
+configs/study_synthetic.py` finds it from any folder (rsvqa_jax/config.py: `load`).
+"""
+import re
+
 from setuptools import find_packages, setup
 
-# Versions tested together on CPU (Python 3.11); keep them pinned so installs are reproducible.
+with open("rsvqa_jax/__init__.py", encoding="utf-8") as f:
+  VERSION = re.search(r'^__version__ = "([^"]+)"', f.read(), re.M).group(1)
+
 INSTALL_REQUIRES = [
-    "jax==0.10.2",
-    "jaxlib==0.10.2",
-    "flax==0.12.8",
-    "optax==0.2.8",
-    "orbax-checkpoint==0.12.8",
-    "grain==0.2.18",
-    "tensorflow-datasets==4.9.10",
-    "array-record==0.8.6",
-    "transformers==5.24.0",
-    "tokenizers==0.23.3",
-    "safetensors==0.8.0",
-    "ml-collections==1.1.0",
-    "numpy==2.4.6",
-    "tifffile==2026.3.3",
-    "pillow==13.0.0",
-    "matplotlib==3.11.2",
-    "tqdm==4.70.1",
-    "tensorboardX==2.6.5",
+    "jax>=0.10.2,<0.12",  # 0.10.2 tested on CPU, 0.11.2 on an H200
+    "jaxlib>=0.10.2,<0.12",
+    "flax>=0.12.8,<0.13",
+    "optax>=0.2.8,<0.3",
+    "orbax-checkpoint>=0.12.8,<0.13",
+    "grain>=0.2.18,<0.3",
+    "tensorflow-datasets>=4.9.10,<5",
+    "array-record>=0.8.6,<0.9",
+    "transformers>=5.24.0,<6",
+    "tokenizers>=0.23.3,<0.24",
+    "safetensors>=0.8.0,<0.9",
+    "ml-collections>=1.1.0,<2",
+    "absl-py>=2.5.1,<3",
+    "numpy>=2.4.6,<3",
+    "tifffile>=2026.3.3",
+    "pillow>=13.0.0,<14",
+    "matplotlib>=3.11.2,<4",
+    "tqdm>=4.70.1,<5",
+    "tensorboardX>=2.6.5,<3",
 ]
 
 setup(
     name="rsvqa_jax",
-    version="0.1.0",
+    version=VERSION,
     description="Fast JAX/Flax RSVQA training and language-bias audits.",
-    packages=find_packages(include=["rsvqa_jax", "rsvqa_jax.*", "benchmarks", "benchmarks.*"]),
-    python_requires=">=3.10",
+    packages=find_packages(include=["rsvqa_jax", "rsvqa_jax.*"]) + ["rsvqa_jax.configs"],
+    package_dir={"rsvqa_jax.configs": "configs"},
+    python_requires=">=3.11",
     install_requires=INSTALL_REQUIRES,
     extras_require={
-        "test": ["pytest==9.0.3"],
-        "torch": ["torch==2.13.0"],
+        "test": ["pytest>=9.0.3,<10"],
+        "torch": ["torch>=2.13.0,<3"],
+        "gpu": ["jax-cuda13-plugin[with-cuda]>=0.10.2,<0.12"],
     },
     entry_points={"console_scripts": ["rsvqa-jax=rsvqa_jax.cli:entry"]},
 )

@@ -5,7 +5,8 @@
 Families: train_steps (JAX vs PyTorch train steps), pipeline (original per-batch ResNet pipeline vs
 cached features), adversarial (K = 10 substitutions vs a clean pass), flops (fraction of the
 matmul peak), scaling (forced host devices, peak RSS), compilation (compilations per epoch),
-shortcuts (the shortcut benchmark's re-split and concepts at full LR size, CPU seconds);
+shortcuts (the shortcut benchmark's re-split and concepts at full LR size, CPU seconds),
+grounding (`grounding score` of 10,000 masks of 256 x 256, wall seconds);
 accelerator (bf16 samples/s and MFU against PyTorch on a GPU) is the default where JAX runs on a
 GPU, and the CPU families are refused there (their PyTorch side runs on the CPU).
 Every figure is median / min / max over repeats; each target is printed PASS or MISS.
@@ -23,7 +24,7 @@ from rsvqa_jax import host_memory
 
 # flops right after train_steps: it times train_steps' compiled steps and then frees them.
 FAMILIES = ("train_steps", "flops", "pipeline", "adversarial", "scaling", "compilation",
-            "shortcuts")
+            "shortcuts", "grounding")
 ON_REQUEST = ("accelerator",)
 
 
@@ -170,10 +171,17 @@ def _md_shortcuts(s):
   return out
 
 
+def _md_grounding(s):
+  return _table(["masks", "size", "scored", "empty truth", "mean IoU", "mAP 0.50:0.95", "wall s",
+                 "CPU s"],
+                [[r["masks"], r["size"], r["scored"], r["empty_truth"], fmt(r["mean_iou"]),
+                  fmt(r["map_50_95"]), fmt(r["wall_s"]), fmt(r["cpu_s"])] for r in s["rows"]])
+
+
 RENDER = {"train_steps": _md_train_steps, "pipeline": _md_pipeline,
           "adversarial": _md_adversarial, "flops": _md_flops, "scaling": _md_scaling,
           "compilation": _md_compilation, "accelerator": _md_accelerator,
-          "shortcuts": _md_shortcuts}
+          "shortcuts": _md_shortcuts, "grounding": _md_grounding}
 
 
 def markdown(results):

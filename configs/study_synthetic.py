@@ -7,7 +7,7 @@ weights can be had offline), frozen and fine-tuned, reference and visual blind, 
 3 seeds; adversarial testing with random images of the dataset (K = 10); dataset analysis; a
 balanced twin dataset with its own reference / blind pair. The image encoder is a small
 ResNet-18 pretrained once on the synthetic train images' land cover (standing in for ImageNet
-weights), frozen and cached. Sized to finish in about five minutes on a 2-core CPU.
+weights), frozen and cached. Sized to finish in about six minutes on a 2-core CPU.
 
 Sized to be worth reading: 400 images x 20 questions, so the test split has 800 questions with
 every type at 40 or more (Rural/urban: one question per image, half rural, half urban); the
@@ -16,6 +16,10 @@ random_skipthoughts) so that, frozen, it still holds the question's object; froz
 models train on cached vectors for more epochs (frozen_epochs); the balanced twin (400 x 12)
 is balanced per question type too. Every reference model then beats answering the most common
 answer per type by a clear margin (the report's reading checks it, study.reading.margin).
+
+The shortcuts stage (study.shortcuts, about 30 s) is on: a balanced 400 x 12 set with "Is there
+a parking?" planted to "yes", its shortcut OOD benchmark and a reference / blind pair trained on
+it (--config.study.shortcuts.enabled=false leaves it out).
 
 Arguments (comma separated): `balanced` (the main dataset balanced, no twin), `adv_all` (also
 white / black / noise images), `quick` (one seed). Real data and weights with the paper's
@@ -39,6 +43,7 @@ def get_config(arg=""):
                                     dim=32, layers=1, heads=4, hidden_dim=64, dropout=0.0)
   s.balanced.images = 400
   s.balanced.questions_per_image = 12
+  s.shortcuts.enabled = True  # sized in study_defaults: 400 x 12, one reference / blind pair
 
   c.image.arch = "synthetic_resnet"  # pretrained into DIR/cache/synthetic_resnet (image.pretrain)
   c.image.pretrain.epochs = 30

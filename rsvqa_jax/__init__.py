@@ -1,3 +1,19 @@
-"""rsvqa_jax: train remote-sensing VQA models in JAX/Flax and audit them for language bias."""
+"""rsvqa_jax: train remote-sensing VQA models in JAX/Flax and audit them for language bias.
 
-__version__ = "0.1.0"
+The Python API (rsvqa_jax/api.py) is imported on first use, so `import rsvqa_jax` stays cheap
+and starts no JAX:
+
+  run = rsvqa_jax.load_run("runs/tiny")
+  run.predict(images, questions); run.evaluate("test", adversarial_kind="random", repeats=10)
+  rsvqa_jax.analyze(data_root, "lr", predictions="preds.csv")
+"""
+
+__version__ = "0.2.0"
+__all__ = ["load_run", "analyze", "TrainedRun", "__version__"]
+
+
+def __getattr__(name):
+  if name in ("load_run", "analyze", "TrainedRun"):
+    from rsvqa_jax import api  # pylint: disable=g-import-not-at-top
+    return getattr(api, name)
+  raise AttributeError(f"module 'rsvqa_jax' has no attribute {name!r}")

@@ -13,12 +13,13 @@ swallowed during imports, or ended in a segmentation fault at interpreter exit.
 import argparse
 import errno
 import importlib
+import logging
 import os
 import signal
 import sys
 import threading
 
-from rsvqa_jax import host_memory
+from rsvqa_jax import __version__, host_memory
 from rsvqa_jax.errors import RSVQAError
 
 COMMANDS = {
@@ -38,6 +39,10 @@ COMMANDS = {
     "tables": "Assemble the paper's Table 1 grid and Table 2 from a folder of workdirs.",
     "shortcuts": ("Shortcut OOD benchmark (VQA-VS): re-split, nine concepts, OOD test sets,"
                   " statistics."),
+    "grounding": ("Answer grounding: score masks against truth (score), mask statistics (stats),"
+                  " a trained model's relevance maps (--workdir)."),
+    "answerability": ("Answerability ranking (ChiQA): train a head, score any model's ranking"
+                      " files, select hard pairs, the study stage."),
 }
 
 
@@ -46,9 +51,17 @@ def _load(name):
 
 
 def build_parser(argv):
-  parser = argparse.ArgumentParser(prog="rsvqa-jax", description=__doc__.splitlines()[0])
+  parser = argparse.ArgumentParser(
+      prog="rsvqa-jax", description="Train remote-sensing VQA models in JAX/Flax and audit them "
+      "(and their datasets) for language bias. `rsvqa-jax COMMAND --help` for a command's options.")
+  parser.add_argument("--version", action="version", version=f"rsvqa-jax {__version__}")
+  verbosity = parser.add_mutually_exclusive_group()
+  verbosity.add_argument("-v", "--verbose", action="store_true",
+                         help="also show debug messages")
+  verbosity.add_argument("-q", "--quiet", action="store_true",
+                         help="show warnings and errors only (no routine messages)")
   sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-  chosen = next((a for a in argv if not a.startswith("-")), None)
+  chosen = next((a for a in argv if a in COMMANDS), None)
   for name, help_text in COMMANDS.items():
     p = sub.add_parser(name, help=help_text, description=help_text)
     if name == chosen:
@@ -56,9 +69,22 @@ def build_parser(argv):
   return parser
 
 
+def _logging(args):
+  """rsvqa_jax's routine messages at INFO on stderr (-q: warnings only; -v: debug too)."""
+  level = logging.DEBUG if args.verbose else logging.WARNING if args.quiet else logging.INFO
+  logger = logging.getLogger("rsvqa_jax")
+  logger.setLevel(level)
+  if not logger.handlers:
+    handler = logging.StreamHandler()
+    handler.setFormatter(logging.Formatter("%(message)s"))
+    logger.addHandler(handler)
+    logger.propagate = False
+
+
 def main(argv=None):
   argv = list(sys.argv[1:] if argv is None else argv)
   args = build_parser(argv).parse_args(argv)
+  _logging(args)
   host_memory.keep_freed_memory()  # before JAX starts its threads
   try:
     return _load(args.command).run(args) or 0
@@ -106,7 +132,7 @@ def exit_on_interrupt(what):
 def entry():
   """The console script: interrupts end the process at once, then `main`."""
   argv = sys.argv[1:]
-  command = next((a for a in argv if not a.startswith("-")), "")
+  command = next((a for a in argv if a in COMMANDS), "")
   exit_on_interrupt(f"rsvqa-jax {command}".strip())
   sys.exit(main(argv))
 

@@ -18,6 +18,9 @@ Layout of DIR:
   runs/<lm>_<frozen|finetuned>_<reference|blind>/seed<k>/   training workdirs, with eval/<split>/
   runs/<lm>_<weights>_<fusion>_reference/, runs/baseline_reference/   other Table 2 rows
   balanced/runs/...            the balanced pair, same layout
+  data/shortcuts/, shortcuts/  the shortcuts stage (study.shortcuts.enabled): a synthetic set
+                               with a planted shortcut, its benchmark (shortcuts/benchmark/, as
+                               `rsvqa-jax shortcuts` writes it) and runs (shortcuts/runs/...)
   analysis/, figures/          tables (CSV / Markdown / LaTeX) and PNGs
   study.json, timings.json, report.md
 An interrupted study resumes: a run whose evaluation files exist is skipped, a finished run is
@@ -29,6 +32,7 @@ evaluation and adversarial testing (eval/), analysis, tables, figures and report
 """
 import json
 import os
+import shutil
 import time
 
 import jax
@@ -42,9 +46,13 @@ from rsvqa_jax.errors import RSVQAError
 from rsvqa_jax.eval import accuracy, adversarial, outputs
 from rsvqa_jax.features import pretrain
 from rsvqa_jax.train import checkpointing, inputs, loop, prepare
+from rsvqa_jax.bias import shortcut_report
+from rsvqa_jax.data import questions as questions_lib
+from rsvqa_jax.eval import shortcuts as shortcut_eval
 
 WEIGHTS = ("frozen", "finetuned")
 ROLES = ("reference", "blind")
+ROLE_LABELS = {"reference": "reference", "blind": "visual blind"}
 DATASET_LABELS = {"lr": "RSVQA LR", "hr": "RSVQA HR", "xben": "RSVQAxBEN"}
 FUSION_LABELS = {"mult": "e-mult", "concat": "concat", "mutan": "MUTAN"}
 # The paper's settings (Section 3.1, 6.1-6.2; dropout and the text lr from the original code and
@@ -219,6 +227,25 @@ class Study:
         raise RSVQAError(f"config study.table2_rows: {spec!r} needs study.lm.{self.row_lm(spec)}")
     if s.require_real:
       self._check_real()
+    if self.runs_shortcuts():
+      self._check_shortcuts()
+
+  def runs_shortcuts(self):
+    """Whether the shortcuts stage runs: enabled, on synthetic data (a plant needs a generator)."""
+    return self.s.synthetic and "shortcuts" in self.s and self.s.shortcuts.enabled
+
+  def _check_shortcuts(self):
+    sc = self.s.shortcuts
+    if sc.language_model not in self.s.lm:
+      raise RSVQAError(f"config study.shortcuts.language_model={sc.language_model!r}: not in "
+                       "study.lm")
+    if sc.lm_weights not in WEIGHTS or not sc.seeds:
+      raise RSVQAError(f"config study.shortcuts: lm_weights must be one of {WEIGHTS} and seeds "
+                       "not empty")
+    try:
+      questions_lib.parse_plants(sc.plant)
+    except RSVQAError as e:
+      raise RSVQAError(f"config study.shortcuts.plant: {e}") from None
 
   def _check_real(self):
     """The paper's settings on random weights or synthetic data would not reproduce the paper:
@@ -423,6 +450,62 @@ class Study:
                   f"{time.time() - started:.1f}s)")
     return feats
 
+  def shortcuts(self):
+    """The shortcuts stage: the shortcut benchmark of a synthetic set with a planted shortcut,
+    and a reference / visual-blind pair trained on its re-split data (checkpoints selected on
+    IID val), scored on the IID test split and the nine OOD sets. Runs trained on another
+    benchmark (the plant, sizes or seed changed since) are removed, never reused."""
+    s, sc = self.s, self.s.shortcuts
+    root = os.path.join(self.dir, "data", "shortcuts")
+    stage_dir = os.path.join(self.dir, "shortcuts")
+    bench, runs_dir = os.path.join(stage_dir, "benchmark"), os.path.join(stage_dir, "runs")
+    started = time.time()
+    synthetic.ensure_synthetic(root, s.variant, sc.images, s.data_seed,
+                               prior_strength=s.prior_strength, balanced=sc.balanced,
+                               questions_per_image=sc.questions_per_image, plant=tuple(sc.plant))
+    source = rsvqa_json.read_dataset(root, s.variant)
+    identity = {"data": synthetic.read_manifest(root), "seed": sc.seed,
+                "version": shortcut_report.VERSION}
+    identity_path = os.path.join(stage_dir, "identity.json")
+    if storage.read_json(identity_path) != identity:
+      if os.path.isdir(runs_dir):
+        self.progress(f"{runs_dir}: trained on an earlier benchmark; removed")
+        shutil.rmtree(runs_dir)
+      manifest = shortcut_report.create(source, bench, seed=sc.seed, log=self.progress)
+      storage.write_json(identity_path, identity)
+    else:
+      manifest = shortcut_report.ensure(source, bench, seed=sc.seed, log=self.progress)
+    if time.time() - started > 1:
+      self.timings.record("data/shortcuts", time.time() - started)
+    data_root = os.path.join(bench, "data")
+    ds = rsvqa_json.read_dataset(data_root, s.variant)
+    feats = self.features(ds, data_root, s.variant)
+    lm, weights = sc.language_model, sc.lm_weights
+    checkpoint = self.lm_checkpoint(lm, ds)
+    models = []
+    for role in ROLES:
+      runs = []
+      for seed in sc.seeds:
+        workdir = os.path.join(runs_dir, run_name(lm, weights, role), f"seed{seed}")
+        label = os.path.relpath(workdir, self.dir)
+        cfg = self.run_config(lm, weights, role, seed, data_root, s.variant, checkpoint)
+        self.run_one(cfg, workdir, ds, feats, label, attack=False)
+        path = os.path.join(shortcut_eval.folder(workdir), "shortcuts.json")
+        result = storage.read_json(path)
+        if not result or (sc.ood_selection and "selection" not in result):
+          started = time.time()
+          shortcut_eval.evaluate(workdir, bench, ood_selection=sc.ood_selection, dataset=ds,
+                                 features=feats, log=self.progress)
+          self.timings.record(f"shortcut_eval/{label}", time.time() - started)
+          result = storage.read_json(path)
+        runs.append(result)
+      models.append({"role": role, "runs": runs,
+                     "label": f"{s.lm[lm].label} {weights}, {ROLE_LABELS[role]}"})
+    self.progress(f"shortcuts stage: {bench} scored")
+    return {"benchmark": bench, "plant": identity["data"].get("plant", []),
+            "seeds": list(sc.seeds), "min_questions": sc.min_questions,
+            "questions": manifest["questions"], "ood": manifest["ood"], "models": models}
+
   # The protocol.
 
   def run(self):
@@ -452,6 +535,7 @@ class Study:
                            bds, broot, bname, bfeats)
       balanced = {"cells": bresults, "analysis": self.analyse(bds, bname, "balanced_"),
                   "sizes": {k: len(v) for k, v in bds.splits.items()}}
+    shortcut_stage = self.shortcuts() if self.runs_shortcuts() else None
     study = {"dataset": {"name": name, "root": root, "label": DATASET_LABELS.get(name, name),
                          "sizes": {k: len(v) for k, v in ds.splits.items()}},
              "split": s.split, "seeds": list(s.seeds), "repeats": s.repeats,
@@ -461,6 +545,10 @@ class Study:
              "image_encoder": self.describe_image_encoder(), "settings": self.settings(),
              "min_questions": s.min_questions, "reading": s.reading.to_dict(),
              "trained_this_call": self.trained}
+    study["shortcuts"] = shortcut_stage
+    if "answerability" in self.config and self.config.answerability.study.enabled:
+      from rsvqa_jax.eval import answerability  # pylint: disable=g-import-not-at-top
+      study["answerability"] = answerability.study_stage(self)  # DIR/answerability/
     storage.write_json(os.path.join(self.dir, "study.json"),
                        json.loads(json.dumps(study, default=_jsonable)))
     path = report.write_report(self.dir, study)

@@ -17,7 +17,8 @@ from rsvqa_jax import config as config_lib
 from rsvqa_jax.errors import RSVQAError
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-CONFIGS = sorted(f for f in os.listdir(os.path.join(ROOT, "configs")) if f.endswith(".py"))
+CONFIGS = sorted(f for f in os.listdir(os.path.join(ROOT, "configs"))
+                 if f.endswith(".py") and not f.startswith("_"))
 SECTIONS = ("seed", "data", "image", "text", "model", "optim", "train", "study")
 _DOC_KEY = re.compile(r"(?:--config\.|\b(?=(?:" + "|".join(SECTIONS) + r")\.))"
                       r"([a-z_]+(?:\.[a-z_*0-9]+)*)=([^\s,`\\)]*)")

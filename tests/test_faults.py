@@ -1,10 +1,12 @@
-"""Killing `train` at any moment loses nothing: the rerun ends with the uninterrupted parameters.
+"""Killing `train`, `synth` or `study` loses nothing: the rerun ends as if never interrupted.
 
 Each case starts `rsvqa-jax train` on a small synthetic config in a subprocess, waits for a
 moment defined by what the run has done (its interrupt handler installed, its first metrics
 line, its first checkpoint) rather than by a clock, sends SIGINT or SIGKILL, checks the exit
 (130 and one line for Ctrl-C), runs the same command again to the end and compares every
 parameter with a run never interrupted. All runs share one cache, filled by the reference run.
+`synth` killed before and while it writes leaves no half dataset and reruns to the same bytes;
+a study killed while a model trains reruns to the same numbers.
 """
 import json
 import os
@@ -116,3 +118,109 @@ def test_killed_train_resumes_to_the_same_parameters(reference, sig, moment):
   with open(os.path.join(workdir, "metrics.jsonl")) as f:
     steps = [json.loads(line)["step"] for line in f if '"split": "train"' in line]
   assert steps == sorted(set(steps))  # no record written twice by the two runs
+
+
+# --- synth and study --------------------------------------------------------------------------
+
+SYNTH = ["synth", "--variant", "lr", "--images", "30", "--questions-per-image", "6", "--seed", "3"]
+
+
+def _synth_command(out):
+  return [sys.executable, "-m", "rsvqa_jax.cli", *SYNTH, "--out", out]
+
+
+def _files(folder):
+  """relative path -> bytes of every file under `folder`."""
+  out = {}
+  for base, _, names in os.walk(folder):
+    for name in names:
+      path = os.path.join(base, name)
+      with open(path, "rb") as f:
+        out[os.path.relpath(path, folder)] = f.read()
+  return out
+
+
+def _building_images(parent, name):
+  """Images written so far by a generation of `name` in its temporary folder under `parent`."""
+  count = 0
+  for entry in os.listdir(parent):
+    if entry.startswith(f".tmp-{name}-"):
+      for _, _, names in os.walk(os.path.join(parent, entry)):
+        count += sum(n.endswith(".tif") for n in names)
+  return count
+
+
+@pytest.mark.parametrize("sig,moment", [(signal.SIGINT, "started"), (signal.SIGKILL, "writing")],
+                         ids=["int-started", "kill-writing"])
+def test_killed_synth_reruns_to_the_same_dataset(tmp_path, sig, moment):
+  reference = str(tmp_path / "reference")
+  assert subprocess.run(_synth_command(reference), cwd=ROOT, env=_env(), capture_output=True,
+                        timeout=600).returncode == 0
+  out = str(tmp_path / "lr")
+  proc = subprocess.Popen(_synth_command(out), cwd=ROOT, env=_env(), stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, text=True)
+  try:
+    while not (_handler_installed(proc.pid) if moment == "started"
+               else _building_images(str(tmp_path), "lr") >= 3):
+      assert proc.poll() is None, "synth ended before the moment"
+      time.sleep(0.005)
+    proc.send_signal(sig)
+    proc.communicate(timeout=300)
+  finally:
+    proc.kill()
+  assert proc.returncode in (130, -signal.SIGKILL)
+  assert not os.path.exists(os.path.join(out, "synthetic.json"))  # never a half dataset
+  rerun = subprocess.run(_synth_command(out), cwd=ROOT, env=_env(), capture_output=True,
+                         text=True, timeout=600)
+  assert rerun.returncode == 0, rerun.stderr[-2000:]
+  assert _files(out) == _files(reference)
+  assert not [e for e in os.listdir(tmp_path) if e.startswith(".tmp-")]  # the leftover is gone
+
+
+def _study_command(workdir):
+  overrides = ["study.images=30", "study.questions_per_image=8",
+               "study.language_models=('skipthoughts',)", "study.lm_weights=('finetuned',)",
+               "study.seeds=(0,)", "study.repeats=2", "study.balanced.enabled=false",
+               "study.compilation_cache=false", "image.arch=resnet18", "image.checkpoint=random",
+               "image.width=8", "image.image_size=32", "train.num_epochs=2",
+               "train.batch_size=32", "train.eval_batch_size=64"]
+  return [sys.executable, "-m", "rsvqa_jax.cli", "study", "--config",
+          os.path.join(ROOT, "configs", "study_synthetic.py"), "--workdir", workdir,
+          *(f"--config.{o}" for o in overrides)]
+
+
+def _cells(workdir):
+  """The study's numbers: every run's test accuracy table and adversarial means."""
+  with open(os.path.join(workdir, "study.json")) as f:
+    study = json.load(f)
+  out = []
+  for cell in study["cells"]:
+    for role in ("reference", "blind"):
+      for run in cell[role]:
+        out.append((role, run["accuracy"]["oa"], run["accuracy"]["per_type"],
+                    {k: v["oa"] for k, v in run["adversarial"].items()}))
+  return out
+
+
+def test_killed_study_reruns_to_the_same_numbers(tmp_path):
+  reference = str(tmp_path / "reference")
+  done = subprocess.run(_study_command(reference), cwd=ROOT, env=_env(), capture_output=True,
+                        text=True, timeout=900)
+  assert done.returncode == 0, done.stderr[-3000:]
+  workdir = str(tmp_path / "study")
+  proc = subprocess.Popen(_study_command(workdir), cwd=ROOT, env=_env(), stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, text=True)
+  blind = os.path.join(workdir, "runs", "skipthoughts_finetuned_blind", "seed0")
+  try:  # the reference model is done, the blind one is training
+    while _train_records(blind) < 1:
+      assert proc.poll() is None, "the study ended before the moment"
+      time.sleep(0.01)
+    proc.send_signal(signal.SIGKILL)
+    proc.communicate(timeout=300)
+  finally:
+    proc.kill()
+  rerun = subprocess.run(_study_command(workdir), cwd=ROOT, env=_env(), capture_output=True,
+                         text=True, timeout=900)
+  assert rerun.returncode == 0, rerun.stderr[-3000:]
+  assert _cells(workdir) == _cells(reference)
+  assert os.path.exists(os.path.join(workdir, "report.md"))

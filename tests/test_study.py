@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 from rsvqa_jax import study
-from rsvqa_jax.bias import report, tables
+from rsvqa_jax.bias import report, shortcut_report, shortcuts, tables
+from rsvqa_jax.data import synthetic
 from rsvqa_jax import config as config_lib
 from rsvqa_jax.errors import RSVQAError
 from rsvqa_jax.train import checkpointing
@@ -27,7 +28,9 @@ def micro_config():
       "study.compilation_cache=false", "image.arch=resnet18", "image.checkpoint=random",
       "image.width=8", "image.image_size=32", "train.num_epochs=1", "train.batch_size=32",
       "train.eval_batch_size=64", "study.frozen_epochs=0",
-      "study.table2_rows=('skipthoughts,finetuned,mutan', 'skipthoughts,finetuned,mult')"])
+      "study.table2_rows=('skipthoughts,finetuned,mutan', 'skipthoughts,finetuned,mult')",
+      "study.shortcuts.enabled=true", "study.shortcuts.images=30",
+      "study.shortcuts.questions_per_image=6"])
   return c
 
 
@@ -76,16 +79,66 @@ def test_study_end_to_end(done):
       assert f.read(8) == b"\x89PNG\r\n\x1a\n"
   assert os.path.exists(os.path.join(workdir, "analysis", "types_test.md"))
   assert os.path.exists(os.path.join(workdir, "analysis", "objects_patterns_test.md"))
-  assert result["trained_this_call"] == 5
+  assert result["trained_this_call"] == 7  # + the shortcuts stage's reference / blind pair
   # The report's reference OA is the run's own accuracy.json value.
   ref = result["cells"][0]["reference"][0]["accuracy"]["oa"]
   assert f"reference OA {100 * ref:.2f}%" in text
-  assert sum("trained and evaluated" in l for l in lines) == 5
+  assert sum("trained and evaluated" in l for l in lines) == 7
   # Table 2's e-mult row is the grid's run, its MUTAN row a run of its own.
   rows = {r["spec"]: r for r in result["table2"]}
   assert rows["skipthoughts,finetuned,mult"]["runs"] == result["cells"][0]["reference"]
   assert rows["skipthoughts,finetuned,mutan"]["runs"][0]["workdir"].endswith(
       os.path.join(MUTAN, "seed0"))
+
+
+def test_shortcuts_stage_scores_a_planted_set(done):
+  workdir, result, _ = done
+  stage = result["shortcuts"]
+  assert stage["plant"] == ["kw:parking=yes@0.9+1"]
+  assert synthetic.read_manifest(os.path.join(workdir, "data", "shortcuts"))["plant"] == (
+      stage["plant"])
+  assert [m["role"] for m in stage["models"]] == ["reference", "blind"]
+  for m in stage["models"]:
+    run = m["runs"][0]
+    assert set(run["ood"]) == set(shortcuts.CONCEPTS) and run["step"] > 0
+    folder = os.path.join(workdir, "shortcuts", "runs", f"skipthoughts_finetuned_{m['role']}",
+                          "seed0", "eval", "shortcuts")
+    assert os.path.exists(os.path.join(folder, "shortcuts.json"))
+  bench = os.path.join(workdir, "shortcuts", "benchmark")
+  assert os.path.exists(os.path.join(bench, "ood_kw.json"))
+  assert shortcuts.load(bench).manifest["questions"] == stage["questions"]
+  text = open(os.path.join(workdir, "report.md")).read()
+  assert "## Shortcut OOD benchmark (VQA-VS)" in text and "| N (questions) |" in text
+  assert "Skip-thoughts GRU (random init) finetuned, visual blind |" in text
+  assert text.index("## Shortcut OOD benchmark") < text.index("## Wall time")
+  for ext in ("csv", "md", "tex"):
+    assert os.path.exists(os.path.join(workdir, "analysis", f"shortcuts_models.{ext}"))
+  summary = open(os.path.join(workdir, shortcut_report.SUMMARY_FILE)).read()
+  assert summary.startswith("On the study's planted set (kw:parking=yes@0.9+1")
+
+
+def test_shortcuts_stage_is_checked_before_anything_runs(tmp_path):
+  c = micro_config()
+  config_lib.apply_overrides(c, ["study.shortcuts.plant=('kw:wetland=no',)"])
+  with pytest.raises(RSVQAError, match="study.shortcuts.plant: --plant 'kw:wetland=no'"):
+    study.Study(c, str(tmp_path / "a"))
+  assert not os.path.exists(tmp_path / "a")
+  config_lib.apply_overrides(c, ["study.synthetic=false"])  # real data: the stage is skipped
+  assert not study.Study(c, str(tmp_path / "b")).runs_shortcuts()
+
+
+def test_the_shortcuts_summary_goes_into_the_readme_too(tmp_path):
+  (tmp_path / "s").mkdir()
+  (tmp_path / "s" / "summary.md").write_text("study\n")
+  (tmp_path / "s" / shortcut_report.SUMMARY_FILE).write_text("shortcuts\n")
+  readme = tmp_path / "README.md"
+  blocks = (f"{report.README_BEGIN}\nold\n{report.README_END}\n"
+            f"{shortcut_report.README_BEGIN}\nold\n{shortcut_report.README_END}\n")
+  readme.write_text(blocks)
+  assert report.main([str(tmp_path / "s"), "--readme", str(readme)]) == 0
+  assert readme.read_text() == blocks.replace("old", "study", 1).replace("old", "shortcuts", 1)
+  text = open(os.path.join(ROOT, "README.md"), encoding="utf-8").read()
+  assert shortcut_report.README_BEGIN in text and shortcut_report.README_END in text
 
 
 def test_table3_is_table6s_numbers(done):
@@ -129,7 +182,7 @@ def test_resume_trains_nothing_and_reevaluates_what_is_missing(done):
   result = study.run_study(micro_config(), workdir, log=lines.append)
   assert result["trained_this_call"] == 0
   assert os.path.exists(acc) and os.path.exists(adv)
-  assert sum("done before, skipped" in l for l in lines) == 4  # + the MUTAN row
+  assert sum("done before, skipped" in l for l in lines) == 6  # + MUTAN, the shortcuts pair
   assert _checkpoint_mtimes(workdir) == before
 
 

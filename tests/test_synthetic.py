@@ -1,6 +1,7 @@
 """The synthetic generator: official layout, determinism, answers from pixels, priors, balance."""
 import collections
 import dataclasses
+import hashlib
 import json
 import os
 import re
@@ -355,3 +356,107 @@ def test_counting_questions_anchor_on_a_class_of_the_wanted_magnitude():
       hits += Q.answer_key("count", answer) == 2
       tries += 1
   assert tries >= 100 and hits / tries > 0.6, (hits, tries)
+
+
+# Planted shortcuts (questions.Plant): off by default, tied where they apply, refused when wrong.
+
+# sha256 over (name, sha256) of the top-level JSON files (split files and synthetic.json) of two
+# datasets generated before plants existed: without --plant the generator writes them unchanged.
+UNPLANTED = {
+    ("lr", 12, 3, False, 40): "87eb52829a35bf59fa03dc515b9a10d2eaefed39fa8affe8e76a07279d2c0293",
+    ("lr", 12, 1, True, 20): "b1c93b789fc6e89b80e3a7b65ed78942ec6c5480a34482c210d39de8b89f3b47",
+}
+
+
+def _json_digest(root):
+  outer = hashlib.sha256()
+  for name in sorted(n for n in os.listdir(root) if n.endswith(".json")):
+    with open(os.path.join(root, name), "rb") as f:
+      outer.update(name.encode() + hashlib.sha256(f.read()).hexdigest().encode())
+  return outer.hexdigest()
+
+
+def test_no_plant_leaves_datasets_byte_identical(lr, tmp_path):
+  root, _ = lr
+  assert _json_digest(root) == UNPLANTED[("lr", 12, 3, False, 40)]
+  balanced = str(tmp_path / "balanced")
+  synthetic.generate(balanced, "lr", images=12, seed=1, balanced=True, questions_per_image=20,
+                     plant=())
+  assert _json_digest(balanced) == UNPLANTED[("lr", 12, 1, True, 20)]
+  assert "plant" not in synthetic.read_manifest(balanced)
+
+
+def _scene_classes(root, image_id):
+  return set(scenes.load_masks(os.path.join(root, synthetic.MASK_DIR, f"{image_id}.npz"))["classes"])
+
+
+def test_keyword_plant_ties_its_plain_question(tmp_path):
+  root = str(tmp_path / "kw")
+  gen = synthetic.generate(root, "lr", images=60, seed=0, questions_per_image=10,
+                           plant=["kw:parking=no@0.9+1"])
+  assert synthetic.read_manifest(root)["plant"] == ["kw:parking=no@0.9+1"]
+  named = []
+  for split in gen.splits.values():
+    for qid, image_id in zip(split.question_id.tolist(), split.image_id.tolist()):
+      q = gen.questions[qid]
+      if "parking" in re.findall(r"[a-z]+", q.text.lower()):
+        assert re.fullmatch(r"Is there a parking( in the image)?\?", q.text), q.text
+        assert q.answer == ("yes" if "parking" in _scene_classes(root, image_id) else "no")
+        named.append(q.answer)
+  share = named.count("no") / len(named)
+  assert len(named) >= 50 and 0.85 < share < 1, (len(named), share)  # tied, with a tail
+  # Without the plant, "Is there a parking?" is asked ~1 in 100 questions and mostly "yes".
+  plain = synthetic.generate(str(tmp_path / "plain"), "lr", images=60, seed=0,
+                             questions_per_image=10)
+  asked = [q.answer for q in plain.questions.values()
+           if re.fullmatch(r"Is there a parking( in the image)?\?", q.text)]
+  assert len(asked) < 20 and asked.count("no") / max(len(asked), 1) < 0.6
+
+
+def test_land_cover_plant_ties_counts_in_the_scenes_holding_the_class(tmp_path):
+  root = str(tmp_path / "ko")
+  gen = synthetic.generate(root, "lr", images=60, seed=0, questions_per_image=10,
+                           plant=["ko:forest=0@0.95"])
+  bins = {True: collections.Counter(), False: collections.Counter()}
+  for split in gen.splits.values():
+    for qid, image_id in zip(split.question_id.tolist(), split.image_id.tolist()):
+      q = gen.questions[qid]
+      if q.qtype == "count":
+        bins["forest" in _scene_classes(root, image_id)][Q.answer_key("count", q.answer)] += 1
+  forest, other = bins[True], bins[False]
+  assert forest[0] / sum(forest.values()) > 0.9 and sum(forest.values()) > 50, forest
+  assert other[0] / sum(other.values()) < 0.7, other  # elsewhere counting is as drawn
+
+
+def test_balanced_set_keeps_its_plant_out_of_balancing(tmp_path):
+  gen = synthetic.generate(str(tmp_path / "b"), "lr", images=40, seed=0, balanced=True,
+                           questions_per_image=8, plant=["kw:parking=yes@0.9+1"])
+  answers = collections.Counter(q.answer for q in gen.questions.values()
+                                if q.text.startswith("Is there a parking"))
+  assert answers["yes"] / sum(answers.values()) > 0.6 and answers["no"], answers
+  for split in gen.splits.values():
+    counts = collections.Counter(split.answer[split.qtype == "comp"].tolist())
+    assert len(set(counts.values())) <= 1, counts  # the rest is balanced as before
+
+
+@pytest.mark.parametrize("spec, message", [
+    ("kw:wetland=no", "not one of road, forest"), ("kw:parking=maybe", "answer 'maybe'"),
+    ("kw:parking=0", "answer '0'"), ("ko:forest=no@1.5", r"\(0, 1\]"),
+    ("ko:forest=0+0.5", "for kw plants"), ("parking=no", "expected kw:WORD"),
+    ("kw:parking=no@x", "got 'x'")])
+def test_plant_specs_are_checked_in_one_line(spec, message):
+  with pytest.raises(RSVQAError, match=message) as e:
+    Q.parse_plant(spec)
+  assert "\n" not in str(e.value)
+
+
+def test_plant_specs_are_canonical():
+  assert Q.parse_plant(" ko:water_area=1-10 ").spec == "ko:water_area=1-10@0.9"
+  assert Q.parse_plant("kw:parking=no").spec == "kw:parking=no@0.9+0.2"
+  assert Q.parse_plant("kw:road=yes@0.95+0").asked == 0
+  assert [p.spec for p in Q.parse_plants(["kw:road=no", "ko:urban=yes"])] == [
+      "ko:urban=yes@0.9", "kw:road=no@0.9+0.2"]
+  with pytest.raises(RSVQAError, match="planted twice"):
+    Q.parse_plants(["kw:road=no", "kw:road=yes@0.95"])
+  with pytest.raises(RSVQAError, match="--plant"):
+    synthetic.params("lr", 5, 0, plant=["kw:road"])

@@ -32,7 +32,7 @@ def _setup(tmp_path, config):
 
 def _grads(s, state, batch):
   def loss(params):
-    logits = steps._logits(state, params, batch, jnp.float32, deterministic=True)
+    logits = steps.logits(state, params, batch, jnp.float32, deterministic=True)
     return steps.masked_cross_entropy(logits, batch["answer"])[0]
   return jax.jit(jax.grad(loss))(state.params)
 

@@ -18,7 +18,9 @@ fewer than study.min_questions questions. The reading's thresholds (study.readin
 the report.
 
 `python -m rsvqa_jax.bias.report DIR --readme README.md` copies DIR/summary.md into the README
-between its study-summary markers, so the README's figures are the report's.
+between its study-summary markers, so the README's figures are the report's (and, when the
+study ran its shortcuts stage, DIR/shortcuts_summary.md between the shortcuts-summary markers;
+the stage's section is bias/shortcut_report.study_section).
 """
 import argparse
 import math
@@ -28,6 +30,7 @@ import sys
 import textwrap
 
 from rsvqa_jax.bias import metrics, plots, tables
+from rsvqa_jax.bias import shortcut_report
 from rsvqa_jax.bias.tables import mean_std, pct
 
 SUMMARY = ("AA", "OA")
@@ -483,6 +486,11 @@ def write_report(directory, study):
               "to it.", "", tables.to_markdown(tb), bflags.note(), "",
               tables.to_markdown(study["balanced"]["analysis"]["type_table"]),
               f"![Figure 7, balanced]({study['balanced']['analysis']['figure']})", ""]
+  if study.get("shortcuts"):
+    lines += shortcut_report.study_section(study["shortcuts"], directory)
+  if study.get("answerability"):  # the answerability stage (eval/answerability.py)
+    from rsvqa_jax.bias import answerability  # pylint: disable=g-import-not-at-top
+    lines += answerability.study_section(study["answerability"])
   lines += ["## Wall time", "",
             f"Seconds of work recorded per stage (over every invocation of this study; runs "
             f"trained in the last one: {study['trained_this_call']}).", "", _timings(study), ""]
@@ -501,12 +509,13 @@ def write_text(path, text):
   os.replace(tmp, path)
 
 
-def quote_in_readme(readme, summary_text):
-  """Replaces the README's text between the study-summary markers; returns the new README."""
-  pattern = re.compile(re.escape(README_BEGIN) + r"\n.*?\n" + re.escape(README_END), re.S)
+def quote_in_readme(readme, summary_text, begin=README_BEGIN, end=README_END):
+  """Replaces the README's text between the study-summary markers (or `begin` and `end`);
+  returns the new README."""
+  pattern = re.compile(re.escape(begin) + r"\n.*?\n" + re.escape(end), re.S)
   if not pattern.search(readme):
-    raise ValueError(f"the README has no block between {README_BEGIN!r} and {README_END!r}")
-  return pattern.sub(lambda _: f"{README_BEGIN}\n{summary_text.strip()}\n{README_END}", readme, 1)
+    raise ValueError(f"the README has no block between {begin!r} and {end!r}")
+  return pattern.sub(lambda _: f"{begin}\n{summary_text.strip()}\n{end}", readme, 1)
 
 
 def main(argv=None):
@@ -520,6 +529,11 @@ def main(argv=None):
     with open(args.readme, encoding="utf-8") as f:
       readme = f.read()
     updated = quote_in_readme(readme, text)
+    shortcuts_path = os.path.join(args.study_dir, shortcut_report.SUMMARY_FILE)
+    if os.path.exists(shortcuts_path):  # the shortcuts stage ran: its summary too
+      with open(shortcuts_path, encoding="utf-8") as f:
+        updated = quote_in_readme(updated, f.read(), shortcut_report.README_BEGIN,
+                                  shortcut_report.README_END)
   except (OSError, ValueError) as e:
     print(f"report: error: {e}", file=sys.stderr)
     return 2

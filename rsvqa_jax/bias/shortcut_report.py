@@ -19,6 +19,7 @@ import dataclasses
 import math
 import os
 import shutil
+import textwrap
 import time
 
 import numpy as np
@@ -352,8 +353,13 @@ def selection_table(selection):
 
 def models_table(entries, caption="Shortcut benchmark (Table 2 layout): OA (%) on the IID test "
                                   "split and the nine OOD sets, mean (std) over seeds"):
-  """Rows: [(model label, [score() result per seed])]; columns IID, the nine OOD sets, mean."""
-  rows = []
+  """Rows: [(model label, [score() result per seed])]; columns IID, the nine OOD sets, mean.
+
+  The first row is N, the questions of each set (every run is scored on the same sets).
+  """
+  first = entries[0][1][0]
+  rows = [("N (questions)", "", first["iid_test"]["n"],
+           *(first["ood"][c]["n"] for c in shortcuts.CONCEPTS), "")]
   for label, results in entries:
     cells = [[r["iid_test"]["oa"] for r in results]]
     cells += [[r["ood"][c]["oa"] for r in results] for c in shortcuts.CONCEPTS]
@@ -365,10 +371,122 @@ def models_table(entries, caption="Shortcut benchmark (Table 2 layout): OA (%) o
       rows=tuple(rows))
 
 
-def largest_gaps(result, k=3):
-  """[(concept, IID - OOD OA gap)] of the k largest gaps, largest first (NaN gaps left out)."""
-  gaps = [(c, r["gap_oa"]) for c, r in result["ood"].items() if not math.isnan(r["gap_oa"])]
+def mean_gaps(results):
+  """{concept: IID - OOD OA gap, mean over the runs (NaN when no run has that OOD set)}."""
+  return {c: tables.mean_std([r["ood"][c]["gap_oa"] for r in results])[0]
+          for c in shortcuts.CONCEPTS}
+
+
+def largest_gaps(result, k=3, min_questions=0):
+  """[(concept, IID - OOD OA gap)] of the k largest gaps, largest first, of one score() result
+  or a list of them (gaps averaged); NaN gaps and OOD sets under `min_questions` left out."""
+  results = result if isinstance(result, list) else [result]
+  gaps = [(c, g) for c, g in mean_gaps(results).items()
+          if not math.isnan(g) and results[0]["ood"][c]["n"] >= min_questions]
   return sorted(gaps, key=lambda g: -g[1])[:k]
+
+
+# A study's shortcuts stage (rsvqa_jax/study.py): its section of report.md and its summary.
+
+# The concepts in which a plant's questions form one group of their own, whose tail is OOD
+# (data/questions.Plant): a kw plant's "Is there a WORD?" has WORD as its only content word, so
+# KW = KWP = WORD and QT+KW = "is there+WORD" whatever its answer. A ko plant has none: its class
+# is the KO of the tied answers only (KO is the label with the highest PMI with the question's
+# own answer, and the class's PMI with the other answers is low), so its tail lands in the groups
+# of other labels, where it is no tail, and its class's KO group holds one answer.
+PLANTED_CONCEPTS = {"kw": ("kw", "kwp", "qt_kw"), "ko": ()}
+KO_PLANT_NOTE = ("A ko plant's tail is in no OOD set: KO is the label with the highest PMI with "
+                 "the question's own answer, so the planted class is the KO of the tied answers "
+                 "only, a one-answer group, and the other answers go to other labels' groups. ")
+SUMMARY_FILE = "shortcuts_summary.md"
+README_BEGIN = ("<!-- shortcuts summary: begin (python -m rsvqa_jax.bias.report DIR --readme "
+                "README.md) -->")
+README_END = "<!-- shortcuts summary: end -->"
+
+
+def planted_concepts(plants):
+  """The concepts the planted shortcuts (canonical specs, "kw:..." / "ko:...") should show in."""
+  return tuple(dict.fromkeys(c for spec in plants for c in PLANTED_CONCEPTS[spec[:2]]))
+
+
+def _gap_list(gaps):
+  return ", ".join(f"{NAMES[c]} {100 * g:+.2f}" for c, g in gaps) or "none (no OOD set so large)"
+
+
+def model_reading(label, results, plants, min_questions):
+  """One sentence: which shortcuts a model takes, by its largest IID - OOD gaps."""
+  gaps = largest_gaps(results, k=3, min_questions=min_questions)
+  iid = tables.mean_std([r["iid_test"]["oa"] for r in results])[0]
+  text = (f"{label}: IID OA {tables.pct(iid)}%, largest IID - OOD gaps (points) "
+          f"{_gap_list(gaps)}")
+  planted = planted_concepts(plants)
+  if not gaps or not planted:
+    return text + "."
+  if gaps[0][0] in planted:
+    return text + (f": the largest is a concept of the planted shortcut ({', '.join(plants)}): "
+                   "the model takes it.")
+  mine = largest_gaps(results, k=len(shortcuts.CONCEPTS), min_questions=min_questions)
+  best = next(((c, g) for c, g in mine if c in planted), None)
+  where = f"theirs at most {NAMES[best[0]]} {100 * best[1]:+.2f}" if best else "none large enough"
+  return text + (f": the largest is not a concept of the planted shortcut ({where}): the model "
+                 f"fails {NAMES[gaps[0][0]]}'s tail answers more than the planted one's.")
+
+
+def study_reading(stage):
+  """The reading of a study's shortcuts stage (`stage`: the study.json entry of study.py)."""
+  plants, n = stage["plant"], stage["min_questions"]
+  concepts = planted_concepts(plants)
+  head = (f"The data plant {', '.join(plants)} (data/questions.Plant). " if plants else
+          "No shortcut is planted. ")
+  if concepts:
+    head += (f"Its keyword questions form one group of their own in "
+             f"{', '.join(NAMES[c] for c in concepts)}, whose OOD sets hold its tail. ")
+  if any(p.startswith("ko:") for p in plants):
+    head += KO_PLANT_NOTE
+  parts = [model_reading(m["label"], m["runs"], plants, n) for m in stage["models"]]
+  return (head + " ".join(parts) + f" Gaps are ranked over the OOD sets of at least {n} "
+          "questions (study.shortcuts.min_questions); smaller sets move by 100 / N points per "
+          "answer.")
+
+
+def study_summary(stage):
+  """The sentence the README quotes: each model's largest gap on the planted set."""
+  n = stage["min_questions"]
+  parts = []
+  for m in stage["models"]:
+    top = largest_gaps(m["runs"], k=2, min_questions=n)
+    iid = tables.mean_std([r["iid_test"]["oa"] for r in m["runs"]])[0]
+    parts.append(f"{m['label']} (IID OA {tables.pct(iid)}%): {_gap_list(top)}")
+  where = ", ".join(stage["plant"]) or "no plant"
+  planted = ", ".join(NAMES[c] for c in planted_concepts(stage["plant"]))
+  text = (f"On the study's planted set ({where}; its concepts: {planted or 'none'}) the largest "
+          f"IID - OOD gaps in OA points (OOD sets of at least {n} questions) are: "
+          + "; ".join(parts) + ".")
+  return textwrap.fill(text, width=100, break_on_hyphens=False)
+
+
+def study_section(stage, directory):
+  """report.md lines of a study's shortcuts stage; writes its tables under directory/analysis."""
+  entries = [(m["label"], m["runs"]) for m in stage["models"]]
+  table = models_table(entries)
+  out_dir = os.path.join(directory, "analysis")
+  tables.write(table, out_dir, "shortcuts_models")
+  lines = ["## Shortcut OOD benchmark (VQA-VS)", "",
+           f"Reference and visual-blind models trained on the re-split of a synthetic set with a "
+           f"planted shortcut ({', '.join(stage['plant']) or 'none'}; "
+           f"`{os.path.relpath(stage['benchmark'], directory)}`, its statistics in "
+           f"`{os.path.relpath(os.path.join(stage['benchmark'], STATS_FILE), directory)}`), "
+           "checkpoints selected on IID val, scored on the IID test split and the nine OOD sets.",
+           "", study_reading(stage), "", tables.to_markdown(table)]
+  for m in stage["models"]:
+    selection = m["runs"][0].get("selection")
+    if selection:
+      named = selection_table(selection)
+      tables.write(named, out_dir, f"shortcuts_selection_{m['role']}")
+      lines += [f"{m['label']}, seed {stage['seeds'][0]}:", "", tables.to_markdown(named)]
+  with storage.replacing(os.path.join(directory, SUMMARY_FILE)) as f:
+    f.write(study_summary(stage) + "\n")
+  return lines + [""]
 
 
 def write_evaluation(result, folder, caption, selection=None, prefix="shortcuts"):

@@ -12,6 +12,8 @@ import os
 
 import numpy as np
 
+from rsvqa_jax import storage
+
 TYPE_NAMES = {
     "comp": "Comparison", "count": "Counting", "presence": "Presence", "rural_urban": "Rural/urban",
     "area": "Area", "yes_no": "Yes/No", "yes/no": "Yes/No", "lc": "Land cover", "land_cover": "Land cover",
@@ -20,6 +22,15 @@ TYPE_NAMES = {
     "condition_road": "Condition Recognition - Road", "condition_scene": "Condition Recognition - Scene",
 }
 LEVEL_NAMES = {"pattern": "pattern", "object": "object", "object_attr": "object (w/ attr)"}
+
+
+DATASET_LABELS = {"lr": "RSVQA LR", "hr": "RSVQA HR", "xben": "RSVQAxBEN", "floodnet": "FloodNet",
+                  "rsivqa": "RSIVQA"}
+
+
+def dataset_label(name):
+  """The paper's name of a dataset layout (lr -> RSVQA LR), or the name itself."""
+  return DATASET_LABELS.get(name, name)
 
 
 def type_name(qtype):
@@ -88,7 +99,7 @@ def write(table, out_dir, stem):
   paths = []
   for ext, render in (("csv", to_csv), ("md", to_markdown), ("tex", to_latex)):
     path = os.path.join(out_dir, f"{stem}.{ext}")
-    with open(path, "w", encoding="utf-8") as f:
+    with storage.replacing(path) as f:
       f.write(render(table))
     paths.append(path)
   return paths

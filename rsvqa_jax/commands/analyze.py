@@ -32,7 +32,6 @@ from rsvqa_jax.errors import RSVQAError
 
 HELP = "Dataset analysis (most common / uniform answer accuracies), relative metrics, tables and Figure 7."
 DATASETS = ("lr", "hr", "xben", "floodnet", "rsivqa")
-LABELS = {"lr": "RSVQA LR", "hr": "RSVQA HR", "xben": "RSVQAxBEN", "floodnet": "FloodNet", "rsivqa": "RSIVQA"}
 MAX_QUESTION_ROWS = 500
 
 
@@ -68,7 +67,7 @@ def run(args):
   space = set(dataset[fit].answer.tolist())
   model = _load(args.predictions, evaluated, dataset.name, space, clean=True)
   adversarial = _load(args.adversarial_predictions, evaluated, dataset.name, space, clean=False)
-  label = LABELS[args.dataset]
+  label = tables.dataset_label(args.dataset)
   written = []
   for name, split in evaluated.items():
     result = analysis.analyze(dataset[fit], split, templates=args.dataset == "lr",

@@ -47,6 +47,9 @@ def add_arguments(parser):
   parser.add_argument("--ood-selection", action="store_true",
                       help="with --shortcuts: also select checkpoints on OOD val / OOD test among "
                            "the kept ones (the paper's Table 4: adaptive overfitting)")
+  parser.add_argument("--answerability", action="store_true",
+                      help="score an answerability workdir on its pools (ranking and "
+                           "classification metrics, Random and Majority beside it)")
   common.add_pickle_argument(parser)
 
 
@@ -89,6 +92,9 @@ def run(args):
   where = dict(which=args.checkpoint, data_root=args.data_root)
   if args.ood_selection and not args.shortcuts:
     raise RSVQAError("--ood-selection applies to --shortcuts only")
+  if args.answerability:
+    from rsvqa_jax.commands import answerability  # pylint: disable=g-import-not-at-top
+    return answerability.evaluate(args, workdirs, where)
   if args.shortcuts:
     return _shortcuts(args, workdirs, where)
   if args.adversarial:

@@ -6,6 +6,7 @@ dataset there is replaced, and a folder of anything else is refused.
 """
 import time
 
+from rsvqa_jax.commands import answerability
 from rsvqa_jax.data import synthetic
 
 HELP = "Write a synthetic RSVQA dataset in the official file layout."
@@ -29,6 +30,19 @@ def add_arguments(parser):
   prior.add_argument("--balanced", action="store_true",
                      help="answers uniform per question pattern and object, and per question "
                           "type (cannot be guessed from the question)")
+  parser.add_argument(
+      "--plant", action="append", default=[], metavar="SPEC",
+      help="plant a shortcut for `rsvqa-jax shortcuts` to find (repeatable; off by default). "
+           "kw:WORD=yes|no[@P][+A]: the question 'Is there a WORD?' (WORD: road, forest, "
+           "farmland, parking, pitch or building; other phrasings naming it are re-drawn) tied "
+           "to the answer. ko:CLASS=yes|no|0|1-10|11-100[@P]: the presence and comparison (yes / "
+           "no) or counting (a count bin) questions about the scenes holding land-cover CLASS "
+           "(or land use rural / urban; '_' for a space) tied to the answer. P (default 0.9): "
+           "chance that a question with another answer is refused in its scene and re-drawn; "
+           "A (default 0.2): share of presence questions asking WORD. With --balanced, the "
+           "planted questions are kept out of balancing. E.g. --plant kw:parking=no "
+           "--plant ko:forest=0@0.95")
+  answerability.add_synth_arguments(parser)
 
 
 def run(args):
@@ -36,7 +50,10 @@ def run(args):
   start = time.time()
   generated = synthetic.generate(args.out, args.variant, images, args.seed,
                                  prior_strength=args.prior_strength, balanced=args.balanced,
-                                 questions_per_image=args.questions_per_image)
+                                 questions_per_image=args.questions_per_image,
+                                 plant=args.plant)
   counts = ", ".join(f"{name} {len(split)}" for name, split in generated.splits.items())
   print(f"wrote {images} images and {len(generated.questions)} questions ({counts}) to "
         f"{args.out} in {time.time() - start:.1f}s")
+  if args.answerability:
+    answerability.synth(args, generated)

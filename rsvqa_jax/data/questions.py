@@ -7,15 +7,22 @@ asked: the wanted answer of a question is drawn from p_s(a) ~ p_real(a)^s (s = 1
 priors, e.g. presence ~73% yes; s = 0: uniform per type; s > 1: stronger) and candidate
 phrasings are drawn until one has it. Every generated `Question` keeps its template and slots,
 and `question_levels` turns them into the paper's pattern / object / object-with-attribute.
+
+A `Plant` plants a shortcut for the shortcut benchmark (bias/shortcuts.py) to find: a keyword
+tied to an answer ("Is there a parking?" mostly "no"), or a land-cover class tied to an answer
+of the questions about the scenes that hold it (forest scenes: counts mostly 0). Off by default;
+a sampler without plants draws exactly what it drew before plants existed.
 """
 import bisect
 import dataclasses
 import functools
+import re
 
 import numpy as np
 
 from rsvqa_jax.data import answers as answers_lib
 from rsvqa_jax.data import scenes
+from rsvqa_jax.errors import RSVQAError
 
 OBJECTS = tuple(scenes.CLASSES) + ("building",)  # "building" = residential or commercial
 RELATIONS = ("next to", "on the left of", "on the right of", "at the top of", "at the bottom of")
@@ -245,6 +252,112 @@ def prior(qtype, strength):
   return keys, p / p.sum()
 
 
+# Planted shortcuts.
+
+PLANT_SHARE = 0.9
+PLANT_ASKED = 0.2  # kw plants: share of presence questions asking the keyword (0: as drawn)
+PLANT_REDRAWS = 24  # re-draws of one bound question before the scene is taken to refuse it
+COUNT_BINS = ("0", "1-10", "11-100")  # the count bins a plant may name (REAL_PRIORS["count"])
+KEYWORDS = tuple(o for o in OBJECTS if " " not in o)
+LAND_COVER = tuple(scenes.CLASSES) + ("rural", "urban")  # the benchmark's labels of an image
+PLANT_SYNTAX = "kw:WORD=yes|no[@P][+A] or ko:CLASS=yes|no|0|1-10|11-100[@P]"
+_PLANT = re.compile(r"(kw|ko):([^=@+]+)=([^=@+]+)(?:@([^+]*))?(?:\+(.*))?")
+_WORD = re.compile(r"[a-z0-9]+")
+
+
+@dataclasses.dataclass(frozen=True)
+class Plant:
+  """A shortcut planted in the questions: which it binds, the answer it ties them to, how often.
+
+  kw: the questions naming `value` (a one-word object name, singular). It is asked only as
+  "Is there a <value>[ in the image]?" (other phrasings naming it are re-drawn), so it is the
+  question's one content word and the benchmark's KW of every such question, whatever its
+  answer; `answer` is yes or no; `asked` is the share of presence questions that ask it (as far
+  as the image's two such texts allow; 0: only as drawn, about 1 in 100 questions).
+  ko: the questions of the types that have `answer` (yes / no: presence and comparison; a count
+  bin: counting) about a scene holding land-cover class `value` (or of land use rural / urban);
+  the benchmark's KO sees its tie but cuts no tail of it (bias/shortcut_report.PLANTED_CONCEPTS).
+  A question text the plant applies to whose answer (in its scene) is not `answer` is refused
+  in that scene with probability `share` and re-drawn (same type; ko: asking for `answer`): of
+  the other answers 1 - `share` stay, so the tie stays short of 100% and the benchmark has a
+  tail to cut (kw:parking=no@0.9 ties 92% of "Is there a parking?" to no).
+  """
+
+  kind: str  # "kw" or "ko"
+  value: str
+  answer: object  # answer_key of the tied answer: "yes" / "no", or a count bin index
+  share: float = PLANT_SHARE
+  asked: float = 0.0
+
+  @property
+  def spec(self):
+    """The canonical text of the plant (what --plant takes and a manifest records)."""
+    shown = COUNT_BINS[self.answer] if isinstance(self.answer, int) else self.answer
+    asked = f"+{self.asked:g}" if self.kind == "kw" else ""
+    return f"{self.kind}:{self.value.replace(' ', '_')}={shown}@{self.share:g}{asked}"
+
+  @property
+  def types(self):
+    if isinstance(self.answer, int):
+      return ("count",)
+    return ("presence",) if self.kind == "kw" else ("presence", "comp")
+
+  def names(self, question):
+    return self.kind == "kw" and self.value in _WORD.findall(question.text.lower())
+
+  def plain(self, question):
+    """Whether `question` is "Is there a <keyword>[ in the image]?" (no attribute, relation)."""
+    p = question.phrases
+    return (question.form == "is_there" and len(p) == 1 and p[0].obj == self.value
+            and not (p[0].size or p[0].shape or p[0].relation))
+
+
+def _fraction(spec, text, what, default, zero=False):
+  """A number in (0, 1] ([0, 1] with `zero`) written in a plant, or `default` when absent."""
+  if text is None:
+    return default
+  try:
+    value = float(text)
+  except ValueError:
+    value = -1.0
+  if not (0 < value <= 1 or zero and value == 0):
+    raise RSVQAError(f"--plant {spec!r}: {what} must be a number in {'[' if zero else '('}0, 1], "
+                     f"got {text!r}")
+  return value
+
+
+def parse_plant(spec):
+  """The Plant of a PLANT_SYNTAX text (a one-line RSVQAError naming what is wrong)."""
+  m = _PLANT.fullmatch(spec.strip())
+  if m is None:
+    raise RSVQAError(f"--plant {spec!r}: expected {PLANT_SYNTAX}, e.g. kw:parking=no or "
+                     "ko:forest=0@0.95")
+  kind, value, answer, share, asked = m.groups()
+  value, answer = value.strip().replace("_", " "), answer.strip()
+  allowed = KEYWORDS if kind == "kw" else LAND_COVER
+  if value not in allowed:
+    raise RSVQAError(f"--plant {spec!r}: {kind} {value!r} is not one of {', '.join(allowed)}")
+  answers = ("yes", "no") if kind == "kw" else ("yes", "no") + COUNT_BINS
+  if answer not in answers:
+    raise RSVQAError(f"--plant {spec!r}: answer {answer!r} is not one of {', '.join(answers)}")
+  if asked is not None and kind != "kw":
+    raise RSVQAError(f"--plant {spec!r}: +A (how often the keyword is asked) is for kw plants")
+  return Plant(kind, value, COUNT_BINS.index(answer) if answer in COUNT_BINS else answer,
+               _fraction(spec, share, "the share after @", PLANT_SHARE),
+               _fraction(spec, asked, "the share after +", PLANT_ASKED if kind == "kw" else 0.0,
+                         zero=True))
+
+
+def parse_plants(specs):
+  """Plants of texts (one per plant), in canonical order; the same target twice is refused."""
+  plants = sorted((parse_plant(s) for s in specs), key=lambda p: p.spec)
+  targets = [(p.kind, p.value) for p in plants]
+  for t in targets:
+    if targets.count(t) > 1:
+      raise RSVQAError(f"--plant: {t[0]}:{t[1]} is planted twice")
+  return tuple(plants)
+
+
 class QuestionSampler:
   """Draws questions about one scene; `variant` is "lr" or "hr" (HR adds area questions).
 
@@ -252,11 +365,18 @@ class QuestionSampler:
   `count_objects`: if given, counting questions ask about these objects only, whatever the
   wanted answer (the balanced generator's choice: only buildings are counted 0, 1-10 and 11-100
   alike across scenes, so only their questions can be balanced over every counting answer).
+  `plants`: Plant shortcuts to plant (none: the draws are exactly those of a sampler without).
   """
 
   def __init__(self, scene, variant, res_m, rng, prior_strength=1.0, tries=16, exclude_types=(),
-               count_objects=()):
+               count_objects=(), plants=()):
     self.index = SceneIndex(scene, next_to_px=4 * scene.image.shape[0] / 256)
+    self.plants = tuple(plants)
+    # ko plants: whether this scene holds the class (or has the land use).
+    self.holds = {p: p.value == scene.land_use or any(o.cls == p.value for o in scene.objects)
+                  for p in self.plants if p.kind == "ko"}
+    self.bound = {}  # (plant, text) -> whether the plant binds that question in this scene
+    self.refused = set()  # texts a plant refused in this scene: never drawn again
     self.scene, self.variant, self.res_m, self.rng = scene, variant, res_m, rng
     self.tries = tries
     self.count_objects = count_objects
@@ -346,14 +466,59 @@ class QuestionSampler:
 
   def sample(self, exclude=frozenset()):
     """One question whose answer follows the prior, and whose text is not in `exclude`, when
-    the scene allows it (else the last candidate with the wanted answer, or the last one)."""
+    the scene allows it (else the last candidate with the wanted answer, or the last one);
+    with plants, re-drawn while it breaks one (see Plant; at most PLANT_REDRAWS times)."""
+    if not self.plants:
+      return self._sample(exclude)
+    question = self._sample(exclude | self.refused)
+    for _ in range(PLANT_REDRAWS):
+      broken = [p for p in self.plants if self._breaks(p, question)]
+      if not broken:
+        break
+      self.refused.add(question.text)
+      tied = [p.answer for p in broken if p.kind == "ko"]  # ko: ask for the tied answer
+      question = self._sample(exclude | self.refused, question.qtype, tied[0] if tied else None)
+    return question
+
+  def planted(self, question):
+    """Whether a plant of this sampler applies to `question` (its answer may be tied)."""
+    return any(self._applies(p, question) for p in self.plants)
+
+  def _applies(self, plant, question):
+    if plant.kind == "kw":
+      return plant.names(question)
+    return self.holds[plant] and question.qtype in plant.types
+
+  def _breaks(self, plant, question):
+    """Whether `question` breaks `plant`: a keyword not asked plainly, or an answer other than
+    the tied one, for a text the plant binds in this scene (decided once per text, see Plant)."""
+    if not self._applies(plant, question):
+      return False
+    if plant.kind == "kw" and not plant.plain(question):
+      return True
+    if answer_key(question.qtype, question.answer) == plant.answer:
+      return False
+    key = (plant, question.text)
+    if key not in self.bound:
+      self.bound[key] = self.rng.random() < plant.share
+    return self.bound[key]
+
+  def _sample(self, exclude, qtype=None, want=None):
+    """sample() without plants; `qtype` and `want` fixed when given."""
     rng = self.rng
-    qtype = self.types[_draw(rng, self.type_cum)]
+    qtype = qtype or self.types[_draw(rng, self.type_cum)]
     in_image = bool(rng.random() < IN_IMAGE_PROB)
     if qtype == "rural_urban":
       return self.rural_urban()
+    for plant in self.plants:
+      if qtype == "presence" and plant.asked and rng.random() < plant.asked:
+        x = Phrase(plant.value)
+        question = Question(qtype, "is_there", (x,), in_image,
+                            "yes" if self.index.count(x) else "no")
+        if question.text not in exclude:
+          return question
     keys, cum_p = self.priors[qtype]
-    want = keys[_draw(rng, cum_p)]
+    want = keys[_draw(rng, cum_p)] if want is None else want
     fallback = None
     for _ in range(self.tries):
       form, phrases, answer = self._candidate(qtype, want)

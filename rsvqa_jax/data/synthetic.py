@@ -5,11 +5,16 @@ the real data. Scenes come from `scenes`, questions from `questions`; this file 
 numbers everything by global id the way the official files do (split files list every id,
 entries of other splits as `{"id": i, "active": false}`, a question's id equals its answer's
 id), and writes the tiles (HR: in `Data/`, the official HR image folder), one mask file per
-image under `masks/` (outside the official layout) and a `synthetic.json` manifest.
+image under `masks/` and each question's answer grounding under `Grounding/`
+(data/grounding.py; both outside the official layout) and a `synthetic.json` manifest.
 
 As in the real LR set (~1% rural/urban questions at ~100 questions per image), every LR image
 gets exactly one rural/urban question, and the LR test images are drawn half rural, half urban
 (as far as the scenes allow), so the rural/urban test accuracy is not read off one class.
+
+`plant` (off by default) plants shortcuts for the shortcut benchmark to find (questions.Plant:
+a keyword or a land-cover class tied to an answer); a balanced set keeps the planted questions
+out of balancing, so the plant is its only language shortcut.
 
 Writing is all or nothing: a dataset is built in a temporary folder beside `out` and renamed
 into place once complete, so a run killed at any moment leaves no half dataset under `out`.
@@ -34,6 +39,7 @@ import numpy as np
 
 from rsvqa_jax import storage
 from rsvqa_jax.data import answers as answers_lib
+from rsvqa_jax.data import grounding
 from rsvqa_jax.data import images as images_lib
 from rsvqa_jax.data import questions as questions_lib
 from rsvqa_jax.data import records
@@ -77,8 +83,13 @@ class Generated:
   questions: dict  # question id -> questions.Question
 
 
-def params(variant, images, seed, prior_strength=1.0, balanced=False, questions_per_image=100):
-  """The full parameter set of a synthetic dataset (what the manifest records)."""
+def params(variant, images, seed, prior_strength=1.0, balanced=False, questions_per_image=100,
+           plant=()):
+  """The full parameter set of a synthetic dataset (what the manifest records).
+
+  `plant`: shortcut plants (questions.PLANT_SYNTAX texts), recorded in canonical form, and only
+  when there are some: a dataset without is the same, manifest included, as before plants.
+  """
   if variant not in VARIANTS:
     raise RSVQAError(f"unknown synthetic variant {variant!r}: expected lr or hr")
   min_images = 4 if variant == "hr" else 3
@@ -89,9 +100,11 @@ def params(variant, images, seed, prior_strength=1.0, balanced=False, questions_
     raise RSVQAError(f"--prior-strength {prior_strength}: must be >= 0")
   if questions_per_image < 1:
     raise RSVQAError(f"questions_per_image {questions_per_image}: must be >= 1")
-  return {"version": VERSION, "variant": variant, "images": int(images), "seed": int(seed),
-          "prior_strength": float(prior_strength), "balanced": bool(balanced),
-          "questions_per_image": int(questions_per_image)}
+  plants = questions_lib.parse_plants(plant)
+  out = {"version": VERSION, "variant": variant, "images": int(images), "seed": int(seed),
+         "prior_strength": float(prior_strength), "balanced": bool(balanced),
+         "questions_per_image": int(questions_per_image)}
+  return {**out, "plant": [p.spec for p in plants]} if plants else out
 
 
 def regions(variant, n):
@@ -201,9 +214,9 @@ def _dump(path, key, entries):
 
 
 def generate(out, variant="lr", images=772, seed=0, prior_strength=1.0, balanced=False,
-             questions_per_image=100):
+             questions_per_image=100, plant=()):
   """Writes a synthetic dataset to `out`, all or nothing; returns what it wrote as a `Generated`."""
-  p = params(variant, images, seed, prior_strength, balanced, questions_per_image)
+  p = params(variant, images, seed, prior_strength, balanced, questions_per_image, plant)
   out = os.path.abspath(out)
   _check_replaceable(out)
   parent, name = os.path.split(out)
@@ -214,6 +227,7 @@ def generate(out, variant="lr", images=772, seed=0, prior_strength=1.0, balanced
     owner = os.path.join(tmp, OWNER)
     storage.write_json(owner, {"pid": os.getpid(), "host": socket.gethostname()})
     generated = _write_dataset(tmp, p)
+    grounding.write(tmp, p["variant"], generated, MASK_DIR)  # Grounding/ (data/grounding.py)
     storage.write_json(os.path.join(tmp, MANIFEST), p)
     os.remove(owner)
     aside = _make_way(out, p)
@@ -234,7 +248,8 @@ def _write_dataset(out, p):
   region = regions(variant, images)
   strength = 0.0 if p["balanced"] else p["prior_strength"]
   per_image = p["questions_per_image"] * (BALANCED_POOL if p["balanced"] else 1)
-  land_use, drawn = [], []
+  plants = questions_lib.parse_plants(p.get("plant", ()))
+  land_use, drawn, planted = [], [], set()
   for image_id in range(images):
     scene = scenes.make_scene(seed, image_id, layout.image_size, region[image_id])
     images_lib.write_tif(os.path.join(out, layout.image_dir, f"{image_id}.tif"), scene.image)
@@ -243,16 +258,18 @@ def _write_dataset(out, p):
     sampler = questions_lib.QuestionSampler(
         scene, variant, res_m, np.random.default_rng([seed, image_id, 1]), prior_strength=strength,
         exclude_types=questions_lib.PER_IMAGE_TYPES[variant],
-        count_objects=BALANCED_COUNT_OBJECTS if p["balanced"] else ())
+        count_objects=BALANCED_COUNT_OBJECTS if p["balanced"] else (), plants=plants)
     drawn.append(_image_questions(sampler, variant, per_image))
+    planted.update((image_id, q) for q in drawn[-1] if plants and sampler.planted(q))
     land_use.append(scene.land_use)
   image_splits, _ = plan(variant, images, seed, land_use if variant == "lr" else None)
   pools = collections.defaultdict(list)  # split -> [(image id, Question)]
   for image_id, qs in enumerate(drawn):
     pools[image_splits[image_id]].extend((image_id, q) for q in qs)
-  if p["balanced"]:
+  if p["balanced"]:  # the planted questions are kept out of balancing: it would undo them
     rng = np.random.default_rng([seed, 104729])
-    pools = {s: _balance(pools[s], rng) for s in layout.splits}
+    pools = {s: _balance([x for x in pools[s] if x not in planted], rng)
+             + [x for x in pools[s] if x in planted] for s in layout.splits}
   chosen = sorted((image_id, k, q) for s in layout.splits
                   for k, (image_id, q) in enumerate(pools[s]))
   by_image = collections.defaultdict(list)
@@ -403,7 +420,7 @@ def read_manifest(directory):
 def ensure_synthetic(directory, variant, images, seed, **knobs):
   """Generates the dataset into `directory` unless it already holds one with these parameters.
 
-  `knobs`: prior_strength, balanced, questions_per_image. Returns whether it generated.
+  `knobs`: prior_strength, balanced, questions_per_image, plant. Returns whether it generated.
   """
   wanted = params(variant, images, seed, **knobs)
   if read_manifest(directory) == wanted:

@@ -3,7 +3,8 @@
 The frozen ResNet never runs inside the model: its features are computed once and cached
 (features/image_cache.py), so the model takes `image_features` [B, D]: the pooled 2048-d vector
 for the paper's head, the flattened final map [B, h*w*C] for the original head (model.head =
-"original"), whose trainable 1x1 conv must see the map before any pooling. The question side
+"original"), whose trainable 1x1 conv must see the map before any pooling, and for the attention
+head (models/attention.py), which weighs its positions. The question side
 takes either token ids (a trainable or frozen text encoder runs) or cached `question_vector`s
 when the language model is frozen and its outputs were cached.
 
@@ -13,10 +14,12 @@ import jax.numpy as jnp
 from flax import nnx
 
 from rsvqa_jax.errors import RSVQAError
+from rsvqa_jax.models.attention import AttentionHead
 from rsvqa_jax.models.dense import Dense
 from rsvqa_jax.models.fusion import Classifier, Fusion, OriginalFusion
 
-HEADS = ("paper", "original")
+HEADS = ("paper", "original", "attention")
+MAP_HEADS = ("original", "attention")  # heads whose image features are the flattened map
 
 
 class VQAHead(nnx.Module):
@@ -98,6 +101,13 @@ def make_head(cfg, *, q_dim, v_dim, num_answers, map_shape=None, rngs):
   """The head `cfg.head` names; the original one needs the image map's (h, w, C)."""
   if cfg.head == "paper":
     return VQAHead(cfg, q_dim=q_dim, v_dim=v_dim, num_answers=num_answers, rngs=rngs)
+  if cfg.head == "attention":  # models/attention.py: the paper's fusion on an attended map
+    if cfg.blind or map_shape is None:
+      raise RSVQAError("config model.head=attention attends over the image map: the visual-blind "
+                       "twin uses model.head=paper, and the map's shape must be given")
+    body = VQAHead(cfg, q_dim=q_dim, v_dim=map_shape[-1], num_answers=num_answers, rngs=rngs)
+    return AttentionHead(cfg.attention_dim, q_dim=q_dim, map_shape=map_shape, body=body,
+                         rngs=rngs)
   if cfg.head != "original":
     raise RSVQAError(f"config model.head={cfg.head!r}: choose one of {HEADS}")
   if cfg.blind or cfg.fusion != "mult":

@@ -127,7 +127,7 @@ def _build(config, workdir, dataset, features, augment_features, log):
   return run, positional
 
 
-def _resume(periodic, best, state, iterator, log):
+def resume(periodic, best, state, iterator, log):
   """(state, loop record, step) of the newest verified periodic checkpoint, or the fresh ones.
 
   A best checkpoint the record names but `best/` lacks (a kill between the two commits of one
@@ -218,7 +218,7 @@ def _train(config, workdir, dataset, features, augment_features, log):
       train_cols.columns, batch_size=local_bs, shuffle=True, seed=config.seed,
       num_epochs=t.num_epochs, drop_remainder=True, length_buckets=train_cols.buckets,
       lengths=train_cols.lengths)
-  state, loop, step = _resume(periodic, best, run_lib.new_state(run), iterator, log)
+  state, loop, step = resume(periodic, best, run_lib.new_state(run), iterator, log)
   if step >= total_steps:
     log(f"{workdir}: finished ({step} of {total_steps} steps); best validation OA "
         f"{loop['best_oa']:.4f} at step {loop['best_step']}")

@@ -30,14 +30,14 @@ def restore(workdir, splits, *, which="best", data_root=None, dataset=None, feat
   if which == "last":
     found = periodic.restore_latest(like.checkpoint_items(), log)
   else:
-    found = _best(workdir, periodic, like.checkpoint_items(), log)
+    found = best_checkpoint(workdir, periodic, like.checkpoint_items(), log)
   if found is None:
     raise RSVQAError(f"{workdir}: no checkpoint to evaluate (has training run?)")
   items, _, step = found
   return run, like.replace(**items), int(step)
 
 
-def _best(workdir, periodic, like, log):
+def best_checkpoint(workdir, periodic, like, log):
   """(items, data, step) of the best-on-validation state: best/N for the N the run recorded.
 
   The run's record (the newest periodic checkpoint's loop) names the best step; when best/

@@ -17,6 +17,7 @@ import ml_collections
 
 from rsvqa_jax import config as config_lib
 from rsvqa_jax.errors import RSVQAError
+from rsvqa_jax.models.vqa import MAP_HEADS
 from rsvqa_jax.train import inputs, model_builder, optimizers
 from rsvqa_jax.train import sharding as shd
 from rsvqa_jax.train import state as state_lib
@@ -59,23 +60,25 @@ def head_features(config, features):
   `features` is the cache's ImageFeatures, or any object with `features`, `image_ids` and
   `feature_map` [N, h, w, C] (in-memory tasks).
   """
-  if config.model.head != "original":
+  if config.model.head not in MAP_HEADS:  # the original and the attention head read maps
     return features, None
   fmap = getattr(features, "feature_map", None)
   if fmap is None:
-    raise RSVQAError("config model.head=original reads the image map, and these image features "
-                     "carry none (cache them with --config.image.map=true)")
+    raise RSVQAError(f"config model.head={config.model.head} reads the image map, and these image "
+                     "features carry none (cache them with --config.image.map=true)")
   return inputs.Features(fmap.reshape(len(fmap), -1), features.image_ids), tuple(fmap.shape[1:])
 
 
 def _check_original_head(config):
-  """The original head's input needs, refused before any dataset or feature work."""
+  """The input needs of a head reading the map (MAP_HEADS), refused before any dataset or
+  feature work."""
   if not config.image.map:
-    raise RSVQAError("config model.head=original reads the image map: set "
+    raise RSVQAError(f"config model.head={config.model.head} reads the image map: set "
                      "--config.image.map=true")
   if config.data.augment_variants:
     raise RSVQAError("config data.augment_variants: the augmentation caches hold pooled vectors "
-                     "and model.head=original reads image maps; set data.augment_variants=()")
+                     f"and model.head={config.model.head} reads image maps; set "
+                     "data.augment_variants=()")
 
 
 def build(config, workdir, splits, *, dataset=None, features=None):
@@ -86,7 +89,7 @@ def build(config, workdir, splits, *, dataset=None, features=None):
   """
   shd.maybe_initialize_distributed()
   config_lib.check_weights(config, image=features is None)
-  if config.model.head == "original":
+  if config.model.head in MAP_HEADS:
     _check_original_head(config)
   dataset = dataset if dataset is not None else inputs.load_dataset(config, workdir)
   for s in splits:

@@ -51,7 +51,8 @@ def _model_inputs(batch, compute_dtype):
           for k, v in inputs.items()}
 
 
-def _logits(state, params, batch, compute_dtype, *, deterministic, key=None):
+def logits(state, params, batch, compute_dtype, *, deterministic, key=None):
+  """Float32 logits of the model in `state` with `params`, computed in the compute dtype."""
   model = state.model(_cast(params, compute_dtype))
   if key is not None:
     nnx.reseed(model, dropout=key)
@@ -68,14 +69,14 @@ def make_train_step(optimizer, mesh, compute_dtype="float32"):
     run = state.replace(frozen=jax.lax.stop_gradient(state.frozen))
 
     def loss_fn(params):
-      logits = _logits(run, params, batch, dtype, deterministic=False, key=key)
-      loss, n = masked_cross_entropy(logits, batch["answer"])
-      return loss, (logits, n)
+      scores = logits(run, params, batch, dtype, deterministic=False, key=key)
+      loss, n = masked_cross_entropy(scores, batch["answer"])
+      return loss, (scores, n)
 
-    (loss, (logits, n)), grads = jax.value_and_grad(loss_fn, has_aux=True)(state.params)
+    (loss, (scores, n)), grads = jax.value_and_grad(loss_fn, has_aux=True)(state.params)
     updates, opt_state = optimizer.update(grads, state.opt_state, state.params)
     params = optax.apply_updates(state.params, updates)
-    correct = ((logits.argmax(-1) == batch["answer"]) & (batch["answer"] >= 0)).sum()
+    correct = ((scores.argmax(-1) == batch["answer"]) & (batch["answer"] >= 0)).sum()
     finite = jnp.all(jnp.stack([jnp.isfinite(g).all() for g in jax.tree.leaves(grads)] or
                                [jnp.asarray(True)]))
     new_state = state.replace(params=params, opt_state=opt_state, step=state.step + 1)
@@ -101,11 +102,11 @@ def make_eval_step(mesh, compute_dtype="float32"):
     q = model.question_vector(inputs, deterministic=True)
     images = inputs["image_features"]
     if model.head.blind:
-      logits = jnp.repeat(model.head(None, q, deterministic=True)[:, None], images.shape[1], 1)
+      scores = jnp.repeat(model.head(None, q, deterministic=True)[:, None], images.shape[1], 1)
     else:
       head = lambda v: model.head(v, q, deterministic=True)
-      logits = jax.vmap(head, in_axes=1, out_axes=1)(images)
-    return logits.astype(jnp.float32).argmax(-1)
+      scores = jax.vmap(head, in_axes=1, out_axes=1)(images)
+    return scores.astype(jnp.float32).argmax(-1)
 
   rep, data = shd.replicated(mesh), shd.batch_sharding(mesh)
   return jax.jit(step, in_shardings=(rep, data), out_shardings=rep)

@@ -1,0 +1,182 @@
+"""The Python API: load a trained run to predict and evaluate, audit any model's prediction files.
+
+For notebooks and scripts, so nothing internal has to be assembled by hand:
+
+  run = rsvqa_jax.load_run("runs/tiny")
+  run.predict(["Images_LR/3.tif"], ["Is there a road?"])  # -> ["yes"]
+  run.evaluate("test")                                      # the accuracy table, as evaluate writes
+  rsvqa_jax.analyze("data/synth_lr", "lr", predictions="preds.csv")
+
+Everything goes through the library's own layers: a run is restored as `evaluate` restores it,
+predictions go through its one compiled eval step, images through the encoder its config names.
+"""
+import dataclasses
+import os
+
+import numpy as np
+
+from rsvqa_jax import config as config_lib
+from rsvqa_jax.bias import analysis as analysis_lib
+from rsvqa_jax.bias import predictions as predictions_lib
+from rsvqa_jax.bias import tables
+from rsvqa_jax.data import other_datasets
+from rsvqa_jax.data.images import read_tif
+from rsvqa_jax.data.tokenizers import pad_batch
+from rsvqa_jax.errors import RSVQAError
+from rsvqa_jax.eval import accuracy, adversarial
+from rsvqa_jax.features import encoder as encoder_lib
+from rsvqa_jax.features import image_cache, pixels
+from rsvqa_jax.models import skipthoughts_params
+from rsvqa_jax.train import checkpointing, inputs, model_builder, predict, restore
+from rsvqa_jax.train import run as run_lib
+
+
+def _pixels(image):
+  """uint8 HxWx3 of an array or an image file (TIFF, or any format PIL reads)."""
+  if isinstance(image, (str, os.PathLike)):
+    path = os.fspath(image)
+    if not os.path.isfile(path):
+      raise RSVQAError(f"{path}: image file not found")
+    if path.lower().endswith((".tif", ".tiff")):
+      return read_tif(path)
+    from PIL import Image  # pylint: disable=g-import-not-at-top
+    with Image.open(path) as im:
+      return np.asarray(im.convert("RGB"))
+  array = np.asarray(image)
+  if array.ndim != 3 or array.shape[2] != 3 or array.dtype != np.uint8:
+    raise RSVQAError(f"image of shape {array.shape} and dtype {array.dtype}: expected uint8 "
+                     "H x W x 3 (or a file path)")
+  return array
+
+
+@dataclasses.dataclass
+class TrainedRun:
+  """A restored workdir: its config, answers and state, ready to predict and evaluate."""
+
+  workdir: str
+  step: int
+  _run: run_lib.Run
+  _state: object
+  _which: str
+  _data_root: object
+  _allow_pickle: bool
+
+  @property
+  def config(self):
+    return self._run.config
+
+  @property
+  def answers(self):
+    """The answer classes the model chooses among, in class order."""
+    return list(self._run.vocab.answers)
+
+  def predict(self, images, questions):
+    """The model's answer to each (image, question) pair: a list of strings.
+
+    `images`: uint8 H x W x 3 arrays or image file paths, one per question (the same image
+    may repeat); they go through the encoder the run was trained with, as its cache did.
+    """
+    images, questions = list(images), [str(q) for q in questions]
+    if len(images) != len(questions) or not questions:
+      raise RSVQAError(f"predict: {len(images)} images for {len(questions)} questions; give one "
+                       "image per question (at least one)")
+    run = self._run
+    features = self._features(images)
+    tokens = [run.tokenizer.encode(q)[:run.config.text.max_length] for q in questions]
+    empty = [q for q, t in zip(questions, tokens) if not t]
+    if empty:
+      raise RSVQAError(f"predict: question {empty[0]!r} has no token")
+    buckets = tuple(sorted(run.config.train.length_buckets))
+    padded, mask = pad_batch(tokens, run.tokenizer.pad_id, buckets=buckets)
+    width = padded.shape[1]
+    columns = {"tokens": padded, "mask": mask, "answer": np.full(len(questions), -1, np.int32),
+               "question_index": np.arange(len(questions), dtype=np.int32)}
+    split = inputs.SplitColumns(columns, np.array([len(t) for t in tokens], np.int32),
+                                tuple(b for b in buckets if b < width) + (width,))
+    vectors = self._question_vectors(padded, mask) if run.question_vectors is not None else None
+    ids = predict.predict_columns(
+        self._state, split, eval_step=run_lib.compiled_steps(run.config, run.mesh)[2],
+        mesh=run.mesh, batch_size=run.config.train.eval_batch_size, features=features,
+        image_rows=np.arange(len(questions))[None], question_vectors=vectors)
+    return run.vocab.decode(ids[0])
+
+  def _features(self, images):
+    """Rows the head reads for each image, computed by the run's frozen image encoder."""
+    config = self._run.config
+    image_cfg = config_lib.image_config(config.image,
+                                        config_lib.cache_dir(config, self.workdir))
+    encoder = encoder_lib.encoder_for(image_cfg)
+    batch = np.stack([pixels.resize(_pixels(im), encoder.image_size) for im in images])
+    outs = [encoder.encode(batch[i:i + encoder.batch_size])
+            for i in range(0, len(batch), encoder.batch_size)]
+    pooled = np.concatenate([o["pooled"] for o in outs])
+    fmap = np.concatenate([o["map"] for o in outs]) if "map" in outs[0] else None
+    table = image_cache.ImageFeatures(pooled, np.arange(len(images)), "<memory>", fmap)
+    return run_lib.head_features(config, table)[0].features
+
+  def _question_vectors(self, tokens, mask):
+    """The frozen language model's vectors of new questions (the run trained on cached ones)."""
+    run = self._run
+    with skipthoughts_params.pickle_allowed(self._allow_pickle):
+      model, _ = model_builder.build(run.config, words=inputs.dataset_words(run.dataset),
+                                     num_answers=len(run.vocab),
+                                     image_dim=int(run.features.features.shape[1]))
+    return np.asarray(model.text_encoder(tokens, mask), np.float32)
+
+  def evaluate(self, split="test", adversarial_kind=None, repeats=1, seed=0, pool="dataset"):
+    """The accuracy table of `split` (clean, or with `adversarial_kind` substitutions).
+
+    The same evaluation `rsvqa-jax evaluate` runs, and it writes the same files under
+    WORKDIR/eval/SPLIT/. Returns the table: OA, AA, per-type accuracy and counts; over the
+    `repeats` substitutions, their mean, std and every repeat's values.
+    """
+    where = dict(which=self._which, data_root=self._data_root)
+    with skipthoughts_params.pickle_allowed(self._allow_pickle):
+      if adversarial_kind is None:
+        return accuracy.evaluate(self.workdir, split, **where)
+      return adversarial.evaluate(self.workdir, split, adversarial_kind, repeats=repeats,
+                                  seed=seed, pool=pool, **where)
+
+
+def load_run(workdir, *, checkpoint="best", data_root=None, allow_pickle=False):
+  """A trained workdir restored at its best-on-validation (or "last") checkpoint.
+
+  `data_root` replaces the recorded dataset folder (moved since training); `allow_pickle` lets
+  a pickled Skip-thoughts utable.npy you trust be unpickled (never read from the workdir).
+  """
+  with skipthoughts_params.pickle_allowed(allow_pickle):
+    splits = [checkpointing.read_config(workdir).data.val_split]
+    run, state, step = restore.restore(workdir, splits, which=checkpoint, data_root=data_root,
+                                       log=lambda m: None)
+  return TrainedRun(os.path.abspath(workdir), step, run, state, checkpoint, data_root,
+                    allow_pickle)
+
+
+def analyze(data_root, dataset, predictions=None, adversarial_predictions=None, split=None):
+  """The dataset analysis of `data_root` (layout `dataset`), with a model's files if given.
+
+  Returns {split: {"analysis": bias.analysis.Analysis, "types": Table, "objects": Table or
+  None}}, Tables being bias.tables.Table (caption, columns, rows; tables.to_markdown /
+  to_csv / to_latex render them). Predictions are read and normalised as `rsvqa-jax analyze`
+  reads them.
+  """
+  ds = other_datasets.read_any(data_root, dataset)
+  fit, names = analysis_lib.default_splits(ds)
+  names = [split] if split else names
+  for name in names:
+    if name not in ds.splits:
+      raise RSVQAError(f"{data_root}: no split {name!r} (has {', '.join(sorted(ds.splits))})")
+  evaluated = {n: ds[n] for n in names}
+  space = set(ds[fit].answer.tolist())
+  model = (predictions_lib.load(predictions, evaluated, dataset, space) if predictions else {})
+  adv = (predictions_lib.load(adversarial_predictions, evaluated, dataset, space)
+         if adversarial_predictions else {})
+  label = tables.dataset_label(dataset)
+  out = {}
+  for name in names:
+    result = analysis_lib.analyze(ds[fit], ds[name], templates=dataset == "lr",
+                                  predictions=model.get(name), adversarial=adv.get(name))
+    out[name] = {"analysis": result, "types": tables.type_table(result, label),
+                 "objects": (tables.objects_patterns_table(result, label)
+                             if result.unparsed is not None else None)}
+  return out

@@ -1,0 +1,410 @@
+"""Answer grounding scores and statistics (VizWiz-VQA-Grounding, DESIGN.md 6.2), pure NumPy.
+
+A grounding is a boolean mask of the pixels that hold the answer. A relevance map (an 8-bit
+PNG, an attention or Grad-CAM map) becomes one the same way everywhere: resized to the truth's
+size (bilinear, half-pixel centres), min-max normalised, kept where >= 0.5. A constant map ranks
+nothing: it is the whole image when positive (a uniform map, the floor of a model that looks
+nowhere in particular) and empty at 0. An 8-bit map rounded from a float one keeps every pixel's
+side of the threshold, so a model scored in memory and from its written PNGs agree.
+
+Per sample: IoU with the truth (undefined, NaN, when the truth is empty: such questions are
+counted apart, never averaged in), and of the truth mask its coverage (share of pixels; bucket
+small < 1/3 <= medium < 2/3 <= large), centroid (x, y) in [0, 1] of width and height, and
+boundary complexity: the entropy of the histogram (10 bins over [0, 1]) of the centroid-to-contour
+distances divided by the largest one, over log 10 (contour: mask pixels with a 4-neighbour
+outside the mask or the image). A disc scores 0; on polygon vertices (the paper's annotations,
+`polygon_boundary_complexity`) a rectangle does too, on its pixel contour it does not.
+
+Over samples: mean IoU, and with a confidence per sample AP at IoU 0.25 / 0.5 / 0.75 and mAP over
+0.50:0.05:0.95: one prediction per sample ranked by confidence (ties: sample order), a hit when
+IoU >= t, precision made monotone and read at 101 recall points as COCO does; a sample without a
+prediction is a miss (IoU 0).
+"""
+import csv
+import io
+import math
+import os
+import re
+
+import numpy as np
+from matplotlib.figure import Figure
+from PIL import Image
+
+from rsvqa_jax import storage
+from rsvqa_jax.bias import tables
+from rsvqa_jax.errors import RSVQAError
+
+THRESHOLD = 0.5
+AP_KEYS = {"ap_25": 0.25, "ap_50": 0.5, "ap_75": 0.75}
+MAP_THRESHOLDS = tuple(round(0.5 + 0.05 * k, 2) for k in range(10))
+RECALL_POINTS = np.linspace(0.0, 1.0, 101)
+BUCKETS = ("small", "medium", "large")
+BINS = 10
+STATISTICS = ("coverage", "centroid_x", "centroid_y", "boundary_complexity")
+CSV_COLUMNS = ("question_id", "iou") + STATISTICS
+_PNG = re.compile(r"(\d+)\.png")
+
+
+def resize(x, shape):
+  """Bilinear resize of a 2-D float map to `shape` (half-pixel centres, edges clamped)."""
+  out = np.asarray(x, np.float32)
+  for axis, n in enumerate(shape):
+    m = out.shape[axis]
+    if m == n:
+      continue
+    pos = np.clip((np.arange(n) + 0.5) * m / n - 0.5, 0, m - 1)
+    lo = np.floor(pos).astype(np.int64)
+    hi = np.minimum(lo + 1, m - 1)
+    w = (pos - lo).astype(np.float32).reshape([-1 if a == axis else 1 for a in range(out.ndim)])
+    out = np.take(out, lo, axis) * (1 - w) + np.take(out, hi, axis) * w
+  return out
+
+
+def to_uint8(relevance):
+  """A relevance map as the 8-bit PNG values it is written with: min-max normalised to 0..255
+  (a constant map: 255 when positive, else 0; the module docstring)."""
+  x = np.asarray(relevance, np.float32)
+  lo, hi = float(x.min()), float(x.max())
+  if hi <= lo:
+    return np.full(x.shape, 255 if hi > 0 else 0, np.uint8)
+  return np.round((x - lo) * (255.0 / (hi - lo))).astype(np.uint8)
+
+
+def binarize(relevance, shape=None):
+  """bool mask of a relevance map or mask: resized to `shape`, min-max normalised, >= 0.5."""
+  x = np.asarray(relevance)
+  if shape is not None and x.shape != tuple(shape):
+    x = resize(x, shape)
+  if x.dtype == np.uint8:  # exact integer test: 2 x >= lo + hi
+    lo, hi = int(x.min()), int(x.max())
+    if hi <= lo:
+      return np.full(x.shape, hi > 0)
+    return 2 * x.astype(np.int16) >= lo + hi
+  lo, hi = float(x.min()), float(x.max())
+  if hi <= lo:
+    return np.full(x.shape, hi > 0)
+  return (x - lo) >= THRESHOLD * (hi - lo)
+
+
+def iou(predicted, truth):
+  """Intersection over union of two bool masks; NaN when the truth is empty."""
+  t = np.count_nonzero(truth)
+  if not t:
+    return math.nan
+  if predicted is None:
+    return 0.0
+  inter = np.count_nonzero(predicted & truth)
+  return inter / (np.count_nonzero(predicted) + t - inter)
+
+
+def bucket(coverage):
+  """small < 1/3 <= medium < 2/3 <= large; None for NaN."""
+  if math.isnan(coverage):
+    return None
+  return BUCKETS[min(2, int(coverage * 3))]
+
+
+def _entropy_of_distances(distances):
+  d = np.asarray(distances, np.float64)
+  top = d.max(initial=0.0)
+  if top <= 0:
+    return 0.0
+  counts = np.histogram(d / top, bins=BINS, range=(0.0, 1.0))[0]
+  p = counts[counts > 0] / counts.sum()
+  return float(max(0.0, -(p * np.log(p)).sum() / np.log(BINS)))
+
+
+def polygon_boundary_complexity(vertices):
+  """Boundary complexity of a polygon given by its (x, y) vertices, as the paper computes it on
+  its annotations: distances from the vertices' mean to each vertex."""
+  v = np.asarray(vertices, np.float64)
+  return _entropy_of_distances(np.hypot(*(v - v.mean(axis=0)).T))
+
+
+def statistics(mask):
+  """{coverage, centroid_x, centroid_y, boundary_complexity} of a bool mask (NaN but coverage
+  when it is empty)."""
+  h, w = mask.shape
+  n = np.count_nonzero(mask)
+  if not n:
+    return {"coverage": 0.0, "centroid_x": math.nan, "centroid_y": math.nan,
+            "boundary_complexity": math.nan}
+  rows, cols = mask.sum(axis=1), mask.sum(axis=0)
+  cy = float(rows @ (np.arange(h) + 0.5)) / n
+  cx = float(cols @ (np.arange(w) + 0.5)) / n
+  padded = np.pad(mask, 1)
+  inner = (padded[:-2, 1:-1] & padded[2:, 1:-1] & padded[1:-1, :-2] & padded[1:-1, 2:])
+  ys, xs = np.nonzero(mask & ~inner)
+  complexity = _entropy_of_distances(np.hypot(ys + 0.5 - cy, xs + 0.5 - cx))
+  return {"coverage": float(n / (h * w)), "centroid_x": cx / w, "centroid_y": cy / h,
+          "boundary_complexity": complexity}
+
+
+def average_precision(ious, confidences, threshold):
+  """COCO's 101-point interpolated AP of one prediction per sample ranked by confidence."""
+  ious = np.asarray(ious, np.float64)
+  n = len(ious)
+  if not n:
+    return math.nan
+  order = np.argsort(-np.asarray(confidences, np.float64), kind="stable")
+  tp = np.cumsum(ious[order] >= threshold)
+  precision = tp / np.arange(1, n + 1)
+  recall = tp / n
+  precision = np.maximum.accumulate(precision[::-1])[::-1]
+  at = np.searchsorted(recall, RECALL_POINTS, side="left")
+  return float(np.where(at < n, precision[np.minimum(at, n - 1)], 0.0).mean())
+
+
+def scores(ious, confidences=None):
+  """{n, mean_iou} of the samples' IoUs (NaN ones, empty truths, left out), with AP_KEYS and
+  map_50_95 when `confidences` are given."""
+  ious = np.asarray(ious, np.float64)
+  kept = ~np.isnan(ious)
+  out = {"n": int(kept.sum()), "mean_iou": float(ious[kept].mean()) if kept.any() else math.nan}
+  if confidences is not None:
+    conf = np.asarray(confidences, np.float64)[kept]
+    out.update({k: average_precision(ious[kept], conf, t) for k, t in AP_KEYS.items()})
+    out["map_50_95"] = float(np.mean([average_precision(ious[kept], conf, t)
+                                      for t in MAP_THRESHOLDS]))
+  return out
+
+
+def breakdown(ious, groups, confidences=None):
+  """{group: scores} over the samples of each group value (None: left out), sorted by value."""
+  groups = np.asarray(groups, dtype=object)
+  out = {}
+  for g in sorted({g for g in groups.tolist() if g is not None}, key=str):
+    sel = groups == g
+    out[str(g)] = scores(np.asarray(ious)[sel],
+                         None if confidences is None else np.asarray(confidences)[sel])
+  return out
+
+
+def coverage_breakdown(ious, coverages, confidences=None):
+  """breakdown by coverage bucket, every bucket listed (n 0 when none falls in it)."""
+  found = breakdown(ious, [bucket(c) for c in coverages], confidences)
+  return {b: found.get(b, {"n": 0, "mean_iou": math.nan}) for b in BUCKETS}
+
+
+def read_mask(path):
+  """A PNG as a 2-D uint8 array (colour images converted to grey); RSVQAError if unreadable."""
+  try:
+    with Image.open(path) as im:
+      return np.asarray(im if im.mode == "L" else im.convert("L"))
+  except (OSError, ValueError) as e:
+    raise RSVQAError(f"{path}: not a readable PNG mask ({e})") from None
+
+
+def _saved(path, save):
+  """Runs save(temporary path), then renames it to `path`: never half a file there."""
+  tmp = f"{path}.tmp-{os.getpid()}.png"
+  try:
+    save(tmp)
+    os.replace(tmp, path)
+  finally:
+    if os.path.exists(tmp):
+      os.remove(tmp)
+  return path
+
+
+def write_png(path, values):
+  """An 8-bit grey PNG, written atomically."""
+  return _saved(path, Image.fromarray(np.asarray(values, np.uint8), mode="L").save)
+
+
+def mask_files(folder, flag):
+  """{question id: path} of the `{question_id}.png` files of `folder` (other files ignored)."""
+  if not os.path.isdir(folder):
+    raise RSVQAError(f"{flag} {folder}: folder does not exist")
+  return {int(m.group(1)): os.path.join(folder, name) for name in os.listdir(folder)
+          if (m := _PNG.fullmatch(name))}
+
+
+def read_confidence(path):
+  """{question id: confidence} of a CSV with columns question_id,confidence."""
+  try:
+    f = open(path, newline="", encoding="utf-8-sig")
+  except OSError as e:
+    raise RSVQAError(f"{path}: cannot read confidence file ({e.strerror})") from None
+  out = {}
+  with f:
+    reader = csv.DictReader(f)
+    missing = [c for c in ("question_id", "confidence") if c not in (reader.fieldnames or ())]
+    if missing:
+      raise RSVQAError(f"{path}: missing column(s) {', '.join(missing)} (header: "
+                       f"{reader.fieldnames})")
+    try:
+      for row in reader:
+        try:
+          qid, value = int(row["question_id"]), float(row["confidence"])
+        except (TypeError, ValueError):
+          raise RSVQAError(f"{path}:{reader.line_num}: question_id {row['question_id']!r} or "
+                           f"confidence {row['confidence']!r} is not a number") from None
+        if qid in out:
+          raise RSVQAError(f"{path}:{reader.line_num}: duplicate question_id {qid}")
+        if math.isnan(value):
+          raise RSVQAError(f"{path}:{reader.line_num}: confidence of question {qid} is NaN")
+        out[qid] = value
+    except (UnicodeDecodeError, csv.Error) as e:
+      raise RSVQAError(f"{path}:{reader.line_num}: not a readable UTF-8 CSV row ({e})") from None
+  return out
+
+
+def _cell(value):
+  """A CSV cell: NaN and None blank, booleans 0 / 1, floats at full precision."""
+  if value is None or (isinstance(value, float) and math.isnan(value)):
+    return ""
+  if isinstance(value, (bool, np.bool_)):
+    return int(value)
+  return repr(float(value)) if isinstance(value, (float, np.floating)) else value
+
+
+def write_rows(path, rows, columns=CSV_COLUMNS):
+  """CSV of dict rows, written atomically."""
+  with storage.replacing(path, newline="") as f:
+    w = csv.writer(f)
+    w.writerow(columns)
+    w.writerows([_cell(r[c]) for c in columns] for r in rows)
+
+
+def json_safe(value):
+  """NaN -> None, recursively (JSON has no NaN)."""
+  if isinstance(value, dict):
+    return {k: json_safe(v) for k, v in value.items()}
+  if isinstance(value, (list, tuple)):
+    return [json_safe(v) for v in value]
+  if isinstance(value, float) and math.isnan(value):
+    return None
+  return value
+
+
+def score_masks(pairs):
+  """Rows of CSV_COLUMNS from (question id, predicted bool mask or None, truth bool mask)."""
+  rows = []
+  for qid, predicted, truth in pairs:
+    rows.append({"question_id": qid, "iou": iou(predicted, truth), **statistics(truth)})
+  return rows
+
+
+def summarize(rows, confidences=None, **extra):
+  """summary.json of scored rows: counts, scores (AP keys with `confidences`, one per row) and
+  the coverage breakdown; `extra` entries are added as they are."""
+  ious = [r["iou"] for r in rows]
+  out = {"n_questions": len(rows), "n_empty_truth": int(np.isnan(ious).sum()) if rows else 0}
+  all_scores = scores(ious, confidences)
+  out["n_scored"] = all_scores.pop("n")
+  out.update(all_scores)
+  out.update(extra)
+  out["by_coverage"] = coverage_breakdown(ious, [r["coverage"] for r in rows], confidences)
+  return out
+
+
+def score_folders(predicted, truth, out, confidence=None):
+  """`rsvqa-jax grounding score`: O/grounding.csv, O/summary.json and O/iou_by_coverage.png."""
+  truth_files = mask_files(truth, "--truth")
+  if not truth_files:
+    raise RSVQAError(f"--truth {truth}: holds no {{question_id}}.png mask")
+  predicted_files = mask_files(predicted, "--predicted")
+  qids = sorted(truth_files)
+  conf = read_confidence(confidence) if confidence else None
+
+  def pairs():
+    for qid in qids:
+      t = binarize(read_mask(truth_files[qid]))
+      p = predicted_files.get(qid)
+      yield qid, None if p is None else binarize(read_mask(p), t.shape), t
+
+  rows = score_masks(pairs())
+  confidences = None
+  if conf is not None:
+    lacking = [r["question_id"] for r in rows if r["question_id"] in predicted_files
+               and r["question_id"] not in conf and not math.isnan(r["iou"])]
+    if lacking:
+      raise RSVQAError(f"{confidence}: no confidence for question {lacking[0]} ({len(lacking)} "
+                       "scored questions lack one)")
+    confidences = [conf.get(r["question_id"], -math.inf) for r in rows]
+  missing = sum(q not in predicted_files for q in qids)
+  summary = summarize(rows, confidences, n_missing_prediction=missing,
+                      n_extra_prediction=len(set(predicted_files) - set(truth_files)),
+                      predicted=os.path.abspath(predicted), truth=os.path.abspath(truth))
+  os.makedirs(out, exist_ok=True)
+  write_rows(os.path.join(out, "grounding.csv"), rows)
+  box_plot(os.path.join(out, "iou_by_coverage.png"),
+           {b: [r["iou"] for r in rows if bucket(r["coverage"]) == b] for b in BUCKETS},
+           "IoU by coverage of the truth", "IoU")
+  storage.write_json(os.path.join(out, "summary.json"), json_safe(summary))
+  return summary
+
+
+def describe(values):
+  """{n, mean, std, median, q25, q75} of the non-NaN values (population std)."""
+  v = np.asarray([x for x in values if not math.isnan(x)], np.float64)
+  if not len(v):
+    return {"n": 0, **dict.fromkeys(("mean", "std", "median", "q25", "q75"), math.nan)}
+  q25, median, q75 = np.percentile(v, [25, 50, 75]).tolist()
+  return {"n": len(v), "mean": float(v.mean()), "std": float(v.std()), "median": median,
+          "q25": q25, "q75": q75}
+
+
+def statistics_table(stats, caption):
+  """Mean +- std and median of each statistic (the paper's Table 1), one row per mask set."""
+  rows = []
+  for name, s in stats.items():
+    row = [name, s["n"]]
+    for key in STATISTICS:
+      d = s[key]
+      row.append("n/a" if not d["n"] else f"{d['mean']:.2f} +- {d['std']:.2f} "
+                 f"(median {d['median']:.2f})")
+    rows.append(tuple(row))
+  return tables.Table(caption, ("masks", "n") + STATISTICS, tuple(rows))
+
+
+def save_figure(fig, path, dpi):
+  """A matplotlib Figure as a 256-colour PNG (a third of the bytes of its RGBA rendering),
+  written through a temporary file."""
+  buf = io.BytesIO()
+  fig.savefig(buf, dpi=dpi, format="png")
+  with Image.open(buf) as im:
+    return _saved(path, im.convert("RGB").quantize(256).save)
+
+
+def box_plot(path, groups, title, ylabel):
+  """One box per group of values (NaN left out; whiskers at 1.5 IQR, outliers drawn)."""
+  names = list(groups)
+  data = [[v for v in groups[n] if not math.isnan(v)] for n in names]
+  fig = Figure(figsize=(1.2 + 1.1 * len(names), 3.4))
+  ax = fig.subplots()
+  ax.boxplot([d or [math.nan] for d in data], showfliers=True)
+  ax.set_xticks(range(1, len(names) + 1), [f"{n}\n(n={len(d)})" for n, d in zip(names, data)],
+                fontsize=8)
+  ax.set_title(title, fontsize=9)
+  ax.set_ylabel(ylabel)
+  ax.set_ylim(-0.02, 1.02)
+  fig.tight_layout()
+  return save_figure(fig, path, 120)
+
+
+def stats_folder(truth, out):
+  """`rsvqa-jax grounding stats`: O/statistics.csv, statistics.json, statistics.md, boxplots.png.
+
+  The masks' statistics (empty masks counted apart), as the paper's Table 1 and Figure 2.
+  """
+  files = mask_files(truth, "--truth")
+  if not files:
+    raise RSVQAError(f"--truth {truth}: holds no {{question_id}}.png mask")
+  rows = [{"question_id": q, **statistics(binarize(read_mask(files[q])))} for q in sorted(files)]
+  kept = [r for r in rows if r["coverage"] > 0]
+  stats = {"n": len(rows), "n_empty": len(rows) - len(kept)}
+  stats.update({k: describe([r[k] for r in kept]) for k in STATISTICS})
+  stats["by_coverage"] = {b: sum(bucket(r["coverage"]) == b for r in kept) for b in BUCKETS}
+  os.makedirs(out, exist_ok=True)
+  write_rows(os.path.join(out, "statistics.csv"), rows, ("question_id",) + STATISTICS)
+  table = statistics_table({os.path.basename(os.path.abspath(truth)): stats},
+                           f"Grounding statistics of {truth} ({stats['n_empty']} empty masks "
+                           "left out)")
+  with storage.replacing(os.path.join(out, "statistics.md")) as f:
+    f.write(tables.to_markdown(table))
+  box_plot(os.path.join(out, "boxplots.png"), {k: [r[k] for r in kept] for k in STATISTICS},
+           f"Grounding statistics ({len(kept)} masks)", "value")
+  storage.write_json(os.path.join(out, "statistics.json"), json_safe(stats))
+  return stats

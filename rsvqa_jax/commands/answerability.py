@@ -1,0 +1,183 @@
+"""`rsvqa-jax answerability ACTION`: can this image answer the question (ChiQA, DESIGN.md 6.3)?
+
+  train   --config C --workdir W [--config.KEY=VALUE ...]  train an answerability head (resumes)
+  score   --scores S.csv --labels L.csv [--val-scores VS.csv --val-labels VL.csv] --out O
+          any model's scores (pool_id,image_id,score in [0, 1]) against labels
+          (pool_id,image_id,label) -> O/metrics.json; the binary threshold comes from the
+          validation files only, and without them no binary metric is reported
+  select  --workdir W --pool U.csv --top N [--out F.csv]  the N unlabelled pairs of highest
+          predictive entropy
+  study   --config C --workdir DIR [--readme README.md]  a study's answerability stage alone
+This module also holds `synth --answerability` (its flags and the call) and prints
+`evaluate --workdir W --answerability`.
+"""
+import os
+import re
+
+import numpy as np
+
+from rsvqa_jax.commands import common
+from rsvqa_jax.errors import RSVQAError
+
+HELP = ("Answerability ranking (ChiQA): train a head, score any model's ranking files, select "
+        "hard pairs, the study stage.")
+README_BEGIN = ("<!-- answerability: begin (rsvqa-jax answerability study --config "
+                "configs/answerability_study.py --workdir DIR --readme README.md) -->")
+README_END = "<!-- answerability: end -->"
+
+
+def add_arguments(parser):
+  actions = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
+  p = actions.add_parser("train", help="train an answerability head from a config (resumes)")
+  common.add_run_arguments(p, example="configs/answerability_synthetic.py:skipthoughts,blind",
+                           workdir_means="the folder for checkpoints and metrics")
+  p = actions.add_parser("score", help="ranking and classification metrics of a scores file")
+  p.add_argument("--scores", required=True, help="CSV pool_id,image_id,score (score in [0, 1])")
+  p.add_argument("--labels", required=True, help="CSV pool_id,image_id,label (2 / 1 / 0)")
+  p.add_argument("--val-scores", help="validation scores: they alone choose the binary threshold")
+  p.add_argument("--val-labels", help="validation labels")
+  p.add_argument("--out", required=True, help="folder for metrics.json")
+  p = actions.add_parser("select", help="unlabelled pairs of highest predictive entropy")
+  p.add_argument("--workdir", required=True, help="an answerability workdir")
+  p.add_argument("--pool", required=True,
+                 help="CSV pool_id,question,image_id (a label column is ignored)")
+  p.add_argument("--top", type=int, required=True, help="how many pairs to keep")
+  p.add_argument("--out", help="CSV to write (default WORKDIR/eval/answerability/selected.csv)")
+  p.add_argument("--checkpoint", choices=("best", "last"), default="best")
+  common.add_pickle_argument(p)
+  p = actions.add_parser("study", help="the answerability stage of a study config, alone")
+  common.add_run_arguments(p, example="configs/answerability_study.py",
+                           workdir_means="the study folder")
+  p.add_argument("--readme", help="also copy the stage's summary into this README")
+
+
+def run(args):
+  return {"train": _train, "score": _score, "select": _select, "study": _study}[args.action](args)
+
+
+def _train(args):
+  config = common.config_for_run(args, "the folder for checkpoints and metrics")
+  if config is None:
+    return 0
+  from rsvqa_jax.train import answerability  # pylint: disable=g-import-not-at-top
+  with common.trusted_pickles(args):
+    summary = answerability.train(config, args.workdir)
+  if summary["finished"]:
+    print(f"{args.workdir}: done; best validation {config.answerability.select_metric} "
+          f"{summary['best']:.4f} at step {summary['best_step']}; evaluate with: rsvqa-jax "
+          f"evaluate --workdir {args.workdir} --answerability")
+  return 0
+
+
+def _score(args):
+  from rsvqa_jax import storage  # pylint: disable=g-import-not-at-top
+  from rsvqa_jax.bias import answerability  # pylint: disable=g-import-not-at-top
+  metrics = answerability.score_files(args.scores, args.labels, args.val_scores, args.val_labels)
+  os.makedirs(args.out, exist_ok=True)
+  path = os.path.join(args.out, "metrics.json")
+  storage.write_json(path, metrics)
+  _print_table([(os.path.basename(args.scores), metrics)], f"scores {args.scores}")
+  if args.val_scores is None:
+    print("binary metrics not reported: give --val-scores and --val-labels (the threshold is "
+          "chosen on validation, never on the scored pairs)")
+  print(f"written to {path}")
+  return 0
+
+
+def _print_table(rows, caption):
+  from rsvqa_jax.bias import answerability, tables  # pylint: disable=g-import-not-at-top
+  print(tables.to_markdown(answerability.table4(rows, caption)))
+
+
+def _select(args):
+  from rsvqa_jax.eval import answerability  # pylint: disable=g-import-not-at-top
+  with common.trusted_pickles(args):
+    path, n = answerability.select(args.workdir, args.pool, args.top, args.out,
+                                   which=args.checkpoint)
+  print(f"{n} pair(s) of highest predictive entropy written to {path}")
+  return 0
+
+
+def _study(args):
+  config = common.config_for_run(args, "the study folder")
+  if config is None:
+    return 0
+  from rsvqa_jax import study  # pylint: disable=g-import-not-at-top
+  from rsvqa_jax.eval import answerability  # pylint: disable=g-import-not-at-top
+  if "answerability" not in config:
+    raise RSVQAError(f"{args.config}: no answerability section (configs/answerability_study.py "
+                     "has one)")
+  with common.trusted_pickles(args):
+    result = answerability.study_stage(study.Study(config, args.workdir))
+  print(result["summary"])
+  if args.readme:
+    _quote_in_readme(args.readme, os.path.join(args.workdir, "answerability", "summary.md"))
+  return 0
+
+
+def _quote_in_readme(readme, summary_path):
+  """Replaces the README's text between the answerability markers with the stage's summary and
+  Table 4 of its main pools (read from the files the stage wrote)."""
+  from rsvqa_jax import storage  # pylint: disable=g-import-not-at-top
+  folder = os.path.dirname(summary_path)
+  parts = []
+  for name in ("summary.md", os.path.join("tables", "table4_main.md"),
+               os.path.join("tables", "table4_no_info.md")):
+    if os.path.exists(os.path.join(folder, name)):
+      with open(os.path.join(folder, name), encoding="utf-8") as f:
+        parts.append(f.read().strip())
+  with open(readme, encoding="utf-8") as f:
+    text = f.read()
+  pattern = re.compile(re.escape(README_BEGIN) + r"\n.*?\n" + re.escape(README_END), re.S)
+  if not pattern.search(text):
+    raise RSVQAError(f"{readme}: no block between {README_BEGIN!r} and {README_END!r}")
+  body = "\n\n".join(parts)
+  with storage.replacing(readme) as f:
+    f.write(pattern.sub(lambda _: f"{README_BEGIN}\n{body}\n{README_END}", text, 1))
+  print(f"{readme}: answerability summary updated")
+
+
+# Hooks of other commands.
+
+def add_synth_arguments(parser):
+  """`synth` flags: --answerability and the pool knobs."""
+  parser.add_argument("--answerability", action="store_true",
+                      help="also write answerability pools Answerability_{split}.csv "
+                           "(pool_id,question,image_id,label) into --out")
+  parser.add_argument("--pool-size", type=int, default=5,
+                      help="with --answerability: candidate images per question (default 5)")
+  parser.add_argument("--pools-per-image", type=float, default=2.0,
+                      help="with --answerability: questions per image of a split (default 2)")
+  parser.add_argument("--answerability-balance", type=float, default=1.0,
+                      help="with --answerability: 1 = labels uniform whatever the question "
+                           "(default), 0 = candidate tiles as the scenes fall")
+
+
+def synth(args, generated):
+  """Writes the pools of a dataset `synth` just generated; prints the label shares per split."""
+  from rsvqa_jax.data import answerability  # pylint: disable=g-import-not-at-top
+  ids = {name: np.unique(split.image_id) for name, split in generated.splits.items()
+         if len(split)}
+  manifest = answerability.generate(args.out, args.out, ids, pool_size=args.pool_size,
+                                    pools_per_image=args.pools_per_image,
+                                    balance=args.answerability_balance, seed=args.seed)
+  for name, s in manifest["splits"].items():
+    print(f"answerability {name}: {s['pools']} pools, {s['pairs']} pairs; labels 0 / 1 / 2: "
+          + " / ".join(f"{100 * x:.1f}%" for x in s["shares"]))
+
+
+def evaluate(args, workdirs, where):
+  """`evaluate --answerability`: each workdir scored on its pools, with Random and Majority."""
+  if args.adversarial or args.shortcuts:
+    raise RSVQAError("--answerability scores a workdir's pools: drop --adversarial / --shortcuts")
+  from rsvqa_jax.eval import answerability  # pylint: disable=g-import-not-at-top
+  with common.trusted_pickles(args):
+    records = [answerability.evaluate(w, args.split, **where) for w in workdirs]
+  rows = [(name, m) for name, m in answerability.baselines(records[0]).items()]
+  rows += [(os.path.basename(os.path.normpath(r["workdir"])), r["metrics"]) for r in records]
+  for r in records:
+    print(f"{r['workdir']}: {r['pools']} {args.split} pools, {r['pairs']} pairs (step "
+          f"{r['step']}); binary threshold {r['metrics']['binary_threshold']:.4g} from "
+          f"{r['val_split']}; written to {answerability.folder(r['workdir'])}")
+  _print_table(rows, f"{args.split} pools: answerability (Table 4 layout)")
+  return 0

@@ -1,0 +1,85 @@
+"""`rsvqa-jax grounding`: answer grounding (VizWiz-VQA-Grounding, DESIGN.md 6.2).
+
+  rsvqa-jax grounding score --predicted P --truth T --out O [--confidence C.csv]
+  rsvqa-jax grounding stats --truth T --out O
+  rsvqa-jax grounding --workdir W [--split test] --out O [--method auto|attention|gradcam]
+
+`score` and `stats` read folders of `{question_id}.png` masks (a synthetic dataset's Grounding/,
+or anyone's) and need no model (bias/grounding.py says what they write). The workdir form
+computes a trained model's relevance maps on a split and scores them against the dataset's
+Grounding/ masks (eval/grounding.py).
+"""
+from rsvqa_jax.commands import common
+from rsvqa_jax.errors import RSVQAError
+
+HELP = "Answer grounding: score masks against truth, mask statistics, a model's relevance maps."
+ACTIONS = ("score", "stats")
+
+
+def add_arguments(parser):
+  parser.add_argument("action", nargs="?", choices=ACTIONS,
+                      help="score: predicted masks against truth; stats: statistics of a mask "
+                           "set; none: a trained workdir's relevance maps (--workdir)")
+  parser.add_argument("--out", required=True, help="folder for the results")
+  parser.add_argument("--predicted", metavar="P",
+                      help="score: folder of predicted {question_id}.png masks or 8-bit relevance "
+                           "maps (min-max normalised, thresholded at 0.5, resized to the truth)")
+  parser.add_argument("--truth", metavar="T", help="folder of {question_id}.png truth masks")
+  parser.add_argument("--confidence", metavar="C.csv",
+                      help="score: CSV question_id,confidence ranking the predictions for AP")
+  parser.add_argument("--workdir", help="a trained workdir (the relevance-map form)")
+  parser.add_argument("--split", default="test", help="workdir form: split (default: test)")
+  parser.add_argument("--checkpoint", choices=("best", "last"), default="best",
+                      help="workdir form: best-on-validation (default) or the last checkpoint")
+  parser.add_argument("--method", choices=("auto", "attention", "gradcam"), default="auto",
+                      help="workdir form: relevance maps from the model's attention (auto: where "
+                           "it has one) or Grad-CAM on the image feature map")
+  parser.add_argument("--images", choices=("own", "shuffled"), default="own",
+                      help="workdir form: each question's own image, or a random other image "
+                           "(a control: its grounding should fall to the floor)")
+  parser.add_argument("--data-root", default=None,
+                      help="workdir form: dataset folder, when it moved since training")
+  common.add_pickle_argument(parser)
+
+
+def _refuse(args, flags, what):
+  given = [f for f in flags if getattr(args, f.lstrip("-").replace("-", "_")) not in (None, False)]
+  if given:
+    raise RSVQAError(f"{given[0]} does not apply to {what}")
+
+
+def run(args):
+  from rsvqa_jax.bias import grounding  # pylint: disable=g-import-not-at-top
+  if args.action == "score":
+    _refuse(args, ("--workdir",), "grounding score")
+    if not args.predicted or not args.truth:
+      raise RSVQAError("grounding score needs --predicted P and --truth T")
+    s = grounding.score_folders(args.predicted, args.truth, args.out, args.confidence)
+    extra = "".join(f", {k} {s[k]:.4f}" for k in ("ap_25", "ap_50", "ap_75", "map_50_95")
+                    if k in s)
+    print(f"{s['n_scored']} of {s['n_questions']} truth masks scored ({s['n_empty_truth']} empty, "
+          f"{s['n_missing_prediction']} without a prediction): mean IoU {s['mean_iou']:.4f}"
+          f"{extra}; written to {args.out}")
+    return 0
+  if args.action == "stats":
+    _refuse(args, ("--workdir", "--predicted", "--confidence"), "grounding stats")
+    if not args.truth:
+      raise RSVQAError("grounding stats needs --truth T")
+    s = grounding.stats_folder(args.truth, args.out)
+    print(f"{s['n']} masks ({s['n_empty']} empty): coverage {s['coverage']['mean']:.3f} +- "
+          f"{s['coverage']['std']:.3f}, boundary complexity {s['boundary_complexity']['mean']:.3f}"
+          f" +- {s['boundary_complexity']['std']:.3f}; written to {args.out}")
+    return 0
+  _refuse(args, ("--predicted", "--truth", "--confidence"), "the workdir form (give score/stats)")
+  if not args.workdir:
+    raise RSVQAError("grounding: give score, stats, or --workdir W")
+  from rsvqa_jax.bias import tables  # pylint: disable=g-import-not-at-top
+  from rsvqa_jax.eval import grounding as evaluator  # pylint: disable=g-import-not-at-top
+  with common.trusted_pickles(args):
+    result = evaluator.evaluate(args.workdir, args.split, args.out, method=args.method,
+                                images=args.images, which=args.checkpoint,
+                                data_root=args.data_root)
+  for table in result["tables"]:
+    print(tables.to_markdown(table))
+  print(f"written to {args.out}")
+  return 0

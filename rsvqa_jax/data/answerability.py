@@ -1,0 +1,293 @@
+"""Answerability pools (ChiQA, DESIGN.md 6.3): which of K candidate tiles can answer a question.
+
+A pool is one presence question ("Is there a small building next to a  road?") and K tiles of
+one split, each labelled from the tile's scene (questions.SceneIndex matches the Phrase):
+  2  an object the whole phrase holds for, lying inside the tile;
+  1  an object of the class is there, but its attribute or relation fails, or every object the
+     phrase holds for touches the tile border (the tile may cut it);
+  0  no object of the class.
+Phrases are drawn from the scenes' own objects (so label 2 exists somewhere), roads never head
+a phrase (every road crosses the tile) but may follow a relation. The scenes are redrawn from the
+dataset's manifest: scenes.make_scene is deterministic in (seed, image id, size, region).
+
+`balance` b steers the label shares: each candidate's label is drawn from (1 - b) x the
+question's own label distribution over the split's tiles + b x uniform, then a tile with that
+label. At b = 1 every pool's labels are uniform whatever its question, so the wording carries no
+label information (a question-only model can do no better than the majority label); at b = 0
+the candidates are random tiles and the wording predicts the label as the scenes make it
+(attributes and relations make 1 likelier, rare classes 0). With b > 0 a question is kept only
+when each label has at least K tiles, so a draw never runs short and never depends on the question.
+
+Files: `Answerability_{split}.csv` (pool_id,question,image_id,label: a pool's rows together,
+candidates in random order, pool ids unique over the splits) and `answerability.json` (the
+parameters and label shares, written last: files without it are a stopped run's, regenerated).
+"""
+import csv
+import hashlib
+import os
+
+import numpy as np
+
+from rsvqa_jax import storage
+from rsvqa_jax.data import questions as questions_lib
+from rsvqa_jax.data import rsvqa_json, scenes, synthetic
+from rsvqa_jax.errors import RSVQAError
+
+COLUMNS = ("pool_id", "question", "image_id", "label")
+LABELS = (0, 1, 2)
+MANIFEST = "answerability.json"
+VERSION = 1
+ATTR_PROB = 0.5  # each of size and shape on a drawn phrase (the VQA questions: 0.07)
+RELATION_PROB = 0.35
+BUILDING_WORD_PROB = 0.4  # a house or office asked about as "building"
+TRIES_PER_POOL = 60
+SPLIT_ORDER = ("train", "val", "test")
+
+
+def pool_file(folder, split):
+  return os.path.join(folder, f"Answerability_{split}.csv")
+
+
+def params(pool_size=5, pools_per_image=2.0, balance=1.0, seed=0):
+  """The pool generator's parameters (what the manifest records), checked."""
+  if pool_size < 2:
+    raise RSVQAError(f"pool size {pool_size}: a pool needs at least 2 candidate images")
+  if pools_per_image <= 0:
+    raise RSVQAError(f"pools per image {pools_per_image}: must be positive")
+  if not 0 <= balance <= 1:
+    raise RSVQAError(f"answerability balance {balance}: must be in [0, 1]")
+  return {"version": VERSION, "pool_size": int(pool_size),
+          "pools_per_image": float(pools_per_image), "balance": float(balance), "seed": int(seed)}
+
+
+class Tile:
+  """A scene's phrase matcher and which of its objects touch the tile border."""
+
+  def __init__(self, image_id, scene):
+    self.image_id = image_id
+    self.objects = scene.objects
+    size = scene.image.shape[0]
+    self.index = questions_lib.SceneIndex(scene, next_to_px=4 * size / 256)
+    self.cut = np.array([_touches_border(o, size) for o in scene.objects], bool)
+
+  def label(self, phrase):
+    if (self.index.match(phrase) & ~self.cut).any():
+      return 2
+    return 1 if self.index.match(questions_lib.Phrase(phrase.obj)).any() else 0
+
+
+def _touches_border(obj, size):
+  y0, x0, y1, x1 = obj.box
+  m = obj.mask
+  return bool((y0 == 0 and m[0].any()) or (x0 == 0 and m[:, 0].any())
+              or (y1 == size and m[-1].any()) or (x1 == size and m[:, -1].any()))
+
+
+def _name(rng, obj):
+  building = obj.cls in scenes.BUILDING_CLASSES and rng.random() < BUILDING_WORD_PROB
+  return "building" if building else obj.cls
+
+
+def _phrase(rng, tile):
+  """A phrase about one of the tile's objects (its own attributes, maybe a relation), or None."""
+  heads = [i for i, o in enumerate(tile.objects) if o.cls != "road"]
+  if not heads:
+    return None
+  i = heads[int(rng.integers(len(heads)))]
+  o = tile.objects[i]
+  size = o.size if rng.random() < ATTR_PROB else None
+  shape = o.shape if o.shape and rng.random() < ATTR_PROB else None
+  phrase = questions_lib.Phrase(_name(rng, o), size, shape)
+  if rng.random() < RELATION_PROB:
+    relation = questions_lib.RELATIONS[int(rng.integers(len(questions_lib.RELATIONS)))]
+    partners = np.flatnonzero(tile.index.relation[relation][i])
+    if len(partners):
+      p = tile.objects[int(partners[int(rng.integers(len(partners)))])]
+      ref = questions_lib.Phrase(_name(rng, p), p.size if rng.random() < ATTR_PROB else None)
+      det = "the" if tile.index.count(ref) == 1 else "a"
+      phrase = questions_lib.Phrase(phrase.obj, size, shape, relation, ref, det)
+  return phrase
+
+
+def _question(rng, phrase):
+  form = ("is_there", "is_present")[int(rng.integers(2))]
+  in_image = bool(rng.random() < questions_lib.IN_IMAGE_PROB)
+  return questions_lib.question_text(form, (phrase,), in_image)
+
+
+def _candidates(rng, labels, size, balance):
+  """Indices of `size` tiles with labels drawn as the module says, or None if too few."""
+  counts = np.bincount(labels, minlength=len(LABELS))
+  if balance == 0:
+    return rng.permutation(len(labels))[:size]
+  if counts.min() < size:
+    return None
+  target = (1 - balance) * counts / counts.sum() + balance / len(LABELS)
+  left = {lab: rng.permutation(np.flatnonzero(labels == lab)).tolist() for lab in LABELS}
+  return np.asarray([left[lab].pop() for lab in rng.choice(len(LABELS), size=size, p=target)])
+
+
+def make_pools(tiles, p, rng, n_pools, split="a split"):
+  """[(question, [(image id, label)] * K)] of one split's tiles: distinct questions."""
+  k = p["pool_size"]
+  if len(tiles) < k:
+    raise RSVQAError(f"{split}: {len(tiles)} images cannot fill pools of {k} candidates")
+  pools, seen = [], set()
+  for _ in range(TRIES_PER_POOL * n_pools):
+    if len(pools) == n_pools:
+      break
+    phrase = _phrase(rng, tiles[int(rng.integers(len(tiles)))])
+    if phrase is None:
+      continue
+    text = _question(rng, phrase)
+    if text in seen:
+      continue
+    labels = np.array([t.label(phrase) for t in tiles])
+    chosen = _candidates(rng, labels, k, p["balance"])
+    if chosen is None:
+      continue
+    seen.add(text)
+    pools.append((text, [(tiles[i].image_id, int(labels[i])) for i in chosen.tolist()]))
+  if not pools:
+    raise RSVQAError(f"{split}: no question has {k} of its {len(tiles)} images with each label "
+                     f"(balance {p['balance']:g}): use more images or a lower balance")
+  return pools
+
+
+def rows_of(pools, first_id=0):
+  """The CSV rows (pool_id, question, image_id, label) of make_pools' pools, numbered from
+  `first_id`."""
+  return [(first_id + n, text, image_id, label)
+          for n, (text, cands) in enumerate(pools) for image_id, label in cands]
+
+
+def shares(labels):
+  """[share of label 0, 1, 2] of a label list (NaN when empty)."""
+  counts = np.bincount(np.asarray(labels, np.int64), minlength=len(LABELS))[:len(LABELS)]
+  return (counts / counts.sum()).tolist() if counts.sum() else [float("nan")] * len(LABELS)
+
+
+def _ids_sha256(image_ids):
+  h = hashlib.sha256()
+  for split in sorted(image_ids):
+    h.update(f"{split}:{','.join(map(str, sorted(map(int, image_ids[split]))))};".encode())
+  return h.hexdigest()
+
+
+def _wanted(dataset_root, image_ids, p):
+  dataset = synthetic.read_manifest(dataset_root)
+  if dataset is None:
+    raise RSVQAError(f"{dataset_root}: not a synthetic dataset (no {synthetic.MANIFEST}); "
+                     "answerability pools are labelled from the generator's scenes")
+  return {**p, "dataset": dataset, "image_ids_sha256": _ids_sha256(image_ids)}
+
+
+def generate(dataset_root, out, image_ids, **knobs):
+  """Writes the pools of each split of `image_ids` ({split: ids}) of the synthetic dataset at
+  `dataset_root` into folder `out`; returns the manifest (with label shares per split)."""
+  wanted = _wanted(dataset_root, image_ids, params(**knobs))
+  variant, n_images, seed = (wanted["dataset"][k] for k in ("variant", "images", "seed"))
+  size = rsvqa_json.LAYOUTS[variant].image_size
+  region = synthetic.regions(variant, n_images)
+  os.makedirs(out, exist_ok=True)
+  if os.path.exists(os.path.join(out, MANIFEST)):
+    os.remove(os.path.join(out, MANIFEST))  # files without a manifest are never trusted
+  stats, next_id = {}, 0
+  order = sorted(image_ids, key=lambda s: (SPLIT_ORDER.index(s) if s in SPLIT_ORDER else 9, s))
+  for index, split in enumerate(order):  # pool ids and draws follow the splits, not the caller
+    ids = sorted(int(i) for i in image_ids[split])
+    tiles = [Tile(i, scenes.make_scene(seed, i, size, region[i])) for i in ids]
+    rng = np.random.default_rng([wanted["seed"], seed, 7727, index])
+    n_pools = max(1, int(round(wanted["pools_per_image"] * len(ids))))
+    pools = make_pools(tiles, wanted, rng, n_pools, f"split {split}")
+    rows = rows_of(pools, next_id)
+    next_id += len(pools)
+    write(pool_file(out, split), rows)
+    stats[split] = {"pools": len(pools), "pairs": len(rows), "shares": shares([r[3] for r in rows])}
+  storage.write_json(os.path.join(out, MANIFEST), {**wanted, "splits": stats})
+  return {**wanted, "splits": stats}
+
+
+def ensure(dataset_root, out, image_ids, **knobs):
+  """The manifest of the pools in `out`, generated first unless they are there with these
+  parameters; returns (manifest, whether it generated)."""
+  wanted = _wanted(dataset_root, image_ids, params(**knobs))
+  found = storage.read_json(os.path.join(out, MANIFEST))
+  if isinstance(found, dict) and {k: found.get(k) for k in wanted} == wanted:
+    return found, False
+  return generate(dataset_root, out, image_ids, **knobs), True
+
+
+def write(path, rows, columns=COLUMNS):
+  """A CSV with `columns` through a temporary file (readers never see half a file)."""
+  with storage.replacing(path, newline="") as f:
+    w = csv.writer(f, lineterminator="\n")
+    w.writerow(columns)
+    w.writerows(rows)
+
+
+def read(path, required, optional=()):
+  """[(line number, {column: text})] of a CSV holding the `required` columns (one-line errors
+  naming the file and line); `optional` columns read as None when the file lacks them."""
+  try:
+    with open(path, newline="", encoding="utf-8-sig") as f:
+      reader = csv.DictReader(f)
+      missing = [c for c in required if c not in (reader.fieldnames or ())]
+      if missing:
+        raise RSVQAError(f"{path}: missing column(s) {', '.join(missing)} "
+                         f"(header: {reader.fieldnames})")
+      wanted = tuple(required) + tuple(optional)
+      rows = []
+      for row in reader:
+        if any(row.get(c) is None for c in required):
+          raise RSVQAError(f"{path}:{reader.line_num}: row has fewer values than the header")
+        rows.append((reader.line_num, {c: (row.get(c) or "").strip() if c in row else None
+                                       for c in wanted}))
+      return rows
+  except FileNotFoundError:
+    raise RSVQAError(f"{path}: file not found") from None
+  except OSError as e:
+    raise RSVQAError(f"{path}: cannot read ({e.strerror})") from None
+  except UnicodeDecodeError:
+    raise RSVQAError(f"{path}: not UTF-8 text; save it as UTF-8 CSV") from None
+  except csv.Error as e:
+    raise RSVQAError(f"{path}: not a readable CSV ({e})") from None
+
+
+def parse_label(path, line, value):
+  if value not in ("0", "1", "2"):
+    raise RSVQAError(f"{path}:{line}: label {value!r} is not 0, 1 or 2")
+  return int(value)
+
+
+def read_pools(path, *, labelled=True):
+  """(pool ids [N] str, questions [N] str, image ids [N] int64, labels [N] int64 (-1 unlabelled))
+  of a pool file; a pool's rows must stand together, and a (pool, image) pair only once."""
+  rows = read(path, COLUMNS if labelled else COLUMNS[:3], () if labelled else ("label",))
+  pools, texts, images, labels = [], [], [], []
+  seen, closed, last = set(), set(), None
+  for line, row in rows:
+    pool = row["pool_id"]
+    if pool != last:
+      if pool in closed:
+        raise RSVQAError(f"{path}:{line}: pool {pool}'s rows are not together")
+      closed.add(last)
+      last = pool
+    try:
+      image = int(row["image_id"])
+    except ValueError:
+      raise RSVQAError(f"{path}:{line}: image_id {row['image_id']!r} is not an integer") from None
+    if (pool, image) in seen:
+      raise RSVQAError(f"{path}:{line}: pool {pool} lists image {image} twice")
+    seen.add((pool, image))
+    if not row["question"]:
+      raise RSVQAError(f"{path}:{line}: empty question")
+    label = row.get("label")
+    pools.append(pool)
+    texts.append(row["question"])
+    images.append(image)
+    labels.append(parse_label(path, line, label) if labelled or label else -1)
+  if not pools:
+    raise RSVQAError(f"{path}: no rows")
+  return (np.asarray(pools, object), np.asarray(texts, object), np.asarray(images, np.int64),
+          np.asarray(labels, np.int64))

@@ -1,0 +1,188 @@
+"""An answerability workdir scored on its pools, hard examples picked by entropy, a study stage.
+
+`evaluate` restores the best-on-validation checkpoint, scores every pair of the validation and
+evaluated splits through one compiled step (train/answerability.py), writes the scores as
+`rsvqa-jax answerability score` reads them and scores those files with the same function
+(bias/answerability.score_files), so a foreign model's files and ours get the same table:
+  WORKDIR/eval/answerability/{split}_scores.csv  pool_id,image_id,score (pool file order)
+  WORKDIR/eval/answerability/metrics.json        bias/answerability.KEYS, nothing else
+  WORKDIR/eval/answerability/evaluation.json     what was scored: split, step, files, counts
+`select` ranks unlabelled pairs by predictive entropy (ChiQA's active-learning step).
+`study_stage` runs the answerability part of a study (a rsvqa_jax.study.Study passed in: eval/
+never imports the study): pools on the study's dataset, reference and question-only models per
+language model, Random and Majority, the Table 4 layout and the language-bias reading.
+"""
+import os
+import time
+
+import numpy as np
+
+from rsvqa_jax import storage
+from rsvqa_jax.bias import answerability as metrics_lib
+from rsvqa_jax.bias import tables
+from rsvqa_jax.data import answerability as pools_lib
+from rsvqa_jax.errors import RSVQAError
+from rsvqa_jax.train import answerability as train_lib
+from rsvqa_jax.train import checkpointing
+
+FOLDER = "answerability"
+ROLES = ("reference", "blind")
+ROLE_LABELS = {"reference": "reference", "blind": "question-only"}
+
+
+def folder(workdir):
+  return os.path.join(workdir, "eval", FOLDER)
+
+
+def scores_path(workdir, split):
+  return os.path.join(folder(workdir), f"{split}_scores.csv")
+
+
+def _write_scores(path, pools, values):
+  pools_lib.write(path, zip(pools.pool_ids.tolist(), pools.image_ids.tolist(),
+                            map(repr, np.asarray(values, np.float64).tolist())),
+                  columns=("pool_id", "image_id", "score"))
+
+
+def evaluate(workdir, split="test", *, which="best", data_root=None, dataset=None, features=None,
+             also=(), log=print):
+  """Scores `split` (threshold from the validation split) and writes the files above; returns
+  evaluation.json's record with the metrics. `also`: more splits whose scores to write."""
+  config = checkpointing.read_config(workdir)
+  val = config.data.val_split
+  splits = list(dict.fromkeys([val, split, *also]))
+  run, pools, state, step = train_lib.restore(workdir, splits, which=which, data_root=data_root,
+                                              dataset=dataset, features=features, log=log)
+  os.makedirs(folder(workdir), exist_ok=True)
+  for s in splits:
+    _write_scores(scores_path(workdir, s), pools[s], train_lib.scores(run, state, s))
+  metrics = metrics_lib.score_files(scores_path(workdir, split), pools[split].path,
+                                    scores_path(workdir, val), pools[val].path)
+  record = {"workdir": os.path.abspath(workdir), "split": split, "val_split": val,
+            "checkpoint": which, "step": step, "labels": pools[split].path,
+            "val_labels": pools[val].path, "train_labels": pools_lib.pool_file(
+                os.path.dirname(pools[split].path), config.data.train_split),
+            "pools": len(metrics_lib.pools(pools[split].pool_ids)),
+            "pairs": len(pools[split].labels), "metrics": metrics}
+  storage.write_json(os.path.join(folder(workdir), "evaluation.json"), record)
+  storage.write_json(os.path.join(folder(workdir), "metrics.json"), metrics)  # last: complete
+  return record
+
+
+def baselines(record):
+  """Random and Majority on the pool files of an evaluation record (evaluate's return)."""
+  train, test, val = (train_lib.Pools.read(record[k])
+                      for k in ("train_labels", "labels", "val_labels"))
+  return metrics_lib.baselines(train.labels, test.pool_ids, test.labels, val.labels)
+
+
+def select(workdir, pool_csv, top, out=None, *, which="best", data_root=None, dataset=None,
+           features=None, log=print):
+  """Writes the `top` pairs of `pool_csv` (pool_id,question,image_id; labels ignored) with the
+  highest predictive entropy of the model's score, highest first (ties in file order), to `out`
+  (default WORKDIR/eval/answerability/selected.csv) with their score and entropy; returns the
+  path and the number written."""
+  if top <= 0:
+    raise RSVQAError(f"--top {top}: must be positive")
+  extra = {"select": train_lib.Pools.read(pool_csv, labelled=False)}
+  run, pools, state, _ = train_lib.restore(workdir, [], which=which, data_root=data_root,
+                                           dataset=dataset, features=features, extra=extra,
+                                           log=log)
+  p = pools["select"]
+  values = train_lib.scores(run, state, "select")
+  entropy = metrics_lib.binary_entropy(values)
+  order = np.argsort(-entropy, kind="stable")[:top]
+  out = out or os.path.join(folder(workdir), "selected.csv")
+  os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
+  rows = ((p.pool_ids[i], p.questions[i], p.image_ids[i], values[i], entropy[i])
+          for i in order.tolist())
+  pools_lib.write(out, ((pool, q, int(im), repr(float(v)), repr(float(h)))
+                        for pool, q, im, v, h in rows),
+                  columns=("pool_id", "question", "image_id", "score", "entropy"))
+  return out, len(order)
+
+
+# The study stage.
+
+def _run(study, cfg, workdir, ds, feats, split, label, also):
+  """Train (or resume) and evaluate one model of the stage; its metrics."""
+  path = os.path.join(folder(workdir), "metrics.json")
+  if os.path.exists(path):
+    study.progress(f"{label}: done before, skipped")
+    return storage.read_json(path)
+  started = time.time()
+  summary = train_lib.train(cfg, workdir, dataset=ds, features=feats, log=study.progress)
+  if not summary["finished"]:
+    raise RSVQAError(f"{workdir}: training stopped before the end (train.stop_after_steps?)")
+  record = evaluate(workdir, split, dataset=ds, features=feats, also=also, log=study.progress)
+  study.timings.record(f"answerability/{label}", time.time() - started)
+  study.progress(f"{label}: trained and evaluated ({time.time() - started:.1f}s), NDCG@1 "
+                 f"{tables.pct(record['metrics']['ndcg@1'])}")
+  return record["metrics"]
+
+
+def _pool_set(study, name, balance, ds, root, dsname, feats, out):
+  """One pool set of the stage: its pools, models, baselines and word table."""
+  cfg, split = study.config, study.s.split
+  a, st = cfg.answerability, cfg.answerability.study
+  pools_dir = os.path.join(out, f"pools_{name}")
+  manifest, made = pools_lib.ensure(root, pools_dir, {s: ds.image_ids(s) for s in ds.splits},
+                                    pool_size=a.pool_size, pools_per_image=a.pools_per_image,
+                                    balance=balance, seed=a.pool_seed)
+  if made:
+    study.progress(f"answerability pools ({name}, balance {balance:g}): "
+                   + train_lib.describe(manifest))
+  train_split = cfg.data.train_split
+  rows, blind_dir = [], None
+  for lm in st.language_models:
+    checkpoint = study.lm_checkpoint(lm, ds)
+    for role in ROLES:
+      runs = []
+      for seed in st.seeds:
+        c = study.run_config(lm, st.weights, role, seed, root, dsname, checkpoint)
+        c.answerability.pools, c.answerability.balance = pools_dir, float(balance)
+        if st.num_epochs:
+          c.train.num_epochs = int(st.num_epochs)
+        workdir = os.path.join(out, "runs", name, f"{lm}_{st.weights}_{role}", f"seed{seed}")
+        label = os.path.relpath(workdir, study.dir)
+        runs.append(_run(study, c, workdir, ds, feats, split, label, (train_split,)))
+        blind_dir = blind_dir or (workdir if role == "blind" else None)
+      rows.append({"lm": lm, "label": study.s.lm[lm].label, "role": role, "runs": runs})
+  train = train_lib.Pools.read(pools_lib.pool_file(pools_dir, train_split))
+  test = train_lib.Pools.read(pools_lib.pool_file(pools_dir, split))
+  val = train_lib.Pools.read(pools_lib.pool_file(pools_dir, cfg.data.val_split))
+  blind_scores = None
+  if blind_dir:
+    _, _, blind_scores = metrics_lib.aligned(scores_path(blind_dir, train_split), train.path)
+  words, distance = metrics_lib.word_bias(
+      train.questions, train.labels, blind_scores, min_count=st.word_min_count,
+      top=st.top_words, what=f"{metrics_lib.SET_NAMES[name]} pools' {train_split} pairs")
+  return {"name": name, "balance": float(balance), "pool_size": a.pool_size,
+          "splits": manifest["splits"], "rows": rows,
+          "baselines": metrics_lib.baselines(train.labels, test.pool_ids, test.labels, val.labels),
+          "words": words, "max_distance": distance}
+
+
+def study_stage(study):
+  """The answerability stage of `study` (rsvqa_jax.study.Study); writes DIR/answerability/
+  (pools, runs, report.md, summary.md, tables) and returns its results for study.json."""
+  a = study.config.answerability
+  out = os.path.join(study.dir, FOLDER)
+  ds, root, dsname = study.dataset(balanced=False)
+  feats = study.features(ds, root, dsname)
+  sets = [("main", a.balance)] + ([("no_info", 1.0)] if a.study.no_info and a.balance != 1 else [])
+  results = [_pool_set(study, name, b, ds, root, dsname, feats, out) for name, b in sets]
+  named = {f"table4_{s['name']}": metrics_lib.stage_table(s, study.s.split) for s in results}
+  named.update({f"words_{s['name']}": s["words"] for s in results})
+  for stem, table in named.items():
+    tables.write(table, os.path.join(out, "tables"), stem)
+  seconds = sum(v for k, v in study.timings.values.items() if k.startswith(f"{FOLDER}/"))
+  text = metrics_lib.summary(results, study.s.split, seconds)
+  report = ["# Answerability ranking", "", text, ""] + [tables.to_markdown(t)
+                                                        for t in named.values()]
+  for name, body in (("summary.md", text + "\n"), ("report.md", "\n".join(report))):
+    with storage.replacing(os.path.join(out, name)) as f:
+      f.write(body)
+  study.progress(f"answerability report written: {os.path.join(out, 'report.md')}")
+  return {"sets": results, "split": study.s.split, "summary": text,
+          "report": os.path.relpath(os.path.join(out, "report.md"), study.dir)}

@@ -1,0 +1,298 @@
+"""A trained workdir's answer grounding: its relevance maps scored against the dataset's truth.
+
+Relevance maps, one per question, over the image feature map's h x w positions:
+  attention  the softmax weights of models/attention.py (model.head = "attention");
+  gradcam    Grad-CAM on the frozen ResNet map for the predicted answer's logit:
+             relu(sum_c alpha_c A_c) with alpha_c the mean over positions of d logit / d A_c.
+             For a head that reads the pooled vector (pooled = mean of A over positions) the
+             gradient is the same at every position, so alpha is d logit / d pooled (up to
+             1 / hw, which the min-max normalisation removes); the map A then comes from the
+             feature cache's map entry of the same encoder (computed once if missing);
+  auto       attention where the model has it, else Grad-CAM.
+A visual-blind model never sees the image: its map is uniform (the whole image, the floor).
+Maps are upsampled to the image (bilinear), written as 8-bit PNGs and binarized as
+bias/grounding.py says, so `rsvqa-jax grounding score --predicted O/maps --truth
+DATA/Grounding --confidence O/confidence.csv` reproduces the IoU and AP of O/summary.json.
+
+Scored against DATA/Grounding/{question_id}.png (data/grounding.py; a synthetic dataset's):
+mean IoU over every question whose truth is not empty and over the correctly answered ones,
+AP / mAP ranked by the answer's softmax probability, breakdowns by coverage bucket, question
+type and answer, beside two floors scored on the same questions: a centre prior (an isotropic
+Gaussian of sigma = 1/4 of the side at the image centre) and a uniform map (the whole image).
+With images="shuffled" each question is answered with a random other image of the split (as
+adversarial testing draws it) and its map scored against its own truth: a model that grounds
+its answers falls to the floor there.
+
+Written to OUT (replaced file by file): maps/{question_id}.png, grounding.csv (one row per
+question), confidence.csv, summary.json, by_type.{csv,md,tex} and examples.png (the best and
+the worst scored questions: image, truth, map).
+"""
+import math
+import os
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from matplotlib.figure import Figure
+
+from rsvqa_jax import storage
+from rsvqa_jax.bias import grounding as metrics
+from rsvqa_jax.bias import tables
+from rsvqa_jax.data import grounding as truth_lib
+from rsvqa_jax.errors import RSVQAError
+from rsvqa_jax.eval import adversarial
+from rsvqa_jax.features import pixels
+from rsvqa_jax.train import inputs, predict, restore
+from rsvqa_jax.train import sharding as shd
+from rsvqa_jax.train import steps as steps_lib
+
+METHODS = ("auto", "attention", "gradcam")
+IMAGES = ("own", "shuffled")
+CENTRE_SIGMA = 0.25  # of the image side
+EXAMPLES = 3  # best and worst questions shown in examples.png
+ROW_COLUMNS = ("question_id", "image_id", "type", "answer", "prediction", "correct", "confidence",
+               "iou", "iou_centre", "iou_uniform") + metrics.STATISTICS
+
+
+def has_attention(head):
+  return hasattr(head, "attention")
+
+
+def make_relevance_step(mesh, compute_dtype, method, map_shape):
+  """jit(state, batch) -> (predicted id [B], confidence [B], relevance [B, h * w]).
+
+  batch: the eval step's (image_features [B, D], question inputs) plus, for a head reading the
+  pooled vector, `map` [B, h * w * C] of the same images (Grad-CAM's A).
+  """
+  dtype = steps_lib.DTYPES[compute_dtype]
+  positions = map_shape[0] * map_shape[1]
+
+  def step(state, batch):
+    model = state.model(steps_lib._cast(state.params, dtype))  # pylint: disable=protected-access
+    x = steps_lib._model_inputs(batch, dtype)  # pylint: disable=protected-access
+    q = model.question_vector(x, deterministic=True)
+    v = x.get("image_features")
+    logits_of = lambda v: model.head(v, q, deterministic=True).astype(jnp.float32)
+    if model.head.blind:
+      logits = logits_of(None)
+      relevance = jnp.ones((logits.shape[0], positions), jnp.float32)
+    elif method == "attention":
+      logits, relevance = logits_of(v), model.head.attention(v, q)
+    else:
+      logits, vjp = jax.vjp(logits_of, v)
+      (grad,) = vjp(jax.nn.one_hot(logits.argmax(-1), logits.shape[-1], dtype=logits.dtype))
+      grad = grad.astype(jnp.float32)
+      if "map" in batch:  # a pooled head: the gradient is the same at every position
+        a, alpha = batch["map"].reshape(len(q), positions, -1), grad
+      else:
+        a = v.astype(jnp.float32).reshape(len(q), positions, -1)
+        alpha = grad.reshape(a.shape).mean(1)
+      relevance = jax.nn.relu(jnp.einsum("bpc,bc->bp", a.astype(jnp.float32), alpha))
+    probs = jax.nn.softmax(logits, -1)
+    pred = logits.argmax(-1)
+    return pred, jnp.take_along_axis(probs, pred[:, None], 1)[:, 0], relevance
+
+  rep, data = shd.replicated(mesh), shd.batch_sharding(mesh)
+  return jax.jit(step, in_shardings=(rep, data), out_shardings=rep)
+
+
+def _method(run, method):
+  if method not in METHODS:
+    raise RSVQAError(f"--method {method}: choose one of {', '.join(METHODS)}")
+  head = run.model.head
+  if method == "attention" and not has_attention(head):
+    raise RSVQAError(f"{run.workdir}: model.head={run.config.model.head} has no attention map; "
+                     "use --method gradcam (or auto)")
+  if method == "auto":
+    return "attention" if has_attention(head) else "gradcam"
+  return method
+
+
+def _grad_cam_maps(run):
+  """(table of flattened maps the rows index, or None when the head reads maps itself, shape).
+
+  A pooled head's Grad-CAM needs the encoder's map: the one its features carry (image.map set),
+  else the feature cache's entry of the same encoder with the map kept (computed on a miss)."""
+  shape = getattr(run.model.head, "map_shape", None)
+  if shape is not None:
+    return None, shape[:2]
+  with_map = run.features
+  if getattr(with_map, "feature_map", None) is None:
+    config = run.config.copy_and_resolve_references()
+    config.image.map = True
+    with_map = inputs.image_features(config, run.dataset, run.workdir, None)
+    if not np.array_equal(with_map.image_ids, run.features.image_ids):
+      raise RSVQAError(f"{with_map.path}: the image maps cover other images than the features "
+                       "the model was evaluated with")
+  fmap = with_map.feature_map
+  if fmap.shape[-1] != run.features.features.shape[1]:
+    raise RSVQAError(f"{with_map.path}: image maps of {fmap.shape[-1]} channels for a model on "
+                     f"{run.features.features.shape[1]}-d pooled vectors: not the same encoder")
+  return fmap.reshape(len(fmap), -1), tuple(fmap.shape[1:3])
+
+
+def relevance(run, state, split, method, image_rows):
+  """(predicted ids [N], confidences [N], relevance maps [N, h, w]) on `split`."""
+  maps, (h, w) = (None, (1, 1)) if run.model.head.blind else _grad_cam_maps(run)
+  step = make_relevance_step(run.mesh, run.config.train.compute_dtype, method, (h, w))
+  columns = run.columns[split]
+  n = len(columns.lengths)
+  preds, conf = np.zeros(n, np.int64), np.zeros(n, np.float32)
+  rel = np.zeros((n, h * w), np.float32)
+  batch_size = run.config.train.eval_batch_size
+  shd.check_batch_size(batch_size, run.mesh, "train.eval_batch_size")
+  for rows, local in inputs.eval_batches(columns, batch_size):
+    batch = inputs.eval_model_batch(local, run.features.features, image_rows[None],
+                                    run.question_vectors)
+    batch["image_features"] = batch["image_features"][:, 0]
+    if maps is not None:
+      batch["map"] = np.asarray(maps[image_rows[local["row"]]], np.float32)
+    out = [np.asarray(x) for x in jax.device_get(step(state, shd.global_batch(batch, run.mesh)))]
+    real = rows >= 0
+    preds[rows[real]], conf[rows[real]], rel[rows[real]] = (x[real] for x in out)
+  return preds, conf, rel.reshape(n, h, w)
+
+
+def centre_prior(shape):
+  """The centre-prior floor: an isotropic Gaussian of sigma CENTRE_SIGMA x side."""
+  h, w = shape
+  yy, xx = np.mgrid[:h, :w]
+  d2 = ((yy + 0.5) / h - 0.5) ** 2 + ((xx + 0.5) / w - 0.5) ** 2
+  return np.exp(-d2 / (2 * CENTRE_SIGMA ** 2)).astype(np.float32)
+
+
+def truth_folder(dataset):
+  folder = os.path.join(dataset.root, truth_lib.FOLDER)
+  if truth_lib.read_index(dataset.root) is None:
+    raise RSVQAError(f"{folder}: no ground-truth groundings (index.json) in this dataset; "
+                     "synthetic datasets written since issue 16 have them: remove the dataset "
+                     "folder and generate it again (rsvqa-jax synth, or train's first stage)")
+  return folder
+
+
+def score(records, preds_text, correct, conf, maps, truth_dir, out_dir):
+  """Rows of ROW_COLUMNS; writes each map as out_dir/maps/{qid}.png. `maps` [N, h, w]."""
+  os.makedirs(os.path.join(out_dir, "maps"), exist_ok=True)
+  rows, centre, uniform = [], None, None
+  for k, qid in enumerate(records.question_id.tolist()):
+    path = os.path.join(truth_dir, f"{qid}.png")
+    if not os.path.exists(path):
+      raise RSVQAError(f"{path}: missing ground-truth grounding of question {qid}")
+    truth = metrics.binarize(metrics.read_mask(path))
+    if centre is None or centre.shape != truth.shape:
+      centre = metrics.binarize(centre_prior(truth.shape))
+      uniform = np.ones(truth.shape, bool)
+    png = metrics.to_uint8(metrics.resize(maps[k], truth.shape))
+    metrics.write_png(os.path.join(out_dir, "maps", f"{qid}.png"), png)
+    rows.append({"question_id": qid, "image_id": int(records.image_id[k]),
+                 "type": records.qtype[k], "answer": records.answer[k],
+                 "prediction": preds_text[k], "correct": bool(correct[k]),
+                 "confidence": float(conf[k]), "iou": metrics.iou(metrics.binarize(png), truth),
+                 "iou_centre": metrics.iou(centre, truth),
+                 "iou_uniform": metrics.iou(uniform, truth), **metrics.statistics(truth)})
+  return rows
+
+
+def summarize(rows):
+  """summary.json: the model's scores (all, correct only, AP by confidence), the floors, and the
+  breakdowns by coverage, question type and answer."""
+  col = lambda k: np.asarray([r[k] for r in rows], np.float64)
+  ious, conf, correct = col("iou"), col("confidence"), np.asarray([r["correct"] for r in rows])
+  coverage = col("coverage")
+  out = metrics.summarize(rows, conf)
+  out["mean_iou_correct"] = metrics.scores(ious[correct])["mean_iou"]
+  out["n_scored_correct"] = metrics.scores(ious[correct])["n"]
+  out["floors"] = {}
+  for floor in ("centre", "uniform"):
+    f = col(f"iou_{floor}")
+    out["floors"][floor] = {"mean_iou": metrics.scores(f)["mean_iou"],
+                            "by_coverage": metrics.coverage_breakdown(f, coverage),
+                            "by_type": metrics.breakdown(f, [r["type"] for r in rows])}
+  out["by_type"] = metrics.breakdown(ious, [r["type"] for r in rows], conf)
+  out["by_answer"] = metrics.breakdown(ious, [r["answer"] for r in rows], conf)
+  return out
+
+
+def type_table(summary, caption):
+  """Mean IoU of the model and the floors per question type (the Done-when comparison)."""
+  model, floors = summary["by_type"], summary["floors"]
+  qtypes = tables.type_order([t for t in model if model[t]["n"]])
+  row = lambda label, per, total: (label, *[per[t]["mean_iou"] for t in qtypes], total)
+  return tables.Table(caption, ("map", *[f"{tables.type_name(t)} (n={model[t]['n']})"
+                                         for t in qtypes], "all"),
+                      (row("model", model, summary["mean_iou"]),
+                       row("centre prior", floors["centre"]["by_type"],
+                           floors["centre"]["mean_iou"]),
+                       row("uniform", floors["uniform"]["by_type"],
+                           floors["uniform"]["mean_iou"])))
+
+
+def examples_figure(path, rows, dataset, records, out_dir, truth_dir, title):
+  """The EXAMPLES best and worst scored questions: image, truth, relevance map (over the image)."""
+  scored = sorted((r for r in rows if not math.isnan(r["iou"])),
+                  key=lambda r: (-r["iou"], r["question_id"]))
+  picked = scored[:EXAMPLES] + scored[-EXAMPLES:] if len(scored) > 2 * EXAMPLES else scored
+  if not picked:
+    return None
+  text = dict(zip(records.question_id.tolist(), records.question.tolist()))
+  load = pixels.loader(dataset, "none", "clean", 0, 0)
+  fig = Figure(figsize=(7.5, 2.5 * len(picked)))
+  axes = fig.subplots(len(picked), 3, squeeze=False)
+  for ax_row, r in zip(axes, picked):
+    image = load(r["image_id"])
+    truth = metrics.read_mask(os.path.join(truth_dir, f"{r['question_id']}.png"))
+    rel = metrics.read_mask(os.path.join(out_dir, "maps", f"{r['question_id']}.png"))
+    ax_row[0].imshow(image)
+    ax_row[0].set_title(f"{text[r['question_id']]}\nanswer {r['answer']}, predicted "
+                        f"{r['prediction']}", fontsize=7, loc="left")
+    ax_row[1].imshow(image)
+    ax_row[1].imshow(truth, cmap="Reds", alpha=0.55)
+    ax_row[1].set_title("truth", fontsize=7)
+    ax_row[2].imshow(image)
+    ax_row[2].imshow(rel, cmap="jet", alpha=0.5)
+    ax_row[2].contour(metrics.binarize(rel), levels=[0.5], colors="white", linewidths=0.8)
+    ax_row[2].set_title(f"map, IoU {r['iou']:.2f}", fontsize=7)
+    for ax in ax_row:
+      ax.set_xticks([])
+      ax.set_yticks([])
+  fig.suptitle(title, fontsize=8)
+  fig.tight_layout(rect=(0, 0, 1, 1 - 0.25 / fig.get_figheight()))
+  return metrics.save_figure(fig, path, 90)
+
+
+def evaluate(workdir, split, out, *, method="auto", images="own", seed=0, which="best",
+             data_root=None, dataset=None, features=None, log=print):
+  """Relevance maps of a workdir on `split`, scored; writes OUT, returns the summary with its
+  `tables` (tables.Table objects, also written under OUT)."""
+  if images not in IMAGES:
+    raise RSVQAError(f"--images {images}: choose one of {', '.join(IMAGES)}")
+  run, state, step = restore.restore(workdir, [split], which=which, data_root=data_root,
+                                     dataset=dataset, features=features, log=log)
+  truth_dir = truth_folder(run.dataset)
+  method = "uniform (visual-blind)" if run.model.head.blind else _method(run, method)
+  rows_own = predict.clean_rows(run, split)[0]
+  image_rows = rows_own if images == "own" else adversarial.substitution_rows(
+      "random", rows_own, repeats=1, seed=seed)[0]
+  preds, conf, maps = relevance(run, state, split, method, image_rows)
+  answers = run.columns[split].columns["answer"]
+  correct = (preds == answers) & (answers >= 0)
+  records = run.dataset[split]
+  os.makedirs(out, exist_ok=True)
+  rows = score(records, run.vocab.decode(preds), correct, conf, maps, truth_dir, out)
+  summary = summarize(rows)
+  summary.update(workdir=os.path.abspath(workdir), split=split, checkpoint=which, step=step,
+                 method=method, images=images, map_size=list(maps.shape[1:]),
+                 accuracy=float(correct.mean()), truth=os.path.abspath(truth_dir))
+  caption = (f"Mean IoU by question type: {os.path.basename(os.path.abspath(workdir))}, {split}, "
+             f"{method}, {images} images")
+  table = type_table(summary, caption)
+  tables.write(table, out, "by_type")
+  metrics.write_rows(os.path.join(out, "grounding.csv"), rows, ROW_COLUMNS)
+  with storage.replacing(os.path.join(out, "confidence.csv")) as f:
+    f.write("question_id,confidence\n" + "".join(f"{r['question_id']},{r['confidence']!r}\n"
+                                                 for r in rows))
+  examples_figure(os.path.join(out, "examples.png"), rows, run.dataset, records, out, truth_dir,
+                  caption)
+  storage.write_json(os.path.join(out, "summary.json"), metrics.json_safe(summary))
+  summary["tables"] = [table]
+  return summary

@@ -1,0 +1,390 @@
+"""Training and restoring an answerability model (ChiQA, DESIGN.md 6.3) from pools of candidates.
+
+Built from the classification run's pieces, not beside them: the dataset, image-feature cache,
+question-vector cache and text encoder of inputs.py / model_builder.py, the Run, TrainState,
+optimizer and mesh of run.py / state.py / sharding.py, the compute-dtype forward of steps.py,
+the checkpoints of checkpointing.py with loop.py's exact resume, divergence stop and metrics,
+and the workdir lock. What differs is the batch and the loss. A batch is whole pools: P
+questions x K candidates (the question encoded once per pool, models/answerability.py), sharded
+over the mesh on the pool axis. The loss is pointwise BCE of sigmoid(logit) against label / 2
+(ChiQA's objective), or ListNet over each pool (top-one cross-entropy between softmax(labels)
+and softmax(logits)). Validation ranks the val pools at each epoch end; the best checkpoint is
+the one with the best `answerability.select_metric` (the test pools are never read).
+
+Pools are read from `answerability.pools`, else the dataset folder when it holds
+Answerability_{train split}.csv (`synth --answerability` writes them there), else, for a synthetic
+dataset, a folder under the cache keyed by the pool settings, which `train` fills as its pools
+stage (data/answerability.py) and nothing else generates. A workdir is laid out like a training
+workdir (config.json, checkpoints/, best/, metrics.jsonl).
+"""
+import contextlib
+import dataclasses
+import functools
+import glob
+import os
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+from rsvqa_jax import config as config_lib
+from rsvqa_jax import storage
+from rsvqa_jax.bias import answerability as metrics_lib
+from rsvqa_jax.data import answerability as pools_lib
+from rsvqa_jax.data import pipeline, records, synthetic
+from rsvqa_jax.data.answers import AnswerVocab
+from rsvqa_jax.data.tokenizers import bucket_length, word_list
+from rsvqa_jax.errors import RSVQAError
+from rsvqa_jax.models import answerability as model_lib
+from rsvqa_jax.train import checkpointing, inputs, loop, model_builder, prepare
+from rsvqa_jax.train import restore as restore_lib
+from rsvqa_jax.train import run as run_lib
+from rsvqa_jax.train import sharding as shd
+from rsvqa_jax.train import steps as steps_lib
+
+LOSSES = ("bce", "listnet")
+SELECT_METRICS = metrics_lib.RANKING_KEYS + metrics_lib.CLASS_KEYS
+LABEL_VOCAB = AnswerVocab(tuple(str(label) for label in pools_lib.LABELS))
+QTYPE = "answerability"
+
+
+@dataclasses.dataclass
+class Pools:
+  """One pool file as read: its pairs in file order (labels -1 when unlabelled)."""
+
+  path: str
+  pool_ids: np.ndarray  # object [N]
+  questions: np.ndarray  # object [N]
+  image_ids: np.ndarray  # int64 [N]
+  labels: np.ndarray  # int64 [N]
+
+  @classmethod
+  def read(cls, path, labelled=True):
+    return cls(path, *pools_lib.read_pools(path, labelled=labelled))
+
+  def records(self, name):
+    """The pairs as a records.Split (row numbers as question ids; answers are the labels)."""
+    labels = [str(v) if v >= 0 else "" for v in self.labels.tolist()]
+    return records.Split.from_rows(f"{name} ({self.path})", (
+        dict(question_id=i, image_id=im, qtype=QTYPE, question=q, answer=a, raw_answer=a)
+        for i, (im, q, a) in enumerate(zip(self.image_ids.tolist(), self.questions.tolist(),
+                                           labels))))
+
+  def starts(self):
+    """(first row of each pool, the pool size): training needs pools of one size."""
+    bounds = [rows[0] for rows in metrics_lib.pools(self.pool_ids)]
+    sizes = set(np.diff(np.append(bounds, len(self.pool_ids))).tolist())
+    if len(sizes) != 1:
+      raise RSVQAError(f"{self.path}: pools of {sorted(sizes)} candidates; training takes pools "
+                       "of one size")
+    return np.asarray(bounds, np.int64), sizes.pop()
+
+
+def check(config):
+  """One-line RSVQAError for answerability settings a run cannot use, before any work."""
+  if "answerability" not in config:
+    raise RSVQAError("config has no `answerability` section: use configs/answerability_*.py")
+  a = config.answerability
+  if a.loss not in LOSSES:
+    raise RSVQAError(f"config answerability.loss={a.loss!r}: choose one of {', '.join(LOSSES)}")
+  if a.select_metric not in SELECT_METRICS:
+    raise RSVQAError(f"config answerability.select_metric={a.select_metric!r}: choose one of "
+                     f"{', '.join(SELECT_METRICS)}")
+  if a.batch_pools <= 0:
+    raise RSVQAError(f"config answerability.batch_pools={a.batch_pools}: must be positive")
+  if config.model.head != "paper":
+    raise RSVQAError(f"config model.head={config.model.head!r}: the answerability head is the "
+                     "paper's head with one output (model.head=paper)")
+
+
+def _knobs(a):
+  return dict(pool_size=a.pool_size, pools_per_image=a.pools_per_image, balance=a.balance,
+              seed=a.pool_seed)
+
+
+def pools_folder(config, dataset, workdir):
+  """(folder of the pool files, whether the pools stage generates it) for this config."""
+  a = config.answerability
+  if a.pools:
+    return a.pools, False
+  if os.path.exists(pools_lib.pool_file(dataset.root, config.data.train_split)):
+    return dataset.root, False
+  if synthetic.read_manifest(dataset.root) is None:
+    raise RSVQAError(f"{dataset.root}: no {os.path.basename(pools_lib.pool_file('', 'train'))} "
+                     "and not a synthetic dataset: give labelled pools with "
+                     "--config.answerability.pools=FOLDER")
+  key = storage.identity_key({"root": os.path.abspath(dataset.root), **_knobs(a)})
+  return os.path.join(config_lib.cache_dir(config, workdir), "answerability",
+                      f"pools_{key}"), True
+
+
+def pools_stage(config, dataset, workdir, log=print):
+  """The explicit pools step: a synthetic dataset's pools, generated unless they are there."""
+  folder, generated = pools_folder(config, dataset, workdir)
+  if generated:
+    ids = {s: dataset.image_ids(s) for s in dataset.splits}
+    manifest, made = pools_lib.ensure(dataset.root, folder, ids, **_knobs(config.answerability))
+    if made:
+      log(f"stage pools: {folder}: " + describe(manifest))
+  return folder
+
+
+def describe(manifest):
+  """'train 620 pools (labels 0/1/2: 33.1% / 33.4% / 33.5%), ...' of a pools manifest."""
+  return ", ".join(f"{s} {v['pools']} pools (labels 0/1/2: "
+                   + " / ".join(f"{100 * x:.1f}%" for x in v["shares"]) + ")"
+                   for s, v in manifest["splits"].items())
+
+
+def _read(folder, split):
+  path = pools_lib.pool_file(folder, split)
+  if not os.path.exists(path):
+    raise RSVQAError(f"{path}: no pools of split {split} (rsvqa-jax synth --answerability writes "
+                     "them; `rsvqa-jax answerability train` generates a synthetic config's)")
+  return Pools.read(path)
+
+
+def build(config, workdir, splits, *, dataset=None, features=None, extra=None):
+  """(run.Run whose columns hold the pairs of `splits`, {split: Pools}).
+
+  The model is the config's text encoder and one-output head (models/answerability.py); its
+  words are the dataset's and every pool file's of the folder, so training and evaluation
+  build the same vocabulary. `extra` = {name: Pools} adds more pairs (unlabelled ones to rank).
+  """
+  shd.maybe_initialize_distributed()
+  check(config)
+  config_lib.check_weights(config, image=features is None)
+  dataset = dataset if dataset is not None else inputs.load_dataset(config, workdir)
+  folder, _ = pools_folder(config, dataset, workdir)
+  pools = {s: _read(folder, s) for s in splits}
+  pools.update(extra or {})
+  known = [Pools.read(p).questions.tolist()
+           for p in sorted(glob.glob(pools_lib.pool_file(glob.escape(folder), "*")))]
+  words = word_list([*inputs.dataset_words(dataset), *(q for qs in known for q in qs)])
+  if features is None:
+    features = inputs.image_features(config, dataset, workdir, None)
+  vqa, tokenizer = model_builder.build(config, words=words, num_answers=1,
+                                       image_dim=int(features.features.shape[1]))
+  model = model_lib.from_vqa(vqa)
+  table = records.Dataset(dataset.name, folder, {s: p.records(s) for s, p in pools.items()})
+  vectors, rows = None, {}
+  if config_lib.caches_questions(config):
+    vectors, rows = inputs.question_vectors(config, table, workdir, model.text_encoder, tokenizer)
+    model.text_encoder = None
+  columns = {s: inputs.encode_split(table[s], LABEL_VOCAB, tokenizer, features.image_ids,
+                                    config.text.max_length, config.train.length_buckets,
+                                    rows.get(s)) for s in pools}
+  run = run_lib.Run(config, workdir, table, LABEL_VOCAB, features, tokenizer, model, columns,
+                    shd.make_mesh(), vectors)
+  return run, pools
+
+
+# Losses and steps.
+
+def bce(logits, labels):
+  """Mean binary cross-entropy of sigmoid(logits) against label / 2 over labels >= 0."""
+  valid = labels >= 0
+  loss = optax.sigmoid_binary_cross_entropy(logits, jnp.where(valid, labels, 0) / 2)
+  return jnp.where(valid, loss, 0.0).sum() / jnp.maximum(valid.sum(), 1)
+
+
+def listnet(logits, labels):
+  """Mean over pools [P, K] of the top-one ListNet loss: cross-entropy between softmax(labels)
+  and softmax(logits) over the candidates with labels >= 0 (pools without any add nothing)."""
+  valid = labels >= 0
+  target = jax.nn.softmax(jnp.where(valid, labels, -1e9).astype(jnp.float32), axis=-1)
+  log_p = jax.nn.log_softmax(jnp.where(valid, logits, -1e9), axis=-1)
+  per_pool = -jnp.where(valid, target * log_p, 0.0).sum(-1)
+  has = valid.any(-1)
+  return jnp.where(has, per_pool, 0.0).sum() / jnp.maximum(has.sum(), 1)
+
+
+LOSS_FNS = {"bce": bce, "listnet": listnet}
+
+
+@functools.lru_cache(maxsize=16)
+def _train_step(optimizer, mesh, compute_dtype, loss):
+  dtype, loss_fn = steps_lib.DTYPES[compute_dtype], LOSS_FNS[loss]
+
+  def step(state, batch):
+    key = jax.random.fold_in(jax.random.wrap_key_data(state.rng), state.step)
+    frozen = state.replace(frozen=jax.lax.stop_gradient(state.frozen))
+    objective = lambda params: loss_fn(steps_lib.logits(
+        frozen, params, batch, dtype, deterministic=False, key=key), batch["labels"])
+    value, grads = jax.value_and_grad(objective)(state.params)
+    updates, opt_state = optimizer.update(grads, state.opt_state, state.params)
+    finite = jnp.all(jnp.asarray([jnp.isfinite(g).all() for g in jax.tree.leaves(grads)]))
+    return (state.replace(params=optax.apply_updates(state.params, updates), opt_state=opt_state,
+                          step=state.step + 1), {"loss": value, "finite_grads": finite})
+
+  rep, data = shd.replicated(mesh), shd.batch_sharding(mesh)
+  return jax.jit(step, in_shardings=(rep, data), out_shardings=(rep, rep), donate_argnums=0)
+
+
+@functools.lru_cache(maxsize=16)
+def _score_step(mesh, compute_dtype):
+  dtype = steps_lib.DTYPES[compute_dtype]
+
+  def step(state, batch):
+    logits = steps_lib.logits(
+        state, state.params, batch, dtype, deterministic=True)
+    return jax.nn.sigmoid(logits)
+
+  return jax.jit(step, in_shardings=(shd.replicated(mesh), shd.batch_sharding(mesh)),
+                 out_shardings=shd.replicated(mesh))
+
+
+def pool_batch(run, split, first, size):
+  """The arrays of the pools starting at rows `first` of `split`: image_features [P, K, D],
+  labels [P, K] and the question of each pool (its vector, or tokens cut to their bucket)."""
+  cols = run.columns[split]
+  c = cols.columns
+  rows = np.asarray(first)[:, None] + np.arange(size)
+  image = np.asarray(run.features.features[c["image_index"][rows].ravel()], np.float32)
+  batch = {"image_features": image.reshape(len(first), size, -1), "labels": c["answer"][rows]}
+  if run.question_vectors is not None:
+    batch["question_vector"] = np.asarray(run.question_vectors[c["question_index"][first]],
+                                          np.float32)
+    return batch
+  width = c["tokens"].shape[1]  # hosts agree on the full width
+  if jax.process_count() == 1:
+    width = bucket_length(int(cols.lengths[first].max()), cols.buckets)
+  return {**batch, "tokens": c["tokens"][first, :width], "mask": c["mask"][first, :width]}
+
+
+def scores(run, state, split):
+  """float [N]: the score of every pair of `split`, in file order (the run's eval batches)."""
+  cols = run.columns[split]
+  mesh, size = run.mesh, run.config.train.eval_batch_size
+  shd.check_batch_size(size, mesh, "train.eval_batch_size")
+  step = _score_step(mesh, run.config.train.compute_dtype)
+  own = np.asarray(cols.columns["image_index"])[None]
+  out = np.zeros(len(cols.lengths), np.float64)
+  for rows, local in inputs.eval_batches(cols, size):
+    batch = inputs.eval_model_batch(local, run.features.features, own, run.question_vectors)
+    got = np.asarray(jax.device_get(step(state, shd.global_batch(batch, mesh))))[:, 0]
+    out[rows[rows >= 0]] = got[rows >= 0]
+  return out
+
+
+def validation(run, state, split, pools):
+  """metrics_lib.metrics of `split` at this state (no binary threshold: no second split)."""
+  return metrics_lib.metrics(pools.pool_ids, pools.labels, scores(run, state, split))
+
+
+# Training and restoring.
+
+def train(config, workdir, *, dataset=None, features=None, log=print):
+  """Trains (or resumes, or reports finished) the answerability run of `config` in `workdir`.
+
+  Without `dataset`, the explicit input stages run first: a synthetic config's dataset, a
+  synthetic_resnet's pretraining (train/prepare.py), then its pools. Returns a summary.
+  """
+  config_lib.check(config)
+  check(config)
+  checkpointing.check_or_record_config(workdir, config, record=False)
+  shd.maybe_initialize_distributed()
+  lock = (storage.locked(workdir, "answerability training") if jax.process_index() == 0
+          else contextlib.nullcontext())
+  with lock:
+    if dataset is None:
+      dataset = prepare.run_inputs(config, workdir, log)
+      pools_stage(config, dataset, workdir, log)
+    return _train(config, workdir, dataset, features, log)
+
+
+def _train(config, workdir, dataset, features, log):
+  a, t = config.answerability, config.train
+  train_split, val_split = config.data.train_split, config.data.val_split
+  run, pools = build(config, workdir, [train_split, val_split], dataset=dataset,
+                     features=features)
+  checkpointing.check_or_record_config(workdir, config)
+  first, size = pools[train_split].starts()
+  local = shd.check_batch_size(a.batch_pools, run.mesh, "answerability.batch_pools")
+  steps_per_epoch = len(first) // jax.process_count() // local
+  if not steps_per_epoch:
+    raise RSVQAError(f"config answerability.batch_pools={a.batch_pools}: more than the "
+                     f"{len(first)} training pools")
+  total = t.num_epochs * steps_per_epoch
+  periodic = checkpointing.Checkpoints(os.path.join(workdir, "checkpoints"), t.keep_checkpoints)
+  best = checkpointing.Checkpoints(os.path.join(workdir, "best"), 1)
+  iterator = pipeline.batch_iterator({"first": first}, batch_size=local, shuffle=True,
+                                     seed=config.seed, num_epochs=t.num_epochs,
+                                     drop_remainder=True)
+  state, record, step = loop.resume(
+      periodic, best, run_lib.new_state(run), iterator, log)
+  record.pop("best_oa", None)
+  record.setdefault("best", -1.0)
+  if step >= total:
+    log(f"{workdir}: finished ({step} of {total} steps); best validation {a.select_metric} "
+        f"{record['best']:.4f} at step {record['best_step']}")
+    return {"finished": True, "step": step, **record}
+  optimizer = run_lib.compiled_steps(config, run.mesh)[0]
+  train_step = _train_step(optimizer, run.mesh, t.compute_dtype, a.loss)
+  writer, divergence = loop.MetricsWriter(workdir, step), loop.Divergence(config, record)
+  stop = min(total, step + t.stop_after_steps) if t.stop_after_steps else total
+  pending = []
+
+  def save(mgr, at):
+    mgr.save(at, state.checkpoint_items(), {"iterator": iterator.get_state().decode(),
+                                            "loop": record, "epoch": at // steps_per_epoch})
+
+  try:
+    while step < stop:
+      batch = pool_batch(run, train_split, next(iterator)["first"], size)
+      state, m = train_step(state, shd.global_batch(batch, run.mesh))
+      step += 1
+      pending.append((step, m))
+      epoch_end = step % steps_per_epoch == 0
+      if step % t.log_every_steps == 0 or epoch_end:
+        got = jax.device_get([mm for _, mm in pending])
+        diverged = divergence.check([(at, mm) for (at, _), mm in zip(pending, got)])
+        if diverged:
+          raise RSVQAError(f"training diverged at step {diverged[0]}: {diverged[1]}; stopped "
+                           "(lower optim.lr / optim.text_lr)")
+        record = divergence.record(record)
+        writer.write({"step": step, "epoch": step / steps_per_epoch, "split": "train",
+                      "loss": float(np.mean([mm["loss"] for mm in got]))})
+        pending = []
+      if epoch_end:
+        val = validation(run, state, val_split, pools[val_split])
+        writer.write({"step": step, "epoch": step / steps_per_epoch, "split": val_split,
+                      **{k: v for k, v in val.items() if v is not None}})
+        value = val[a.select_metric]
+        if value is not None and value > record["best"]:
+          record = {**record, "best": value, "best_step": step}
+          save(best, step)
+        save(periodic, step)
+  finally:
+    for mgr in (periodic, best):
+      mgr.wait()
+    writer.close()
+  if step < total:
+    log(f"{workdir}: stopping at step {step} (train.stop_after_steps)")
+  return {"finished": step >= total, "step": step, **record, "state": state}
+
+
+def restore(workdir, splits, *, which="best", data_root=None, dataset=None, features=None,
+            extra=None, log=print):
+  """(Run, {split: Pools}, restored TrainState, its step) of an answerability workdir.
+
+  `which`: "best" (best on validation) or "last"; the other arguments as build() and
+  train/restore.py take them.
+  """
+  config = checkpointing.read_config(workdir)
+  if "answerability" not in config:
+    raise RSVQAError(f"{workdir}: not an answerability workdir (its config has no answerability "
+                     "section); train one with rsvqa-jax answerability train")
+  if data_root:
+    config.data.root = data_root
+  run, pools = build(config, workdir, splits, dataset=dataset, features=features, extra=extra)
+  like = run_lib.new_state(run)
+  kept = checkpointing.Checkpoints(os.path.join(workdir, "checkpoints"),
+                                   config.train.keep_checkpoints)
+  best = restore_lib.best_checkpoint
+  found = (kept.restore_latest(like.checkpoint_items(), log) if which == "last" else
+           best(workdir, kept, like.checkpoint_items(), log))
+  if found is None:
+    raise RSVQAError(f"{workdir}: no checkpoint to score (has training run?)")
+  return run, pools, like.replace(**found[0]), int(found[2])

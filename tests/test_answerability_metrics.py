@@ -1,0 +1,222 @@
+"""Answerability metrics on pools worked by hand, the files they read, and the pool generator.
+
+NDCG / MAP values below are computed on paper from DESIGN.md 6.3's definitions (gain 2^rel - 1,
+discount log2(i + 1); AP@k = sum_{i <= k} P@i rel_i / min(k, R)); the binary threshold case is
+built so that the threshold validation picks is not the one the test pairs would pick.
+"""
+import json
+import math
+import os
+
+import numpy as np
+import pytest
+
+from rsvqa_jax import cli
+from rsvqa_jax.bias import answerability as m
+from rsvqa_jax.data import answerability as pools_lib
+from rsvqa_jax.data import questions, scenes
+from rsvqa_jax.errors import RSVQAError
+
+LOG3 = math.log2(3)
+
+
+def test_perfect_ranking_scores_one():
+  out = m.ranking(["a"] * 5, [2, 1, 1, 0, 0], [0.9, 0.7, 0.6, 0.2, 0.1])
+  assert all(out[k] == pytest.approx(1.0) for k in m.RANKING_KEYS)
+  assert out["ndcg_pools_left_out"] == out["map_pools_left_out"] == 0
+
+
+def test_reversed_ranking_by_hand():
+  out = m.ranking(["a"] * 3, [2, 1, 0], [0.1, 0.5, 0.9])  # ranked labels 0, 1, 2
+  ideal3 = 3 + 1 / LOG3
+  assert out["ndcg@1"] == 0.0
+  assert out["ndcg@3"] == pytest.approx((1 / LOG3 + 3 / 2) / ideal3)  # 0.5869
+  assert out["ndcg@5"] == pytest.approx(out["ndcg@3"])  # a pool of 3: k = 5 cuts nothing more
+  assert out["map@1"] == 0.0
+  assert out["map@3"] == pytest.approx(1 / 3)  # P@3 = 1/3 at the only relevant, / min(3, 1)
+
+
+def test_all_zero_pool_and_label_one_pool_are_left_out_and_counted():
+  ids = ["zero"] * 3 + ["ones"] * 2 + ["mixed"] * 3
+  labels = [0, 0, 0, 1, 1, 2, 0, 1]
+  scores = [0.5, 0.4, 0.3, 0.2, 0.9, 0.1, 0.8, 0.3]
+  out = m.ranking(ids, labels, scores)
+  # NDCG: "zero" left out; "ones" is perfect whatever the order (equal gains); "mixed" ranks
+  # labels 0, 1, 2: NDCG@1 0, NDCG@3 (1/log2 3 + 3/2) / (3 + 1/log2 3).
+  assert out["ndcg_pools_left_out"] == 1
+  assert out["ndcg@1"] == pytest.approx((1 + 0) / 2)
+  assert out["ndcg@3"] == pytest.approx((1 + (1 / LOG3 + 1.5) / (3 + 1 / LOG3)) / 2)
+  # MAP: only "mixed" has a label 2 (R = 1), ranked third.
+  assert out["map_pools_left_out"] == 2
+  assert out["map@1"] == 0.0 and out["map@3"] == pytest.approx(1 / 3)
+
+
+def test_map_divides_by_min_k_r():
+  out = m.ranking(["a"] * 4, [2, 2, 0, 2], [0.9, 0.8, 0.7, 0.6])  # R = 3
+  assert out["map@1"] == 1.0
+  assert out["map@3"] == pytest.approx((1 + 1 + 0) / 3)
+  assert out["map@5"] == pytest.approx((1 + 1 + 0 + 3 / 4) / 3)
+
+
+def test_ties_rank_in_file_order():
+  assert m.ranking(["a", "a"], [0, 2], [0.5, 0.5])["ndcg@1"] == 0.0
+  assert m.ranking(["a", "a"], [2, 0], [0.5, 0.5])["ndcg@1"] == 1.0
+
+
+def test_ternary_cuts_and_paper_majority_f1():
+  acc, f1 = m.ternary([0, 1, 2, 1, 2], [0.2, 0.5, 0.9, 1 / 3, 2 / 3])
+  assert (acc, f1) == (1.0, 1.0)
+  labels = [0] * 14 + [1] * 7 + [2] * 4  # everything predicted 0: F1 of label 0 only, / 3
+  acc, f1 = m.ternary(labels, [0.0] * 25)
+  assert acc == pytest.approx(14 / 25)
+  assert f1 == pytest.approx((2 * 14 / (2 * 14 + 11)) / 3)
+
+
+def test_threshold_from_validation_differs_from_the_test_pick():
+  val_labels, val_scores = [2, 2, 0, 0], [0.8, 0.6, 0.5, 0.2]  # F1 1 at 0.6
+  test_labels, test_scores = [2, 0, 2], [0.55, 0.58, 0.7]  # test alone: F1 0.8 at 0.55
+  assert m.best_threshold(val_labels, val_scores) == 0.6
+  assert m.best_threshold(test_labels, test_scores) == 0.55
+  out = m.metrics(["p"] * 3, test_labels, test_scores, val=(val_labels, val_scores))
+  assert out["binary_threshold"] == 0.6
+  assert (out["binary_precision"], out["binary_recall"]) == (1.0, 0.5)
+  assert out["binary_f1"] == pytest.approx(2 / 3)
+  assert out["binary_acc"] == pytest.approx(2 / 3)
+
+
+def test_threshold_ties_take_the_highest():
+  # F1 2/3 at 0.9 (one of two found) and at 0.6 (both found, two false): the highest wins.
+  assert m.best_threshold([2, 0, 0, 2], [0.9, 0.8, 0.7, 0.6]) == 0.9
+
+
+def test_no_validation_no_binary_metrics():
+  out = m.metrics(["p"] * 2, [2, 0], [0.9, 0.1])
+  assert set(out) == set(m.KEYS)
+  assert all(out[k] is None for k in m.BINARY_KEYS)
+  with pytest.raises(RSVQAError, match="both validation files"):
+    m.score_files("s.csv", "l.csv", val_scores="vs.csv")
+
+
+def test_constant_scorer_is_the_all_positive_guess():
+  labels = [2, 0, 0, 1, 2, 0]
+  out = m.metrics(["a"] * 3 + ["b"] * 3, labels, [0.0] * 6, val=(labels, [0.0] * 6))
+  assert out["binary_recall"] == 1.0
+  assert out["binary_f1"] == pytest.approx(2 * (1 / 3) / (1 + 1 / 3))
+
+
+def test_baselines():
+  assert m.majority_score([1, 1, 0, 0, 2]) == 0.0  # tie 0 / 1: the lowest label
+  assert m.majority_score([2, 2, 1]) == 1.0
+  r = m.random_scores(300, 0)
+  assert set(np.unique(r).tolist()) == {0.0, 0.5, 1.0}
+  assert np.array_equal(r, m.random_scores(300, 0))
+  base = m.baselines([0, 0, 1], ["a"] * 3, [2, 1, 0], [2, 0, 0])
+  assert base["Majority"]["ndcg@1"] == pytest.approx(1.0)  # file order happens to be right
+  assert set(base) == {"Random", "Majority"}
+
+
+def test_entropy_peaks_at_one_half():
+  h = m.binary_entropy([0.0, 0.5, 1.0, 0.25])
+  assert h[1] == pytest.approx(1.0) and h[0] < 1e-9 and h[2] < 1e-9
+  assert h[3] == pytest.approx(-(0.25 * math.log2(0.25) + 0.75 * math.log2(0.75)))
+
+
+def test_word_bias_finds_the_telling_word():
+  questions_ = ["Is there a small farmland?"] * 30 + ["Is there a farmland?"] * 60
+  labels = [1] * 30 + [0, 2] * 30
+  table, top = m.word_bias(questions_, labels, min_count=20, top=3)
+  assert table.rows[0][0] == "small" and top == pytest.approx(table.rows[0][5])
+  assert table.rows[0][3] == 1.0  # all label 1
+
+
+def _write(path, header, rows):
+  pools_lib.write(str(path), rows, columns=header)
+  return str(path)
+
+
+def test_score_command_writes_exactly_the_keys(tmp_path, capsys):
+  labels = _write(tmp_path / "l.csv", ("pool_id", "question", "image_id", "label"),
+                  [(0, "q", 1, 2), (0, "q", 2, 0), (1, "r", 3, 1), (1, "r", 4, 2)])
+  scores = _write(tmp_path / "s.csv", ("pool_id", "image_id", "score"),
+                  [(1, 4, 0.9), (1, 3, 0.2), (0, 2, 0.3), (0, 1, 0.7)])
+  out = tmp_path / "o"
+  assert cli.main(["answerability", "score", "--scores", scores, "--labels", labels,
+                   "--val-scores", scores, "--val-labels", labels, "--out", str(out)]) == 0
+  metrics = json.loads((out / "metrics.json").read_text())
+  assert list(metrics) == list(m.KEYS)
+  assert metrics["ndcg@1"] == 1.0 and metrics["binary_threshold"] == 0.7
+  assert cli.main(["answerability", "score", "--scores", scores, "--labels", labels, "--out",
+                   str(tmp_path / "o2")]) == 0
+  assert "binary metrics not reported" in capsys.readouterr().out
+  assert json.loads((tmp_path / "o2" / "metrics.json").read_text())["binary_f1"] is None
+
+
+@pytest.mark.parametrize("rows, message", [
+    ([(0, 1, 1.5)], r"s\.csv:2: score '1\.5' is not a number in \[0, 1\]"),
+    ([(0, 1, 0.5), (0, 1, 0.2)], "scores image 1 twice"),
+    ([(0, 9, 0.5)], "pool 0, image 9 is not in"),
+    ([(0, 1, 0.5)], "no score for 1 labelled pair"),
+])
+def test_score_files_errors_name_the_file(tmp_path, rows, message):
+  labels = _write(tmp_path / "l.csv", ("pool_id", "image_id", "label"), [(0, 1, 2), (0, 2, 0)])
+  scores = _write(tmp_path / "s.csv", ("pool_id", "image_id", "score"), rows)
+  with pytest.raises(RSVQAError, match=message):
+    m.score_files(scores, labels)
+
+
+def test_pool_file_errors(tmp_path):
+  path = _write(tmp_path / "p.csv", pools_lib.COLUMNS, [(0, "q", 1, 2), (1, "r", 2, 0),
+                                                        (0, "q", 3, 1)])
+  with pytest.raises(RSVQAError, match=r"p\.csv:4: pool 0's rows are not together"):
+    pools_lib.read_pools(path)
+  path = _write(tmp_path / "b.csv", pools_lib.COLUMNS, [(0, "q", 1, 3)])
+  with pytest.raises(RSVQAError, match=r"b\.csv:2: label '3' is not 0, 1 or 2"):
+    pools_lib.read_pools(path)
+  unlabelled = _write(tmp_path / "u.csv", pools_lib.COLUMNS[:3], [(0, "q", 1)])
+  assert pools_lib.read_pools(unlabelled, labelled=False)[3].tolist() == [-1]
+
+
+# The generator.
+
+def _scene_with(predicate, size=256):
+  for image_id in range(200):
+    scene = scenes.make_scene(0, image_id, size)
+    if predicate(scene):
+      return image_id, scene
+  raise AssertionError("no such scene in 200")
+
+
+def test_labels_from_the_scene():
+  image_id, scene = _scene_with(lambda s: any(o.cls == "road" for o in s.objects)
+                                and any(o.cls == "forest" for o in s.objects))
+  tile = pools_lib.Tile(image_id, scene)
+  assert tile.label(questions.Phrase("road")) == 1  # every road crosses the tile: cut
+  forests = [o for o, cut in zip(scene.objects, tile.cut) if o.cls == "forest" and not cut]
+  absent = next(c for c in scenes.CLASSES if not any(o.cls == c for o in scene.objects))
+  assert tile.label(questions.Phrase(absent)) == 0
+  if forests:
+    assert tile.label(questions.Phrase("forest", forests[0].size)) == 2
+  sizes = {o.size for o in scene.objects if o.cls == "forest"}
+  missing = [s for s in scenes.SIZES if s not in sizes]
+  if missing:  # the class is there, the attribute fails
+    assert tile.label(questions.Phrase("forest", missing[0])) == 1
+
+
+def test_balanced_pools_are_deterministic_and_uniform(tmp_path):
+  from rsvqa_jax.data import synthetic  # pylint: disable=g-import-not-at-top
+  root = str(tmp_path / "ds")
+  generated = synthetic.generate(root, "lr", 160, 0, questions_per_image=1)
+  ids = {s: np.unique(v.image_id) for s, v in generated.splits.items()}
+  a = pools_lib.generate(root, str(tmp_path / "a"), ids, pools_per_image=2, balance=1.0)
+  b, made = pools_lib.ensure(root, str(tmp_path / "a"), ids, pools_per_image=2, balance=1.0)
+  assert not made and b["splits"] == a["splits"]
+  pools_lib.generate(root, str(tmp_path / "b"), ids, pools_per_image=2, balance=1.0)
+  for split in ids:
+    files = [(tmp_path / d / f"Answerability_{split}.csv").read_bytes() for d in "ab"]
+    assert files[0] == files[1]
+  ids_, texts, images, labels = pools_lib.read_pools(pools_lib.pool_file(str(tmp_path / "a"),
+                                                                         "train"))
+  assert np.all(np.abs(np.asarray(pools_lib.shares(labels)) - 1 / 3) < 0.06)
+  assert set(images.tolist()) <= set(ids["train"].tolist())
+  assert len(set(ids_.tolist())) * 5 == len(ids_)
+  assert all(not t.lower().startswith("is there a road") for t in texts.tolist())

@@ -1,0 +1,172 @@
+"""The answerability head end to end on small synthetic pools: losses, training, evaluation, select.
+
+The pools are labelled from synthetic scenes at balance 1 (each pool's labels uniform whatever its
+question: the wording carries no label information). The image features are the scenes' own
+object counts per class, size and shape (an oracle standing in for the frozen encoder, so the
+test checks the head, the training and the metrics in seconds, not a ResNet): the reference
+model must beat its question-only twin, Random and Majority on NDCG@1 and binary F1, and the
+question-only twin must stay near Majority. The README's figures come from the study stage on
+pixels (configs/answerability_study.py).
+"""
+import csv
+import json
+import os
+
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from rsvqa_jax import config as config_lib
+from rsvqa_jax.data import answerability as pools_lib
+from rsvqa_jax.data import records, scenes
+from rsvqa_jax.errors import RSVQAError
+from rsvqa_jax.eval import answerability as evaluation
+from rsvqa_jax.train import answerability as train_lib
+from rsvqa_jax.train import loop
+from rsvqa_jax.train.inputs import Features
+
+QUIET = dict(log=lambda m: None)
+SPLITS = {"train": range(0, 70), "val": range(70, 100), "test": range(100, 130)}
+POOLS_PER_IMAGE = {"train": 3, "val": 2, "test": 3}
+
+
+def test_bce_and_listnet_by_hand():
+  log2 = float(np.log(2))
+  assert float(train_lib.bce(jnp.zeros(4), jnp.asarray([2, 1, 0, -1]))) == pytest.approx(log2)
+  # BCE of logit 0 against 1 / 0.5 / 0 is log 2; -1 (padding) adds nothing.
+  logits, labels = jnp.asarray([[0.0, 0.0, 100.0]]), jnp.asarray([[2, 0, -1]])
+  assert float(train_lib.listnet(logits, labels)) == pytest.approx(log2)
+  # target softmax([2, 0]) against uniform predictions: cross-entropy log 2 whatever the target.
+  labels = jnp.asarray([[2, 0], [-1, -1]])
+  perfect = float(train_lib.listnet(jnp.asarray([[50.0, -50.0], [0.0, 0.0]]), labels))
+  target = np.exp([2.0, 0.0]) / np.exp([2.0, 0.0]).sum()
+  assert perfect == pytest.approx(-(target[1] * -100.0), rel=1e-3)  # p(2) = 1: only q's tail
+
+
+def _features(image_ids):
+  """log(1 + count) of every (class, size, shape) of each scene, and of its cut objects."""
+  names = list(scenes.CLASSES)
+  rows = []
+  for i in image_ids:
+    scene = scenes.make_scene(0, int(i), 256)
+    tile = pools_lib.Tile(int(i), scene)
+    v = np.zeros((2, len(names), len(scenes.SIZES), len(scenes.SHAPES) + 1), np.float32)
+    for o, cut in zip(scene.objects, tile.cut):
+      size = scenes.SIZES.index(o.size) if o.size else 0
+      shape = scenes.SHAPES.index(o.shape) + 1 if o.shape else 0
+      v[int(cut), names.index(o.cls), size, shape] += 1
+    rows.append(np.log1p(v).ravel())
+  return Features(np.stack(rows), np.asarray(image_ids, np.int64))
+
+
+def _config(folder, blind):
+  c = config_lib.base_config()
+  c.answerability = config_lib.answerability_section()
+  c.answerability.pools = folder
+  c.answerability.batch_pools = 16
+  c.text.checkpoint = config_lib.RANDOM
+  c.text.word_dim, c.text.hidden_dim = 16, 32
+  c.model.hidden_dim, c.model.classifier_dim, c.model.dropout = 64, 32, 0.1
+  c.model.blind = blind
+  c.optim.lr = c.optim.text_lr = 3e-3
+  c.train.num_epochs = 6
+  c.train.eval_batch_size = 128
+  c.train.length_buckets = (32,)  # one token width: one compiled train step
+  c.train.log_every_steps = 50
+  c.train.progress_bar = False
+  return c
+
+
+@pytest.fixture(scope="module")
+def task(tmp_path_factory):
+  """Pools (balance 1), oracle features and a reference / question-only pair trained on them."""
+  tmp = tmp_path_factory.mktemp("answerability")
+  folder = str(tmp / "pools")
+  os.makedirs(folder)
+  p = pools_lib.params(pool_size=5, balance=1.0)
+  next_id = 0
+  for index, (split, ids) in enumerate(SPLITS.items()):
+    tiles = [pools_lib.Tile(i, scenes.make_scene(0, i, 256)) for i in ids]
+    pools = pools_lib.make_pools(tiles, p, np.random.default_rng([3, index]),
+                                 POOLS_PER_IMAGE[split] * len(tiles))
+    pools_lib.write(pools_lib.pool_file(folder, split), pools_lib.rows_of(pools, next_id))
+    next_id += len(pools)
+  feats = _features(range(130))
+  dataset = records.Dataset(name="lr", root=str(tmp), splits={})
+  runs = {}
+  for role in ("reference", "blind"):
+    workdir = str(tmp / role)
+    summary = train_lib.train(_config(folder, role == "blind"), workdir, dataset=dataset,
+                              features=feats, **QUIET)
+    assert summary["finished"]
+    runs[role] = evaluation.evaluate(workdir, "test", dataset=dataset, features=feats, **QUIET)
+  return {"folder": folder, "dataset": dataset, "features": feats, "runs": runs, "tmp": tmp}
+
+
+def test_reference_beats_question_only_and_baselines(task):
+  ref, blind = (task["runs"][r]["metrics"] for r in ("reference", "blind"))
+  base = evaluation.baselines(task["runs"]["reference"])
+  for key in ("ndcg@1", "binary_f1"):
+    others = {"blind": blind[key], **{name: b[key] for name, b in base.items()}}
+    assert all(ref[key] > v for v in others.values()), (key, ref[key], others)
+
+
+def test_question_only_stays_near_majority_when_wording_says_nothing(task):
+  blind = task["runs"]["blind"]["metrics"]
+  majority = evaluation.baselines(task["runs"]["blind"])["Majority"]
+  assert blind["ndcg@1"] == pytest.approx(majority["ndcg@1"])  # both rank in file order
+  assert abs(blind["ternary_acc"] - majority["ternary_acc"]) < 0.1
+  assert abs(blind["binary_f1"] - majority["binary_f1"]) < 0.1
+
+
+def test_evaluation_files_score_alike(task):
+  """metrics.json holds exactly the keys, and the score command agrees with it."""
+  workdir = task["runs"]["reference"]["workdir"]
+  out = evaluation.folder(workdir)
+  with open(os.path.join(out, "metrics.json")) as f:
+    metrics = json.load(f)
+  assert list(metrics) == list(evaluation.metrics_lib.KEYS)
+  again = evaluation.metrics_lib.score_files(
+      evaluation.scores_path(workdir, "test"), pools_lib.pool_file(task["folder"], "test"),
+      evaluation.scores_path(workdir, "val"), pools_lib.pool_file(task["folder"], "val"))
+  assert again == metrics
+  assert train_lib.train(_config(task["folder"], False), workdir, dataset=task["dataset"],
+                         features=task["features"], **QUIET)["finished"]  # resumes: done
+
+
+def test_select_ranks_unlabelled_pairs_by_entropy(task):
+  path = str(task["tmp"] / "unlabelled.csv")
+  with open(pools_lib.pool_file(task["folder"], "test")) as f, open(path, "w") as g:
+    rows = list(csv.reader(f))
+    csv.writer(g).writerows(r[:3] for r in rows)  # no label column
+  out, n = evaluation.select(task["runs"]["reference"]["workdir"], path, 7,
+                             str(task["tmp"] / "top.csv"), dataset=task["dataset"],
+                             features=task["features"], **QUIET)
+  with open(out) as f:
+    picked = list(csv.DictReader(f))
+  assert n == len(picked) == 7
+  entropy = [float(r["entropy"]) for r in picked]
+  assert entropy == sorted(entropy, reverse=True)
+  assert all(0 <= float(r["score"]) <= 1 for r in picked)
+  with pytest.raises(RSVQAError, match="--top 0"):
+    evaluation.select(task["runs"]["reference"]["workdir"], path, 0)
+
+
+def test_listnet_trains(task):
+  c = _config(task["folder"], False)
+  c.answerability.loss = "listnet"
+  c.train.stop_after_steps, c.train.log_every_steps = 3, 1
+  workdir = str(task["tmp"] / "listnet")
+  summary = train_lib.train(c, workdir, dataset=task["dataset"], features=task["features"],
+                            **QUIET)
+  assert summary["step"] == 3 and not summary["finished"]
+  losses = [r["loss"] for r in loop.read_metrics(workdir)]
+  assert len(losses) == 3 and np.all(np.isfinite(losses))
+
+
+def test_bad_settings_are_one_line_errors(task):
+  c = _config(task["folder"], False)
+  c.answerability.loss = "pairwise"
+  with pytest.raises(RSVQAError, match="answerability.loss='pairwise'"):
+    train_lib.train(c, str(task["tmp"] / "bad"), dataset=task["dataset"],
+                    features=task["features"], **QUIET)

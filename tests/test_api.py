@@ -1,0 +1,74 @@
+"""The Python API: the README's example runs as written, and predict agrees with evaluate."""
+import csv
+import os
+import re
+
+import numpy as np
+import pytest
+
+import rsvqa_jax
+from rsvqa_jax import config as config_lib
+from rsvqa_jax.errors import RSVQAError
+from rsvqa_jax.train import loop
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _readme_example():
+  with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as f:
+    text = f.read()
+  found = re.search(r"<!-- api example: begin -->\s*```python\n(.*?)```", text, re.S)
+  assert found, "README.md has no API example between its markers"
+  return found.group(1)
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+  """configs/synthetic_tiny.py trained into runs/tiny of a fresh folder, as the README does."""
+  base = tmp_path_factory.mktemp("api")
+  c = config_lib.load(os.path.join(ROOT, "configs", "synthetic_tiny.py"))
+  config_lib.apply_overrides(c, ["train.progress_bar=false", "train.num_epochs=2"])
+  loop.train(c, str(base / "runs" / "tiny"), log=lambda m: None)
+  return base
+
+
+def test_readme_example_runs(tiny, monkeypatch, capsys):
+  monkeypatch.chdir(tiny)
+  exec(compile(_readme_example(), "README.md", "exec"), {})  # pylint: disable=exec-used
+  assert capsys.readouterr().out.strip()
+
+
+def test_predict_agrees_with_evaluate(tiny):
+  run = rsvqa_jax.load_run(str(tiny / "runs" / "tiny"))
+  table = run.evaluate("test")
+  with open(tiny / "runs" / "tiny" / "eval" / "test" / "predictions.csv") as f:
+    rows = list(csv.DictReader(f))[:12]
+  folder = os.path.join(run.config.data.cache_dir or str(tiny / "runs" / "rsvqa_cache"),
+                        "synthetic_lr_40_0", "Images_LR")
+  questions = {}
+  from rsvqa_jax.data import rsvqa_json  # pylint: disable=g-import-not-at-top
+  test = rsvqa_json.read_dataset(os.path.dirname(folder), "lr")["test"]
+  for qid, q in zip(test.question_id.tolist(), test.question.tolist()):
+    questions[qid] = q
+  images = [os.path.join(folder, f"{r['image_id']}.tif") for r in rows]
+  answers = run.predict(images, [questions[int(r["question_id"])] for r in rows])
+  assert answers == [r["prediction"] for r in rows]
+  assert 0.0 <= table["oa"] <= 1.0 and set(table["per_type"]) <= {"count", "presence", "comp",
+                                                                 "rural_urban"}
+  with pytest.raises(RSVQAError, match="one image per question"):
+    run.predict(images[:2], ["Is there a road?"])
+  with pytest.raises(RSVQAError, match="expected uint8 H x W x 3"):
+    run.predict([np.zeros((4, 4), np.uint8)], ["Is there a road?"])
+
+
+def test_analyze_returns_tables(tiny):
+  root = str(tiny / "runs" / "rsvqa_cache" / "synthetic_lr_40_0")
+  out = rsvqa_jax.analyze(root, "lr")
+  assert set(out) == {"test"}
+  types = out["test"]["types"]
+  assert types.columns[0] == "Question type" and types.rows
+  assert out["test"]["objects"] is not None
+  from rsvqa_jax.data import rsvqa_json  # pylint: disable=g-import-not-at-top
+  assert out["test"]["analysis"].n_eval == len(rsvqa_json.read_dataset(root, "lr")["test"])
+  with pytest.raises(RSVQAError, match="no split 'nosuch'"):
+    rsvqa_jax.analyze(root, "lr", split="nosuch")

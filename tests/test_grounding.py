@@ -1,0 +1,156 @@
+"""Grounding metrics on hand-built masks, AP worked by hand, and the score / stats commands."""
+import csv
+import json
+import math
+
+import numpy as np
+import pytest
+
+from rsvqa_jax import cli
+from rsvqa_jax.bias import grounding as g
+
+SIZE = 64
+
+
+def box(y0, x0, y1, x1, size=SIZE):
+  m = np.zeros((size, size), bool)
+  m[y0:y1, x0:x1] = True
+  return m
+
+
+def disc(cy, cx, r, size=256):
+  yy, xx = np.mgrid[:size, :size] + 0.5
+  return (yy - cy) ** 2 + (xx - cx) ** 2 <= r * r
+
+
+def test_iou_of_hand_built_masks():
+  a = box(0, 0, 10, 10)
+  assert g.iou(a, box(20, 20, 30, 30)) == 0.0  # disjoint
+  assert g.iou(box(0, 0, 5, 10), a) == 0.5  # nested: 50 of 100 pixels
+  assert g.iou(a, a) == 1.0  # identical
+  assert g.iou(np.zeros_like(a), a) == 0.0  # empty prediction
+  assert g.iou(None, a) == 0.0  # no prediction at all
+  assert math.isnan(g.iou(a, np.zeros_like(a)))  # empty truth: undefined, left out
+  assert g.iou(box(0, 0, 10, 20), box(0, 10, 10, 30)) == pytest.approx(100 / 300)
+
+
+def test_statistics_of_a_disc_and_a_rectangle():
+  s = g.statistics(disc(128, 64, 40))
+  assert s["boundary_complexity"] == 0.0
+  assert (s["centroid_x"], s["centroid_y"]) == (0.25, 0.5)
+  assert s["coverage"] == pytest.approx(math.pi * 40 ** 2 / 256 ** 2, rel=0.01)
+  # On its pixel contour a rectangle is not 0; on its four vertices (the paper's polygons) it is.
+  assert g.statistics(box(10, 10, 50, 30))["boundary_complexity"] > 0.3
+  assert g.polygon_boundary_complexity([(0, 0), (6, 0), (6, 2), (0, 2)]) == 0.0
+  empty = g.statistics(np.zeros((8, 8), bool))
+  assert empty["coverage"] == 0 and math.isnan(empty["boundary_complexity"])
+  assert [g.bucket(c) for c in (0.1, 1 / 3, 0.5, 2 / 3, 1.0)] == [
+      "small", "medium", "medium", "large", "large"]
+
+
+def test_ap_on_four_samples_worked_by_hand():
+  """Ranked by confidence, IoUs 0.8, 0.3, 0.6, 0.1. At t = 0.5 the hits are 1, 0, 1, 0: recall
+  0.25, 0.25, 0.5, 0.5 and monotone precision 1, 2/3, 2/3, 1/2. Of the 101 recall points,
+  0..0.25 (26) read 1, 0.26..0.50 (25) read 2/3, the rest 0. At t = 0.25 the hits are 1, 1, 1, 0
+  (precision 1 up to recall 0.75: 76 points); at t = 0.75 one hit first (26 points)."""
+  ious = [0.6, 0.8, 0.1, 0.3]
+  conf = [0.7, 0.9, 0.6, 0.8]
+  assert g.average_precision(ious, conf, 0.5) == pytest.approx((26 + 25 * 2 / 3) / 101)
+  s = g.scores(ious, conf)
+  assert s["ap_25"] == pytest.approx(76 / 101)
+  assert s["ap_75"] == pytest.approx(26 / 101)
+  # mAP 0.50:0.95: t 0.5, 0.55, 0.6 as t = 0.5; 0.65 .. 0.8 one hit first; 0.85 .. 0.95 none.
+  expected = (3 * (26 + 25 * 2 / 3) / 101 + 4 * 26 / 101) / 10
+  assert s["map_50_95"] == pytest.approx(expected)
+  assert s["mean_iou"] == pytest.approx(0.45) and s["n"] == 4
+
+
+def test_binarize_resizes_normalises_and_reads_constant_maps():
+  m = np.zeros((4, 4), np.uint8)
+  m[:2, :2] = 200
+  up = g.binarize(m, (8, 8))
+  assert up.shape == (8, 8) and up[:3, :3].all() and not up[5:, :].any()
+  assert g.binarize(np.full((3, 3), 7, np.uint8)).all()  # uniform: the whole image
+  assert not g.binarize(np.zeros((3, 3), np.uint8)).any()  # all zero: empty
+  x = np.random.default_rng(0).random((16, 16)).astype(np.float32)
+  np.testing.assert_array_equal(g.binarize(g.to_uint8(x)), g.binarize(x))
+
+
+def _write_masks(folder, masks):
+  folder.mkdir(parents=True, exist_ok=True)
+  for qid, m in masks.items():
+    g.write_png(str(folder / f"{qid}.png"), np.asarray(m, np.uint8) * 255)
+
+
+def test_score_command(tmp_path, capsys):
+  truth = {1: box(0, 0, 10, 10), 2: box(20, 20, 40, 60), 3: box(0, 0, 64, 50),
+           4: np.zeros((SIZE, SIZE), bool), 5: box(5, 5, 9, 9)}
+  predicted = {1: box(0, 0, 10, 10), 2: box(20, 20, 40, 40), 3: np.zeros((SIZE, SIZE), bool),
+               4: box(0, 0, 3, 3), 9: box(0, 0, 1, 1)}
+  _write_masks(tmp_path / "T", truth)
+  _write_masks(tmp_path / "P", predicted)
+  (tmp_path / "T" / "index.json").write_text("{}")  # other files are ignored
+  conf = tmp_path / "c.csv"
+  conf.write_text("question_id,confidence\n1,0.9\n2,0.8\n3,0.7\n4,0.1\n")
+  out = tmp_path / "O"
+  assert cli.main(["grounding", "score", "--predicted", str(tmp_path / "P"), "--truth",
+                   str(tmp_path / "T"), "--out", str(out), "--confidence", str(conf)]) == 0
+  assert "mean IoU 0.3750" in capsys.readouterr().out
+  with open(out / "grounding.csv", newline="") as f:
+    rows = list(csv.DictReader(f))
+  assert list(rows[0]) == ["question_id", "iou", "coverage", "centroid_x", "centroid_y",
+                           "boundary_complexity"]
+  by_id = {int(r["question_id"]): r for r in rows}
+  assert [float(by_id[q]["iou"]) for q in (1, 2, 3, 5)] == [1.0, 0.5, 0.0, 0.0]
+  assert by_id[4]["iou"] == "" and by_id[4]["coverage"] == "0.0"  # empty truth
+  assert float(by_id[2]["centroid_x"]) == pytest.approx(40 / 64)
+  s = json.loads((out / "summary.json").read_text())
+  assert (s["n_questions"], s["n_scored"], s["n_empty_truth"], s["n_missing_prediction"],
+          s["n_extra_prediction"]) == (5, 4, 1, 1, 1)
+  assert s["mean_iou"] == pytest.approx(0.375)
+  # ranked 1 (hit), 2 (hit at 0.5), 3 (miss), 5 (no prediction: last, a miss)
+  assert s["ap_50"] == pytest.approx(51 / 101) and s["ap_75"] == pytest.approx(26 / 101)
+  assert s["by_coverage"]["large"]["n"] == 1 and s["by_coverage"]["small"]["n"] == 3
+  assert (out / "iou_by_coverage.png").stat().st_size > 0
+
+
+def test_score_errors_are_one_line(tmp_path, capsys):
+  _write_masks(tmp_path / "T", {1: box(0, 0, 4, 4)})
+  _write_masks(tmp_path / "P", {1: box(0, 0, 4, 4)})
+  conf = tmp_path / "c.csv"
+  conf.write_text("question_id,confidence\n2,0.5\n")
+  base = ["grounding", "score", "--predicted", str(tmp_path / "P"), "--truth", str(tmp_path / "T"),
+          "--out", str(tmp_path / "O")]
+  assert cli.main(base + ["--confidence", str(conf)]) == 2
+  assert "no confidence for question 1" in capsys.readouterr().err
+  conf.write_text("question_id,score\n1,0.5\n")
+  assert cli.main(base + ["--confidence", str(conf)]) == 2
+  assert "missing column(s) confidence" in capsys.readouterr().err
+  (tmp_path / "P" / "1.png").write_bytes(b"not a png")
+  assert cli.main(base) == 2
+  assert "1.png: not a readable PNG mask" in capsys.readouterr().err
+  assert cli.main(["grounding", "score", "--truth", str(tmp_path / "T"), "--out", "x"]) == 2
+  assert cli.main(["grounding", "stats", "--truth", str(tmp_path / "nope"), "--out", "x"]) == 2
+  assert "--truth" in capsys.readouterr().err
+
+
+def test_stats_command(tmp_path, capsys):
+  masks = {1: disc(128, 128, 60), 2: disc(64, 192, 20), 3: np.zeros((256, 256), bool)}
+  _write_masks(tmp_path / "T", masks)
+  out = tmp_path / "S"
+  assert cli.main(["grounding", "stats", "--truth", str(tmp_path / "T"), "--out", str(out)]) == 0
+  assert "3 masks (1 empty)" in capsys.readouterr().out
+  s = json.loads((out / "statistics.json").read_text())
+  assert s["boundary_complexity"]["mean"] == 0.0 and s["coverage"]["n"] == 2
+  assert s["centroid_x"]["mean"] == pytest.approx((0.5 + 0.75) / 2)
+  assert "+- " in (out / "statistics.md").read_text()
+  assert (out / "boxplots.png").exists() and (out / "statistics.csv").exists()
+
+
+def test_benchmark_row_in_toy_mode():
+  from benchmarks import grounding as family, run
+  section, targets = family.run("toy", log=lambda m: None)
+  (row,) = section["rows"]
+  assert row["masks"] == 40 and row["scored"] + row["empty_truth"] == 40
+  assert targets[0]["status"] in ("PASS", "MISS") and "wall s" in targets[0]["name"]
+  assert "| 40 | 64 |" in "\n".join(run.RENDER["grounding"](section))

@@ -1,0 +1,55 @@
+"""A plain `pip install .` ships the configs (found by name from any folder) and no benchmarks."""
+import os
+import subprocess
+import sys
+
+import pytest
+
+from rsvqa_jax import config as config_lib
+from rsvqa_jax.errors import RSVQAError
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def test_configs_are_found_by_name_from_any_folder(tmp_path, monkeypatch):
+  monkeypatch.chdir(tmp_path)
+  for name in ("configs/study_synthetic.py:quick", "study_synthetic.py:quick", "study_synthetic"):
+    assert config_lib.load(name).study.language_models
+  with pytest.raises(RSVQAError, match="nosuch.py: config file not found"):
+    config_lib.load("configs/nosuch.py")
+
+
+def test_a_plain_install_ships_configs_and_no_benchmarks(tmp_path):
+  target = tmp_path / "site"
+  out = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps",
+                        "--no-build-isolation", "--target", str(target), ROOT],
+                       capture_output=True, text=True, timeout=600)
+  assert out.returncode == 0, out.stderr[-2000:]
+  installed = set(os.listdir(target))
+  assert "rsvqa_jax" in installed and "benchmarks" not in installed
+  configs = set(os.listdir(target / "rsvqa_jax" / "configs"))
+  assert {"study_synthetic.py", "synthetic_tiny.py", "lr_table1.py"} <= configs
+  code = ("import sys; sys.path.insert(0, sys.argv[1]); from rsvqa_jax import config; "
+          "print(config.config_path('configs/synthetic_tiny.py'))")
+  found = subprocess.run([sys.executable, "-c", code, str(target)], cwd=tmp_path,
+                         capture_output=True, text=True, timeout=120, env={
+                             **os.environ, "PYTHONPATH": ""})
+  assert found.returncode == 0, found.stderr[-2000:]
+  assert found.stdout.strip().startswith(str(target))
+
+
+def test_version_and_verbosity_flags(capsys):
+  import logging  # pylint: disable=g-import-not-at-top
+  import rsvqa_jax  # pylint: disable=g-import-not-at-top
+  from rsvqa_jax import cli  # pylint: disable=g-import-not-at-top
+  with pytest.raises(SystemExit) as done:
+    cli.main(["--version"])
+  assert done.value.code == 0 and capsys.readouterr().out.strip() == (
+      f"rsvqa-jax {rsvqa_jax.__version__}")
+  spec = os.path.join(ROOT, "configs", "hr.py")
+  assert cli.main(["-q", "config", "--config", spec]) == 0
+  assert logging.getLogger("rsvqa_jax").level == logging.WARNING
+  assert cli.main(["-v", "config", "--config", spec]) == 0
+  assert logging.getLogger("rsvqa_jax").level == logging.DEBUG
+  assert cli.main(["config", "--config", spec]) == 0
+  assert logging.getLogger("rsvqa_jax").level == logging.INFO
