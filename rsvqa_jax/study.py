@@ -40,20 +40,18 @@ import numpy as np
 
 from rsvqa_jax import config as config_lib
 from rsvqa_jax import storage
-from rsvqa_jax.bias import analysis, plots, report, tables
+from rsvqa_jax.bias import analysis, plots, report, shortcut_report, tables
+from rsvqa_jax.data import questions as questions_lib
 from rsvqa_jax.data import rsvqa_json, synthetic
 from rsvqa_jax.errors import RSVQAError
 from rsvqa_jax.eval import accuracy, adversarial, outputs
+from rsvqa_jax.eval import shortcuts as shortcut_eval
 from rsvqa_jax.features import pretrain
 from rsvqa_jax.train import checkpointing, inputs, loop, prepare
-from rsvqa_jax.bias import shortcut_report
-from rsvqa_jax.data import questions as questions_lib
-from rsvqa_jax.eval import shortcuts as shortcut_eval
 
 WEIGHTS = ("frozen", "finetuned")
 ROLES = ("reference", "blind")
 ROLE_LABELS = {"reference": "reference", "blind": "visual blind"}
-DATASET_LABELS = {"lr": "RSVQA LR", "hr": "RSVQA HR", "xben": "RSVQAxBEN"}
 FUSION_LABELS = {"mult": "e-mult", "concat": "concat", "mutan": "MUTAN"}
 # The paper's settings (Section 3.1, 6.1-6.2; dropout and the text lr from the original code and
 # Figure 8), printed beside the ones a report's models were trained with.
@@ -536,7 +534,7 @@ class Study:
       balanced = {"cells": bresults, "analysis": self.analyse(bds, bname, "balanced_"),
                   "sizes": {k: len(v) for k, v in bds.splits.items()}}
     shortcut_stage = self.shortcuts() if self.runs_shortcuts() else None
-    study = {"dataset": {"name": name, "root": root, "label": DATASET_LABELS.get(name, name),
+    study = {"dataset": {"name": name, "root": root, "label": tables.dataset_label(name),
                          "sizes": {k: len(v) for k, v in ds.splits.items()}},
              "split": s.split, "seeds": list(s.seeds), "repeats": s.repeats,
              "adversarial": list(s.adversarial), "adv_pool": s.adv_pool, "cells": results,
@@ -565,7 +563,7 @@ class Study:
               + (f"; balanced twin {s.balanced.images} x {s.balanced.questions_per_image}"
                  if s.balanced.enabled else ""))
     else:
-      data = f"{DATASET_LABELS.get(c.data.name, c.data.name)} at {c.data.root}"
+      data = f"{tables.dataset_label(c.data.name)} at {c.data.root}"
     rows.append(("dataset", data))
     image = c.image
     if image.arch == "synthetic_resnet":
@@ -634,7 +632,7 @@ class Study:
     split = self.s.split
     fit, _ = analysis.default_splits(ds)
     result = analysis.analyze(ds[fit], ds[split], templates=name == "lr")
-    label = DATASET_LABELS.get(name, name)
+    label = tables.dataset_label(name)
     out_dir = os.path.join(self.dir, "analysis")
     main, objects, _ = tables.write_analysis(result, label, out_dir, prefix)
     figure = os.path.join(self.dir, "figures", f"{prefix}answer_distribution.png")

@@ -20,6 +20,7 @@ import numpy as np
 import pytest
 
 from rsvqa_jax.train import restore
+from test_synthetic import _files  # relative path -> bytes of every file under a folder
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CONFIG = os.path.join(ROOT, "configs", "synthetic_tiny.py")
@@ -127,17 +128,6 @@ SYNTH = ["synth", "--variant", "lr", "--images", "30", "--questions-per-image", 
 
 def _synth_command(out):
   return [sys.executable, "-m", "rsvqa_jax.cli", *SYNTH, "--out", out]
-
-
-def _files(folder):
-  """relative path -> bytes of every file under `folder`."""
-  out = {}
-  for base, _, names in os.walk(folder):
-    for name in names:
-      path = os.path.join(base, name)
-      with open(path, "rb") as f:
-        out[os.path.relpath(path, folder)] = f.read()
-  return out
 
 
 def _building_images(parent, name):

@@ -29,6 +29,7 @@ import re
 import sys
 import textwrap
 
+from rsvqa_jax import storage
 from rsvqa_jax.bias import metrics, plots, tables
 from rsvqa_jax.bias import shortcut_report
 from rsvqa_jax.bias.tables import mean_std, pct
@@ -503,10 +504,8 @@ def write_report(directory, study):
 
 def write_text(path, text):
   """Writes through a temporary file renamed into place: a reader never sees half a report."""
-  tmp = f"{path}.tmp-{os.getpid()}"
-  with open(tmp, "w", encoding="utf-8") as f:
+  with storage.replacing(path) as f:
     f.write(text)
-  os.replace(tmp, path)
 
 
 def quote_in_readme(readme, summary_text, begin=README_BEGIN, end=README_END):
