@@ -171,6 +171,7 @@ def _study_command(workdir):
   overrides = ["study.images=30", "study.questions_per_image=8",
                "study.language_models=('skipthoughts',)", "study.lm_weights=('finetuned',)",
                "study.seeds=(0,)", "study.repeats=2", "study.balanced.enabled=false",
+               "study.shortcuts.enabled=false",
                "study.compilation_cache=false", "image.arch=resnet18", "image.checkpoint=random",
                "image.width=8", "image.image_size=32", "train.num_epochs=2",
                "train.batch_size=32", "train.eval_batch_size=64"]
