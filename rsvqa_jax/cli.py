@@ -69,13 +69,31 @@ def build_parser(argv):
   return parser
 
 
+class _Stderr(logging.StreamHandler):
+  """Writes to sys.stderr as it is at each message (a test or a notebook may have replaced it)."""
+
+  def __init__(self):
+    super().__init__(sys.stderr)
+
+  @property
+  def stream(self):
+    return sys.stderr
+
+  @stream.setter
+  def stream(self, _):
+    pass
+
+
 def _logging(args):
-  """rsvqa_jax's routine messages at INFO on stderr (-q: warnings only; -v: debug too)."""
+  """rsvqa_jax's routine messages at INFO on stderr (-q: warnings only; -v: debug too).
+
+  The progress bars (rsvqa_jax/progress.py) follow: -q turns them off.
+  """
   level = logging.DEBUG if args.verbose else logging.WARNING if args.quiet else logging.INFO
   logger = logging.getLogger("rsvqa_jax")
   logger.setLevel(level)
-  if not logger.handlers:
-    handler = logging.StreamHandler()
+  if not any(isinstance(h, _Stderr) for h in logger.handlers):
+    handler = _Stderr()
     handler.setFormatter(logging.Formatter("%(message)s"))
     logger.addHandler(handler)
     logger.propagate = False

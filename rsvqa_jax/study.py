@@ -31,6 +31,7 @@ pretraining (train/prepare.py), the feature cache (features/), training (train/l
 evaluation and adversarial testing (eval/), analysis, tables, figures and report (bias/).
 """
 import json
+import logging
 import os
 import shutil
 import time
@@ -39,7 +40,7 @@ import jax
 import numpy as np
 
 from rsvqa_jax import config as config_lib
-from rsvqa_jax import storage
+from rsvqa_jax import progress, storage
 from rsvqa_jax.bias import analysis, plots, report, tables
 from rsvqa_jax.data import rsvqa_json, synthetic
 from rsvqa_jax.errors import RSVQAError
@@ -49,6 +50,8 @@ from rsvqa_jax.train import checkpointing, inputs, loop, prepare
 from rsvqa_jax.bias import shortcut_report
 from rsvqa_jax.data import questions as questions_lib
 from rsvqa_jax.eval import shortcuts as shortcut_eval
+
+_log = logging.getLogger(__name__)
 
 WEIGHTS = ("frozen", "finetuned")
 ROLES = ("reference", "blind")
@@ -193,7 +196,7 @@ def random_skipthoughts(folder, words, *, word_dim, hidden_dim, update_bias=2.0,
 class Study:
   """A study config bound to its folder: datasets, run configs, runs, evaluations, report."""
 
-  def __init__(self, config, workdir, log=print):
+  def __init__(self, config, workdir, log=_log.info):
     if "study" not in config:
       raise RSVQAError("config has no `study` section: use a study config such as "
                        "configs/study_synthetic.py")
@@ -387,19 +390,22 @@ class Study:
   def grid(self, runs_dir, cells, seeds, ds, root, name, feats):
     """Results of every (lm, weights) cell: {"reference": [...], "blind": [...]} over seeds."""
     results = []
-    for lm, weights in cells:
-      checkpoint = self.lm_checkpoint(lm, ds)
-      cell = {"lm": lm, "label": self.s.lm[lm].label, "weights": weights}
-      for role in ROLES:
-        runs = []
-        for seed in seeds:
-          label = os.path.join(os.path.relpath(runs_dir, self.dir), run_name(lm, weights, role),
-                               f"seed{seed}")
-          cfg = self.run_config(lm, weights, role, seed, root, name, checkpoint)
-          workdir = os.path.join(runs_dir, run_name(lm, weights, role), f"seed{seed}")
-          runs.append(self.run_one(cfg, workdir, ds, feats, label))
-        cell[role] = runs
-      results.append(cell)
+    with progress.bar(total=len(cells) * len(ROLES) * len(seeds), unit="run",
+                      desc=f"study {os.path.relpath(runs_dir, self.dir)}") as bar:
+      for lm, weights in cells:
+        checkpoint = self.lm_checkpoint(lm, ds)
+        cell = {"lm": lm, "label": self.s.lm[lm].label, "weights": weights}
+        for role in ROLES:
+          runs = []
+          for seed in seeds:
+            label = os.path.join(os.path.relpath(runs_dir, self.dir), run_name(lm, weights, role),
+                                 f"seed{seed}")
+            cfg = self.run_config(lm, weights, role, seed, root, name, checkpoint)
+            workdir = os.path.join(runs_dir, run_name(lm, weights, role), f"seed{seed}")
+            runs.append(self.run_one(cfg, workdir, ds, feats, label))
+            bar.update()
+          cell[role] = runs
+        results.append(cell)
     return results
 
   def table2(self, runs_dir, grid, ds, root, name, feats):
@@ -662,6 +668,6 @@ def _jsonable(obj):
   raise TypeError(f"not JSON serialisable: {type(obj).__name__}")
 
 
-def run_study(config, workdir, log=print):
+def run_study(config, workdir, log=_log.info):
   """Runs (or resumes) the study of `config` in `workdir`; returns its results."""
   return Study(config, workdir, log).run()
