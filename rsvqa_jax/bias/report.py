@@ -437,6 +437,11 @@ def settings_table(study):
                       columns=("setting", "this study", "paper"), rows=rows)
 
 
+def _also_as(stem):
+  """Where a table of the report is also written for spreadsheets and papers (_write_tables)."""
+  return f"Also as CSV and LaTeX: `analysis/{stem}.csv`, `analysis/{stem}.tex`."
+
+
 def _write_tables(directory, named):
   out_dir = os.path.join(directory, "analysis")
   for stem, table in named.items():
@@ -466,8 +471,9 @@ def write_report(directory, study):
       "## Reading", "", reading(study, columns, flags), "", thresholds_text(study), "",
       "## Settings", "", tables.to_markdown(settings_table(study)),
       "## Reference models (Table 2 layout)", "", tables.to_markdown(t2), flags.note(), "",
+      _also_as("table2"), "",
       "## Visual blind and adversarial testing (Table 6 layout)", "", tables.to_markdown(t6),
-      flags.note(), "", f"![Figure 5]({os.path.relpath(fig5, directory)})", "",
+      flags.note(), "", _also_as("table6"), "", f"![Figure 5]({os.path.relpath(fig5, directory)})", "",
       "## Dataset analysis (Table 3 layout)", "", tables.to_markdown(t3), flags.note(), "",
   ]
   if study["analysis"]["objects_table"] is not None:
