@@ -424,11 +424,9 @@ def _timings(study):
   groups = {}
   for key, seconds in values.items():
     groups.setdefault(key.split("/")[0], []).append(seconds)
-  lines = ["| stage | units | seconds |", "|---|---|---|"]
-  for name, secs in groups.items():
-    lines.append(f"| {name} | {len(secs)} | {sum(secs):.1f} |")
-  lines.append(f"| total | {len(values)} | {sum(values.values()):.1f} |")
-  return "\n".join(lines)
+  rows = [(name, len(secs), f"{sum(secs):.1f}") for name, secs in groups.items()]
+  rows.append(("total", len(values), f"{sum(values.values()):.1f}"))
+  return tables.to_markdown(tables.Table("", ("stage", "units", "seconds"), tuple(rows)))
 
 
 def settings_table(study):

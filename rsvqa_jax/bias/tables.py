@@ -67,9 +67,11 @@ def to_csv(table):
 
 
 def to_markdown(table):
+  """The table in Markdown, its caption in bold above it (none for an empty caption)."""
   esc = lambda s: s.replace("|", "\\|")
-  lines = [f"**{esc(table.caption)}**", "", "| " + " | ".join(esc(c) for c in table.columns) + " |",
-           "|" + "|".join("---" for _ in table.columns) + "|"]
+  lines = [f"**{esc(table.caption)}**", ""] if table.caption else []
+  lines += ["| " + " | ".join(esc(c) for c in table.columns) + " |",
+            "|" + "|".join("---" for _ in table.columns) + "|"]
   lines += ["| " + " | ".join(esc(cell(v)) for v in row) + " |" for row in table.rows]
   return "\n".join(lines) + "\n"
 
