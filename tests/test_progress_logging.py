@@ -9,7 +9,8 @@ import pytest
 
 from rsvqa_jax import cli, progress
 from rsvqa_jax import config as config_lib
-from rsvqa_jax.data import synthetic
+from rsvqa_jax.data import rsvqa_json, synthetic
+from rsvqa_jax.features import image_cache
 from rsvqa_jax.train import prepare
 
 
@@ -22,12 +23,14 @@ class _Terminal(io.StringIO):
 def logged(caplog):
   """Every record of the `rsvqa_jax` loggers (the command line's handler does not propagate)."""
   logger = logging.getLogger("rsvqa_jax")
-  level = logger.level
+  level, propagate = logger.level, logger.propagate
   logger.addHandler(caplog.handler)
   logger.setLevel(logging.DEBUG)
+  logger.propagate = False  # else caplog's root handler sees each record a second time
   yield caplog
   logger.removeHandler(caplog.handler)
   logger.setLevel(level)
+  logger.propagate = propagate
 
 
 @pytest.fixture
@@ -95,3 +98,18 @@ def test_synth_command_says_it_replaces_on_one_line(tmp_path, capsys):
   err = [l for l in capsys.readouterr().err.splitlines() if "replacing" in l]
   assert err == [f"{os.path.abspath(out)}: replacing the synthetic dataset there "
                  "(questions_per_image 2 -> 3)"]
+
+
+def test_random_init_encoder_is_announced_once_at_info(tmp_path, logged):
+  """Clean and white features each build the encoder (evaluate --adversarial white): one line."""
+  data = str(tmp_path / "data")
+  synthetic.generate(data, "lr", 3, 0, questions_per_image=2)
+  dataset = rsvqa_json.read_dataset(data, "lr")
+  cfg = config_lib.image_section()
+  cfg.arch, cfg.width, cfg.image_size, cfg.batch_size, cfg.seed = "resnet18", 4, 32, 4, 12345
+  for kind in ("clean", "white"):
+    image_cache.image_features(dataset, None, cfg, str(tmp_path / "cache"), kind=kind)
+  said = [r for r in logged.records if "has no checkpoint" in r.getMessage()]
+  assert [(r.levelno, r.getMessage()) for r in said] == [
+      (logging.INFO, "image encoder resnet18 has no checkpoint: random-init weights (seed 12345)")]
+  assert not [r for r in logged.records if r.levelno >= logging.WARNING]
