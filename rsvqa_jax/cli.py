@@ -19,6 +19,8 @@ import signal
 import sys
 import threading
 
+from tqdm import tqdm
+
 from rsvqa_jax import __version__, host_memory
 from rsvqa_jax.errors import RSVQAError
 
@@ -107,19 +109,15 @@ def _show_defaults(parser):
         _show_defaults(sub)
 
 
-class _Stderr(logging.StreamHandler):
-  """Writes to sys.stderr as it is at each message (a test or a notebook may have replaced it)."""
+class _Stderr(logging.Handler):
+  """Each message on sys.stderr as it is then (a test or a notebook may replace it), through
+  tqdm.write, so that an open progress bar is redrawn below the message instead of broken."""
 
-  def __init__(self):
-    super().__init__(sys.stderr)
-
-  @property
-  def stream(self):
-    return sys.stderr
-
-  @stream.setter
-  def stream(self, _):
-    pass
+  def emit(self, record):
+    try:
+      tqdm.write(self.format(record), file=sys.stderr)
+    except Exception:  # pylint: disable=broad-except
+      self.handleError(record)
 
 
 def _logging(args):

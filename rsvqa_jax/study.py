@@ -389,23 +389,25 @@ class Study:
 
   def grid(self, runs_dir, cells, seeds, ds, root, name, feats):
     """Results of every (lm, weights) cell: {"reference": [...], "blind": [...]} over seeds."""
+    bar = progress.bar(total=len(cells) * len(ROLES) * len(seeds), unit="run",
+                       desc=f"study {os.path.relpath(runs_dir, self.dir)}",
+                       enabled=jax.process_index() == 0)
     results = []
-    with progress.bar(total=len(cells) * len(ROLES) * len(seeds), unit="run",
-                      desc=f"study {os.path.relpath(runs_dir, self.dir)}") as bar:
-      for lm, weights in cells:
-        checkpoint = self.lm_checkpoint(lm, ds)
-        cell = {"lm": lm, "label": self.s.lm[lm].label, "weights": weights}
-        for role in ROLES:
-          runs = []
-          for seed in seeds:
-            label = os.path.join(os.path.relpath(runs_dir, self.dir), run_name(lm, weights, role),
-                                 f"seed{seed}")
-            cfg = self.run_config(lm, weights, role, seed, root, name, checkpoint)
-            workdir = os.path.join(runs_dir, run_name(lm, weights, role), f"seed{seed}")
-            runs.append(self.run_one(cfg, workdir, ds, feats, label))
-            bar.update()
-          cell[role] = runs
-        results.append(cell)
+    for lm, weights in cells:
+      checkpoint = self.lm_checkpoint(lm, ds)
+      cell = {"lm": lm, "label": self.s.lm[lm].label, "weights": weights}
+      for role in ROLES:
+        runs = []
+        for seed in seeds:
+          label = os.path.join(os.path.relpath(runs_dir, self.dir), run_name(lm, weights, role),
+                               f"seed{seed}")
+          cfg = self.run_config(lm, weights, role, seed, root, name, checkpoint)
+          workdir = os.path.join(runs_dir, run_name(lm, weights, role), f"seed{seed}")
+          runs.append(self.run_one(cfg, workdir, ds, feats, label))
+          bar.update()
+        cell[role] = runs
+      results.append(cell)
+    bar.close()
     return results
 
   def table2(self, runs_dir, grid, ds, root, name, feats):

@@ -6,19 +6,23 @@ import pytest
 
 from rsvqa_jax import cli
 
+_SUBPARSERS = argparse._SubParsersAction  # pylint: disable=protected-access
+_HELP = argparse._HelpAction  # pylint: disable=protected-access
+
 
 def _parsers(parser, path):
   """(command path, parser) of `parser` and every sub-command under it."""
   yield path, parser
   for action in parser._actions:  # pylint: disable=protected-access
-    if isinstance(action, argparse._SubParsersAction):  # pylint: disable=protected-access
+    if isinstance(action, _SUBPARSERS):
       for name, sub in action.choices.items():
         yield from _parsers(sub, f"{path} {name}")
 
 
 def _command_parser(name):
   top = cli.build_parser([name])
-  sub = next(a for a in top._actions if isinstance(a, argparse._SubParsersAction))  # pylint: disable=protected-access
+  actions = top._actions  # pylint: disable=protected-access
+  sub = next(a for a in actions if isinstance(a, _SUBPARSERS))
   return sub.choices[name]
 
 
@@ -27,7 +31,7 @@ def test_every_option_has_help_and_shows_its_default(name):
   for path, parser in _parsers(_command_parser(name), name):
     formatter = parser._get_formatter()  # pylint: disable=protected-access
     for action in parser._actions:  # pylint: disable=protected-access
-      if not action.option_strings or isinstance(action, argparse._HelpAction):  # pylint: disable=protected-access
+      if not action.option_strings or isinstance(action, _HELP):
         continue
       what = f"{path} {action.option_strings[-1]}"
       assert action.help and action.help.strip() and action.help != argparse.SUPPRESS, what

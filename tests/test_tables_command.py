@@ -129,7 +129,8 @@ def test_evaluate_table_labels_counts_and_adversarial_rows():
 
 def test_report_timings_use_the_one_markdown_emitter():
   from rsvqa_jax.bias import report  # pylint: disable=g-import-not-at-top
-  text = report._timings({"timings": {"train/a": 1.25, "train/b": 2.0, "analysis": 0.5}})  # pylint: disable=protected-access
+  timings = {"timings": {"train/a": 1.25, "train/b": 2.0, "analysis": 0.5}}
+  text = report._timings(timings)  # pylint: disable=protected-access
   assert text.splitlines() == ["| stage | units | seconds |", "|---|---|---|",
                                "| train | 2 | 3.2 |", "| analysis | 1 | 0.5 |",
                                "| total | 3 | 3.8 |"]

@@ -471,7 +471,8 @@ def write_report(directory, study):
       "## Reference models (Table 2 layout)", "", tables.to_markdown(t2), flags.note(), "",
       _also_as("table2"), "",
       "## Visual blind and adversarial testing (Table 6 layout)", "", tables.to_markdown(t6),
-      flags.note(), "", _also_as("table6"), "", f"![Figure 5]({os.path.relpath(fig5, directory)})", "",
+      flags.note(), "", _also_as("table6"), "",
+      f"![Figure 5]({os.path.relpath(fig5, directory)})", "",
       "## Dataset analysis (Table 3 layout)", "", tables.to_markdown(t3), flags.note(), "",
   ]
   if study["analysis"]["objects_table"] is not None:

@@ -48,13 +48,14 @@ from rsvqa_jax.data import rsvqa_json
 from rsvqa_jax.data import scenes
 from rsvqa_jax.errors import RSVQAError
 
+_log = logging.getLogger(__name__)
+
 MANIFEST = "synthetic.json"
 MASK_DIR = "masks"
 VERSION = 2  # 2: one rural/urban question per LR image, LR test half rural, balance per type
 OWNER = ".owner.json"  # in a temporary build folder: the pid and host building it
 STALE_SECONDS = 60  # a temporary folder without an owner file this old is a dead run's
 SPLIT_SHARES = {"val": 0.13, "test": 0.10}  # train takes the rest (~77%)
-_log = logging.getLogger(__name__)
 PHILI_SHARE = 0.08  # HR: share of images drawn from the unseen region for test_phili
 BALANCED_POOL = 3  # balanced mode draws this many candidates per kept question
 BALANCED_COUNT_OBJECTS = ("building", "residential building")  # see QuestionSampler

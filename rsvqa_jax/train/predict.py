@@ -47,7 +47,8 @@ def predict_columns(state, split_columns, *, eval_step, mesh, batch_size, featur
   image_rows = np.asarray(image_rows)
   shd.check_batch_size(batch_size, mesh, "train.eval_batch_size")
   preds = np.full(image_rows.shape, -1, np.int64)
-  with progress.bar(total=image_rows.shape[1], desc=desc, unit="q", leave=False) as bar:
+  with progress.bar(total=image_rows.shape[1], desc=desc, unit="q", leave=False,
+                    enabled=jax.process_index() == 0) as bar:
     for rows, local in inputs.eval_batches(split_columns, batch_size):
       batch = inputs.eval_model_batch(local, features, image_rows, question_vectors)
       out = np.asarray(jax.device_get(eval_step(state, shd.global_batch(batch, mesh))))
