@@ -19,30 +19,32 @@ import signal
 import sys
 import threading
 
+from tqdm import tqdm
+
 from rsvqa_jax import __version__, host_memory
 from rsvqa_jax.errors import RSVQAError
 
 COMMANDS = {
-    "synth": "Write a synthetic RSVQA dataset in the official file layout.",
-    "validate": "Check a dataset folder and report counts per split and type.",
-    "features": ("Precompute the frozen image features (per augmentation variant and adversarial"
-                 " kind); --pretrain trains the synthetic ResNet first."),
-    "train": "Train a model from a config file into a workdir (resumes a stopped run).",
-    "evaluate": ("Evaluate trained workdirs on a split: predictions.csv, accuracy table,"
-                 " mean (std) over seeds."),
-    "study": ("Whole language-bias study: reference and visual-blind models over seeds,"
-              " adversarial testing, dataset analysis, report.md."),
+    "synth": "Write a synthetic RSVQA dataset (images, questions, answers) to try everything on.",
+    "validate": "Check a dataset folder: files, ids, images; question counts per split and type.",
+    "features": ("Compute the image features a model reads once and keep them in a cache"
+                 " (optional: train and study do it when needed)."),
+    "train": "Train a model from a config file into a folder (run it again to resume).",
+    "evaluate": ("Test trained models on a split: accuracy per question type, mean (std) over"
+                 " seeds; --adversarial swaps the images."),
+    "study": ("Run the whole language-bias study in one command and write report.md: models with"
+              " and without images, over seeds, image swaps, dataset analysis."),
     "convert": "Convert a ResNet, BERT-family or Skip-thoughts checkpoint to our safetensors/orbax format.",
-    "analyze": ("Dataset analysis (most common / uniform answer accuracies), relative metrics,"
-                " tables and Figure 7."),
-    "config": "Print the effective config of a config file and overrides (every key).",
-    "tables": "Assemble the paper's Table 1 grid and Table 2 from a folder of workdirs.",
-    "shortcuts": ("Shortcut OOD benchmark (VQA-VS): re-split, nine concepts, OOD test sets,"
-                  " statistics."),
-    "grounding": ("Answer grounding: score masks against truth (score), mask statistics (stats),"
-                  " a trained model's relevance maps (--workdir)."),
-    "answerability": ("Answerability ranking (ChiQA): train a head, score any model's ranking"
-                      " files, select hard pairs, the study stage."),
+    "analyze": ("How far the questions alone predict the answers (most common answer per question"
+                " type, per question); scores prediction files against it."),
+    "config": "Print every setting of a config file, with your --config.KEY=VALUE overrides.",
+    "tables": "Gather the results of many trained models into the paper's Tables 1 and 2.",
+    "shortcuts": ("Build test sets whose answers differ from what the training questions suggest"
+                  " (shortcut benchmark, VQA-VS), to see if a model relies on shortcuts."),
+    "grounding": ("Check where in the image a model looks: score predicted answer regions"
+                  " against true ones."),
+    "answerability": ("Rank which images can answer a question (ChiQA): train, score ranking"
+                      " files, pick hard examples."),
 }
 
 
@@ -50,10 +52,38 @@ def _load(name):
   return importlib.import_module(f"rsvqa_jax.commands.{name}")
 
 
+DESCRIPTION = """\
+Train models that answer questions about remote-sensing images (RSVQA LR / HR,
+RSVQAxBEN, or a synthetic dataset made here) and find out whether they look at
+the image or answer from the wording of the question alone (language bias)."""
+EPILOG = """first steps:
+  rsvqa-jax train --config configs/synthetic_tiny.py --workdir runs/tiny
+  rsvqa-jax evaluate --workdir runs/tiny
+  rsvqa-jax study --config configs/study_synthetic.py --workdir runs/study   (everything)
+
+rsvqa-jax COMMAND --help lists a command's options."""
+
+
+def _has_default(action):
+  """Whether an option has a default worth showing (not None, an off flag or an empty list)."""
+  d = action.default
+  return not (d is None or d is False or d is argparse.SUPPRESS or (isinstance(d, list) and not d))
+
+
+class _HelpFormatter(argparse.HelpFormatter):
+  """Adds "(default: X)" to an option's help unless it says its default already."""
+
+  def _get_help_string(self, action):
+    text = action.help or ""
+    if "default" in text or not action.option_strings or not _has_default(action):
+      return text
+    return f"{text} (default: %(default)s)"
+
+
 def build_parser(argv):
   parser = argparse.ArgumentParser(
-      prog="rsvqa-jax", description="Train remote-sensing VQA models in JAX/Flax and audit them "
-      "(and their datasets) for language bias. `rsvqa-jax COMMAND --help` for a command's options.")
+      prog="rsvqa-jax", description=DESCRIPTION, epilog=EPILOG,
+      formatter_class=argparse.RawDescriptionHelpFormatter)
   parser.add_argument("--version", action="version", version=f"rsvqa-jax {__version__}")
   verbosity = parser.add_mutually_exclusive_group()
   verbosity.add_argument("-v", "--verbose", action="store_true",
@@ -66,16 +96,40 @@ def build_parser(argv):
     p = sub.add_parser(name, help=help_text, description=help_text)
     if name == chosen:
       _load(name).add_arguments(p)
+      _show_defaults(p)
   return parser
 
 
+def _show_defaults(parser):
+  """Gives `parser` and its sub-commands' parsers the help formatter that shows defaults."""
+  parser.formatter_class = _HelpFormatter
+  for action in parser._actions:  # pylint: disable=protected-access
+    if isinstance(action, argparse._SubParsersAction):  # pylint: disable=protected-access
+      for sub in action.choices.values():
+        _show_defaults(sub)
+
+
+class _Stderr(logging.Handler):
+  """Each message on sys.stderr as it is then (a test or a notebook may replace it), through
+  tqdm.write, so that an open progress bar is redrawn below the message instead of broken."""
+
+  def emit(self, record):
+    try:
+      tqdm.write(self.format(record), file=sys.stderr)
+    except Exception:  # pylint: disable=broad-except
+      self.handleError(record)
+
+
 def _logging(args):
-  """rsvqa_jax's routine messages at INFO on stderr (-q: warnings only; -v: debug too)."""
+  """rsvqa_jax's routine messages at INFO on stderr (-q: warnings only; -v: debug too).
+
+  The progress bars (rsvqa_jax/progress.py) follow: -q turns them off.
+  """
   level = logging.DEBUG if args.verbose else logging.WARNING if args.quiet else logging.INFO
   logger = logging.getLogger("rsvqa_jax")
   logger.setLevel(level)
-  if not logger.handlers:
-    handler = logging.StreamHandler()
+  if not any(isinstance(h, _Stderr) for h in logger.handlers):
+    handler = _Stderr()
     handler.setFormatter(logging.Formatter("%(message)s"))
     logger.addHandler(handler)
     logger.propagate = False

@@ -10,6 +10,7 @@ import contextlib
 import fcntl
 import hashlib
 import json
+import logging
 import os
 import shutil
 import socket
@@ -19,6 +20,8 @@ import time
 import numpy as np
 
 from rsvqa_jax.errors import RSVQAError
+
+_log = logging.getLogger(__name__)
 
 MANIFEST = "manifest.json"
 LOCK = ".lock"
@@ -65,8 +68,8 @@ def locked(folder, what):
                        "end") from None
     previous = _owner(fd)
     if previous:
-      print(f"{folder}: taking over the lock of {what} PID {previous.get('pid', '?')}, which "
-            "ended without releasing it (killed?)", flush=True)
+      _log.warning("%s: taking over the lock of %s PID %s, which ended without releasing it "
+                   "(killed?)", folder, what, previous.get("pid", "?"))
     me = {"pid": os.getpid(), "host": socket.gethostname(),
           "since": time.strftime("%Y-%m-%dT%H:%M:%S")}
     _record(fd, json.dumps(me).encode())

@@ -31,6 +31,7 @@ pretraining (train/prepare.py), the feature cache (features/), training (train/l
 evaluation and adversarial testing (eval/), analysis, tables, figures and report (bias/).
 """
 import json
+import logging
 import os
 import shutil
 import time
@@ -39,7 +40,7 @@ import jax
 import numpy as np
 
 from rsvqa_jax import config as config_lib
-from rsvqa_jax import storage
+from rsvqa_jax import progress, storage
 from rsvqa_jax.bias import analysis, plots, report, shortcut_report, tables
 from rsvqa_jax.data import questions as questions_lib
 from rsvqa_jax.data import rsvqa_json, synthetic
@@ -48,6 +49,8 @@ from rsvqa_jax.eval import accuracy, adversarial, outputs
 from rsvqa_jax.eval import shortcuts as shortcut_eval
 from rsvqa_jax.features import pretrain
 from rsvqa_jax.train import checkpointing, inputs, loop, prepare
+
+_log = logging.getLogger(__name__)
 
 WEIGHTS = ("frozen", "finetuned")
 ROLES = ("reference", "blind")
@@ -191,7 +194,7 @@ def random_skipthoughts(folder, words, *, word_dim, hidden_dim, update_bias=2.0,
 class Study:
   """A study config bound to its folder: datasets, run configs, runs, evaluations, report."""
 
-  def __init__(self, config, workdir, log=print):
+  def __init__(self, config, workdir, log=_log.info):
     if "study" not in config:
       raise RSVQAError("config has no `study` section: use a study config such as "
                        "configs/study_synthetic.py")
@@ -384,6 +387,9 @@ class Study:
 
   def grid(self, runs_dir, cells, seeds, ds, root, name, feats):
     """Results of every (lm, weights) cell: {"reference": [...], "blind": [...]} over seeds."""
+    bar = progress.bar(total=len(cells) * len(ROLES) * len(seeds), unit="run",
+                       desc=f"study {os.path.relpath(runs_dir, self.dir)}",
+                       enabled=jax.process_index() == 0)
     results = []
     for lm, weights in cells:
       checkpoint = self.lm_checkpoint(lm, ds)
@@ -396,8 +402,10 @@ class Study:
           cfg = self.run_config(lm, weights, role, seed, root, name, checkpoint)
           workdir = os.path.join(runs_dir, run_name(lm, weights, role), f"seed{seed}")
           runs.append(self.run_one(cfg, workdir, ds, feats, label))
+          bar.update()
         cell[role] = runs
       results.append(cell)
+    bar.close()
     return results
 
   def table2(self, runs_dir, grid, ds, root, name, feats):
@@ -660,6 +668,6 @@ def _jsonable(obj):
   raise TypeError(f"not JSON serialisable: {type(obj).__name__}")
 
 
-def run_study(config, workdir, log=print):
+def run_study(config, workdir, log=_log.info):
   """Runs (or resumes) the study of `config` in `workdir`; returns its results."""
   return Study(config, workdir, log).run()

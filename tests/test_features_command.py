@@ -150,8 +150,9 @@ def test_features_and_training_agree_on_the_cache(tmp_path, capsys, monkeypatch)
       f"  return config.from_dict({config_lib.to_dict(c)!r})", ""]))
   rc = cli.main(["features", "--data", data, "--dataset", "lr", "--config", str(overrides),
                  "--pretrain"])
-  out = capsys.readouterr().out
-  assert rc == 0 and "stage pretrain" in out
+  captured = capsys.readouterr()
+  out = captured.out
+  assert rc == 0 and "stage pretrain" in captured.err
   assert os.path.isfile(os.path.join(cache, "synthetic_resnet", "model.safetensors"))
   entry = [l.split(" -> ")[1] for l in out.splitlines() if " -> " in l][0]
   assert os.path.dirname(entry) == os.path.join(cache, "features")

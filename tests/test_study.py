@@ -67,7 +67,9 @@ def test_study_end_to_end(done):
                  "| N (test questions) |", "## Summary", "Thresholds of this reading",
                  "](figures/answer_distribution.png)",
                  "](figures/balanced_answer_distribution.png)",
-                 "| Skip-thoughts GRU (random init) | finetuned | MUTAN |"):
+                 "| Skip-thoughts GRU (random init) | finetuned | MUTAN |",
+                 "`analysis/table2.csv`, `analysis/table2.tex`",
+                 "`analysis/table6.csv`, `analysis/table6.tex`"):
     assert needle in text, needle
   assert text.index("Comparison") < text.index("Counting") < text.index("Presence")
   assert open(os.path.join(workdir, "summary.md")).read().strip() in text

@@ -104,3 +104,33 @@ def test_lr_sweep_config():
   assert config_lib.load(f"{path}:distilbert").optim.text_lr == 1e-6
   with pytest.raises(Exception, match="not a number"):
     config_lib.load(f"{path}:bert,fast")
+
+
+def test_evaluate_table_labels_counts_and_adversarial_rows():
+  """`evaluate`'s table: the report's type names in the paper's order, N per type, the
+  adversarial rows named apart from the clean ones, mean (std) of the runs."""
+  acc = lambda w, comp: {"workdir": f"/x/{w}", "oa": (comp * 6 + 0.5 * 4) / 10,
+                         "aa": (comp + 0.5) / 2, "n": 10,
+                         "per_type": {"rural_urban": 0.5, "comp": comp},
+                         "per_type_n": {"rural_urban": 4, "comp": 6}}
+  clean = tables.runs_table([acc("seed0", 0.5), acc("seed1", 1.0)], "test, clean")
+  assert clean.columns == ("run", "Comparison", "Rural/urban", "AA", "OA")
+  assert clean.rows[0] == ("N (questions)", 6, 4, "", 10)
+  assert clean.rows[1][0] == "seed0" and clean.rows[2][0] == "seed1"
+  assert clean.rows[3] == ("mean (std)", "75.00 (25.00)", "50.00 (0.00)", "62.50 (12.50)",
+                           "65.00 (15.00)")
+  adv = tables.runs_table([acc("seed0", 0.25)], "test, white", setup="adversarial white")
+  assert [r[0] for r in adv.rows] == ["N (questions)", "seed0 (adversarial white)"]
+  text = tables.to_markdown(adv)
+  assert "| run | Comparison | Rural/urban | AA | OA |" in text
+  assert "| seed0 (adversarial white) | 25.00 | 50.00 | 37.50 | 35.00 |" in text
+  assert "comp" not in text and "rural_urban" not in text
+
+
+def test_report_timings_use_the_one_markdown_emitter():
+  from rsvqa_jax.bias import report  # pylint: disable=g-import-not-at-top
+  timings = {"timings": {"train/a": 1.25, "train/b": 2.0, "analysis": 0.5}}
+  text = report._timings(timings)  # pylint: disable=protected-access
+  assert text.splitlines() == ["| stage | units | seconds |", "|---|---|---|",
+                               "| train | 2 | 3.2 |", "| analysis | 1 | 0.5 |",
+                               "| total | 3 | 3.8 |"]

@@ -149,7 +149,7 @@ def test_one_run_per_workdir_and_a_dead_owner_is_taken_over(tmp_path, capsys):
     dead = json.load(f)["pid"]
   with storage.locked(folder, "training"):
     pass
-  assert f"taking over the lock of training PID {dead}" in capsys.readouterr().out
+  assert f"taking over the lock of training PID {dead}" in capsys.readouterr().err
 
 
 def test_damaged_files_are_one_line_errors(task, tmp_path):

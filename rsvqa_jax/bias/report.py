@@ -425,17 +425,20 @@ def _timings(study):
   groups = {}
   for key, seconds in values.items():
     groups.setdefault(key.split("/")[0], []).append(seconds)
-  lines = ["| stage | units | seconds |", "|---|---|---|"]
-  for name, secs in groups.items():
-    lines.append(f"| {name} | {len(secs)} | {sum(secs):.1f} |")
-  lines.append(f"| total | {len(values)} | {sum(values.values()):.1f} |")
-  return "\n".join(lines)
+  rows = [(name, len(secs), f"{sum(secs):.1f}") for name, secs in groups.items()]
+  rows.append(("total", len(values), f"{sum(values.values()):.1f}"))
+  return tables.to_markdown(tables.Table("", ("stage", "units", "seconds"), tuple(rows)))
 
 
 def settings_table(study):
   rows = tuple(tuple(r) for r in study.get("settings", ()))
   return tables.Table(caption="Settings these models were trained with, beside the paper's",
                       columns=("setting", "this study", "paper"), rows=rows)
+
+
+def _also_as(stem):
+  """Where a table of the report is also written for spreadsheets and papers (_write_tables)."""
+  return f"Also as CSV and LaTeX: `analysis/{stem}.csv`, `analysis/{stem}.tex`."
 
 
 def _write_tables(directory, named):
@@ -467,8 +470,10 @@ def write_report(directory, study):
       "## Reading", "", reading(study, columns, flags), "", thresholds_text(study), "",
       "## Settings", "", tables.to_markdown(settings_table(study)),
       "## Reference models (Table 2 layout)", "", tables.to_markdown(t2), flags.note(), "",
+      _also_as("table2"), "",
       "## Visual blind and adversarial testing (Table 6 layout)", "", tables.to_markdown(t6),
-      flags.note(), "", f"![Figure 5]({os.path.relpath(fig5, directory)})", "",
+      flags.note(), "", _also_as("table6"), "",
+      f"![Figure 5]({os.path.relpath(fig5, directory)})", "",
       "## Dataset analysis (Table 3 layout)", "", tables.to_markdown(t3), flags.note(), "",
   ]
   if study["analysis"]["objects_table"] is not None:

@@ -16,6 +16,7 @@ an earlier benchmark there is replaced, any other folder refused):
 """
 import contextlib
 import dataclasses
+import logging
 import math
 import os
 import shutil
@@ -31,6 +32,8 @@ from rsvqa_jax.bias import shortcuts
 from rsvqa_jax.bias import tables
 from rsvqa_jax.data import resplit
 from rsvqa_jax.errors import RSVQAError
+
+_log = logging.getLogger(__name__)
 
 VERSION = 1
 STATS_DIR = "statistics"
@@ -250,7 +253,7 @@ def _check_out(out, source):
                      f"{shortcuts.MANIFEST}); refusing to write over it")
 
 
-def create(dataset, out, *, seed=0, unit="image", labels=None, log=print):
+def create(dataset, out, *, seed=0, unit="image", labels=None, log=_log.info):
   """Writes the benchmark folder `out` of a records.Dataset read from its official layout.
 
   `labels`: a shortcuts.ImageLabels (None: the dataset's own, shortcuts.find_labels). Returns
@@ -295,7 +298,7 @@ def create(dataset, out, *, seed=0, unit="image", labels=None, log=print):
   return manifest
 
 
-def ensure(dataset, out, *, seed=0, unit="image", labels=None, log=print):
+def ensure(dataset, out, *, seed=0, unit="image", labels=None, log=_log.info):
   """The manifest of benchmark `out`, created unless it already holds this dataset's benchmark
   with this seed, unit and kind of labels (a resumed study must not rewrite the data it trains
   on)."""

@@ -67,9 +67,11 @@ def to_csv(table):
 
 
 def to_markdown(table):
+  """The table in Markdown, its caption in bold above it (none for an empty caption)."""
   esc = lambda s: s.replace("|", "\\|")
-  lines = [f"**{esc(table.caption)}**", "", "| " + " | ".join(esc(c) for c in table.columns) + " |",
-           "|" + "|".join("---" for _ in table.columns) + "|"]
+  lines = [f"**{esc(table.caption)}**", ""] if table.caption else []
+  lines += ["| " + " | ".join(esc(c) for c in table.columns) + " |",
+            "|" + "|".join("---" for _ in table.columns) + "|"]
   lines += ["| " + " | ".join(esc(cell(v)) for v in row) + " |" for row in table.rows]
   return "\n".join(lines) + "\n"
 
@@ -129,14 +131,25 @@ def run_columns(results):
   return columns
 
 
-def runs_table(results, caption):
-  """Accuracy tables of several runs (`workdir` names each row), then their mean (std)."""
-  columns = run_columns(results)
-  rows = [(os.path.basename(r["workdir"]),
-           *({**r["per_type"], "AA": r["aa"], "OA": r["oa"]}.get(c, math.nan) for c in columns))
-          for r in results]
+N_ROW = "N (questions)"
+
+
+def runs_table(results, caption, setup=None):
+  """Accuracy tables of several runs, then their mean (std); question types by their displayed
+  names (type_name) in the paper's order, the first row N, the questions of each type.
+
+  `workdir` names each row, followed by `setup` when given (e.g. "adversarial white"), so an
+  adversarial table's rows never read as the clean ones.
+  """
+  columns = [*type_order({t for r in results for t in r["per_type"]}), "AA", "OA"]
+  counts = results[0].get("per_type_n", {})
+  rows = [(N_ROW, *(counts.get(c, "") for c in columns[:-2]), "", results[0]["n"])]
+  name = lambda r: os.path.basename(r["workdir"]) + (f" ({setup})" if setup else "")
+  rows += [(name(r), *({**r["per_type"], "AA": r["aa"], "OA": r["oa"]}.get(c, math.nan)
+                       for c in columns)) for r in results]
   if len(results) > 1:
-    rows.append(("mean (std)", *(pct(*mean_std(v)) for v in columns.values())))
+    stats = run_columns(results)
+    rows.append(("mean (std)", *(pct(*mean_std(stats.get(c, []))) for c in columns)))
   return Table(caption=caption, columns=("run", *(type_name(c) for c in columns)),
                rows=tuple(rows))
 

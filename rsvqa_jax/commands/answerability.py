@@ -43,7 +43,8 @@ def add_arguments(parser):
                  help="CSV pool_id,question,image_id (a label column is ignored)")
   p.add_argument("--top", type=int, required=True, help="how many pairs to keep")
   p.add_argument("--out", help="CSV to write (default WORKDIR/eval/answerability/selected.csv)")
-  p.add_argument("--checkpoint", choices=("best", "last"), default="best")
+  p.add_argument("--checkpoint", choices=("best", "last"), default="best",
+                 help="best-on-validation or the last checkpoint")
   common.add_pickle_argument(p)
   p = actions.add_parser("study", help="the answerability stage of a study config, alone")
   common.add_run_arguments(p, example="configs/answerability_study.py",

@@ -6,7 +6,12 @@ OVERRIDE_PREFIX = "--config."
 
 
 def accept_overrides(parser):
-  """Lets the parser take `--config.a.b=value` pairs, collected in args.config_overrides."""
+  """Lets the parser take `--config.a.b=value` pairs, collected in args.config_overrides.
+
+  Kept instead of ml_collections' config_flags: that needs absl's flag parser beside argparse's
+  subcommands, and a misspelt key there ends in a traceback, where config.override says in one
+  line which keys the section has (README "Configs").
+  """
   parse_known = parser.parse_known_args
 
   def parse_known_args(args=None, namespace=None):

@@ -123,7 +123,8 @@ def run(args):
       print(f"{r['workdir']}: {audit['n_mapped']} predictions mapped by the answer normalisation, "
             f"{audit['n_outside_answer_space']} outside the training answer space (counted wrong): "
             f"{audit['outside_answer_space_top']}")
-  print(tables.to_markdown(tables.runs_table(results, caption)))
+  setup = f"adversarial {args.adversarial}" if args.adversarial else None
+  print(tables.to_markdown(tables.runs_table(results, caption, setup)))
   if len(results) > 1:
     stats = {k: tables.mean_std(v) for k, v in tables.run_columns(results).items()}
     print(json.dumps({"split": args.split, "workdirs": workdirs,

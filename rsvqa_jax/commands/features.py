@@ -109,7 +109,7 @@ def run(args):
     if image.arch != "synthetic_resnet":
       raise RSVQAError(f"--pretrain: only a synthetic_resnet is pretrained here (arch is "
                        f"{image.arch})")
-    prepare.image_encoder(image, dataset, log=print)
+    prepare.image_encoder(image, dataset)
   image_encoder = encoder.encoder_for(image)
   jobs = [(v, "clean") for v in variants if "clean" in kinds]
   jobs += [("none", k) for k in kinds if k != "clean"]

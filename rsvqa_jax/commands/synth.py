@@ -22,7 +22,8 @@ def add_arguments(parser):
   parser.add_argument("--images", type=int,
                       help="number of images (default: 772 for lr, 400 for hr)")
   parser.add_argument("--seed", type=int, default=0, help="same seed, byte-identical dataset")
-  parser.add_argument("--questions-per-image", type=int, default=100)
+  parser.add_argument("--questions-per-image", type=int, default=100,
+                      help="questions drawn per image (RSVQA LR has about 100)")
   prior = parser.add_mutually_exclusive_group()
   prior.add_argument("--prior-strength", type=float, default=1.0,
                      help="language prior: 1 = real RSVQA priors, 0 = uniform per type, "

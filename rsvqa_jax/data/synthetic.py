@@ -29,6 +29,7 @@ folder into place, the other finds it there and discards its own identical copy.
 import collections
 import dataclasses
 import json
+import logging
 import os
 import re
 import shutil
@@ -37,7 +38,7 @@ import time
 
 import numpy as np
 
-from rsvqa_jax import storage
+from rsvqa_jax import progress, storage
 from rsvqa_jax.data import answers as answers_lib
 from rsvqa_jax.data import grounding
 from rsvqa_jax.data import images as images_lib
@@ -46,6 +47,8 @@ from rsvqa_jax.data import records
 from rsvqa_jax.data import rsvqa_json
 from rsvqa_jax.data import scenes
 from rsvqa_jax.errors import RSVQAError
+
+_log = logging.getLogger(__name__)
 
 MANIFEST = "synthetic.json"
 MASK_DIR = "masks"
@@ -219,6 +222,7 @@ def generate(out, variant="lr", images=772, seed=0, prior_strength=1.0, balanced
   p = params(variant, images, seed, prior_strength, balanced, questions_per_image, plant)
   out = os.path.abspath(out)
   _check_replaceable(out)
+  _say_if_replacing(out, p)
   parent, name = os.path.split(out)
   os.makedirs(parent, exist_ok=True)
   _remove_dead_leftovers(parent, name)
@@ -250,7 +254,7 @@ def _write_dataset(out, p):
   per_image = p["questions_per_image"] * (BALANCED_POOL if p["balanced"] else 1)
   plants = questions_lib.parse_plants(p.get("plant", ()))
   land_use, drawn, planted = [], [], set()
-  for image_id in range(images):
+  for image_id in progress.bar(range(images), desc=f"synth {variant} images", unit="img"):
     scene = scenes.make_scene(seed, image_id, layout.image_size, region[image_id])
     images_lib.write_tif(os.path.join(out, layout.image_dir, f"{image_id}.tif"), scene.image)
     scenes.save_masks(os.path.join(out, MASK_DIR, f"{image_id}.npz"), scene)
@@ -329,6 +333,16 @@ def _check_replaceable(out):
   if not _replaceable(out):
     raise RSVQAError(f"{out}: holds files that are not a synthetic dataset (no {MANIFEST}, not a "
                      "generator's leftover); refusing to write a synthetic dataset over it")
+
+
+def _say_if_replacing(out, p):
+  """One line when `out` holds a synthetic dataset of other parameters: it is about to go."""
+  old = read_manifest(out)
+  if old is None or old == p:
+    return
+  changed = ", ".join(f"{k} {old.get(k, '-')} -> {p.get(k, '-')}" for k in sorted({*old, *p})
+                      if old.get(k) != p.get(k))
+  _log.warning("%s: replacing the synthetic dataset there (%s)", out, changed)
 
 
 def _make_way(out, p):

@@ -11,8 +11,8 @@ import dataclasses
 import os
 
 import numpy as np
-from tqdm.auto import tqdm
 
+from rsvqa_jax import progress
 from rsvqa_jax.data import answers as answers_lib
 from rsvqa_jax.data import images as images_lib
 from rsvqa_jax.data import rsvqa_json
@@ -80,7 +80,7 @@ def image_problems(dataset, how="decode"):
   ids = _image_ids(dataset)
   workers = min(8, os.cpu_count() or 1)
   with concurrent.futures.ThreadPoolExecutor(workers) as pool, \
-      tqdm(total=len(ids), desc=f"validate images ({how})", unit="img", disable=None) as bar:
+      progress.bar(total=len(ids), desc=f"validate images ({how})", unit="img") as bar:
     found = []
     for p in pool.map(problem, ids):
       bar.update()

@@ -135,7 +135,8 @@ def evaluate(workdir, split, kind, *, repeats=10, seed=0, pool="dataset", which=
   except RSVQAError as e:
     raise RSVQAError(f"split {split} of {workdir}: {e}") from None
   preds = predict.predict(run, state, split, image_rows=sub_rows,
-                          features=kind_features(run, kind, seed))
+                          features=kind_features(run, kind, seed),
+                          desc=f"adversarial {kind} x{repeats} {split}")
   table = predict.accuracy(run, split, preds)
   n_pool = len(np.unique(clean)) if rows is None else len(rows)
   table.update(kind=kind, pool=pool if random else None, pool_images=n_pool if random else None,

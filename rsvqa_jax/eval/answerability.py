@@ -12,6 +12,7 @@ evaluated splits through one compiled step (train/answerability.py), writes the 
 never imports the study): pools on the study's dataset, reference and question-only models per
 language model, Random and Majority, the Table 4 layout and the language-bias reading.
 """
+import logging
 import os
 import time
 
@@ -24,6 +25,8 @@ from rsvqa_jax.data import answerability as pools_lib
 from rsvqa_jax.errors import RSVQAError
 from rsvqa_jax.train import answerability as train_lib
 from rsvqa_jax.train import checkpointing
+
+_log = logging.getLogger(__name__)
 
 FOLDER = "answerability"
 ROLES = ("reference", "blind")
@@ -45,7 +48,7 @@ def _write_scores(path, pools, values):
 
 
 def evaluate(workdir, split="test", *, which="best", data_root=None, dataset=None, features=None,
-             also=(), log=print):
+             also=(), log=_log.info):
   """Scores `split` (threshold from the validation split) and writes the files above; returns
   evaluation.json's record with the metrics. `also`: more splits whose scores to write."""
   config = checkpointing.read_config(workdir)
@@ -77,7 +80,7 @@ def baselines(record):
 
 
 def select(workdir, pool_csv, top, out=None, *, which="best", data_root=None, dataset=None,
-           features=None, log=print):
+           features=None, log=_log.info):
   """Writes the `top` pairs of `pool_csv` (pool_id,question,image_id; labels ignored) with the
   highest predictive entropy of the model's score, highest first (ties in file order), to `out`
   (default WORKDIR/eval/answerability/selected.csv) with their score and entropy; returns the

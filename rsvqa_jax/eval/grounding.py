@@ -27,6 +27,7 @@ Written to OUT (replaced file by file): maps/{question_id}.png, grounding.csv (o
 question), confidence.csv, summary.json, by_type.{csv,md,tex} and examples.png (the best and
 the worst scored questions: image, truth, map).
 """
+import logging
 import math
 import os
 
@@ -45,6 +46,8 @@ from rsvqa_jax.features import pixels
 from rsvqa_jax.train import inputs, predict, restore
 from rsvqa_jax.train import sharding as shd
 from rsvqa_jax.train import steps as steps_lib
+
+_log = logging.getLogger(__name__)
 
 METHODS = ("auto", "attention", "gradcam")
 IMAGES = ("own", "shuffled")
@@ -261,7 +264,7 @@ def examples_figure(path, rows, dataset, records, out_dir, truth_dir, title):
 
 
 def evaluate(workdir, split, out, *, method="auto", images="own", seed=0, which="best",
-             data_root=None, dataset=None, features=None, log=print):
+             data_root=None, dataset=None, features=None, log=_log.info):
   """Relevance maps of a workdir on `split`, scored; writes OUT, returns the summary with its
   `tables` (tables.Table objects, also written under OUT)."""
   if images not in IMAGES:

@@ -19,6 +19,7 @@ Written to WORKDIR/eval/shortcuts/ (replaced whole; bias/shortcut_report.write_e
   predictions.csv, iid_accuracy.json    the IID test answers and their accuracy table
   shortcuts.json, shortcuts_ood.*       the scores; with ood_selection shortcuts_selection.*
 """
+import logging
 import math
 import os
 
@@ -29,6 +30,8 @@ from rsvqa_jax.errors import RSVQAError
 from rsvqa_jax.eval import accuracy
 from rsvqa_jax.train import checkpointing, loop, predict, restore
 from rsvqa_jax.train import run as run_lib
+
+_log = logging.getLogger(__name__)
 
 FOLDER = "shortcuts"
 
@@ -117,7 +120,7 @@ def selection(run, states, saved):
 
 
 def evaluate(workdir, benchmark, *, which="best", ood_selection=False, data_root=None,
-             dataset=None, features=None, log=print):
+             dataset=None, features=None, log=_log.info):
   """Scores a workdir on benchmark folder `benchmark`; writes eval/shortcuts/, returns the
   result of bias/shortcuts.score (with "selection" when `ood_selection`)."""
   saved = shortcuts.load(benchmark)

@@ -5,6 +5,7 @@ checkpoint's hash, or the random-init settings and library versions), so a cache
 builds or loads the network; it is built on the first `encode` call.
 """
 import functools
+import json
 import logging
 import os
 import re
@@ -23,6 +24,7 @@ from rsvqa_jax.models import resnet
 from rsvqa_jax.models.checkpoints import jit_init
 
 _log = logging.getLogger(__name__)
+_RANDOM_INIT_SAID = set()  # encoder identities whose random init was announced in this process
 
 
 @functools.partial(jax.jit, static_argnums=(0, 3))
@@ -115,8 +117,11 @@ def encoder_for(image_cfg):
               "seed": image_cfg.seed, "jax": jax.__version__, "flax": flax.__version__}
 
   def build():
-    _log.info("image encoder %s has no checkpoint: random-init weights (seed %d)",
-              image_cfg.arch, image_cfg.seed)
+    said = json.dumps(identity, sort_keys=True)
+    if said not in _RANDOM_INIT_SAID:  # once, though clean and white features each build one
+      _RANDOM_INIT_SAID.add(said)
+      _log.info("image encoder %s has no checkpoint: random-init weights (seed %d)",
+                image_cfg.arch, image_cfg.seed)
     return jit_init(lambda key: resnet.ResNet(depth, width=image_cfg.width, rngs=nnx.Rngs(key)),
                     image_cfg.seed)
   return ImageEncoder(identity, build, image_size=image_cfg.image_size, **common)

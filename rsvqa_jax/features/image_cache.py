@@ -20,9 +20,8 @@ import shutil
 import time
 
 import numpy as np
-from tqdm import tqdm
 
-from rsvqa_jax import storage
+from rsvqa_jax import progress, storage
 from rsvqa_jax.errors import RSVQAError
 from rsvqa_jax.features import encoder as encoder_lib
 from rsvqa_jax.features import pixels
@@ -95,7 +94,7 @@ def _compute_entry(tmp, encoder, load, image_ids, constant, desc):
       arrays[name] = arr
   else:
     start = 0
-    with tqdm(total=n, desc=f"features {desc}", unit="img", dynamic_ncols=True) as bar:
+    with progress.bar(total=n, desc=f"features {desc}", unit="img") as bar:
       for batch in pixels.batches(load, image_ids, encoder.batch_size):
         out = encoder.encode(batch)
         if not arrays:

@@ -21,10 +21,9 @@ import ml_collections
 import numpy as np
 import optax
 from flax import nnx
-from tqdm import tqdm
 
 from rsvqa_jax import config as config_lib
-from rsvqa_jax import storage
+from rsvqa_jax import progress, storage
 from rsvqa_jax.data import scenes
 from rsvqa_jax.errors import RSVQAError
 from rsvqa_jax.features import pixels
@@ -125,8 +124,7 @@ def pretrain(dataset, out_dir, cfg=None, *, train_split="train", eval_split="val
   batch_size = min(cfg.batch_size, len(train_ids))
   steps = len(train_ids) // batch_size  # drop the remainder: one shape, full BatchNorm batches
   losses = []
-  with tqdm(total=cfg.epochs * steps, desc="pretrain synthetic_resnet", unit="step",
-            dynamic_ncols=True) as bar:
+  with progress.bar(total=cfg.epochs * steps, desc="pretrain synthetic_resnet", unit="step") as bar:
     for _ in range(cfg.epochs):
       order = rng.permutation(len(train_ids))
       epoch_loss = 0.0

@@ -16,9 +16,8 @@ import shutil
 import time
 
 import numpy as np
-from tqdm import tqdm
 
-from rsvqa_jax import storage
+from rsvqa_jax import progress, storage
 from rsvqa_jax.errors import RSVQAError
 from rsvqa_jax.models.checkpoints import tree_sha256
 
@@ -52,7 +51,7 @@ def _encode_all(strings, encoder, tokenize, batch_size, desc):
   """Vectors of `strings` in their order; batches grouped by length, the last padded by repeats."""
   order = sorted(range(len(strings)), key=lambda i: (len(strings[i]), i))
   out = None
-  with tqdm(total=len(strings), desc=desc, unit="q", dynamic_ncols=True) as bar:
+  with progress.bar(total=len(strings), desc=desc, unit="q") as bar:
     for start in range(0, len(order), batch_size):
       take = order[start:start + batch_size]
       batch = [strings[i] for i in take]

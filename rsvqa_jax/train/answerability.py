@@ -21,6 +21,7 @@ import contextlib
 import dataclasses
 import functools
 import glob
+import logging
 import os
 
 import jax
@@ -42,6 +43,8 @@ from rsvqa_jax.train import restore as restore_lib
 from rsvqa_jax.train import run as run_lib
 from rsvqa_jax.train import sharding as shd
 from rsvqa_jax.train import steps as steps_lib
+
+_log = logging.getLogger(__name__)
 
 LOSSES = ("bce", "listnet")
 SELECT_METRICS = metrics_lib.RANKING_KEYS + metrics_lib.CLASS_KEYS
@@ -119,7 +122,7 @@ def pools_folder(config, dataset, workdir):
                       f"pools_{key}"), True
 
 
-def pools_stage(config, dataset, workdir, log=print):
+def pools_stage(config, dataset, workdir, log=_log.info):
   """The explicit pools step: a synthetic dataset's pools, generated unless they are there."""
   folder, generated = pools_folder(config, dataset, workdir)
   if generated:
@@ -275,7 +278,7 @@ def validation(run, state, split, pools):
 
 # Training and restoring.
 
-def train(config, workdir, *, dataset=None, features=None, log=print):
+def train(config, workdir, *, dataset=None, features=None, log=_log.info):
   """Trains (or resumes, or reports finished) the answerability run of `config` in `workdir`.
 
   Without `dataset`, the explicit input stages run first: a synthetic config's dataset, a
@@ -366,7 +369,7 @@ def _train(config, workdir, dataset, features, log):
 
 
 def restore(workdir, splits, *, which="best", data_root=None, dataset=None, features=None,
-            extra=None, log=print):
+            extra=None, log=_log.info):
   """(Run, {split: Pools}, restored TrainState, its step) of an answerability workdir.
 
   `which`: "best" (best on validation) or "last"; the other arguments as build() and

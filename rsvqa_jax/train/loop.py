@@ -16,22 +16,24 @@ sample from (seed, step) (inputs.draw_variants); validation and test always read
 """
 import contextlib
 import json
+import logging
 import math
 import os
 import time
 
 import jax
 import numpy as np
-from tqdm import tqdm
 
 from rsvqa_jax import config as config_lib
-from rsvqa_jax import storage
+from rsvqa_jax import progress, storage
 from rsvqa_jax.data import pipeline
 from rsvqa_jax.errors import RSVQAError
 from rsvqa_jax.train import checkpointing, inputs, prepare
 from rsvqa_jax.train import predict as predict_lib
 from rsvqa_jax.train import run as run_lib
 from rsvqa_jax.train import sharding as shd
+
+_log = logging.getLogger(__name__)
 
 METRICS_FILE = "metrics.jsonl"
 
@@ -189,7 +191,7 @@ class Divergence:
     return {**loop, "early_loss": self.early}
 
 
-def train(config, workdir, *, dataset=None, features=None, log=print, augment_features=None):
+def train(config, workdir, *, dataset=None, features=None, log=_log.info, augment_features=None):
   """Trains (or resumes, or reports finished) the run of `config` in `workdir`; returns a summary.
 
   Without `dataset`, the explicit input stages run first (train/prepare.py: a synthetic
@@ -237,8 +239,8 @@ def _train(config, workdir, dataset, features, augment_features, log):
              {"iterator": iterator.get_state().decode(), "loop": loop, "epoch": at // steps_per_epoch})
 
   pending, window_start, window_samples = [], time.time(), 0
-  bar = tqdm(total=total_steps, initial=step, unit="step", dynamic_ncols=True,
-             disable=not t.progress_bar or jax.process_index() != 0)
+  bar = progress.bar(total=total_steps, initial=step, unit="step",
+                     enabled=t.progress_bar and jax.process_index() == 0)
   start_step = step
   try:
     while step < total_steps:

@@ -1,15 +1,18 @@
 """Restoring a trained workdir: its config, its Run, and its best (or last) checkpoint's state."""
+import logging
 import os
 
 from rsvqa_jax.errors import RSVQAError
 from rsvqa_jax.train import checkpointing
 from rsvqa_jax.train import run as run_lib
 
+_log = logging.getLogger(__name__)
+
 CHECKPOINTS = ("best", "last")
 
 
 def restore(workdir, splits, *, which="best", data_root=None, dataset=None, features=None,
-            log=print):
+            log=_log.info):
   """(Run with the columns of `splits`, restored TrainState, its step) of a workdir.
 
   `which`: "best" (best on validation) or "last" (the newest periodic checkpoint that

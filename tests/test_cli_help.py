@@ -1,0 +1,53 @@
+"""Every option of every command (and sub-command) has a help text, with its default shown; the
+top-level help speaks to a user."""
+import argparse
+
+import pytest
+
+from rsvqa_jax import cli
+
+_SUBPARSERS = argparse._SubParsersAction  # pylint: disable=protected-access
+_HELP = argparse._HelpAction  # pylint: disable=protected-access
+
+
+def _parsers(parser, path):
+  """(command path, parser) of `parser` and every sub-command under it."""
+  yield path, parser
+  for action in parser._actions:  # pylint: disable=protected-access
+    if isinstance(action, _SUBPARSERS):
+      for name, sub in action.choices.items():
+        yield from _parsers(sub, f"{path} {name}")
+
+
+def _command_parser(name):
+  top = cli.build_parser([name])
+  actions = top._actions  # pylint: disable=protected-access
+  sub = next(a for a in actions if isinstance(a, _SUBPARSERS))
+  return sub.choices[name]
+
+
+@pytest.mark.parametrize("name", sorted(cli.COMMANDS))
+def test_every_option_has_help_and_shows_its_default(name):
+  for path, parser in _parsers(_command_parser(name), name):
+    formatter = parser._get_formatter()  # pylint: disable=protected-access
+    for action in parser._actions:  # pylint: disable=protected-access
+      if not action.option_strings or isinstance(action, _HELP):
+        continue
+      what = f"{path} {action.option_strings[-1]}"
+      assert action.help and action.help.strip() and action.help != argparse.SUPPRESS, what
+      if cli._has_default(action):  # pylint: disable=protected-access
+        shown = formatter._expand_help(action)  # pylint: disable=protected-access
+        assert "default" in shown, what
+
+
+def test_defaults_are_added_once_and_help_text_is_for_users(capsys):
+  parser = _command_parser("synth")
+  text = parser.format_help()
+  assert "(default: 100)" in text  # --questions-per-image, which had no help
+  assert "byte-identical dataset (default: 0)" in text  # a default of 0 is shown too
+  assert text.count("(default: 772 for lr, 400 for hr)") == 1  # said by the help itself
+  with pytest.raises(SystemExit):
+    cli.build_parser(["--help"]).parse_args(["--help"])
+  top = capsys.readouterr().out
+  assert "remote-sensing images" in top and "rsvqa-jax COMMAND --help" in top
+  assert "first steps:" in top and "rsvqa-jax study --config configs/study_synthetic.py" in top
