@@ -102,10 +102,10 @@ def _free(objects, size, skip=None):
   return area_free, thing_free
 
 
-def _footprint(rng, cls, size, phrase):
+def _attributed_footprint(rng, cls, size, phrase):
   """(h, w, mask, shape, size attribute) of `cls` with the phrase's attributes, or None."""
   for _ in range(SHAPE_DRAWS):
-    h, w, mask, shape, size_attr = scenes._footprint(rng, cls, size / 256)  # pylint: disable=protected-access
+    h, w, mask, shape, size_attr = scenes.footprint(rng, cls, size / 256)
     if (phrase.size in (None, size_attr)) and (phrase.shape in (None, shape)):
       return h, w, mask, shape, size_attr
   return None
@@ -168,7 +168,7 @@ def add(question, objects, size, rng):
   cls = scenes.CLASSES[name]
   if cls.layer == "road":  # a road crosses the whole tile: no free strip for one more
     return None
-  drawn = _footprint(rng, cls, size, phrase)
+  drawn = _attributed_footprint(rng, cls, size, phrase)
   if drawn is None:
     return None
   h, w, mask, shape, size_attr = drawn

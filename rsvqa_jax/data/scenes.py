@@ -113,7 +113,7 @@ def _randint(rng, lo, hi):
   return lo + int(rng.random() * (hi - lo))
 
 
-def _footprint(rng, cls, scale):
+def footprint(rng, cls, scale):
   """Draws (height, width, mask, shape, size) of one object of `cls`.
 
   The size attribute is the tercile of the drawn side within the class's side range.
@@ -222,7 +222,7 @@ def _draw_roads(rng, canvas, n, scale, objects):
 
 def _place(rng, canvas, cls, scale, free, margin, within=None, tries=25):
   """Finds a free spot for one object of `cls` (inside box `within` if given) or None."""
-  h, w, mask, shape, size_attr = _footprint(rng, cls, scale)
+  h, w, mask, shape, size_attr = footprint(rng, cls, scale)
   size = canvas.size
   if h > size or w > size:
     return None
