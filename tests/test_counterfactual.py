@@ -139,17 +139,21 @@ def test_generated_questions_parse_back_to_their_answers():
   assert cf_eval.generator_question("What colour is the sky?", "presence", "no") is None
 
 
-@pytest.fixture(scope="module")
-def workdir(tmp_path_factory):
-  tmp = tmp_path_factory.mktemp("counterfactual")
+def _train(tmp, name, *overrides):
   c = config_lib.load(os.path.join(os.path.dirname(__file__), "..", "configs",
                                    "synthetic_tiny.py"))
   config_lib.apply_overrides(c, [
       "data.synthetic_images=30", "data.synthetic_questions_per_image=10", "train.num_epochs=1",
-      "train.batch_size=16", "train.progress_bar=false", f"data.cache_dir={tmp / 'cache'}"])
-  out = str(tmp / "run")
+      "train.batch_size=16", "train.progress_bar=false", f"data.cache_dir={tmp / 'cache'}",
+      *overrides])
+  out = str(tmp / name)
   loop.train(c, out, log=lambda m: None)
   return out
+
+
+@pytest.fixture(scope="module")
+def workdir(tmp_path_factory):
+  return _train(tmp_path_factory.mktemp("counterfactual"), "run")
 
 
 def test_evaluate_counterfactual_writes_the_table(workdir, capsys):
@@ -194,3 +198,15 @@ def test_counterfactual_refuses_real_data_and_other_features(workdir, capsys):
   other = inputs.Features(np.asarray(clean.features) * 2 + 1, clean.image_ids)
   with pytest.raises(RSVQAError, match="does not give the image features it was evaluated with"):
     cf_eval.evaluate(workdir, dataset=synthetic_data, features=other, log=lambda m: None)
+
+
+def test_a_visual_blind_answer_never_follows_an_edit(workdir, tmp_path):
+  blind = _train(tmp_path, "blind", "model.blind=true")
+  out = cf_eval.evaluate(blind, log=lambda m: None)
+  assert out["blind"] and out["all"]["n_edits"] > 0 and out["all"]["n_controls"] > 0
+  assert out["all"]["changed"] == out["all"]["changed_as_demanded"] == 0.0
+  assert out["all"]["control_changed"] == 0.0
+  # Same dataset and seed: the same edits as the reference run's.
+  reference = cf_eval.evaluate(workdir, log=lambda m: None)
+  assert (reference["all"]["n_edits"], reference["all"]["n_controls"]) == (
+      out["all"]["n_edits"], out["all"]["n_controls"])

@@ -10,6 +10,8 @@ answer on the unedited scene is not its dataset answer is left out and counted. 
 through the run's own image encoder (features/encoder.py: the pixels resized as the feature cache
 resizes them) and the run's compiled eval step; the unedited scenes, re-rendered, must give the
 run's image features back (else one-line error: the features do not come from that encoder).
+A visual-blind model reads no image, so nothing is rendered or encoded for it (its answers never
+change: changed_as_demanded, changed and control_changed are 0).
 
 Per question type (and per edit kind in the JSON):
   changed_as_demanded  share of edits whose answer changed from the clean one to the one the edit
@@ -247,10 +249,13 @@ def evaluate(workdir, split="test", *, seed=0, which="best", data_root=None, dat
   scene_of = _Scenes(manifest)
   records = run.dataset[split]
   planned, images, skipped = _plan(records, scene_of, seed)
-  encoder = _encoder(run)
-  _check_same_path(run, encoder, scene_of, np.unique(records.image_id)[:8])
-  edited = _encode(run, encoder, [scene_of.render(i, objs) for i, objs in images]) if images \
-      else np.zeros((0, run.features.features.shape[1]), np.float32)
+  width = run.features.features.shape[1]
+  if run.config.model.blind or not images:  # a visual-blind head never reads the image rows
+    edited = np.zeros((len(images), width), np.float32)
+  else:
+    encoder = _encoder(run)
+    _check_same_path(run, encoder, scene_of, np.unique(records.image_id)[:8])
+    edited = _encode(run, encoder, [scene_of.render(i, objs) for i, objs in images])
   table_rows = np.concatenate([np.asarray(run.features.features, np.float32), edited])
   clean = predict.clean_rows(run, split)[0]
   slots = ("clean",) + edits_lib.KINDS
