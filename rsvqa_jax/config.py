@@ -239,7 +239,7 @@ def study_defaults():
   # scored against the dataset's groundings (eval/grounding.study_stage), beside the floors.
   s.grounding = ml_collections.ConfigDict()
   s.grounding.enabled = False
-  s.grounding.method = "auto"  # eval/grounding.METHODS: attention where a model has it, else Grad-CAM
+  s.grounding.method = "auto"  # eval/grounding.METHODS; auto: attention if any, else Grad-CAM
   return s
 
 

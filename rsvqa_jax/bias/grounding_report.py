@@ -47,9 +47,9 @@ def study_table(stage):
   rows = []
   for m in stage["models"]:
     runs = m["runs"]
-    rows.append((model_label(m), *[_cell([r["by_type"].get(t, {}).get("mean_iou") for r in runs])
-                                   for t in types],
-                 _cell([r["mean_iou"] for r in runs]), _cell([r["mean_iou_correct"] for r in runs])))
+    per_type = [_cell([r["by_type"].get(t, {}).get("mean_iou") for r in runs]) for t in types]
+    rows.append((model_label(m), *per_type, _cell([r["mean_iou"] for r in runs]),
+                 _cell([r["mean_iou_correct"] for r in runs])))
   centre = stage["floors"]["centre"]
   rows.append(("Centre prior", *[_float(centre["by_type"][t]["mean_iou"]) for t in types],
                _float(centre["mean_iou"]), ""))
@@ -85,8 +85,9 @@ def study_section(stage, directory, margin):
   table = study_table(stage)
   tables.write(table, os.path.join(directory, "analysis"), "grounding")
   return ["## Answer grounding (VizWiz)", "",
-          "Relevance maps of every model of the grid (attention where a model has it, else "
-          "Grad-CAM on the image feature map) scored against the synthetic groundings "
+          f"Relevance maps of every model of the grid (study.grounding.method={stage['method']}: "
+          "auto takes the attention where a model has it, else Grad-CAM on the image feature "
+          "map; a visual-blind model's is uniform) scored against the synthetic groundings "
           "(`Grounding/`); questions whose grounding is empty are left out. Each run's maps and "
           f"scores: `RUN/eval/{stage['split']}/grounding_{stage['method']}/`.", "",
           study_reading(stage, margin), "", tables.to_markdown(table), ""]

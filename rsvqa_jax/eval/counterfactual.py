@@ -134,7 +134,8 @@ def _plan(records, scene_of, seed):
     rng = np.random.default_rng([seed, qid])
     for edit in edits_lib.edits(question, scene.objects, scene_of.size, res_m, scene_of.variant,
                                 rng):
-      key = (image_id, tuple((o.cls, o.box) for o in edit.objects))
+      key = (image_id, tuple((o.cls, o.box, o.style[1], tuple(o.style[0].tolist()))
+                             for o in edit.objects))
       if key not in keys:
         keys[key] = len(images)
         images.append((image_id, edit.objects))
@@ -287,6 +288,7 @@ def evaluate(workdir, split="test", *, seed=0, which="best", data_root=None, dat
   os.makedirs(os.path.dirname(json_path), exist_ok=True)
   tables.write(result, os.path.dirname(json_path), STEM)
   _write_rows(csv_path, rows)
-  storage.write_json(json_path, grounding_metrics.json_safe(summary))  # last: its presence says the evaluation is complete
+  # Last: its presence says the evaluation is complete.
+  storage.write_json(json_path, grounding_metrics.json_safe(summary))
   summary["table"] = result
   return summary
