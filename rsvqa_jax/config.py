@@ -235,6 +235,11 @@ def study_defaults():
   s.shortcuts.seeds = (0,)
   s.shortcuts.ood_selection = False  # also the paper's Table 4 comparison (adaptive overfitting)
   s.shortcuts.min_questions = 20  # the reading ranks the gaps of OOD sets at least this large
+  # The grounding stage (DESIGN.md 6.2; synthetic studies only): every grid run's relevance maps
+  # scored against the dataset's groundings (eval/grounding.study_stage), beside the floors.
+  s.grounding = ml_collections.ConfigDict()
+  s.grounding.enabled = False
+  s.grounding.method = "auto"  # eval/grounding.METHODS; auto: attention if any, else Grad-CAM
   return s
 
 

@@ -21,6 +21,8 @@ Layout of DIR:
   data/shortcuts/, shortcuts/  the shortcuts stage (study.shortcuts.enabled): a synthetic set
                                with a planted shortcut, its benchmark (shortcuts/benchmark/, as
                                `rsvqa-jax shortcuts` writes it) and runs (shortcuts/runs/...)
+  runs/.../eval/<split>/grounding_<method>/   the grounding stage (study.grounding.enabled,
+                               synthetic only): each grid run's relevance maps, scored
   analysis/, figures/          tables (CSV / Markdown / LaTeX) and PNGs
   study.json, timings.json, report.md
 An interrupted study resumes: a run whose evaluation files exist is skipped, a finished run is
@@ -230,6 +232,15 @@ class Study:
       self._check_real()
     if self.runs_shortcuts():
       self._check_shortcuts()
+    if self.runs_grounding():
+      from rsvqa_jax.eval import grounding  # pylint: disable=g-import-not-at-top
+      if s.grounding.method not in grounding.METHODS:
+        raise RSVQAError(f"config study.grounding.method={s.grounding.method!r}: choose one of "
+                         f"{', '.join(grounding.METHODS)}")
+
+  def runs_grounding(self):
+    """Whether the grounding stage runs: enabled, on synthetic data (groundings need masks)."""
+    return self.s.synthetic and "grounding" in self.s and self.s.grounding.enabled
 
   def runs_shortcuts(self):
     """Whether the shortcuts stage runs: enabled, on synthetic data (a plant needs a generator)."""
@@ -552,6 +563,9 @@ class Study:
              "min_questions": s.min_questions, "reading": s.reading.to_dict(),
              "trained_this_call": self.trained}
     study["shortcuts"] = shortcut_stage
+    if self.runs_grounding():
+      from rsvqa_jax.eval import grounding  # pylint: disable=g-import-not-at-top
+      study["grounding"] = grounding.study_stage(self, results, ds, feats)
     if "answerability" in self.config and self.config.answerability.study.enabled:
       from rsvqa_jax.eval import answerability  # pylint: disable=g-import-not-at-top
       study["answerability"] = answerability.study_stage(self)  # DIR/answerability/

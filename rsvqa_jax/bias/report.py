@@ -20,7 +20,8 @@ the report.
 `python -m rsvqa_jax.bias.report DIR --readme README.md` copies DIR/summary.md into the README
 between its study-summary markers, so the README's figures are the report's (and, when the
 study ran its shortcuts stage, DIR/shortcuts_summary.md between the shortcuts-summary markers;
-the stage's section is bias/shortcut_report.study_section).
+the stage's section is bias/shortcut_report.study_section; the grounding stage's is
+bias/grounding_report.study_section).
 """
 import argparse
 import math
@@ -494,6 +495,10 @@ def write_report(directory, study):
               f"![Figure 7, balanced]({study['balanced']['analysis']['figure']})", ""]
   if study.get("shortcuts"):
     lines += shortcut_report.study_section(study["shortcuts"], directory)
+  if study.get("grounding"):  # the grounding stage (eval/grounding.study_stage)
+    from rsvqa_jax.bias import grounding_report  # pylint: disable=g-import-not-at-top
+    lines += grounding_report.study_section(study["grounding"], directory,
+                                            study["reading"]["margin"])
   if study.get("answerability"):  # the answerability stage (eval/answerability.py)
     from rsvqa_jax.bias import answerability  # pylint: disable=g-import-not-at-top
     lines += answerability.study_section(study["answerability"])

@@ -12,6 +12,11 @@ With --shortcuts O (a `rsvqa-jax shortcuts` folder whose data/ the workdir was t
 IID test split and the nine OOD sets are scored instead (eval/shortcuts.py), into
 DIR/eval/shortcuts/; --ood-selection adds the paper's Table 4 comparison (checkpoints selected on
 OOD val / OOD test: adaptive overfitting, shown as such).
+With --counterfactual (synthetic datasets) each question is asked again on its scene re-rendered
+with the question's object removed, added or moved across its relation, and with an unrelated
+object removed (eval/counterfactual.py): per question type, the share of answers that change as
+the edit demands and the share that change under the control edit, written to
+DIR/eval/SPLIT/counterfactual.{json,csv,md,tex} and counterfactual_edits.csv.
 """
 import glob
 import json
@@ -50,6 +55,10 @@ def add_arguments(parser):
   parser.add_argument("--answerability", action="store_true",
                       help="score an answerability workdir on its pools (ranking and "
                            "classification metrics, Random and Majority beside it)")
+  parser.add_argument("--counterfactual", action="store_true",
+                      help="synthetic datasets: answer each question on its scene edited (its "
+                           "object removed, added, moved; an unrelated object removed as control)"
+                           "; --adv-seed seeds the edits")
   common.add_pickle_argument(parser)
 
 
@@ -69,6 +78,24 @@ def _shortcuts(args, workdirs, where):
     print(f"written to {shortcuts.folder(r['workdir'])}")
   if len(results) > 1:
     print(tables.to_markdown(shortcut_report.models_table([("runs", results)])))
+  return 0
+
+
+def _counterfactual(args, workdirs, where):
+  """--counterfactual: each workdir's answers on edited scenes, one table per workdir."""
+  from rsvqa_jax.bias import tables  # pylint: disable=g-import-not-at-top
+  from rsvqa_jax.eval import counterfactual  # pylint: disable=g-import-not-at-top
+  if args.adversarial or args.shortcuts or args.answerability:
+    raise RSVQAError("--counterfactual edits the scenes of the clean images: drop --adversarial, "
+                     "--shortcuts and --answerability")
+  with common.trusted_pickles(args):
+    results = [counterfactual.evaluate(w, args.split, seed=args.adv_seed, **where)
+               for w in workdirs]
+  for r in results:
+    print(tables.to_markdown(r["table"]))
+    for why, n in r["skipped"].items():
+      print(f"{r['workdir']}: {n} of {r['n_questions']} questions left out: {why}")
+    print(f"written to {counterfactual.paths(r['workdir'], args.split)[0]}")
   return 0
 
 
@@ -92,6 +119,8 @@ def run(args):
   where = dict(which=args.checkpoint, data_root=args.data_root)
   if args.ood_selection and not args.shortcuts:
     raise RSVQAError("--ood-selection applies to --shortcuts only")
+  if args.counterfactual:
+    return _counterfactual(args, workdirs, where)
   if args.answerability:
     from rsvqa_jax.commands import answerability  # pylint: disable=g-import-not-at-top
     return answerability.evaluate(args, workdirs, where)

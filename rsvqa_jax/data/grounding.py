@@ -27,8 +27,7 @@ from rsvqa_jax.data import scenes
 FOLDER = "Grounding"
 INDEX = "index.json"
 FORMAT = 1
-# What scenes.make_scene counts as built up when it decides rural or urban.
-BUILT_UP = scenes.BUILDING_CLASSES + ("road", "parking", "residential area")
+BUILT_UP = scenes.BUILT_UP  # what scenes.land_use counts as built up
 
 
 def scene_index(mask_path):

@@ -230,6 +230,28 @@ class SceneIndex:
     return int(np.count_nonzero(self.match(phrase)))
 
 
+def area_m2(index, phrase, res_m):
+  """The area of the objects `phrase` matches in m2 (at least 1 when any pixel matches)."""
+  pixels = int(index.pixels[index.match(phrase)].sum())
+  return max(1, int(round(pixels * res_m ** 2))) if pixels else 0
+
+
+def answer(question, index, res_m):
+  """The raw answer of `question`'s template and slots on the scene of `index` (SceneIndex):
+  what the generator would have written for that scene, as drawn or edited."""
+  if question.qtype == "rural_urban":
+    return index.scene.land_use
+  x = question.phrases[0]
+  if question.qtype == "presence":
+    return "yes" if index.count(x) else "no"
+  if question.qtype == "count":
+    return str(index.count(x))
+  if question.qtype == "area":
+    return f"{area_m2(index, x, res_m)}m2"
+  cx, cy = index.count(x), index.count(question.phrases[1])
+  return "yes" if {"more": cx > cy, "less": cx < cy, "equal": cx == cy}[question.form] else "no"
+
+
 def shapes_of(obj):
   if obj == "building":
     return scenes.CLASSES["residential building"].shapes
@@ -432,8 +454,7 @@ class QuestionSampler:
     return Phrase(phrase.obj, phrase.size, phrase.shape, relation, ref, det)
 
   def _area_m2(self, phrase):
-    pixels = int(self.index.pixels[self.index.match(phrase)].sum())
-    return max(1, int(round(pixels * self.res_m ** 2))) if pixels else 0
+    return area_m2(self.index, phrase, self.res_m)
 
   def _candidate(self, qtype, want):
     rng = self.rng

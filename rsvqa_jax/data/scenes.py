@@ -4,6 +4,8 @@ The synthetic dataset must be answerable from the pixels, so every object class 
 colour/texture signature (striped farmland, speckled forest, red-roofed houses, striped
 parkings, white-lined pitches, ...), objects of one class never touch (counts are visible), and
 each object's footprint mask is kept for grounding work. Drawing is NumPy on bounding-box crops.
+Each object keeps the random style it was painted with, so `render` can paint an edited object
+list (data/counterfactual.py) on the same ground with every untouched object as it was.
 """
 import dataclasses
 
@@ -12,6 +14,7 @@ import numpy as np
 SIZES = ("small", "medium", "large")
 SHAPES = ("square", "rectangular", "circular")
 BUILDING_CLASSES = ("residential building", "commercial building")
+BUILT_UP = BUILDING_CLASSES + ("road", "parking", "residential area")  # what land use reads
 
 
 @dataclasses.dataclass(frozen=True)
@@ -83,6 +86,7 @@ class SceneObject:
   shape: str | None
   box: tuple[int, int, int, int]
   mask: np.ndarray  # bool, shape (y1 - y0, x1 - x0)
+  style: tuple | None = None  # (colour jitter float32 [3], texture along y) it was painted with
 
   @property
   def centroid(self):
@@ -109,7 +113,7 @@ def _randint(rng, lo, hi):
   return lo + int(rng.random() * (hi - lo))
 
 
-def _footprint(rng, cls, scale):
+def footprint(rng, cls, scale):
   """Draws (height, width, mask, shape, size) of one object of `cls`.
 
   The size attribute is the tercile of the drawn side within the class's side range.
@@ -136,6 +140,11 @@ def _footprint(rng, cls, scale):
   return side, side, mask, None, size
 
 
+def draw_style(rng):
+  """The random part of an object's look: colour jitter and the direction of its texture."""
+  return rng.uniform(-8, 8, size=3).astype(np.float32), bool(rng.random() < 0.5)
+
+
 class _Canvas:
   """The image being drawn, occupancy maps, and the shared noise fields for textures."""
 
@@ -155,13 +164,20 @@ class _Canvas:
     return free[ya:y0 + h + margin, xa:x0 + w + margin].all()
 
   def paint(self, rng, cls, box, mask):
+    """Paints one object with a style drawn from `rng`; returns the style."""
+    style = draw_style(rng)
+    self.paint_styled(cls, box, mask, style)
+    return style
+
+  def paint_styled(self, cls, box, mask, style):
     y0, x0, y1, x1 = box
     h, w = y1 - y0, x1 - x0
-    colour = np.asarray(cls.colour, np.float32) + rng.uniform(-8, 8, size=3).astype(np.float32)
+    jitter, along_y = style
+    colour = np.asarray(cls.colour, np.float32) + np.asarray(jitter, np.float32)
     fine = self.fine[y0:y1, x0:x1, None]
     tex = colour + cls.noise * (fine if cls.texture != "speckle" else np.maximum(fine, 0) * 1.5 - 0.5)
     yy, xx = np.arange(h)[:, None], np.arange(w)[None, :]
-    along = np.broadcast_to(yy if rng.random() < 0.5 else xx, (h, w))
+    along = np.broadcast_to(yy if along_y else xx, (h, w))
     if cls.texture == "stripes":
       tex += np.where(((along // 3) % 2 == 0)[..., None], 0.0, np.float32([-50, -12, -30]))
     elif cls.texture == "lines":
@@ -197,16 +213,16 @@ def _draw_roads(rng, canvas, n, scale, objects):
     used[axis].append(pos)
     box = (pos, 0, pos + width, size) if axis == 0 else (0, pos, size, pos + width)
     mask = np.ones((box[2] - box[0], box[3] - box[1]), bool)
-    canvas.paint(rng, cls, box, mask)
+    style = canvas.paint(rng, cls, box, mask)
     margin = int(2 * scale)
     canvas.area_free[max(box[0] - margin, 0):box[2] + margin, max(box[1] - margin, 0):box[3] + margin] = False
     canvas.thing_free[max(box[0] - margin, 0):box[2] + margin, max(box[1] - margin, 0):box[3] + margin] = False
-    objects.append(SceneObject("road", None, None, box, mask))
+    objects.append(SceneObject("road", None, None, box, mask, style))
 
 
 def _place(rng, canvas, cls, scale, free, margin, within=None, tries=25):
   """Finds a free spot for one object of `cls` (inside box `within` if given) or None."""
-  h, w, mask, shape, size_attr = _footprint(rng, cls, scale)
+  h, w, mask, shape, size_attr = footprint(rng, cls, scale)
   size = canvas.size
   if h > size or w > size:
     return None
@@ -245,7 +261,7 @@ def make_scene(seed, image_id, size=256, region="default"):
       obj = _place(rng, canvas, cls, scale, canvas.area_free, int(3 * scale))
       if obj is None:
         continue
-      canvas.paint(rng, cls, obj.box, obj.mask)
+      obj.style = canvas.paint(rng, cls, obj.box, obj.mask)
       y0, x0, y1, x1 = obj.box
       canvas.area_free[y0:y1, x0:x1] &= ~obj.mask
       if name == "residential area":
@@ -262,18 +278,36 @@ def make_scene(seed, image_id, size=256, region="default"):
       obj = _place(rng, canvas, cls, scale, canvas.thing_free, max(1, int(scale)), within)
       if obj is None:
         continue
-      canvas.paint(rng, cls, obj.box, obj.mask)
+      obj.style = canvas.paint(rng, cls, obj.box, obj.mask)
       y0, x0, y1, x1 = obj.box
       canvas.thing_free[y0:y1, x0:x1] &= ~obj.mask
       objects.append(obj)
+  return Scene(canvas.finish(), objects, land_use(objects, size), region)
+
+
+def land_use(objects, size):
+  """rural or urban, from the content: 15 buildings or more, or over 30% of the tile built up."""
   n_buildings = sum(o.cls in BUILDING_CLASSES for o in objects)
   built = np.zeros((size, size), bool)
   for o in objects:
-    if o.cls in BUILDING_CLASSES + ("road", "parking", "residential area"):
+    if o.cls in BUILT_UP:
       y0, x0, y1, x1 = o.box
       built[y0:y1, x0:x1] |= o.mask
-  land_use = "urban" if n_buildings >= 15 or built.mean() > 0.3 else "rural"
-  return Scene(canvas.finish(), objects, land_use, region)
+  return "urban" if n_buildings >= 15 or built.mean() > 0.3 else "rural"
+
+
+def render(seed, image_id, objects, size=256, region="default"):
+  """The Scene of `objects` (each with its style) painted, in order, on the ground of scene
+  `image_id` of dataset `seed`: make_scene's own objects give make_scene's image, pixel for
+  pixel; an edited list gives the edited scene, everything else as it was."""
+  rng = np.random.default_rng([seed, image_id, size])
+  rng.random()  # make_scene's urban draw, before the ground's noise
+  canvas = _Canvas(rng, size, region)
+  for o in objects:
+    if o.style is None:
+      raise ValueError(f"scene object {o.cls} at {o.box} has no style to be painted with")
+    canvas.paint_styled(CLASSES[o.cls], o.box, o.mask, o.style)
+  return Scene(canvas.finish(), list(objects), land_use(objects, size), region)
 
 
 def save_masks(path, scene):

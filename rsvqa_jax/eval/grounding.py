@@ -26,10 +26,16 @@ its answers falls to the floor there.
 Written to OUT (replaced file by file): maps/{question_id}.png, grounding.csv (one row per
 question), confidence.csv, summary.json, by_type.{csv,md,tex} and examples.png (the best and
 the worst scored questions: image, truth, map).
+
+The study's grounding stage (`study_stage`, study.grounding) runs this on every run of the
+study's grid, into RUN/eval/SPLIT/grounding_METHOD/ (a run with its summary.json there is
+skipped), and keeps each run's mean IoU (all, correct answers, per question type) and the floors
+for the report (bias/grounding_report.py).
 """
 import logging
 import math
 import os
+import time
 
 import jax
 import jax.numpy as jnp
@@ -41,7 +47,7 @@ from rsvqa_jax.bias import grounding as metrics
 from rsvqa_jax.bias import tables
 from rsvqa_jax.data import grounding as truth_lib
 from rsvqa_jax.errors import RSVQAError
-from rsvqa_jax.eval import adversarial
+from rsvqa_jax.eval import adversarial, outputs
 from rsvqa_jax.features import pixels
 from rsvqa_jax.train import inputs, predict, restore
 from rsvqa_jax.train import sharding as shd
@@ -299,3 +305,47 @@ def evaluate(workdir, split, out, *, method="auto", images="own", seed=0, which=
   storage.write_json(os.path.join(out, "summary.json"), metrics.json_safe(summary))
   summary["tables"] = [table]
   return summary
+
+
+def _study_record(summary):
+  """What the study keeps of one run's summary.json: its scores and accuracy, per type too."""
+  return {"workdir": summary["workdir"], "method": summary["method"],
+          "accuracy": summary["accuracy"], "mean_iou": summary["mean_iou"],
+          "mean_iou_correct": summary["mean_iou_correct"], "n_scored": summary["n_scored"],
+          "by_type": {t: {"mean_iou": v["mean_iou"], "n": v["n"]}
+                      for t, v in summary["by_type"].items()}}
+
+
+def study_stage(study, cells, dataset, features):
+  """The grounding stage of `study` (rsvqa_jax.study.Study) over its grid `cells` (each with
+  "label", "weights" and the "reference" / "blind" runs over seeds): every run's relevance
+  maps on the study split scored, beside the centre-prior and uniform floors; for study.json."""
+  split, method = study.s.split, study.s.grounding.method
+  if method not in METHODS:
+    raise RSVQAError(f"config study.grounding.method={method!r}: choose one of "
+                     f"{', '.join(METHODS)}")
+  models, floors = [], None
+  for cell in cells:
+    for role in ("reference", "blind"):
+      runs = []
+      for run in cell[role]:
+        workdir = run["workdir"]
+        out = os.path.join(outputs.folder(workdir, split), f"grounding_{method}")
+        path = os.path.join(out, "summary.json")
+        if storage.read_json(path) is None:
+          started = time.time()
+          evaluate(workdir, split, out, method=method, dataset=dataset, features=features,
+                   log=study.progress)
+          label = os.path.relpath(workdir, study.dir)
+          study.timings.record(f"grounding/{label}", time.time() - started)
+          study.progress(f"{label}: grounding scored ({time.time() - started:.1f}s)")
+        summary = storage.read_json(path)
+        floors = floors or summary["floors"]
+        runs.append(_study_record(summary))
+      models.append({"label": cell["label"], "weights": cell["weights"], "role": role,
+                     "runs": runs})
+  return {"split": split, "method": method, "models": models,
+          "floors": {f: {"mean_iou": v["mean_iou"],
+                         "by_type": {t: {"mean_iou": b["mean_iou"], "n": b["n"]}
+                                     for t, b in v["by_type"].items()}}
+                     for f, v in floors.items()}}

@@ -3,8 +3,10 @@
   accuracy.json, predictions.csv                  clean evaluation (eval/accuracy.py)
   adversarial_KIND.json, adversarial_KIND_predictions.csv   adversarial testing
                                                   (eval/adversarial.py)
-The JSON files hold bias/metrics.accuracy_table plus what was evaluated; the CSV files are read
-back by `rsvqa-jax analyze` (bias/predictions.py).
+  counterfactual.{json,csv,md,tex}, counterfactual_edits.csv   counterfactual scene edits
+                                                  (eval/counterfactual.py)
+The accuracy and adversarial JSON files hold bias/metrics.accuracy_table plus what was
+evaluated; their CSV files are read back by `rsvqa-jax analyze` (bias/predictions.py).
 """
 import os
 
