@@ -1,6 +1,7 @@
 """The `rsvqa-jax` entry point: one subcommand per module in `rsvqa_jax.commands`.
 
-Each command module defines `HELP` (one line), `add_arguments(parser)` and `run(args)`.
+Each command module defines `add_arguments(parser)` and `run(args)`; its one-line help is in
+`COMMANDS`, so `--help` lists every command without importing any.
 Modules are imported only when their command runs, so `rsvqa-jax synth` never pays for JAX.
 
 Ctrl-C (SIGINT) and SIGTERM end the process at once, whatever it is doing (importing, compiling,

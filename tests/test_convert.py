@@ -6,16 +6,13 @@ import pytest
 from flax import nnx
 
 from rsvqa_jax import cli
-from rsvqa_jax.commands import convert
 from rsvqa_jax.models import checkpoints
 from rsvqa_jax.models import resnet_params
 from rsvqa_jax.models.resnet import ResNet
 
 
 @pytest.fixture(name="main")
-def fixture_main(monkeypatch):
-  """cli.main with the convert command registered (the lead adds it to cli.COMMANDS)."""
-  monkeypatch.setitem(cli.COMMANDS, "convert", convert.HELP)
+def fixture_main():
   return cli.main
 
 

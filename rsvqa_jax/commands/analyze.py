@@ -30,7 +30,6 @@ from rsvqa_jax.bias import tables
 from rsvqa_jax.data import other_datasets
 from rsvqa_jax.errors import RSVQAError
 
-HELP = "Dataset analysis (most common / uniform answer accuracies), relative metrics, tables and Figure 7."
 DATASETS = ("lr", "hr", "xben", "floodnet", "rsivqa")
 MAX_QUESTION_ROWS = 500
 

@@ -19,8 +19,6 @@ import numpy as np
 from rsvqa_jax.commands import common
 from rsvqa_jax.errors import RSVQAError
 
-HELP = ("Answerability ranking (ChiQA): train a head, score any model's ranking files, select "
-        "hard pairs, the study stage.")
 README_BEGIN = ("<!-- answerability: begin (rsvqa-jax answerability study --config "
                 "configs/answerability_study.py --workdir DIR --readme README.md) -->")
 README_END = "<!-- answerability: end -->"

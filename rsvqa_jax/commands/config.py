@@ -6,8 +6,6 @@ starts JAX.
 """
 from rsvqa_jax.commands import common
 
-HELP = "Print the effective config of a config file and overrides (every key), then exit."
-
 
 def add_arguments(parser):
   common.add_config_arguments(parser, example="configs/lr_table1.py:distilbert,mutan,finetuned",

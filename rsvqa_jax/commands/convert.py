@@ -9,7 +9,6 @@ import os
 
 from rsvqa_jax.errors import RSVQAError
 
-HELP = "Convert a ResNet, BERT-family or Skip-thoughts checkpoint to our safetensors/orbax format."
 KINDS = ("resnet", "bert", "skipthoughts")
 
 

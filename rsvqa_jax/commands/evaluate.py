@@ -24,8 +24,6 @@ import json
 from rsvqa_jax.commands import common
 from rsvqa_jax.errors import RSVQAError
 
-HELP = "Evaluate trained workdirs on a split: predictions.csv, accuracy table, mean (std) over seeds."
-
 
 def add_arguments(parser):
   group = parser.add_mutually_exclusive_group(required=True)

@@ -19,8 +19,6 @@ import os
 
 from rsvqa_jax.errors import RSVQAError
 
-HELP = "Precompute the frozen image features (per augmentation variant and adversarial kind)."
-
 
 def _names(text, allowed, flag):
   names = list(allowed) if text == "all" else [n for n in text.split(",") if n]

@@ -12,7 +12,6 @@ Grounding/ masks (eval/grounding.py).
 from rsvqa_jax.commands import common
 from rsvqa_jax.errors import RSVQAError
 
-HELP = "Answer grounding: score masks against truth, mask statistics, a model's relevance maps."
 ACTIONS = ("score", "stats")
 
 

@@ -15,8 +15,6 @@ import os
 
 from rsvqa_jax.errors import RSVQAError
 
-HELP = "Shortcut OOD benchmark (VQA-VS): re-split, nine concepts, OOD test sets, statistics."
-
 
 def add_arguments(parser):
   parser.add_argument("--data", required=True, help="dataset folder (official RSVQA layout)")

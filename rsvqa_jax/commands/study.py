@@ -6,9 +6,6 @@ config and exits.
 """
 from rsvqa_jax.commands import common
 
-HELP = ("Whole language-bias study: reference and visual-blind models over seeds, adversarial "
-        "testing, dataset analysis, report.md.")
-
 
 WORKDIR = "the study folder (runs, caches, report.md)"
 

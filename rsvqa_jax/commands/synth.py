@@ -9,7 +9,6 @@ import time
 from rsvqa_jax.commands import answerability
 from rsvqa_jax.data import synthetic
 
-HELP = "Write a synthetic RSVQA dataset in the official file layout."
 DEFAULT_IMAGES = {"lr": 772, "hr": 400}
 
 

@@ -15,7 +15,6 @@ import os
 
 from rsvqa_jax.errors import RSVQAError
 
-HELP = "Assemble the paper's Table 1 grid and Table 2 from a folder of workdirs."
 CONFIG_FILE = "config.json"  # train/checkpointing.py CONFIG_FILE
 METRICS_FILE = "metrics.jsonl"  # train/loop.py METRICS_FILE
 

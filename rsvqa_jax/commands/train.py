@@ -7,8 +7,6 @@ dotted config keys; an unknown key or a value of the wrong type is a one-line er
 from rsvqa_jax.commands import common
 from rsvqa_jax.errors import RSVQAError
 
-HELP = "Train a model from a config file into a workdir (resumes a stopped run)."
-
 
 WORKDIR = "the folder for checkpoints and metrics"
 

@@ -4,8 +4,6 @@ import sys
 from rsvqa_jax.data import rsvqa_json
 from rsvqa_jax.data import validate
 
-HELP = "Check a dataset folder and report counts per split and type."
-
 
 def add_arguments(parser):
   parser.add_argument("--data", required=True, help="dataset folder (official LR, HR or RSVQAxBEN layout)")
