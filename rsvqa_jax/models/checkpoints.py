@@ -17,6 +17,7 @@ import numpy as np
 import safetensors
 import safetensors.numpy
 from flax import nnx
+from flax import traverse_util
 
 from rsvqa_jax.errors import RSVQAError
 
@@ -26,32 +27,20 @@ _MAX_INIT_PROGRAMS = 16
 _INIT_PROGRAMS = {}  # sha256 of an init program's StableHLO -> its compiled executable
 
 
-def _walk(tree, prefix=""):
-  for key, value in tree.items():
-    name = f"{prefix}{key}"
-    if isinstance(value, dict):
-      yield from _walk(value, name + ".")
-    else:
-      yield name, value
+def _dotted(tree):
+  """Nested dict -> {"a.b.c": leaf} (integer keys, as NNX layer lists have, as digits)."""
+  return {".".join(map(str, path)): v for path, v in traverse_util.flatten_dict(tree).items()}
 
 
 def flatten(tree):
   """Nested dict -> {"a.b.c": np.ndarray}."""
-  return {name: np.asarray(value) for name, value in _walk(tree)}
+  return {name: np.asarray(value) for name, value in _dotted(tree).items()}
 
 
 def unflatten(flat, int_keys=True):
   """{"a.0.c": x} -> {"a": {0: {"c": x}}} (or {"a": {"0": ...}} with int_keys=False)."""
-  tree = {}
-  for name, value in flat.items():
-    parts = name.split(".")
-    if int_keys:
-      parts = [int(p) if p.isdigit() else p for p in parts]
-    node = tree
-    for part in parts[:-1]:
-      node = node.setdefault(part, {})
-    node[parts[-1]] = value
-  return tree
+  split = lambda name: tuple(int(p) if int_keys and p.isdigit() else p for p in name.split("."))
+  return traverse_util.unflatten_dict({split(name): value for name, value in flat.items()})
 
 
 def jit_init(constructor, *seeds):
@@ -99,7 +88,7 @@ def state_tree(model):
 
 def flat_shapes(model):
   """{"a.b.c": shape} of what `state_tree` would return; works on `nnx.eval_shape` models too."""
-  return {name: tuple(v.shape) for name, v in _walk(nnx.to_pure_dict(nnx.state(model, _SAVED)))}
+  return {name: tuple(v.shape) for name, v in _dotted(state_tree(model)).items()}
 
 
 def load_into(model, tree, source):
