@@ -19,7 +19,7 @@ under 5 minutes, analyze and the epoch under 10 minutes each (wall, on a shared 
 Sizes: full 590,326 images; quick 20,000 (500k questions); toy 400 (10k questions).
 
   python -m benchmarks.run --only xben_scale --out DIR          # full size (~30 min here)
-  python -m benchmarks.xben_scale --mode quick                   # alone, printed as JSON
+  python -m benchmarks.xben_scale --mode quick                   # alone: JSON on stdout
 """
 import argparse
 import json
@@ -161,7 +161,7 @@ def main(argv=None):
   if args.stage:
     _child(args.stage, args.root, args.images, args.analysis_out)
     return
-  section, targets = run(args.mode, keep=args.keep)
+  section, targets = run(args.mode, log=lambda m: print(m, file=sys.stderr), keep=args.keep)
   print(json.dumps({"section": section, "targets": targets}, indent=1))
 
 
