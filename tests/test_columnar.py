@@ -10,6 +10,7 @@ import pytest
 from rsvqa_jax import cli
 from rsvqa_jax.data import columnar
 from rsvqa_jax.data import json_stream
+from rsvqa_jax.data import pipeline
 from rsvqa_jax.data import records
 from rsvqa_jax.data import rsvqa_json
 from rsvqa_jax.data import synthetic
@@ -230,3 +231,38 @@ def test_xben_synth_is_deterministic_and_the_benchmark_renders(tmp_path):
   text = "\n".join(run.RENDER["xben_scale"]({"images": 30, "questions": 120, "cpu": "x",
                                                "rows": [row]}))
   assert "| epoch | 2 | 1.5 | 3 | batches 7 |" in text
+
+
+def test_row_table_indexes_like_the_full_column():
+  table = np.array([[1, 2, 0], [3, 0, 0]], np.int32)
+  col = pipeline.RowTable(table, [1, 0, 1])
+  full = np.array([[3, 0, 0], [1, 2, 0], [3, 0, 0]], np.int32)
+  assert col.shape == (3, 3) and col.ndim == 2 and col.dtype == np.int32 and len(col) == 3
+  np.testing.assert_array_equal(np.asarray(col), full)
+  for key in (0, 2, [2, 1], np.array([0, 0, 1]), slice(1, 3), ([0, 1], slice(None, 2)),
+              (1, slice(None, 1))):
+    np.testing.assert_array_equal(col[key], full[key])
+
+
+def test_split_columns_with_token_rows_give_the_same_batches(xben):
+  root, _ = xben
+  split = rsvqa_json.read_dataset(root)["val"]
+  image_ids = np.unique(split.image_id)
+  texts, codes = np.unique(split.question.astype(str), return_inverse=True)
+  lengths = np.array([len(t.split()) for t in texts])
+  table = np.zeros((len(texts), 32), np.int32)
+  for i, n in enumerate(lengths):
+    table[i, :n] = np.arange(1, n + 1) + i
+  answers = np.zeros(len(split), np.int32)
+  shared = pipeline.split_columns(split, image_ids, answers, table, lengths, token_rows=codes)
+  full = pipeline.split_columns(split, image_ids, answers, table[codes], lengths[codes])
+  kwargs = dict(batch_size=16, shuffle=True, seed=1, num_epochs=1, drop_remainder=False,
+                length_buckets=(8, 16, 32), lengths=lengths[codes])
+  pairs = zip(pipeline.batch_iterator(shared, **kwargs), pipeline.batch_iterator(full, **kwargs))
+  n = 0
+  for a, b in pairs:
+    assert a.keys() == b.keys()
+    for k in a:
+      np.testing.assert_array_equal(a[k], b[k])
+    n += len(a["index"])
+  assert n == len(split)

@@ -237,10 +237,11 @@ def encode_split(split, vocab, tokenizer, image_ids, max_length, buckets, questi
 
   `question_rows`: each question's row in the question-vector table (column question_index).
   """
-  # Each distinct question is tokenised once (RSVQAxBEN: thousands of strings, 14.7M questions).
+  # Each distinct question is tokenised once and its padded row kept once (pipeline.RowTable):
+  # RSVQAxBEN has thousands of distinct strings for 14.7M questions.
   distinct = {}
   codes = np.fromiter((distinct.setdefault(q, len(distinct)) for q in split.question.tolist()),
-                      np.int64, len(split))
+                      np.int32, len(split))
   ids = [tokenizer.encode(q)[:max_length] for q in distinct]
   distinct_lengths = np.array([len(x) for x in ids], np.int32)
   if distinct_lengths.min(initial=1) == 0:
@@ -251,9 +252,10 @@ def encode_split(split, vocab, tokenizer, image_ids, max_length, buckets, questi
   table = np.full((len(ids), width), tokenizer.pad_id, np.int32)
   for i, x in enumerate(ids):
     table[i, :len(x)] = x
-  tokens, lengths = table[codes], distinct_lengths[codes]
   answers = vocab.encode(split.answer.tolist()).ids
-  columns = pipeline.split_columns(split, image_ids, answers, tokens, lengths)
+  columns = pipeline.split_columns(split, image_ids, answers, table, distinct_lengths,
+                                   token_rows=codes)
+  lengths = distinct_lengths[codes]
   if question_rows is not None:
     columns["question_index"] = np.asarray(question_rows, np.int32)
   return SplitColumns(columns, lengths, buckets)
