@@ -6,7 +6,9 @@ Families: train_steps (JAX vs PyTorch train steps), pipeline (original per-batch
 cached features), adversarial (K = 10 substitutions vs a clean pass), flops (fraction of the
 matmul peak), scaling (forced host devices, peak RSS), compilation (compilations per epoch),
 shortcuts (the shortcut benchmark's re-split and concepts at full LR size, CPU seconds),
-grounding (`grounding score` of 10,000 masks of 256 x 256, wall seconds);
+grounding (`grounding score` of 10,000 masks of 256 x 256, wall seconds), xben_scale
+(RSVQAxBEN at full size, 14.8M questions: generation, columnar build, validate, analyze and one
+input epoch, wall / CPU seconds and peak RSS of each);
 accelerator (bf16 samples/s and MFU against PyTorch on a GPU) is the default where JAX runs on a
 GPU, and the CPU families are refused there (their PyTorch side runs on the CPU).
 Every figure is median / min / max over repeats; each target is printed PASS or MISS.
@@ -24,7 +26,7 @@ from rsvqa_jax import host_memory
 
 # flops right after train_steps: it times train_steps' compiled steps and then frees them.
 FAMILIES = ("train_steps", "flops", "pipeline", "adversarial", "scaling", "compilation",
-            "shortcuts", "grounding")
+            "shortcuts", "grounding", "xben_scale")
 ON_REQUEST = ("accelerator",)
 
 
@@ -178,10 +180,21 @@ def _md_grounding(s):
                   fmt(r["map_50_95"]), fmt(r["wall_s"]), fmt(r["cpu_s"])] for r in s["rows"]])
 
 
+def _md_xben_scale(s):
+  out = [f"- {s['images']} image ids, {s['questions']} questions; {s['cpu']}", ""]
+  out += _table(["stage", "wall s", "CPU s", "peak RSS GiB", "details"],
+                [[r["stage"], fmt(r["wall_s"]), fmt(r["cpu_s"]),
+                  fmt(r["peak_rss_bytes"] / 2**30),
+                  ", ".join(f"{k} {v}" for k, v in r.items()
+                            if k not in ("stage", "wall_s", "cpu_s", "peak_rss_bytes"))]
+                 for r in s["rows"]])
+  return out
+
+
 RENDER = {"train_steps": _md_train_steps, "pipeline": _md_pipeline,
           "adversarial": _md_adversarial, "flops": _md_flops, "scaling": _md_scaling,
           "compilation": _md_compilation, "accelerator": _md_accelerator,
-          "shortcuts": _md_shortcuts, "grounding": _md_grounding}
+          "shortcuts": _md_shortcuts, "grounding": _md_grounding, "xben_scale": _md_xben_scale}
 
 
 def markdown(results):

@@ -43,9 +43,9 @@ def test_every_option_has_help_and_shows_its_default(name):
 def test_defaults_are_added_once_and_help_text_is_for_users(capsys):
   parser = _command_parser("synth")
   text = parser.format_help()
-  assert "(default: 100)" in text  # --questions-per-image, which had no help
+  assert "(default: 100 for lr and hr" in text  # --questions-per-image, which had no help
   assert "byte-identical dataset (default: 0)" in text  # a default of 0 is shown too
-  assert text.count("(default: 772 for lr, 400 for hr)") == 1  # said by the help itself
+  assert text.count("(default: 772 for lr, 400 for hr, 590326 for xben)") == 1  # said by the help
   with pytest.raises(SystemExit):
     cli.build_parser(["--help"]).parse_args(["--help"])
   top = capsys.readouterr().out

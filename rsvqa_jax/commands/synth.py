@@ -1,4 +1,7 @@
-"""`rsvqa-jax synth`: write a synthetic RSVQA dataset in the official LR or HR layout.
+"""`rsvqa-jax synth`: write a synthetic RSVQA dataset in the official LR, HR or RSVQAxBEN layout.
+
+`--variant xben` writes an RSVQAxBEN-size question set (data/synthetic_xben.py: by default
+590,326 image ids and 25 questions each, 14.8M questions, in minutes) without image files.
 
 The dataset is written whole or not at all (data/synthetic.py): a run stopped at any moment
 leaves nothing under --out, the next run cleans what it left beside it, an earlier synthetic
@@ -8,21 +11,26 @@ import time
 
 from rsvqa_jax.commands import answerability
 from rsvqa_jax.data import synthetic
+from rsvqa_jax.data import synthetic_xben
+from rsvqa_jax.errors import RSVQAError
 
-DEFAULT_IMAGES = {"lr": 772, "hr": 400}
+DEFAULT_IMAGES = {"lr": 772, "hr": 400, "xben": synthetic_xben.IMAGES}
+DEFAULT_QUESTIONS_PER_IMAGE = {"lr": 100, "hr": 100, "xben": synthetic_xben.QUESTIONS_PER_IMAGE}
 
 
 def add_arguments(parser):
   parser.add_argument("--out", required=True,
                       help="folder to write (created or replaced whole; refused if it holds "
                            "anything but a synthetic dataset)")
-  parser.add_argument("--variant", choices=("lr", "hr"), default="lr",
-                      help="official layout to imitate")
+  parser.add_argument("--variant", choices=("lr", "hr", "xben"), default="lr",
+                      help="official layout to imitate (xben: question set and image ids only, "
+                           "no image files)")
   parser.add_argument("--images", type=int,
-                      help="number of images (default: 772 for lr, 400 for hr)")
+                      help="number of images (default: 772 for lr, 400 for hr, 590326 for xben)")
   parser.add_argument("--seed", type=int, default=0, help="same seed, byte-identical dataset")
-  parser.add_argument("--questions-per-image", type=int, default=100,
-                      help="questions drawn per image (RSVQA LR has about 100)")
+  parser.add_argument("--questions-per-image", type=int,
+                      help="questions drawn per image (default: 100 for lr and hr, as RSVQA LR "
+                           "has about 100; 25 for xben)")
   prior = parser.add_mutually_exclusive_group()
   prior.add_argument("--prior-strength", type=float, default=1.0,
                      help="language prior: 1 = real RSVQA priors, 0 = uniform per type, "
@@ -47,10 +55,21 @@ def add_arguments(parser):
 
 def run(args):
   images = args.images if args.images is not None else DEFAULT_IMAGES[args.variant]
+  per_image = (args.questions_per_image if args.questions_per_image is not None
+               else DEFAULT_QUESTIONS_PER_IMAGE[args.variant])
   start = time.time()
+  if args.variant == "xben":
+    if args.plant or args.balanced or args.answerability:
+      raise RSVQAError("--variant xben draws its answers from the image labels: --plant, "
+                       "--balanced and --answerability are for lr and hr")
+    counts = synthetic.generate_xben(args.out, images, args.seed, per_image)
+    print(f"wrote {images} image ids and {sum(counts.values())} questions ("
+          f"{', '.join(f'{k} {n}' for k, n in counts.items())}) to {args.out} in "
+          f"{time.time() - start:.1f}s")
+    return
   generated = synthetic.generate(args.out, args.variant, images, args.seed,
                                  prior_strength=args.prior_strength, balanced=args.balanced,
-                                 questions_per_image=args.questions_per_image,
+                                 questions_per_image=per_image,
                                  plant=args.plant)
   counts = ", ".join(f"{name} {len(split)}" for name, split in generated.splits.items())
   print(f"wrote {images} images and {len(generated.questions)} questions ({counts}) to "

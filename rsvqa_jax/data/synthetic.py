@@ -46,6 +46,7 @@ from rsvqa_jax.data import questions as questions_lib
 from rsvqa_jax.data import records
 from rsvqa_jax.data import rsvqa_json
 from rsvqa_jax.data import scenes
+from rsvqa_jax.data import synthetic_xben
 from rsvqa_jax.errors import RSVQAError
 
 _log = logging.getLogger(__name__)
@@ -60,7 +61,7 @@ PHILI_SHARE = 0.08  # HR: share of images drawn from the unseen region for test_
 BALANCED_POOL = 3  # balanced mode draws this many candidates per kept question
 BALANCED_COUNT_OBJECTS = ("building", "residential building")  # see QuestionSampler
 DATE0 = 1562000000.0
-VARIANTS = ("lr", "hr")
+VARIANTS = ("lr", "hr", "xben")  # xben: a question set only (synthetic_xben.py)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -94,7 +95,7 @@ def params(variant, images, seed, prior_strength=1.0, balanced=False, questions_
   when there are some: a dataset without is the same, manifest included, as before plants.
   """
   if variant not in VARIANTS:
-    raise RSVQAError(f"unknown synthetic variant {variant!r}: expected lr or hr")
+    raise RSVQAError(f"unknown synthetic variant {variant!r}: expected lr, hr or xben")
   min_images = 4 if variant == "hr" else 3
   if images < min_images:
     raise RSVQAError(f"--images {images}: the {variant} variant needs at least {min_images} "
@@ -218,8 +219,32 @@ def _dump(path, key, entries):
 
 def generate(out, variant="lr", images=772, seed=0, prior_strength=1.0, balanced=False,
              questions_per_image=100, plant=()):
-  """Writes a synthetic dataset to `out`, all or nothing; returns what it wrote as a `Generated`."""
+  """Writes a synthetic dataset to `out`, all or nothing; returns what it wrote as a `Generated`.
+
+  RSVQAxBEN-size question sets are written by `generate_xben`.
+  """
+  if variant == "xben":
+    raise RSVQAError("the xben variant is a question set of millions of questions: "
+                     "generate_xben writes it (rsvqa-jax synth --variant xben)")
   p = params(variant, images, seed, prior_strength, balanced, questions_per_image, plant)
+
+  def write(tmp):
+    generated = _write_dataset(tmp, p)
+    grounding.write(tmp, p["variant"], generated, MASK_DIR)  # Grounding/ (data/grounding.py)
+    return generated
+  return _atomically(out, p, write)
+
+
+def generate_xben(out, images=synthetic_xben.IMAGES, seed=0,
+                  questions_per_image=synthetic_xben.QUESTIONS_PER_IMAGE):
+  """Writes an RSVQAxBEN-size question set (synthetic_xben.py) to `out`, all or nothing, with
+  the same manifest and replacement rules as `generate`; returns {split: questions}."""
+  p = params("xben", images, seed, questions_per_image=questions_per_image)
+  return _atomically(out, p, lambda tmp: synthetic_xben.write(tmp, p, SPLIT_SHARES))
+
+
+def _atomically(out, p, write):
+  """Runs `write(folder)` in a build folder that becomes `out` (manifest `p`) once complete."""
   out = os.path.abspath(out)
   _check_replaceable(out)
   _say_if_replacing(out, p)
@@ -230,8 +255,7 @@ def generate(out, variant="lr", images=772, seed=0, prior_strength=1.0, balanced
   with storage.building(parent, name) as tmp:
     owner = os.path.join(tmp, OWNER)
     storage.write_json(owner, {"pid": os.getpid(), "host": socket.gethostname()})
-    generated = _write_dataset(tmp, p)
-    grounding.write(tmp, p["variant"], generated, MASK_DIR)  # Grounding/ (data/grounding.py)
+    written = write(tmp)
     storage.write_json(os.path.join(tmp, MANIFEST), p)
     os.remove(owner)
     aside = _make_way(out, p)
@@ -240,7 +264,7 @@ def generate(out, variant="lr", images=772, seed=0, prior_strength=1.0, balanced
   if read_manifest(out) != p:
     raise RSVQAError(f"{out}: another process wrote a different synthetic dataset there at the "
                      "same time; run again")
-  return generated
+  return written
 
 
 def _write_dataset(out, p):
@@ -439,5 +463,8 @@ def ensure_synthetic(directory, variant, images, seed, **knobs):
   wanted = params(variant, images, seed, **knobs)
   if read_manifest(directory) == wanted:
     return False
+  if variant == "xben":
+    generate_xben(directory, images, seed, wanted["questions_per_image"])
+    return True
   generate(directory, **{k: v for k, v in wanted.items() if k != "version"})
   return True

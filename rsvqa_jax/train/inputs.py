@@ -229,7 +229,7 @@ def question_vectors(config, dataset, workdir, encoder, tokenizer):
 
 def dataset_words(dataset):
   """Every word of every split's questions (the Skip-thoughts dictionary, as in RSVQA)."""
-  return word_list(q for s in dataset.splits.values() for q in s.question.tolist())
+  return word_list(dict.fromkeys(q for s in dataset.splits.values() for q in s.question.tolist()))
 
 
 def encode_split(split, vocab, tokenizer, image_ids, max_length, buckets, question_rows=None):
@@ -237,18 +237,25 @@ def encode_split(split, vocab, tokenizer, image_ids, max_length, buckets, questi
 
   `question_rows`: each question's row in the question-vector table (column question_index).
   """
-  ids = [tokenizer.encode(q)[:max_length] for q in split.question.tolist()]
-  lengths = np.array([len(x) for x in ids], np.int32)
-  if lengths.min(initial=1) == 0:
+  # Each distinct question is tokenised once and its padded row kept once (pipeline.RowTable):
+  # RSVQAxBEN has thousands of distinct strings for 14.7M questions.
+  distinct = {}
+  codes = np.fromiter((distinct.setdefault(q, len(distinct)) for q in split.question.tolist()),
+                      np.int32, len(split))
+  ids = [tokenizer.encode(q)[:max_length] for q in distinct]
+  distinct_lengths = np.array([len(x) for x in ids], np.int32)
+  if distinct_lengths.min(initial=1) == 0:
     raise RSVQAError(f"split {split.name}: a question has no token after tokenisation")
   buckets = tuple(sorted(buckets))
-  width = bucket_length(int(lengths.max(initial=1)), buckets)
+  width = bucket_length(int(distinct_lengths.max(initial=1)), buckets)
   buckets = tuple(b for b in buckets if b < width) + (width,)
-  tokens = np.full((len(ids), width), tokenizer.pad_id, np.int32)
+  table = np.full((len(ids), width), tokenizer.pad_id, np.int32)
   for i, x in enumerate(ids):
-    tokens[i, :len(x)] = x
+    table[i, :len(x)] = x
   answers = vocab.encode(split.answer.tolist()).ids
-  columns = pipeline.split_columns(split, image_ids, answers, tokens, lengths)
+  columns = pipeline.split_columns(split, image_ids, answers, table, distinct_lengths,
+                                   token_rows=codes)
+  lengths = distinct_lengths[codes]
   if question_rows is not None:
     columns["question_index"] = np.asarray(question_rows, np.int32)
   return SplitColumns(columns, lengths, buckets)

@@ -1,0 +1,172 @@
+"""The official RSVQA split files: layouts, file names, parsing with one-line errors, entries.
+
+What every reader of the official layouts shares (rsvqa_json reads the files whole,
+columnar streams them): which files a layout has, how a split file is parsed (a key given
+twice, bad UTF-8, malformed JSON or a missing file is one RSVQAError naming the file), and
+the checks of one entry (ids, `active`, id lists, non-empty texts).
+"""
+import dataclasses
+import json
+import os
+import reprlib
+
+from rsvqa_jax.data import records
+from rsvqa_jax.errors import RSVQAError
+
+
+@dataclasses.dataclass(frozen=True)
+class Layout:
+  prefix: str  # file name prefix: {prefix}_split_{split}_{kind}.json
+  image_dir: str
+  image_size: int
+  splits: tuple[str, ...]
+
+
+LAYOUTS = {
+    "lr": Layout("LR", "Images_LR", 256, ("train", "val", "test")),
+    # The official HR archive keeps its tiles in Data/ (as torchrs and the authors' loaders do).
+    "hr": Layout("USGS", "Data", 512, ("train", "val", "test", "test_phili")),
+    "xben": Layout("RSVQAxBEN", "Images", 120, ("train", "val", "test")),
+}
+KINDS = ("images", "questions", "answers")
+
+
+def split_file(root, name, split, kind):
+  return os.path.join(root, f"{LAYOUTS[name].prefix}_split_{split}_{kind}.json")
+
+
+def detect_variant(root):
+  """Which official layout a folder holds, from its train question file."""
+  if not os.path.isdir(root):
+    raise RSVQAError(f"{root}: dataset folder missing")
+  # lexists: a broken link or a link loop is found here and named by the reader.
+  found = [n for n in LAYOUTS if os.path.lexists(split_file(root, n, "train", "questions"))]
+  if len(found) != 1:
+    expected = ", ".join(os.path.basename(split_file(root, n, "train", "questions")) for n in LAYOUTS)
+    what = "holds several" if found else "holds none"
+    raise RSVQAError(f"{root}: cannot tell the dataset variant: it {what} of {expected}")
+  return found[0]
+
+
+def read_text(path, what):
+  """The text of a UTF-8 file `what` ("split file", ...), or a one-line RSVQAError naming it.
+
+  A directory, a symlink loop or an unreadable file must not surface as an OSError traceback.
+  """
+  try:
+    with open(path, "rb") as f:
+      data = f.read()
+  except FileNotFoundError:
+    raise RSVQAError(f"{path}: {what} missing") from None
+  except IsADirectoryError:
+    raise RSVQAError(f"{path}: {what} is a directory, not a file") from None
+  except OSError as e:  # a symlink loop (ELOOP), permissions, I/O errors
+    raise RSVQAError(f"{path}: cannot read {what} ({e.strerror or e})") from None
+  try:
+    return data.decode("utf-8")
+  except UnicodeDecodeError as e:
+    line = data.count(b"\n", 0, e.start) + 1
+    problem = f"not UTF-8 text ({e.reason} at byte {e.start}, line {line})"
+  raise RSVQAError(f"{path}: {problem}")
+
+
+class DuplicateKey(Exception):
+  """A JSON object gives one key twice (parse_json)."""
+
+
+def _unique_keys(pairs):
+  """json object_pairs_hook: a key given twice would otherwise silently keep the last value."""
+  obj = dict(pairs)
+  if len(obj) != len(pairs):
+    seen = set()
+    raise DuplicateKey(next(k for k, _ in pairs if k in seen or seen.add(k)))
+  return obj
+
+
+def parse_json(text):
+  """json.loads refusing a key given twice (DuplicateKey), as every split file is parsed."""
+  return json.loads(text, object_pairs_hook=_unique_keys)
+
+
+def load_json(path, what="split file"):
+  """The parsed JSON file `path`, used by every reader so all fail the same way: one line.
+
+  Nesting is limited by Python's recursion limit (about 1,000 levels; the dataset files nest
+  at most 4 deep): a deeper file is refused instead of raising RecursionError.
+  """
+  text = read_text(path, what)
+  try:
+    return parse_json(text)
+  except json.JSONDecodeError as e:
+    problem = f"malformed JSON at line {e.lineno} column {e.colno}: {e.msg}"
+  except ValueError as e:  # an integer of more than 4,300 digits
+    problem = f"cannot read JSON ({e})"
+  except RecursionError:
+    problem = "JSON nested too deeply to read"
+  except DuplicateKey as e:
+    problem = f"key {short_repr(e.args[0])} appears twice in one JSON object"
+  raise RSVQAError(f"{path}: {problem}")
+
+
+def load_json_list(path, key):
+  """The list under `key` of a split file, e.g. {"images": [...]} -> [...]."""
+  data = load_json(path)
+  if not isinstance(data, dict) or not isinstance(data.get(key), list):
+    raise RSVQAError(f"{path}: expected a JSON object with a {key!r} list")
+  return data[key]
+
+
+def short_repr(value):
+  """A value for a one-line message: shortened, quoted, newlines escaped."""
+  return reprlib.repr(value)
+
+
+def entry_id(e, pos, path, required):
+  """(id, active) of entry `pos` of a split file, checked as every reader checks it.
+
+  Ids must be non-negative integers and `active` a JSON boolean (a float id would be cast,
+  and the string "false" would count as active); an active entry must hold `required`.
+  """
+  if not isinstance(e, dict) or "id" not in e:
+    raise RSVQAError(f"{path}: entry {pos} is not an object with an 'id'")
+  i = e["id"]
+  if not records.is_id(i):
+    raise RSVQAError(f"{path}: entry {pos} has id {short_repr(i)}: expected a non-negative "
+                     "integer")
+  flag = e.get("active", False)
+  if not isinstance(flag, bool):
+    raise RSVQAError(f"{path}: entry id {i} has active {short_repr(flag)}: expected true or "
+                     "false")
+  if flag:
+    missing = [k for k in required if k not in e]
+    if missing:
+      raise RSVQAError(f"{path}: entry id {i} lacks key {missing[0]!r}")
+  return i, flag
+
+
+def id_list(value, path, owner, key):
+  """Checks that `owner`'s `key` (questions_ids, answers_ids) is a list of distinct ids."""
+  if not isinstance(value, list) or not all(records.is_id(v) for v in value):
+    raise RSVQAError(f"{path}: {owner} has {key} {short_repr(value)}: expected a list of "
+                     "non-negative integers")
+  if len(set(value)) != len(value):
+    seen = set()
+    twice = next(v for v in value if v in seen or seen.add(v))
+    raise RSVQAError(f"{path}: {owner} lists id {twice} twice in {key}")
+  return value
+
+
+def nonempty_text(value):
+  """A JSON string (or integer) as stripped non-empty text, else None (null, "", " ", true)."""
+  if isinstance(value, bool) or not isinstance(value, (str, int)):
+    return None
+  return str(value).strip() or None
+
+
+def make_dataset(root, name, splits):
+  """The records.Dataset of official folder `root` of layout `name` with these splits."""
+  layout = LAYOUTS[name]
+  image_dir = os.path.join(root, layout.image_dir)
+  return records.Dataset(name=name, root=root, splits=splits,
+                         image_path=lambda i: os.path.join(image_dir, f"{i}.tif"),
+                         image_size=(layout.image_size, layout.image_size))

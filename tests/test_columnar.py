@@ -1,0 +1,268 @@
+"""The columnar form (data/columnar.py), its streamed JSON (json_stream.py) and the RSVQAxBEN-size
+synthetic question set (synthetic_xben.py): round trips against the JSON reader, rebuilds,
+errors, and validate / analyze / training inputs on a small xben set."""
+import json
+import os
+
+import numpy as np
+import pytest
+
+from rsvqa_jax import cli
+from rsvqa_jax.data import columnar
+from rsvqa_jax.data import json_stream
+from rsvqa_jax.data import pipeline
+from rsvqa_jax.data import records
+from rsvqa_jax.data import rsvqa_json
+from rsvqa_jax.data import synthetic
+from rsvqa_jax.data import synthetic_xben
+from rsvqa_jax.data.answers import AnswerVocab
+from rsvqa_jax.data.tokenizers import WordTokenizer
+from rsvqa_jax.errors import RSVQAError
+from rsvqa_jax.train import inputs
+
+
+@pytest.fixture
+def xben(tmp_path):
+  """A synthetic xben question set of 120 images x 25 questions (3,000 questions)."""
+  root = str(tmp_path / "xben")
+  counts = synthetic.generate_xben(root, images=120, seed=3, questions_per_image=25)
+  return root, counts
+
+
+def _assert_same(a, b):
+  assert list(a.splits) == list(b.splits)
+  for split in a.splits:
+    for col in records.COLUMNS:
+      x, y = getattr(a[split], col), getattr(b[split], col)
+      assert x.dtype == y.dtype, (split, col)
+      assert x.tolist() == y.tolist(), (split, col)
+
+
+def test_columnar_round_trips_the_json_reader(xben):
+  root, counts = xben
+  plain = rsvqa_json.read_dataset(root, "xben", columnar=False)
+  mapped = rsvqa_json.read_dataset(root)  # xben: columnar by default
+  assert {s: len(plain[s]) for s in plain.splits} == counts
+  assert sum(counts.values()) == 3000
+  _assert_same(plain, mapped)
+  assert isinstance(mapped["train"].question_id, np.memmap)
+  assert mapped.image_size == (120, 120)
+  assert mapped.image_path(5) == os.path.join(root, "Images", "5.tif")
+
+
+def test_columnar_round_trips_lr_and_the_hand_written_xben(tmp_path):
+  root = str(tmp_path / "lr")
+  synthetic.generate(root, "lr", images=6, seed=1, questions_per_image=20)
+  # LR counts are binned: `answer` and `raw_answer` differ, both must come back
+  _assert_same(rsvqa_json.read_dataset(root, "lr", columnar=False),
+               rsvqa_json.read_dataset(root, "lr", columnar=True))
+
+
+def test_columnar_is_built_once_and_rebuilt_when_a_file_changes(xben, monkeypatch):
+  root, _ = xben
+  first = columnar.ensure(root, "xben")
+  assert os.path.dirname(first) == os.path.join(root, columnar.CACHE_DIR)
+  calls = []
+  real_build = columnar.build
+  monkeypatch.setattr(columnar, "build", lambda *a: calls.append(a) or real_build(*a))
+  assert columnar.ensure(root, "xben") == first and not calls  # cached
+  path = rsvqa_json.split_file(root, "xben", "test", "answers")
+  with open(path) as f:
+    data = json.load(f)
+  changed = data["answers"][0]
+  changed["answer"] = "yes" if changed["answer"] != "yes" else "no"
+  with open(path, "w") as f:
+    json.dump(data, f)
+  second = columnar.ensure(root, "xben")
+  assert second != first and len(calls) == 1
+  assert not os.path.exists(first)  # the entry of the old files is removed
+  test = rsvqa_json.read_dataset(root)["test"]
+  row = int(np.flatnonzero(test.question_id == changed["question_id"])[0])
+  assert test.answer[row] == changed["answer"]
+  _assert_same(rsvqa_json.read_dataset(root, columnar=False), rsvqa_json.read_dataset(root))
+
+
+def test_a_cache_entry_without_its_manifest_is_rebuilt(xben):
+  root, _ = xben
+  folder = columnar.ensure(root, "xben")
+  os.remove(os.path.join(folder, "manifest.json"))
+  assert columnar.ensure(root, "xben") == folder
+  _assert_same(rsvqa_json.read_dataset(root, columnar=False), rsvqa_json.read_dataset(root))
+
+
+def test_read_only_dataset_folder_caches_elsewhere(xben, tmp_path, monkeypatch):
+  root, _ = xben
+  monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+  monkeypatch.setattr(os, "access", lambda path, mode: False)
+  assert columnar.cache_parent(root).startswith(str(tmp_path / "cache"))
+
+
+def test_blocks_cut_between_entries_only(tmp_path):
+  entries = [{"id": i, "question": f"tricky }},{{ \"{i}\" [", "answers_ids": [i, {"x": [i]}]}
+             for i in range(300)]
+  path = tmp_path / "q.json"
+  path.write_text(json.dumps({"questions": entries}, indent=1))
+  read = [e for block in json_stream.blocks(str(path), "questions", block_bytes=97) for e in block]
+  assert read == entries
+  assert list(json_stream.blocks(str(tmp_path / "q.json"), "questions")) == [entries]
+  path.write_text('{"questions": []}')
+  assert [e for b in json_stream.blocks(str(path), "questions") for e in b] == []
+
+
+def test_blocks_hand_other_forms_to_the_plain_reader(tmp_path):
+  path = tmp_path / "q.json"
+  path.write_text('{"info": 1, "questions": [{"id": 1}, {"id": 2}]}')
+  assert [e for b in json_stream.blocks(str(path), "questions") for e in b] == [{"id": 1}, {"id": 2}]
+  text = json.dumps({"questions": [{"id": i} for i in range(200)]})
+  path.write_text(text[:700] + "#" + text[700:])
+  with pytest.raises(RSVQAError, match=r"q.json: malformed JSON at line 1 column 701"):
+    list(json_stream.blocks(str(path), "questions", block_bytes=64))
+  path.write_text('{"questions": [{"id": 1, "id": 2}]}')
+  with pytest.raises(RSVQAError, match="key 'id' appears twice"):
+    list(json_stream.blocks(str(path), "questions"))
+
+
+def _edit(root, split, kind, fn):
+  path = rsvqa_json.split_file(root, "xben", split, kind)
+  with open(path) as f:
+    data = json.load(f)
+  fn(data[kind])
+  with open(path, "w") as f:
+    json.dump(data, f)
+
+
+@pytest.mark.parametrize("kind, fn, message", [
+    ("images", lambda e: e[0]["questions_ids"].append(10**9), "lists question 1000000000 that "
+     "does not exist in RSVQAxBEN_split_train_questions.json"),
+    ("questions", lambda e: e[0].update(img_id=10**9), "has img_id 1000000000 that points to no "
+     "active image"),
+    ("questions", lambda e: e[0].update(answers_ids=[10**9]), "points to no active answer"),
+    ("questions", lambda e: e[0].update(question=" "), "has an empty question string"),
+    ("answers", lambda e: e[0].update(answer=None), "is None: expected a non-empty string"),
+    ("answers", lambda e: e.append(dict(e[0])), r"id \d+ appears twice \(entries 0 and \d+\)"),
+    ("questions", lambda e: e[0].update(active="false"), "has active 'false'"),
+])
+def test_columnar_refuses_what_the_json_reader_refuses(xben, kind, fn, message):
+  root, _ = xben
+  _edit(root, "train", kind, fn)
+  for read_columnar in (False, True):
+    with pytest.raises(RSVQAError, match=message):
+      rsvqa_json.read_dataset(root, "xben", columnar=read_columnar)
+
+
+def test_missing_split_file_is_one_line(xben):
+  root, _ = xben
+  os.remove(rsvqa_json.split_file(root, "xben", "val", "images"))
+  with pytest.raises(RSVQAError, match="RSVQAxBEN_split_val_images.json: split file missing"):
+    rsvqa_json.read_dataset(root)
+
+
+def test_xben_synth_answers_follow_the_image_labels(tmp_path, capsys):
+  root = str(tmp_path / "x")
+  assert cli.main(["synth", "--variant", "xben", "--images", "40", "--out", root]) == 0
+  assert "wrote 40 image ids and 1000 questions" in capsys.readouterr().out
+  assert rsvqa_json.detect_variant(root) == "xben"
+  manifest = synthetic.read_manifest(root)
+  assert manifest["variant"] == "xben" and manifest["questions_per_image"] == 25
+  assert not os.path.exists(os.path.join(root, "Images"))  # image ids only
+  labels = {}
+  for split in ("train", "val", "test"):
+    for e in rsvqa_json.load_json_list(rsvqa_json.split_file(root, "xben", split, "images"), "images"):
+      labels[e["id"]] = e["labels"]
+  assert len(labels) == 40 and all(1 <= len(v) <= 6 for v in labels.values())
+  ds = rsvqa_json.read_dataset(root)
+  checked = 0
+  for split in ds.splits.values():
+    for image, qtype, question, answer in zip(split.image_id.tolist(), split.qtype.tolist(),
+                                              split.question.tolist(), split.answer.tolist()):
+      own = labels[image]
+      if question in synthetic_xben.LC_FORMS:
+        assert qtype == "LC" and answer == ", ".join(own)
+        checked += 1
+      elif question.startswith("Are there ") and question.count("?") == 1 and " or " not in \
+          question and " and " not in question and not question.startswith("Are there no "):
+        subject = question[len("Are there "):-1].replace(" in the image", "")
+        if subject in [c.lower() for c in synthetic_xben.CLASSES]:
+          assert qtype == "yes_no"
+          assert answer == ("yes" if subject in [c.lower() for c in own] else "no"), question
+          checked += 1
+  assert checked > 100
+  assert cli.main(["synth", "--variant", "xben", "--out", root, "--balanced"]) == 2
+  assert "--plant, --balanced and --answerability are for lr and hr" in capsys.readouterr().err
+
+
+def test_validate_and_analyze_on_xben(xben, tmp_path, capsys):
+  root, counts = xben
+  assert cli.main(["validate", "--data", root, "--skip-images"]) == 0
+  out = capsys.readouterr().out
+  assert "dataset xben" in out and str(counts["train"]) in out and out.strip().endswith("ok")
+  assert cli.main(["analyze", "--data", root, "--dataset", "xben", "--out", str(tmp_path / "a")]) == 0
+  with open(tmp_path / "a" / "types_test.csv") as f:
+    text = f.read()
+  assert f"All,{counts['test']}," in text and "\nLand cover," in text and "\nYes/No," in text
+
+
+def test_encode_split_tokenises_distinct_questions_as_each_one(xben):
+  root, _ = xben
+  ds = rsvqa_json.read_dataset(root)
+  vocab = AnswerVocab.for_dataset(ds)
+  tokenizer = WordTokenizer.build(inputs.dataset_words(ds))
+  image_ids = np.unique(np.concatenate([s.image_id for s in ds.splits.values()]))
+  got = inputs.encode_split(ds["train"], vocab, tokenizer, image_ids, 50, (8, 16, 24, 32, 48, 64))
+  one_by_one = [tokenizer.encode(q) for q in ds["train"].question.tolist()]
+  assert got.lengths.tolist() == [len(x) for x in one_by_one]
+  for row, ids in zip(got.columns["tokens"], one_by_one):
+    assert row[:len(ids)].tolist() == ids and not row[len(ids):].any()
+  assert got.columns["image_index"].tolist() == np.searchsorted(
+      image_ids, ds["train"].image_id).tolist()
+
+
+def test_xben_synth_is_deterministic_and_the_benchmark_renders(tmp_path):
+  a, b = str(tmp_path / "a"), str(tmp_path / "b")
+  synthetic.generate_xben(a, images=30, seed=5, questions_per_image=4)
+  synthetic.generate_xben(b, images=30, seed=5, questions_per_image=4)
+  for split in ("train", "val", "test"):
+    for kind in rsvqa_json.KINDS:
+      with open(rsvqa_json.split_file(a, "xben", split, kind), "rb") as f, \
+          open(rsvqa_json.split_file(b, "xben", split, kind), "rb") as g:
+        assert f.read() == g.read()
+  from benchmarks import run  # pylint: disable=g-import-not-at-top
+  row = {"stage": "epoch", "wall_s": 2.0, "cpu_s": 1.5, "peak_rss_bytes": 3 * 2**30, "batches": 7}
+  text = "\n".join(run.RENDER["xben_scale"]({"images": 30, "questions": 120, "cpu": "x",
+                                               "rows": [row]}))
+  assert "| epoch | 2 | 1.5 | 3 | batches 7 |" in text
+
+
+def test_row_table_indexes_like_the_full_column():
+  table = np.array([[1, 2, 0], [3, 0, 0]], np.int32)
+  col = pipeline.RowTable(table, [1, 0, 1])
+  full = np.array([[3, 0, 0], [1, 2, 0], [3, 0, 0]], np.int32)
+  assert col.shape == (3, 3) and col.ndim == 2 and col.dtype == np.int32 and len(col) == 3
+  np.testing.assert_array_equal(np.asarray(col), full)
+  for key in (0, 2, [2, 1], np.array([0, 0, 1]), slice(1, 3), ([0, 1], slice(None, 2)),
+              (1, slice(None, 1))):
+    np.testing.assert_array_equal(col[key], full[key])
+
+
+def test_split_columns_with_token_rows_give_the_same_batches(xben):
+  root, _ = xben
+  split = rsvqa_json.read_dataset(root)["val"]
+  image_ids = np.unique(split.image_id)
+  texts, codes = np.unique(split.question.astype(str), return_inverse=True)
+  lengths = np.array([len(t.split()) for t in texts])
+  table = np.zeros((len(texts), 32), np.int32)
+  for i, n in enumerate(lengths):
+    table[i, :n] = np.arange(1, n + 1) + i
+  answers = np.zeros(len(split), np.int32)
+  shared = pipeline.split_columns(split, image_ids, answers, table, lengths, token_rows=codes)
+  full = pipeline.split_columns(split, image_ids, answers, table[codes], lengths[codes])
+  kwargs = dict(batch_size=16, shuffle=True, seed=1, num_epochs=1, drop_remainder=False,
+                length_buckets=(8, 16, 32), lengths=lengths[codes])
+  pairs = zip(pipeline.batch_iterator(shared, **kwargs), pipeline.batch_iterator(full, **kwargs))
+  n = 0
+  for a, b in pairs:
+    assert a.keys() == b.keys()
+    for k in a:
+      np.testing.assert_array_equal(a[k], b[k])
+    n += len(a["index"])
+  assert n == len(split)
