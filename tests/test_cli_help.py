@@ -42,7 +42,7 @@ def test_every_option_has_help_and_shows_its_default(name):
 
 def test_defaults_are_added_once_and_help_text_is_for_users(capsys):
   parser = _command_parser("synth")
-  text = parser.format_help()
+  text = " ".join(parser.format_help().split())  # the words, whatever the line breaks
   assert "(default: 100 for lr and hr" in text  # --questions-per-image, which had no help
   assert "byte-identical dataset (default: 0)" in text  # a default of 0 is shown too
   assert text.count("(default: 772 for lr, 400 for hr, 590326 for xben)") == 1  # said by the help
