@@ -69,7 +69,7 @@ class _PlainBf16Step(train_steps.JaxStep):
       return super().warmup()
 
 
-def step(layers, batch, rounds, torch=None, mode="full"):
+def step(layers, batch, rounds, torch=None, mode="full", log=lambda message: None):
   """samples/s of the fine-tuned DistilBERT e-mult step per contender, and paired ratios
   (`mode`: the train_steps sizes, "toy" to check the harness)."""
   size = train_steps.sizes(mode)
@@ -91,7 +91,10 @@ def step(layers, batch, rounds, torch=None, mode="full"):
       contenders[name] = train_steps.TorchStep(
           train_steps.torch_model("distilbert", False, "mult", size, questions), batch_np,
           False, "cpu", autocast)
-  warmup = {name: c.warmup() for name, c in contenders.items()}
+  warmup = {}
+  for name, c in contenders.items():
+    warmup[name] = c.warmup()
+    log(f"  warm-up {name}: {warmup[name]:.1f} s")
   seconds, errors = timing.alternate({k: (lambda c=c: c.block(1)) for k, c in
                                       contenders.items()}, rounds)
   rates = {k: timing.summarize([batch / s for s in t], "samples/s") for k, t in seconds.items()}
@@ -129,7 +132,8 @@ def main(argv=None):
   for name, s in result["products_gflop_s"].items():
     print(f"  {args.n}^3 {name}: {s['median']:.1f} GFLOP/s ({s['min']:.1f}-{s['max']:.1f})")
   if args.step:
-    result["step"] = step(args.layers, args.batch, args.rounds, torch)
+    result["step"] = step(args.layers, args.batch, args.rounds, torch,
+                          log=lambda message: print(message, flush=True))
     for name, s in result["step"]["samples_s"].items():
       print(f"  step {name}: {s['median']:.2f} samples/s ({s['min']:.2f}-{s['max']:.2f})")
     for name, s in result["step"]["speedups"].items():

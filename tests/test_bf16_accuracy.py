@@ -27,8 +27,10 @@ def _final_val_oa(task, workdir, compute_dtype):
   summary = loop.train(c, workdir, dataset=task[0], features=task[1], log=lambda m: None)
   assert summary["finished"]
   with open(os.path.join(workdir, "metrics.jsonl"), encoding="utf-8") as f:
-    vals = [line for line in map(json.loads, f) if line["split"] == "val"]
-  return vals[-1]["oa"], vals[-1]
+    lines = [json.loads(line) for line in f]
+  val = [line for line in lines if line["split"] == "val"][-1]
+  train = [line for line in lines if line["split"] == "train"][-1]
+  return val["oa"], {**val, "train_loss": train["loss"]}
 
 
 def test_bf16_ends_within_one_point_of_float32(task, tmp_path):
@@ -37,3 +39,4 @@ def test_bf16_ends_within_one_point_of_float32(task, tmp_path):
   oa16, line16 = _final_val_oa(task, str(tmp_path / "bf16"), "bfloat16")
   assert oa32 > 0.75, line32  # the run learns from the image, so the comparison means something
   assert abs(oa16 - oa32) <= 0.01, (line32, line16)
+  assert line16["train_loss"] != line32["train_loss"]  # the bf16 run did compute in bf16
