@@ -192,3 +192,19 @@ def _dot_generals(jaxpr):
       if hasattr(inner, "eqns"):
         found += _dot_generals(inner)
   return found
+
+
+@pytest.mark.parametrize("bad", [jnp.nan, jnp.inf, -jnp.inf])
+def test_all_finite_finds_one_non_finite_element(bad):
+  tree = {"a": jnp.ones((4, 3)), "b": [jnp.zeros(5, jnp.bfloat16), jnp.full((2,), 3e38)]}
+  assert bool(jax.jit(steps.all_finite)(tree))
+  for path in (("a",), ("b", 0), ("b", 1)):
+    broken = jax.tree.map(lambda x: x, tree)
+    leaf = broken[path[0]] if len(path) == 1 else broken[path[0]][path[1]]
+    leaf = leaf.at[(1,) * leaf.ndim].set(bad)
+    if len(path) == 1:
+      broken[path[0]] = leaf
+    else:
+      broken[path[0]][path[1]] = leaf
+    assert not bool(jax.jit(steps.all_finite)(broken)), path
+  assert bool(steps.all_finite({})) and bool(steps.all_finite({"e": jnp.zeros((0, 3))}))

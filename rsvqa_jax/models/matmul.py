@@ -4,11 +4,12 @@ XLA:CPU computes a bf16 x bf16 -> bf16 product no faster than float32 (2048^3 on
 AMD EPYC with AVX512-BF16: about 75 GFLOP/s against 90 in float32), but the same product
 accumulated into float32 (`preferred_element_type`) goes to the bf16 dot-product units: about
 150-190 GFLOP/s there, 1011 against 150 in float32 on an Intel Xeon with AMX
-(benchmarks/bf16_matmul.py). Differentiating such a product would transpose it into a float32 x
+(benchmarks/bf16_cpu.py). Differentiating such a product would transpose it into a float32 x
 bf16 product, which XLA computes in float32, so the backward pass is written out here as the
 same kind of product (and a left operand contracted over a major axis is transposed in memory
-first, which XLA:CPU also needs to keep a product in bf16). The result is rounded to the operands' dtype, as a bf16 layer's output is,
-or kept in float32 where the caller asks (attention scores, which go to a float32 softmax).
+first, which XLA:CPU also needs to keep a product in bf16). The result is rounded to the
+operands' dtype, as a bf16 layer's output is, or kept in float32 where the caller asks
+(attention scores, which go to a float32 softmax).
 
 On accelerators the plain bf16 product already accumulates in float32 inside the matrix units,
 and float32 operands are not low precision: both take the plain jnp path, unchanged.
