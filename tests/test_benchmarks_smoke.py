@@ -293,3 +293,13 @@ def test_module_dots_reads_shapes_transposition_and_flops():
   assert found[forward] == 2 * 64 * 48 * 32
   (weight_grad,) = [label for label in found if label.endswith("-> f32[32,16], contracting (0; 0)")]
   assert found[weight_grad] == 2 * 32 * 16 * 64
+
+
+def test_finite_check_pairs_both_checks_at_toy_size():
+  from benchmarks import finite_check  # pylint: disable=g-import-not-at-top
+  tree = {"w": jnp.ones((3, 2)).at[0, 1].set(jnp.nan), "b": jnp.zeros(2)}
+  assert not bool(finite_check.per_leaf_all(tree))
+  assert bool(finite_check.per_leaf_all({"b": jnp.zeros(2)}))
+  row = finite_check.measure(1, 4, 2, mode="toy")
+  assert not row["errors"] and set(row["samples_s"]) == {"max_abs", "per_leaf_all"}
+  assert row["max_abs / per_leaf_all"]["repeats"] == 2
