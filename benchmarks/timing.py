@@ -97,7 +97,7 @@ def _torch_peak(torch, n, chain, dtype_name, also):
   generator = torch.Generator().manual_seed(0)
   square = (torch.randn(n, n, generator=generator).to(dtype),
             (torch.randn(n, n, generator=generator) / n**0.5).to(dtype))
-  shapes = [(m, k, n_out) for m, k, n_out in also]
+  shapes = list(also)
   products = [(torch.randn(m, k, generator=generator).to(dtype),
                torch.randn(k, n_out, generator=generator).to(dtype)) for m, k, n_out in shapes]
 
