@@ -7,7 +7,8 @@ head) run with compute_dtype bfloat16 (parameters and Adam stay float32) at the 
 of 70 and at larger batches. MFU = the analytic model FLOPs of a step (benchmarks.flop_counts)
 per second over the dense bf16 peak of the datasheet; the fraction of a bf16 matmul peak
 measured in the same process is given beside it. The PyTorch side is the same architecture in
-eager mode under bf16 autocast on the same device, alternated with JAX round by round
+eager mode under bf16 autocast on the same device and, on a GPU, the whole step under
+torch.compile(mode="reduce-overhead") (CUDA graphs), alternated with JAX round by round
 (benchmarks.train_steps.measure). On a CPU the family runs toy sizes only, to check the code.
 """
 import jax
@@ -19,6 +20,7 @@ from benchmarks import inputs, timing, train_steps
 DATASHEET_BF16_PEAK = {"H200": 989.4e12, "H100": 989.4e12, "A100": 312e12, "L4": 121e12}
 BATCHES = {"gpu": (70, 560, 4480), "toy": (8, 16)}
 MFU_TARGET = 0.35
+GPU_COMPILE_MODE = "reduce-overhead"  # torch.compile with CUDA graphs: no per-kernel launches
 
 
 def datasheet_peak(device):
@@ -53,9 +55,11 @@ def step_row(lm, batch, size, peak_rate, spec_peak, repeats, block_s, torch_devi
   """One (language model, batch) configuration: throughput, MFU and memory of both sides."""
   _torch_peak_bytes(torch_device, reset=True)
   row = train_steps.measure(lm, False, "mult", size=size, questions=inputs.make_questions(batch),
-                            repeats=repeats, block_s=block_s, compile_torch=False,
+                            repeats=repeats, block_s=block_s,
+                            compile_torch=torch_device == "cuda",
                             have_torch=torch_device is not None, compute_dtype="bfloat16",
-                            torch_device=torch_device or "cpu", peak_rate=peak_rate)
+                            torch_device=torch_device or "cpu", peak_rate=peak_rate,
+                            torch_compile_mode=GPU_COMPILE_MODE)
   analytic = row["analytic_flops_per_step"]
   jax_step_s = [batch / x for x in row["jax_samples_s"]["values"]]
   row.update({"batch": batch, "jax_step_s": timing.summarize(jax_step_s, "s"),

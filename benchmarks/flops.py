@@ -91,7 +91,11 @@ def run(mode, log=print):
   questions = inputs.make_questions(inputs.BATCH)
   size = efficiency_sizes(mode)
   log("  flops: matmul peak")
-  peak_rate, peak_cfg = timing.f32_peak_probe(mode)
+  try:
+    import torch  # pylint: disable=g-import-not-at-top
+  except ImportError:
+    torch = None
+  peak_rate, peak_cfg = timing.f32_peak_probe(mode, torch)  # the best of JAX and PyTorch
   peak = timing.summarize([peak_rate() for _ in range(3)], "FLOP/s")
   rows = []
   for lm in ("distilbert", "skipthoughts"):

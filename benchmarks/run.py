@@ -49,10 +49,11 @@ def _table(header, rows):
 
 
 def _md_train_steps(s):
-  out = _table(["LM", "mode", "fusion", "tokens", "JAX samples/s", "torch eager samples/s",
-                "torch.compile samples/s", "JAX / eager", "JAX / compile",
-                "of f32 peak: JAX / eager", "of roofline: JAX / eager", "ceiling / eager"],
-               [[r["lm"], r["mode"], r["fusion"], "x".join(map(str, r["tokens"] or [])) or "-",
+  out = _table(["LM", "mode", "fusion", "compute", "tokens", "JAX samples/s",
+                "torch eager samples/s", "torch.compile samples/s", "JAX / eager", "JAX / compile",
+                "of peak: JAX / eager", "of roofline: JAX / eager", "ceiling / eager"],
+               [[r["lm"], r["mode"], r["fusion"], _compute(r),
+                 "x".join(map(str, r["tokens"] or [])) or "-",
                  fmt(r.get("jax_samples_s")), fmt(r.get("torch_eager_samples_s")),
                  fmt(r.get("torch_compile_samples_s")), fmt(r.get("speedup_vs_eager")),
                  fmt(r.get("speedup_vs_compile")),
@@ -63,8 +64,14 @@ def _md_train_steps(s):
                  fmt(r.get("ceiling_vs_eager"))] for r in s["rows"]])
   for r in s["rows"]:
     for k, v in r["notes"].items():
-      out.append(f"- {r['lm']} {r['mode']} {r['fusion']}: {k} {v}")
+      out.append(f"- {r['lm']} {r['mode']} {r['fusion']} {_compute(r)}: {k} {v}")
   return out
+
+
+def _compute(row):
+  """float32, or bf16 with what PyTorch runs under (CPU autocast)."""
+  dtype = row.get("compute_dtype", "float32")
+  return "float32" if dtype == "float32" else "bf16 (torch: autocast)"
 
 
 def _md_pipeline(s):
@@ -117,11 +124,13 @@ def _md_accelerator(s):
          f"{fmt(s['measured_bf16_matmul_peak'], 1e-12)} TFLOP/s ({s['peak_config']}); "
          f"PyTorch on {s['torch_device']}"]
   out += _table(["fine-tuned LM", "batch", "tokens", "JAX samples/s", "torch eager samples/s",
-                 "JAX / torch", "JAX step ms", "JAX MFU", "torch MFU", "JAX of measured peak",
+                 "JAX / torch", "torch.compile (reduce-overhead) samples/s", "JAX / compile",
+                 "JAX step ms", "JAX MFU", "torch MFU", "JAX of measured peak",
                  "JAX compile s", "peak GiB JAX (process) / torch"],
                 [[r["lm"], r["batch"], r.get("error") or "x".join(map(str, r["tokens"])),
                   fmt(r.get("jax_samples_s")), fmt(r.get("torch_eager_samples_s")),
-                  fmt(r.get("speedup_vs_eager")), fmt(r.get("jax_step_s"), 1e3),
+                  fmt(r.get("speedup_vs_eager")), fmt(r.get("torch_compile_samples_s")),
+                  fmt(r.get("speedup_vs_compile")), fmt(r.get("jax_step_s"), 1e3),
                   fmt(r.get("jax_mfu")), fmt(r.get("torch_mfu")),
                   fmt(r.get("fraction_of_peak", {}).get("jax")),
                   fmt((r.get("warmup_s") or {}).get("jax")),
@@ -200,7 +209,7 @@ RENDER = {"train_steps": _md_train_steps, "pipeline": _md_pipeline,
 def markdown(results):
   m = results["machine"]
   lines = ["# rsvqa_jax benchmarks", "", f"Command: `{results['command']}`", "",
-           f"Machine: {m['cpu']}, {m['cores']} cores ({m['usable_cpus']} usable), "
+           f"Machine: {timing.cpu_label(m)}, {m['cores']} cores ({m['usable_cpus']} usable), "
            f"jax {m['jax']} ({m['jax_backend']}), torch {m['torch']}, python {m['python']}; "
            f"load average at start {m.get('load_average')}", "",
            "Host malloc: " + ("freed memory kept for reuse (rsvqa_jax.host_memory), for JAX and "
@@ -214,7 +223,8 @@ def markdown(results):
                   [[t["name"], fmt(t["measured"]), f"{t['op']} {t['threshold']}", t["status"],
                     t.get("note", "")] for t in results["targets"]])
   for name, section in results["sections"].items():
-    lines += ["", f"## {name} ({section.get('runtime_s', 0):.0f} s)", ""]
+    lines += ["", f"## {name} ({section.get('runtime_s', 0):.0f} s)", "",
+              f"CPU: {timing.cpu_label(m)}", ""]
     if "error" in section:
       lines.append(f"failed: {section['error']}")
       continue

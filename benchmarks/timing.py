@@ -44,35 +44,74 @@ def product_operands(m, k, n, dtype=None, seed=1):
   return jax.random.normal(key_x, (m, k), dtype), jax.random.normal(key_w, (k, n), dtype)
 
 
-def f32_peak_probe(mode):
-  """(peak_probe, its settings) of the CPU families: tiny in toy mode, else the defaults."""
+def f32_peak_probe(mode, torch=None, dtype=None):
+  """(peak_probe, its settings) of the CPU families: tiny in toy mode, else the defaults; the
+  best of JAX and PyTorch (`torch`, the module) when PyTorch is given. `dtype` default float32."""
   n, also = (256, ()) if mode == "toy" else (2048, (FFN_SHAPE,))
-  return peak_probe(n, also=also), {"n": n, "chain": 2, "also": also}
+  import jax.numpy as jnp  # pylint: disable=g-import-not-at-top
+  name = jnp.dtype(jnp.float32 if dtype is None else dtype).name
+  return peak_probe(n, dtype=dtype, also=also, torch=torch), {
+      "n": n, "chain": 2, "also": also, "dtype": name,
+      "libraries": ["jax", "torch"] if torch is not None else ["jax"]}
 
 
-def peak_probe(n=2048, chain=2, dtype=None, also=(FFN_SHAPE,)):
+def peak_probe(n=2048, chain=2, dtype=None, also=(FFN_SHAPE,), torch=None):
   """A callable() -> the best matmul FLOP/s of `chain` chained n x n dots and of each [m, k] @
   [k, n'] product in `also`, in `dtype` (default float32; compiled once here).
 
   No single shape shows a machine's peak. On the 2-core CPU a 1024 square chain stays near 128
   GFLOP/s and a 2048 one near 133, while the BERT FFN product runs at about 147: the best of
-  them is the peak the train steps' fractions are taken against.
+  them is the peak the train steps' fractions are taken against. No single library does
+  either: with `torch` (the module), PyTorch's products of the same shapes are probed too
+  (alternately first and second) and the peak is the best of both. bf16 products accumulate in
+  float32 on a CPU's JAX side, the way XLA:CPU reaches the bf16 units (models/matmul).
   """
   import jax  # pylint: disable=g-import-not-at-top
   import jax.numpy as jnp  # pylint: disable=g-import-not-at-top
   dtype = jnp.float32 if dtype is None else dtype
+  accumulate = ({"preferred_element_type": jnp.float32}
+                if dtype == jnp.bfloat16 and jax.default_backend() == "cpu" else {})
+  dot = lambda x, w: jnp.matmul(x, w, **accumulate).astype(dtype)
   a, b = _matrices(n, dtype)
-  probes = [(jax.jit(lambda x, w: chain_dots(x, w, chain)), (a, b), 2.0 * n**3 * chain)]
+  probes = [(jax.jit(lambda x, w: jax.lax.fori_loop(0, chain, lambda _, y: dot(y, w), x)),
+             (a, b), 2.0 * n**3 * chain)]
   for m, k, n_out in also:
-    probes.append((jax.jit(jnp.matmul), product_operands(m, k, n_out, dtype),
-                   2.0 * m * k * n_out))
+    probes.append((jax.jit(dot), product_operands(m, k, n_out, dtype), 2.0 * m * k * n_out))
   for f, args, _ in probes:
     f(*args).block_until_ready()
+  libraries = {"jax": lambda: max(flops / _seconds(f, args) for f, args, flops in probes)}
+  if torch is not None:
+    libraries["torch"] = _torch_peak(torch, n, chain, jnp.dtype(dtype).name, also)
+  calls = [0]
 
   def rate():
-    return max(flops / _seconds(f, args) for f, args, flops in probes)
+    calls[0] += 1
+    return max(libraries[name]() for name in round_order(libraries, calls[0] - 1))
 
   return rate
+
+
+def _torch_peak(torch, n, chain, dtype_name, also):
+  """A callable() -> PyTorch's best FLOP/s over the shapes of `peak_probe`."""
+  dtype = getattr(torch, dtype_name)
+  generator = torch.Generator().manual_seed(0)
+  square = (torch.randn(n, n, generator=generator).to(dtype),
+            (torch.randn(n, n, generator=generator) / n**0.5).to(dtype))
+  shapes = list(also)
+  products = [(torch.randn(m, k, generator=generator).to(dtype),
+               torch.randn(k, n_out, generator=generator).to(dtype)) for m, k, n_out in shapes]
+
+  def chained(x, w):
+    for _ in range(chain):
+      x = x @ w
+    return x
+
+  runs = [(lambda: chained(*square), 2.0 * n**3 * chain)]
+  runs += [(lambda xw=xw: torch.matmul(*xw), 2.0 * m * k * n_out)
+           for xw, (m, k, n_out) in zip(products, shapes)]
+  for run, _ in runs:
+    run()
+  return lambda: max(flops / time_block(run, 1) for run, flops in runs)
 
 
 def bandwidth_probe(n=1 << 23, passes=8):
@@ -154,16 +193,26 @@ def time_block(run, steps):
   return time.perf_counter() - start
 
 
-def alternate(runners, repeats):
-  """{name: [seconds per round]} running each runner once per round, in turn.
+def round_order(names, round_index):
+  """The runners' order in round `round_index` (0-based): as given in the 1st, 3rd, ... round,
+  reversed in the 2nd, 4th, ..., so neither side (JAX listed first, PyTorch after) always runs
+  first, on a cache or a turbo budget the other left."""
+  names = list(names)
+  return names if round_index % 2 == 0 else names[::-1]
+
+
+def alternate(runners, repeats, first_round=0):
+  """{name: [seconds per round]} running each runner once per round, in turn (`round_order`;
+  rounds numbered from `first_round`, so rounds that continue an earlier one keep alternating).
 
   runners: {name: callable() -> seconds}. A runner that raises is dropped from later rounds and
   its error recorded under the key ("error", name).
   """
   times = {name: [] for name in runners}
   errors = {}
-  for _ in range(repeats):
-    for name, run in runners.items():
+  for r in range(first_round, first_round + repeats):
+    for name in round_order(runners, r):
+      run = runners[name]
       if name in errors:
         continue
       try:
@@ -184,10 +233,39 @@ def cpu_model():
   return platform.processor() or platform.machine()
 
 
+BF16_FLAGS = ("amx_bf16", "avx512_bf16")
+
+
+def cpu_bf16_units(cpuinfo_text=None):
+  """{"amx_bf16": bool, "avx512_bf16": bool}: the bf16 matrix units the CPU advertises, read
+  from the `flags` line of /proc/cpuinfo (or of `cpuinfo_text`); False when unreadable."""
+  if cpuinfo_text is None:
+    try:
+      with open("/proc/cpuinfo", encoding="utf-8") as f:
+        cpuinfo_text = f.read()
+    except OSError:
+      cpuinfo_text = ""
+  flags = set()
+  for line in cpuinfo_text.splitlines():
+    key, _, value = line.partition(":")
+    if key.strip() == "flags":
+      flags.update(value.split())
+      break
+  return {flag: flag in flags for flag in BF16_FLAGS}
+
+
+def cpu_label(info):
+  """'<model> (AMX: yes/no, AVX512-BF16: yes/no)': how every results table names its CPU."""
+  units = info.get("bf16_units", {})
+  yes = lambda flag: "yes" if units.get(flag) else "no"
+  return f"{info['cpu']} (AMX: {yes('amx_bf16')}, AVX512-BF16: {yes('avx512_bf16')})"
+
+
 def machine():
   """The machine and software a result was measured on."""
   import jax  # pylint: disable=g-import-not-at-top
-  info = {"cpu": cpu_model(), "cores": os.cpu_count(), "usable_cpus": intra_op_threads(),
+  info = {"cpu": cpu_model(), "bf16_units": cpu_bf16_units(), "cores": os.cpu_count(),
+          "usable_cpus": intra_op_threads(),
           "platform": platform.platform(), "python": platform.python_version(),
           "jax": jax.__version__, "jax_backend": jax.default_backend(),
           "devices": [str(d) for d in jax.devices()]}

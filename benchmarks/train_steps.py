@@ -2,8 +2,10 @@
 
 Same batch (70 questions, same tokens), same architecture and optimizer (Adam, head lr 1e-5,
 language-model lr 1e-4), dropout on, same intra-op thread count. Per configuration the JAX
-step, the torch eager step and the torch.compile step run in turn, `repeats` rounds of `steps`
-steps each, after a warm-up that includes compilation (timed separately).
+step, the torch eager step and the torch.compile step run in turn (JAX first in odd rounds,
+PyTorch first in even ones), `repeats` rounds of `steps` steps each, after a warm-up that
+includes compilation (timed separately); every configuration in float32 and in bfloat16 (JAX
+compute_dtype against PyTorch CPU autocast).
 Frozen language model = cached question vectors: only fusion + classifier train.
 The compiled JAX steps of the fine-tuned e-mult rows are kept in RUNNERS for the flops family,
 which times the same executables instead of compiling them again.
@@ -13,6 +15,7 @@ import statistics
 import time
 
 import jax
+import jax.numpy as jnp
 from flax import nnx
 
 from benchmarks import flop_counts, inputs, timing
@@ -24,6 +27,7 @@ from rsvqa_jax.train import optimizers, state as state_lib, steps as steps_lib
 from rsvqa_jax.train import sharding as shd
 
 FAMILY_LAYERS = {"distilbert": 6, "bert": 12, "roberta": 12}
+COMPUTE_DTYPES = ("float32", "bfloat16")
 BERT_DIMS = {"hidden": 768, "heads": 12, "intermediate": 3072}
 GRU_DIMS = {"word_dim": 620, "hidden_dim": 2400}
 QUICK_GRU_HIDDEN = 1200
@@ -151,11 +155,12 @@ class JaxStep:
 class TorchStep:
   """The PyTorch reference step (eager or torch.compile), on the CPU or an accelerator."""
 
-  def __init__(self, model, batch_np, compile_model, device="cpu", autocast=None):
+  def __init__(self, model, batch_np, compile_model, device="cpu", autocast=None,
+               compile_mode=None):
     from benchmarks import torch_reference as tr  # pylint: disable=g-import-not-at-top
     import torch  # pylint: disable=g-import-not-at-top
     self.step = tr.make_train_step(model.to(device), compile_model=compile_model,
-                                   autocast=autocast)
+                                   autocast=autocast, compile_mode=compile_mode)
     self.batch = tr.to_torch(batch_np, device)
     self.compiled = compile_model
     self.sync = torch.cuda.synchronize if torch.device(device).type == "cuda" else lambda: None
@@ -178,13 +183,14 @@ class TorchStep:
 
 def measure(lm, frozen, fusion, *, size, questions, repeats, block_s, compile_torch,
             have_torch, keep_key=None, compute_dtype="float32", torch_device="cpu",
-            peak_rate=None, bandwidth_rate=None):
+            peak_rate=None, bandwidth_rate=None, torch_compile_mode=None):
   """One configuration: samples/s of each implementation and the paired speed-ups.
 
   The batch is `questions` (70 in the CPU comparisons). After the warm-up (compilation
   included, timed apart), one timed step per implementation sets its steps per round to about
   `block_s` seconds (at least one step). With `keep_key`, the warm JAX step is stored in RUNNERS
-  under that key. compute_dtype "bfloat16" runs PyTorch under bf16 autocast. With `peak_rate`
+  under that key. compute_dtype "bfloat16" runs PyTorch under bf16 autocast (eager and, with
+  `compile_torch`, compiled in `torch_compile_mode`: "reduce-overhead" on a GPU). With `peak_rate`
   (timing.peak_probe), each side's fraction of the matmul peak (measured twice before and twice
   after the rounds) is added; with `bandwidth_rate` (timing.bandwidth_probe) too, the roofline
   minimum of a step (its matmuls at that peak, then its Adam update streaming each trainable
@@ -202,7 +208,8 @@ def measure(lm, frozen, fusion, *, size, questions, repeats, block_s, compile_to
     import torch  # pylint: disable=g-import-not-at-top
     autocast = torch.bfloat16 if compute_dtype == "bfloat16" else None
     make = lambda compiled: TorchStep(torch_model(lm, frozen, fusion, size, questions), batch_np,
-                                      compiled, torch_device, autocast)
+                                      compiled, torch_device, autocast,
+                                      torch_compile_mode if compiled else None)
     contenders["torch_eager"] = make(False)
     if compile_torch:
       contenders["torch_compile"] = make(True)
@@ -221,12 +228,14 @@ def measure(lm, frozen, fusion, *, size, questions, repeats, block_s, compile_to
   # warm-up, one implementation after the other) already form a complete alternated round.
   first = {k: [t / batch] for k, t in calibration.items()}
   reuse = bool(contenders) and all(steps[k] == 1 for k in contenders)
-  per_sample, errors = timing.alternate(rounds, repeats - 1 if reuse else repeats)
+  per_sample, errors = timing.alternate(rounds, repeats - 1 if reuse else repeats,
+                                        first_round=1 if reuse else 0)
   if reuse:
     per_sample = {k: first[k] + per_sample.get(k, []) for k in contenders
                   if k in per_sample or k not in errors}
   notes.update({k: f"failed while timing: {v}" for k, v in errors.items()})
   row = {"lm": lm, "mode": "frozen (cached)" if frozen else "fine-tuned", "fusion": fusion,
+         "compute_dtype": compute_dtype, "torch_compile_mode": torch_compile_mode,
          "tokens": list(batch_np["tokens"].shape) if "tokens" in batch_np else None,
          "warmup_s": warm, "steps_per_round": steps, "calibration_is_round_1": reuse,
          "notes": notes}
@@ -304,19 +313,22 @@ def run(mode, log=print):
   questions = inputs.make_questions(inputs.BATCH)
   repeats = {"full": 5, "quick": 5, "toy": 2}[mode]
   block_s = {"full": 1.0, "quick": 0.3, "toy": 0.05}[mode]
-  peak_rate, _ = timing.f32_peak_probe(mode)
+  torch_module = torch if have_torch else None
+  peak_rates = {dtype: timing.f32_peak_probe(mode, torch_module, getattr(jnp, dtype))[0]
+                for dtype in COMPUTE_DTYPES}
   bandwidth_rate = timing.bandwidth_probe(1 << 16 if mode == "toy" else 1 << 23)
   rows = []
-  for lm, frozen, fusion in plan(mode):
+  for (lm, frozen, fusion), dtype in ((c, d) for c in plan(mode) for d in COMPUTE_DTYPES):
     # --quick: torch.compile (tens of seconds per graph here) on the Skip-thoughts e-mult steps.
     compile_torch = mode == "full" or (lm == "skipthoughts" and fusion == "mult")
-    log(f"  train step: {lm} {'frozen' if frozen else 'fine-tuned'} {fusion}")
+    log(f"  train step: {lm} {'frozen' if frozen else 'fine-tuned'} {fusion} {dtype}")
     row = measure(lm, frozen, fusion, size=size, questions=questions,
                   repeats=repeats, block_s=block_s,
                   compile_torch=compile_torch and have_torch and mode != "toy",
-                  have_torch=have_torch,
-                  keep_key=runner_key(lm, size) if not frozen and fusion == "mult" else None,
-                  peak_rate=peak_rate, bandwidth_rate=bandwidth_rate)
+                  have_torch=have_torch, compute_dtype=dtype,
+                  keep_key=(runner_key(lm, size) if not frozen and fusion == "mult" and
+                            dtype == "float32" else None),
+                  peak_rate=peak_rates[dtype], bandwidth_rate=bandwidth_rate)
     if have_torch and not compile_torch:
       row["notes"]["torch_compile"] = (f"not run in {mode} mode (inductor takes tens of seconds "
                                        "to minutes per graph on 2 cores); run in the full mode")
@@ -325,10 +337,19 @@ def run(mode, log=print):
         "; samples/s " + ", ".join(f"{k[:-10]} {row[k]['median']:.1f}" for k in row
                                     if k.endswith("_samples_s")))
   targets = []
+  bf16_units = any(timing.cpu_bf16_units().values())
   for row in rows:
     frozen = row["mode"].startswith("frozen")
-    need = 2.0 if frozen else (1.3 if row["lm"] == "skipthoughts" else 1.0)
     label = f"{row['lm']} {row['mode']} {row['fusion']}"
+    if row["compute_dtype"] == "bfloat16":
+      if bf16_units:
+        targets.append(timing.target(f"bf16 train step vs torch bf16 autocast eager: {label}",
+                                     row.get("speedup_vs_eager"), ">=", 1.2))
+        if "speedup_vs_compile" in row:
+          targets.append(timing.target(f"bf16 train step vs torch.compile bf16 autocast: {label}",
+                                       row["speedup_vs_compile"], ">=", 1.0))
+      continue
+    need = 2.0 if frozen else (1.3 if row["lm"] == "skipthoughts" else 1.0)
     targets.append(timing.target(f"train step vs torch eager: {label}",
                                  row.get("speedup_vs_eager"), ">=", need, _ceiling_note(row, need)))
     if "speedup_vs_compile" in row:
@@ -343,9 +364,13 @@ def run(mode, log=print):
                     "BERT-family layers: " + ", ".join(f"{k} {v}" for k, v in
                                                        size["bert_layers"].items())
                     + (" (paper sizes)" if mode == "full" else f" ({mode}: reduced from 6/12/12)"),
+                    "each configuration runs in float32 and in bfloat16 (JAX compute_dtype "
+                    "bfloat16: bf16 operands, float32 accumulation, float32 master weights and "
+                    "Adam; PyTorch under CPU bf16 autocast, eager and compiled); the bf16 targets "
+                    "apply on CPUs with bf16 units (AMX or AVX512-BF16)",
                     "fraction of peak: analytic matmul FLOPs (benchmarks.flop_counts) per "
-                    "second over the f32 matmul peak measured twice before and twice after "
-                    "each row; roofline = those FLOPs at that peak plus the Adam update's "
+                    "second over the matmul peak of the row's dtype (the best of a JAX and a "
+                    "PyTorch probe) measured twice before and twice after each row; roofline = those FLOPs at that peak plus the Adam update's "
                     f"{ADAM_BYTES_PER_PARAM} bytes per trainable parameter at the STREAM-triad "
                     "bandwidth measured alongside (they add up: see flops, overlap); ceiling "
                     "= the speed-up over torch eager of a step at the roofline",

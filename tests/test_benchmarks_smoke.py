@@ -41,6 +41,56 @@ def test_alternate_drops_a_failing_runner():
   assert calls == ["bad"] and errors == {"bad": "RuntimeError: boom"}
 
 
+def test_rounds_alternate_which_side_runs_first():
+  order = []
+  runner = lambda name: (lambda: order.append(name) or 1.0)
+  timing.alternate({"jax": runner("jax"), "torch": runner("torch")}, 3)
+  assert order == ["jax", "torch", "torch", "jax", "jax", "torch"]
+  order.clear()
+  timing.alternate({"jax": runner("jax"), "torch": runner("torch")}, 1, first_round=1)
+  assert order == ["torch", "jax"]
+
+
+CPUINFO = """processor\t: 0
+model name\t: Intel(R) Xeon(R) Platinum 8481C CPU @ 2.70GHz
+flags\t\t: fpu avx512f avx512_bf16 amx_bf16 amx_tile amx_int8
+processor\t: 1
+flags\t\t: fpu avx512f avx512_bf16 amx_bf16 amx_tile amx_int8
+"""
+
+
+def test_cpu_bf16_units_read_from_cpuinfo_flags():
+  assert timing.cpu_bf16_units(CPUINFO) == {"amx_bf16": True, "avx512_bf16": True}
+  amd = "model name\t: AMD EPYC\nflags\t\t: fpu avx2 avx512f avx512_bf16 avx512_vnni\n"
+  assert timing.cpu_bf16_units(amd) == {"amx_bf16": False, "avx512_bf16": True}
+  assert timing.cpu_bf16_units("flags : fpu avx2 amx_tile\n") == {"amx_bf16": False,
+                                                                   "avx512_bf16": False}
+  assert timing.cpu_bf16_units("") == {"amx_bf16": False, "avx512_bf16": False}
+  info = {"cpu": "AMD EPYC", "bf16_units": timing.cpu_bf16_units(amd)}
+  assert timing.cpu_label(info) == "AMD EPYC (AMX: no, AVX512-BF16: yes)"
+
+
+def test_peak_probe_is_the_best_of_jax_and_torch():
+  jax_only = timing.peak_probe(32, chain=2, dtype=jnp.bfloat16, also=())
+  both = timing.peak_probe(32, chain=2, dtype=jnp.bfloat16, also=((8, 16, 24),), torch=torch)
+  assert jax_only() > 0 and both() > 0
+  rate, config = timing.f32_peak_probe("toy", torch, jnp.bfloat16)
+  assert config["dtype"] == "bfloat16" and config["libraries"] == ["jax", "torch"]
+  assert rate() > 0
+
+
+def test_bf16_cpu_products_and_step_at_toy_size():
+  from benchmarks import bf16_cpu  # pylint: disable=g-import-not-at-top
+  rates, errors = bf16_cpu.products(64, 2, torch)
+  assert not errors and set(rates) == {"jax bf16 -> bf16", "jax bf16 -> f32 accumulation",
+                                       "jax f32", "torch bf16", "torch f32"}
+  assert all(r["repeats"] == 2 and r["min"] > 0 for r in rates.values())
+  row = bf16_cpu.step(1, 4, 2, torch, mode="toy")
+  assert not row["errors"] and len(row["samples_s"]) == 5
+  assert "jax bfloat16 (f32 accumulation) / torch eager bf16 autocast" in row["speedups"]
+  assert row["speedups"]["jax bfloat16 (plain, before) / jax float32"]["repeats"] == 2
+
+
 def test_roofline_adds_matmul_time_at_peak_and_adam_traffic_at_bandwidth():
   """1 GFLOP at 100 GFLOP/s (10 ms) + 1M params x 28 B at 10 GB/s (2.8 ms) = 12.8 ms."""
   batch = 10
@@ -139,8 +189,9 @@ def test_toy_harness_writes_results(tmp_path):
   for name, section in results["sections"].items():
     assert "error" not in section, (name, section.get("error"))
   rows = results["sections"]["train_steps"]["rows"]
-  assert [(r["lm"], r["mode"]) for r in rows] == [
-      ("skipthoughts", "frozen (cached)"), ("distilbert", "fine-tuned")]
+  assert [(r["lm"], r["mode"], r["compute_dtype"]) for r in rows] == [
+      ("skipthoughts", "frozen (cached)", "float32"), ("skipthoughts", "frozen (cached)", "bfloat16"),
+      ("distilbert", "fine-tuned", "float32"), ("distilbert", "fine-tuned", "bfloat16")]
   for r in rows:
     assert r["ceiling_vs_eager"] > 0 and 0 < r["fraction_of_roofline"]["jax"]
     assert r["optimizer_bytes_per_step"] == 28 * r["trainable_params"] > 0
@@ -154,6 +205,8 @@ def test_toy_harness_writes_results(tmp_path):
                                     for t in results["targets"])
   md = (tmp_path / "results.md").read_text()
   assert "## Targets" in md and "## train_steps" in md and "K=10 / clean" in md
+  assert md.count(f"CPU: {timing.cpu_label(results['machine'])}") == 3
+  assert "| bf16 (torch: autocast) |" in md
 
 
 def test_accelerator_row_at_toy_size_against_torch():
@@ -240,3 +293,13 @@ def test_module_dots_reads_shapes_transposition_and_flops():
   assert found[forward] == 2 * 64 * 48 * 32
   (weight_grad,) = [label for label in found if label.endswith("-> f32[32,16], contracting (0; 0)")]
   assert found[weight_grad] == 2 * 32 * 16 * 64
+
+
+def test_finite_check_pairs_both_checks_at_toy_size():
+  from benchmarks import finite_check  # pylint: disable=g-import-not-at-top
+  tree = {"w": jnp.ones((3, 2)).at[0, 1].set(jnp.nan), "b": jnp.zeros(2)}
+  assert not bool(finite_check.per_leaf_all(tree))
+  assert bool(finite_check.per_leaf_all({"b": jnp.zeros(2)}))
+  row = finite_check.measure(1, 4, 2, mode="toy")
+  assert not row["errors"] and set(row["samples_s"]) == {"max_abs", "per_leaf_all"}
+  assert row["max_abs / per_leaf_all"]["repeats"] == 2

@@ -173,6 +173,38 @@ def test_bfloat16_cast_parameters_make_bfloat16_matmuls_on_float32_inputs():
                      rngs=nnx.Rngs(0))
   nnx.update(bert, steps._cast(nnx.to_pure_dict(nnx.state(bert, nnx.Param)), jnp.bfloat16))
   jaxpr = jax.make_jaxpr(lambda t, m: bert(t, m))(jnp.array([[3, 4]]), jnp.array([[1, 1]]))
-  dots = [e for e in jaxpr.jaxpr.eqns if e.primitive.name == "dot_general"]
+  dots = _dot_generals(jaxpr.jaxpr)
   assert len(dots) == 8  # q, k, v, scores, context, output, ffn in, ffn out
   assert {e.invars[0].aval.dtype for e in dots} == {jnp.dtype(jnp.bfloat16)}
+  assert {e.invars[1].aval.dtype for e in dots} == {jnp.dtype(jnp.bfloat16)}
+  # On the CPU they accumulate in float32 (models/matmul), the way XLA reaches the bf16 units.
+  assert {e.outvars[0].aval.dtype for e in dots} == {jnp.dtype(jnp.float32)}
+
+
+def _dot_generals(jaxpr):
+  """The dot_general equations of a jaxpr and of the jaxprs inside it (custom_vjp calls)."""
+  found = []
+  for e in jaxpr.eqns:
+    if e.primitive.name == "dot_general":
+      found.append(e)
+    for v in e.params.values():
+      inner = getattr(v, "jaxpr", v)
+      if hasattr(inner, "eqns"):
+        found += _dot_generals(inner)
+  return found
+
+
+@pytest.mark.parametrize("bad", [jnp.nan, jnp.inf, -jnp.inf])
+def test_all_finite_finds_one_non_finite_element(bad):
+  tree = {"a": jnp.ones((4, 3)), "b": [jnp.zeros(5, jnp.bfloat16), jnp.full((2,), 3e38)]}
+  assert bool(jax.jit(steps.all_finite)(tree))
+  for path in (("a",), ("b", 0), ("b", 1)):
+    broken = jax.tree.map(lambda x: x, tree)
+    leaf = broken[path[0]] if len(path) == 1 else broken[path[0]][path[1]]
+    leaf = leaf.at[(1,) * leaf.ndim].set(bad)
+    if len(path) == 1:
+      broken[path[0]] = leaf
+    else:
+      broken[path[0]][path[1]] = leaf
+    assert not bool(jax.jit(steps.all_finite)(broken)), path
+  assert bool(steps.all_finite({})) and bool(steps.all_finite({"e": jnp.zeros((0, 3))}))

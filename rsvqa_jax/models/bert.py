@@ -4,8 +4,8 @@ The families differ only in the embeddings (DistilBERT has no token types; RoBER
 positions from padding_idx + 1 over real tokens) and in their checkpoint key names, which
 `bert_params` maps. The question vector is the mean of the last hidden layer over real tokens.
 Parameters stay float32; the matmuls run in `dtype` (jnp.bfloat16), or when it is None in the
-dtype of the parameters they are given (the train step's compute_dtype casts them), while the
-residual stream, LayerNorms and softmax stay float32.
+dtype of the parameters they are given (the train step's compute_dtype casts them; bf16
+products accumulate in float32 on a CPU, models/matmul), while the residual stream, LayerNorms and softmax stay float32.
 """
 import dataclasses
 import json
@@ -15,6 +15,7 @@ import jax.numpy as jnp
 from flax import nnx
 
 from rsvqa_jax.errors import RSVQAError
+from rsvqa_jax.models import matmul as matmul_lib
 from rsvqa_jax.models.dense import Dense
 from rsvqa_jax.models.dropout import Dropout
 
@@ -153,11 +154,11 @@ class SelfAttention(nnx.Module):
     b, l, h = x.shape
     split = lambda t: t.reshape(b, l, self.num_heads, h // self.num_heads)
     q, k, v = split(self.query(x)), split(self.key(x)), split(self.value(x))
-    scores = jnp.einsum("bqhd,bkhd->bhqk", q, k).astype(jnp.float32)
+    scores = matmul_lib.einsum("bqhd,bkhd->bhqk", q, k, jnp.float32)
     scores = scores / jnp.sqrt(jnp.float32(h // self.num_heads))
     scores = jnp.where(mask[:, None, None, :] != 0, scores, jnp.finfo(jnp.float32).min)
     probs = self.dropout(jax.nn.softmax(scores, axis=-1), deterministic=deterministic)
-    context = jnp.einsum("bhqk,bkhd->bqhd", probs.astype(v.dtype), v).reshape(b, l, h)
+    context = matmul_lib.einsum("bhqk,bkhd->bqhd", probs.astype(v.dtype), v).reshape(b, l, h)
     return self.output(context)
 
 

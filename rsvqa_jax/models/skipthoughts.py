@@ -18,6 +18,7 @@ import jax.numpy as jnp
 from flax import nnx
 
 from rsvqa_jax.models.dropout import Dropout
+from rsvqa_jax.models.matmul import einsum, matmul
 
 BAYESIAN_DROPOUT = 0.25
 
@@ -25,24 +26,24 @@ BAYESIAN_DROPOUT = 0.25
 def _recurrent(h, uu, mh):
   """[B, 3H] = h @ [U | Ux], each gate's column block reading its own masked copy of h."""
   if mh is None:
-    return h @ uu
-  return jnp.concatenate([(h * mh[i]) @ blk for i, blk in enumerate(jnp.split(uu, 3, axis=1))],
+    return matmul(h, uu)
+  return jnp.concatenate([matmul(h * mh[i], blk) for i, blk in enumerate(jnp.split(uu, 3, axis=1))],
                          axis=-1)
 
 
 def _recurrent_transpose(dg, uu, mh):
   """[B, H]: the cotangent of h in `_recurrent` given dg [B, 3H]."""
   if mh is None:
-    return dg @ uu.T
-  return sum((d @ blk.T) * mh[i] for i, (d, blk) in
+    return matmul(dg, uu.T)
+  return sum(matmul(d, blk.T) * mh[i] for i, (d, blk) in
              enumerate(zip(jnp.split(dg, 3, axis=-1), jnp.split(uu, 3, axis=1))))
 
 
 def _recurrent_weight_grad(h_prev, dg, mh):
   """[H, 3H]: the gradient of [U | Ux], one contraction over all L x B positions."""
   if mh is None:
-    return jnp.einsum("tbh,tbk->hk", h_prev, dg)
-  return jnp.concatenate([jnp.einsum("tbh,tbk->hk", h_prev * mh[i], d) for i, d in
+    return einsum("tbh,tbk->hk", h_prev, dg)
+  return jnp.concatenate([einsum("tbh,tbk->hk", h_prev * mh[i], d) for i, d in
                           enumerate(jnp.split(dg, 3, axis=-1))], axis=1)
 
 
@@ -124,12 +125,12 @@ def gru_scan(x, mask, W, U, b, Wx, Ux, bx, masks=None):
   bias = jnp.concatenate([b, bx])
   if masks is None:
     mh = None
-    xp = x @ jnp.concatenate([W, Wx], axis=1) + bias
+    xp = matmul(x, jnp.concatenate([W, Wx], axis=1)) + bias
   else:
     mx, mh = masks
-    xp = jnp.concatenate([(x * mx[0][:, None]) @ W[:, :hidden],
-                          (x * mx[1][:, None]) @ W[:, hidden:],
-                          (x * mx[2][:, None]) @ Wx], axis=-1) + bias
+    xp = jnp.concatenate([matmul(x * mx[0][:, None], W[:, :hidden]),
+                          matmul(x * mx[1][:, None], W[:, hidden:]),
+                          matmul(x * mx[2][:, None], Wx)], axis=-1) + bias
   h_last, states = recurrence(jnp.swapaxes(xp, 0, 1), jnp.swapaxes(mask, 0, 1) != 0,
                               jnp.concatenate([U, Ux], axis=1), mh)
   return h_last, jnp.swapaxes(states, 0, 1)

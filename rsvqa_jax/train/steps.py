@@ -44,6 +44,18 @@ def masked_cross_entropy(logits, labels):
   return jnp.where(valid, ce, 0.0).sum() / jnp.maximum(n, 1), n
 
 
+def all_finite(tree):
+  """Whether every element of every leaf is finite (True for no elements).
+
+  One max |x| per leaf, then one isfinite over those maxima (max propagates NaN). The per-leaf
+  isfinite(x).all() it replaces became XLA:CPU tree reductions over booleans (reduce-window
+  ops), about 10% of a fine-tuned DistilBERT step's op time in a profile and 2.7x slower than
+  this alone over DistilBERT's gradients.
+  """
+  peaks = [jnp.max(jnp.abs(x)).astype(jnp.float32) for x in jax.tree.leaves(tree) if x.size]
+  return jnp.isfinite(jnp.stack(peaks)).all() if peaks else jnp.asarray(True)
+
+
 def _model_inputs(batch, compute_dtype):
   """The model's inputs of a batch, floating ones in the compute dtype."""
   inputs = {k: batch[k] for k in MODEL_INPUTS if k in batch}
@@ -77,8 +89,7 @@ def make_train_step(optimizer, mesh, compute_dtype="float32"):
     updates, opt_state = optimizer.update(grads, state.opt_state, state.params)
     params = optax.apply_updates(state.params, updates)
     correct = ((scores.argmax(-1) == batch["answer"]) & (batch["answer"] >= 0)).sum()
-    finite = jnp.all(jnp.stack([jnp.isfinite(g).all() for g in jax.tree.leaves(grads)] or
-                               [jnp.asarray(True)]))
+    finite = all_finite(grads)
     new_state = state.replace(params=params, opt_state=opt_state, step=state.step + 1)
     return new_state, {"loss": loss, "n": n, "correct": correct, "finite_grads": finite}
 

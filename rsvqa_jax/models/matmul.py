@@ -1,0 +1,98 @@
+"""Matmuls that reach a CPU's bfloat16 units: bf16 operands, float32 accumulation.
+
+XLA:CPU computes a bf16 x bf16 -> bf16 product no faster than float32 (2048^3 on the 2-core
+AMD EPYC with AVX512-BF16: about 75 GFLOP/s against 90 in float32), but the same product
+accumulated into float32 (`preferred_element_type`) goes to the bf16 dot-product units: about
+150-190 GFLOP/s there, 1011 against 150 in float32 on an Intel Xeon with AMX
+(benchmarks/bf16_cpu.py). Differentiating such a product would transpose it into a float32 x
+bf16 product, which XLA computes in float32, so the backward pass is written out here as the
+same kind of product (and a left operand contracted over a major axis is transposed in memory
+first, which XLA:CPU also needs to keep a product in bf16). The result is rounded to the
+operands' dtype, as a bf16 layer's output is, or kept in float32 where the caller asks
+(attention scores, which go to a float32 softmax).
+
+On accelerators the plain bf16 product already accumulates in float32 inside the matrix units,
+and float32 operands are not low precision: both take the plain jnp path, unchanged.
+"""
+import functools
+
+import jax
+import jax.numpy as jnp
+
+_LETTERS = "abcdefghijklmnopqrstuvwxyz"
+
+
+def accumulates_in_float32(dtype):
+  """Whether products of two `dtype` operands take the float32-accumulating path here."""
+  return jnp.dtype(dtype) == jnp.bfloat16 and jax.default_backend() == "cpu"
+
+
+def einsum(spec, a, b, out_dtype=None):
+  """jnp.einsum(spec, a, b) of two operands, in `out_dtype` (default: the operands' dtype);
+  bf16 operands on a CPU accumulate in float32.
+
+  spec: explicit ("ab,bc->ac"), no ellipsis, every index of an operand also in the other
+  operand or the output (true of every contraction in the models).
+  """
+  if a.dtype == b.dtype and accumulates_in_float32(a.dtype):
+    return _accumulating_einsum(spec, out_dtype or a.dtype, a, b)
+  y = jnp.einsum(spec, a, b)
+  return y if out_dtype is None else y.astype(out_dtype)
+
+
+def matmul(a, b):
+  """a [..., k] @ b [k, n] -> [..., n], through `einsum`."""
+  if not (a.dtype == b.dtype and accumulates_in_float32(a.dtype)):
+    return a @ b
+  lead = _LETTERS[:a.ndim - 1]
+  return _accumulating_einsum(f"{lead}y,yz->{lead}z", a.dtype, a, b)
+
+
+@functools.partial(jax.custom_vjp, nondiff_argnums=(0, 1))
+def _accumulating_einsum(spec, out_dtype, a, b):
+  spec, a = _contracted_minor(spec, a)
+  return jnp.einsum(spec, a, b, preferred_element_type=jnp.float32).astype(out_dtype)
+
+
+def _contracted_minor(spec, a):
+  """(spec, a) with a's contracted indices moved last in memory.
+
+  XLA:CPU computes a bf16 product whose left operand is contracted over a major axis (x.T @ g,
+  the weight gradient of a layer) in float32. A plain transpose would be folded back into the
+  product's dimension numbers, so the transposed copy is materialised behind a barrier.
+  """
+  inputs, out = spec.split("->")
+  spec_a, spec_b = inputs.split(",")
+  contracted = "".join(i for i in spec_a if i in spec_b and i not in out)
+  if not contracted or spec_a.endswith(contracted):
+    return spec, a
+  order = "".join(i for i in spec_a if i not in contracted) + contracted
+  moved = jnp.transpose(a, [spec_a.index(i) for i in order])
+  moved = jax.lax.optimization_barrier(moved.reshape(-1)).reshape(moved.shape)
+  return f"{order},{spec_b}->{out}", moved
+
+
+def _operand_specs(spec):
+  inputs, out = spec.split("->")
+  spec_a, spec_b = inputs.split(",")
+  for own, other in ((spec_a, spec_b), (spec_b, spec_a)):
+    if "." in spec or not set(own) <= set(other) | set(out):
+      raise ValueError(f"einsum {spec!r}: no transpose as one product")
+  return spec_a, spec_b, out
+
+
+def _forward(spec, out_dtype, a, b):
+  _operand_specs(spec)
+  return _accumulating_einsum(spec, out_dtype, a, b), (a, b)
+
+
+def _backward(spec, out_dtype, residuals, g):
+  del out_dtype
+  a, b = residuals
+  spec_a, spec_b, out = _operand_specs(spec)
+  g = g.astype(a.dtype)
+  return (_accumulating_einsum(f"{out},{spec_b}->{spec_a}", a.dtype, g, b),
+          _accumulating_einsum(f"{spec_a},{out}->{spec_b}", b.dtype, a, g))
+
+
+_accumulating_einsum.defvjp(_forward, _backward)

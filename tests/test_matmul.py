@@ -1,0 +1,101 @@
+"""Tests for models/matmul: bf16 products accumulated in float32, forward and backward."""
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from flax import nnx
+
+from benchmarks import hlo_dots
+from rsvqa_jax.models import matmul as matmul_lib
+from rsvqa_jax.models.dense import Dense
+from rsvqa_jax.train import steps as steps_lib
+
+BF16 = jnp.bfloat16
+
+
+def _random(shape, seed):
+  return jax.random.normal(jax.random.key(seed), shape, jnp.float32).astype(BF16)
+
+
+def test_bf16_sum_that_a_bf16_accumulator_loses_is_exact():
+  # 1 + 256 * 2^-8 = 2: each 2^-8 is half a bf16 step at 1, so a bf16 running sum stays at 1.
+  a = jnp.ones((1, 257), BF16)
+  b = jnp.full((257, 1), 2.0 ** -8, BF16).at[0, 0].set(1.0)
+  assert float(matmul_lib.einsum("ik,kj->ij", a, b, jnp.float32)[0, 0]) == 2.0
+  assert float(matmul_lib.matmul(a, b)[0, 0]) == 2.0
+
+
+def test_equals_float32_product_of_the_rounded_operands():
+  a, b = _random((3, 40, 96), 0), _random((96, 24), 1)
+  want = np.asarray(a, np.float32) @ np.asarray(b, np.float32)
+  got = matmul_lib.einsum("tbk,kn->tbn", a, b, jnp.float32)
+  assert got.dtype == jnp.float32
+  np.testing.assert_allclose(np.asarray(got), want, rtol=1e-6, atol=1e-5)
+  rounded = matmul_lib.matmul(a, b)
+  assert rounded.dtype == BF16 and rounded.shape == (3, 40, 24)
+  np.testing.assert_array_equal(np.asarray(rounded), np.asarray(want.astype(BF16)))
+
+
+def test_float32_operands_take_the_plain_path():
+  a = jax.random.normal(jax.random.key(0), (5, 7))
+  b = jax.random.normal(jax.random.key(1), (7, 3))
+  assert not matmul_lib.accumulates_in_float32(jnp.float32)
+  np.testing.assert_array_equal(matmul_lib.matmul(a, b), a @ b)
+  np.testing.assert_array_equal(matmul_lib.einsum("ik,kj->ij", a, b), jnp.einsum("ik,kj->ij", a, b))
+  layer = Dense(7, 3, rngs=nnx.Rngs(0))
+  plain = nnx.Linear(7, 3, rngs=nnx.Rngs(0))
+  np.testing.assert_array_equal(layer(a), plain(a))
+
+
+@pytest.mark.parametrize("spec,shape_a,shape_b", [
+    ("bqhd,bkhd->bhqk", (2, 5, 3, 8), (2, 6, 3, 8)),
+    ("bhqk,bkhd->bqhd", (2, 3, 5, 6), (2, 6, 3, 8)),
+    ("tbh,tbk->hk", (4, 3, 8), (4, 3, 12)),
+])
+def test_gradients_match_float32_autodiff_of_the_rounded_operands(spec, shape_a, shape_b):
+  a, b = _random(shape_a, 2), _random(shape_b, 3)
+  out_shape = jnp.einsum(spec, a, b).shape
+  weights = _random(out_shape, 4).astype(jnp.float32)
+  loss = lambda x, y: (matmul_lib.einsum(spec, x, y).astype(jnp.float32) * weights).sum()
+  reference = lambda x, y: (jnp.einsum(spec, x, y) * weights).sum()
+  got = jax.grad(loss, argnums=(0, 1))(a, b)
+  want = jax.grad(reference, argnums=(0, 1))(a.astype(jnp.float32), b.astype(jnp.float32))
+  for g, w, x in zip(got, want, (a, b)):
+    assert g.dtype == BF16 and g.shape == x.shape
+    np.testing.assert_allclose(np.asarray(g, np.float32), np.asarray(w), rtol=1e-2, atol=1e-2)
+
+
+def test_every_dot_of_forward_and_backward_is_bf16_into_float32():
+  a, b = _random((32, 16), 5), _random((16, 8), 6)
+  grad = jax.jit(jax.grad(lambda x, y: matmul_lib.matmul(x, y).astype(jnp.float32).sum(),
+                          argnums=(0, 1)))
+  dots = hlo_dots.module_dots(grad.lower(a, b).compile().as_text())
+  labels = [label for label, _ in dots.values()]
+  assert len(labels) >= 2, labels
+  for label in labels:
+    operands, result = label.split(", contracting")[0].split(" -> ")
+    assert operands.count("bf16[") == 2 and result.startswith("f32["), label
+
+
+def test_dense_under_compute_dtype_gives_float32_master_gradients():
+  layer = Dense(16, 4, rngs=nnx.Rngs(0))
+  x = jax.random.normal(jax.random.key(7), (8, 16))
+  graph, params = nnx.split(layer)
+
+  def loss(p, dtype):
+    y = nnx.merge(graph, steps_lib._cast(p, dtype))(x.astype(dtype))  # pylint: disable=protected-access
+    return (y.astype(jnp.float32) ** 2).sum()
+
+  got = jax.grad(loss)(params, BF16)
+  rounded = jax.tree.map(lambda v: v.astype(BF16).astype(jnp.float32), params)
+  want = jax.grad(lambda p: (nnx.merge(graph, p)(x.astype(BF16).astype(jnp.float32)) ** 2).sum())(
+      rounded)
+  for g, w in zip(jax.tree.leaves(got), jax.tree.leaves(want)):
+    assert g.dtype == jnp.float32
+    np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=3e-2, atol=3e-2)
+
+
+def test_spec_without_a_one_product_transpose_is_refused():
+  a, b = _random((3, 4), 8), _random((4, 5), 9)
+  with pytest.raises(ValueError, match="no transpose"):
+    jax.grad(lambda x: matmul_lib.einsum("ik,kj->j", x, b).astype(jnp.float32).sum())(a)
