@@ -349,12 +349,13 @@ def run(mode, log=print):
           targets.append(timing.target(f"bf16 train step vs torch.compile bf16 autocast: {label}",
                                        row["speedup_vs_compile"], ">=", 1.0))
       continue
-    need = 2.0 if frozen else (1.3 if row["lm"] == "skipthoughts" else 1.0)
+    # Issue 18's targets, against fused-Adam eager and the whole compiled step alike.
+    need = 1.05 if frozen else (1.3 if row["lm"] == "skipthoughts" else 1.0)
     targets.append(timing.target(f"train step vs torch eager: {label}",
                                  row.get("speedup_vs_eager"), ">=", need, _ceiling_note(row, need)))
     if "speedup_vs_compile" in row:
       targets.append(timing.target(f"train step vs torch.compile: {label}",
-                                   row["speedup_vs_compile"], ">=", 1.0))
+                                   row["speedup_vs_compile"], ">=", need))
   return {"threads": threads, "sizes": size, "rows": rows,
           "notes": [f"frozen rows: cached question vectors ({size['gru']['hidden_dim']}-d "
                     f"Skip-thoughts, {size['bert']['hidden']}-d for the BERT family, identical "
