@@ -111,3 +111,16 @@ def test_both_pipelines_run_a_toy_batch():
   assert ours.widths and max(ours.widths) <= 20
   assert ours.run_steps(1) > 0
   assert not ours.step.state.params["text"]  # the uni-skip stays frozen, as in the original
+
+
+def test_pipeline_section_renders_each_rows_components_and_device():
+  from benchmarks import run, timing  # pylint: disable=g-import-not-at-top
+  s = timing.summarize([1.0, 2.0, 3.0])
+  section = {"device": "cuda", "feature_cache_once_s": s, "components_original_s_per_batch": {},
+             "rows": [{"model": name, "original_components_s_per_batch": {"resnet": s},
+                       **{k: s for k in ("original_s_per_1000", "tool_s_per_1000",
+                                         "original_epoch_s", "tool_epoch_s", "speedup")}}
+                      for name in pipeline.NAMES.values()]}
+  text = "\n".join(run._md_pipeline(section))  # pylint: disable=protected-access
+  for name in pipeline.NAMES.values():
+    assert f"- original components ({name}; cuda), s per batch of 70: resnet 2 (1-3)" in text
