@@ -48,16 +48,19 @@ def _bert_tokenizer_folder():
 
 
 def _pad(ids, pad_id, width=None):
+  """Token and mask columns: padded to the length bucket, or padded and cut to `width`."""
   width = width or bucket_length(max(map(len, ids)), BUCKETS)
   tokens = np.full((len(ids), width), pad_id, np.int32)
   mask = np.zeros((len(ids), width), np.int32)
   for i, x in enumerate(ids):
+    x = x[:width]
     tokens[i, :len(x)], mask[i, :len(x)] = x, 1
   return tokens, mask
 
 
 def make_questions(n, seed=0, word_width=None):
-  """`n` training questions of a synthetic LR dataset, tokenised both ways."""
+  """`n` training questions of a synthetic LR dataset, tokenised both ways (word ids padded and
+  cut to `word_width` when given, as the original code's 20)."""
   images = max(2, -(-n // 60) + 2)
   with tempfile.TemporaryDirectory() as folder:
     synthetic.generate(folder, "lr", images=images, seed=seed, questions_per_image=100)

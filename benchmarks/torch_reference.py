@@ -4,7 +4,10 @@ They mirror rsvqa_jax's modules layer for layer: the Skip-thoughts uni-skip GRU 
 (620 -> 2400; its gate equations are the uni-skip ones) read at the last real token; the BERT
 family as transformers' PyTorch DistilBertModel / BertModel / RobertaModel (random init from a
 config, nothing downloaded) with the masked mean of the last layer; the fusions and classifier of
-models/fusion.py; and a torchvision-layout ResNet (torchvision is not installed). A train step is
+models/fusion.py; and a torchvision-layout ResNet (torchvision is not installed). The original
+RSVQA code's model (syvlo/RSVQA model.py, for benchmarks.pipeline) is here as its code runs it:
+the Bayesian uni-skip of skip-thoughts.torch (a per-step GRU cell, six dropout masks drawn once
+per sequence) and the 1x1-conv head (OriginalHead) over ResNet-152's final map. A train step is
 forward, cross-entropy, backward and Adam with the head and language-model learning rates.
 This module imports torch at module level: only the benchmarks import it.
 """
@@ -76,6 +79,75 @@ class SkipThoughtsGRU(nn.Module):
     states, _ = self.gru(self.embed(tokens))
     last = mask.sum(1).clamp(min=1) - 1
     return states[torch.arange(tokens.shape[0]), last]
+
+
+class BayesianUniSkip(nn.Module):
+  """skip-thoughts.torch's BayesianUniSkip, as the original RSVQA code encodes its questions.
+
+  A GRU cell looped in Python over time steps up to the batch's longest question (pads beyond a
+  question's end run too; its state is read at its last real token). Variational dropout: six
+  masks (r, u and candidate, on the word vector and on the state), drawn once per sequence and
+  kept for every step; none in eval mode. No hidden-state biases, as the uni-skip has none.
+  """
+
+  def __init__(self, vocab_size, word_dim=620, hidden_dim=2400, dropout=0.25):
+    super().__init__()
+    self.out_dim, self.rate = hidden_dim, dropout
+    self.embed = nn.Embedding(vocab_size, word_dim, padding_idx=0)
+    self.x_gates = nn.ModuleList(nn.Linear(word_dim, hidden_dim) for _ in range(3))
+    self.h_gates = nn.ModuleList(nn.Linear(hidden_dim, hidden_dim, bias=False) for _ in range(3))
+
+  def draw_masks(self, batch, device=None):
+    """(x masks [3, B, word_dim], h masks [3, B, hidden]) scaled by 1 / (1 - rate), or None."""
+    if not self.training or self.rate == 0:
+      return None
+    keep = 1.0 - self.rate
+    word_dim = self.embed.embedding_dim
+    return tuple(torch.empty(3, batch, d, device=device).bernoulli_(keep).div_(keep)
+                 for d in (word_dim, self.out_dim))
+
+  def forward(self, tokens, mask, masks=None):
+    """Question vectors [B, hidden]; `masks` (from draw_masks) replaces the fresh draw."""
+    x = self.embed(tokens)
+    if masks is None:
+      masks = self.draw_masks(tokens.shape[0], tokens.device)
+    mx, mh = masks if masks is not None else ((1.0,) * 3, (1.0,) * 3)
+    lengths = mask.sum(1).clamp(min=1)
+    h = x.new_zeros(tokens.shape[0], self.out_dim)
+    states = []
+    for t in range(int(lengths.max())):
+      x_t = x[:, t]
+      r = torch.sigmoid(self.x_gates[0](x_t * mx[0]) + self.h_gates[0](h * mh[0]))
+      u = torch.sigmoid(self.x_gates[1](x_t * mx[1]) + self.h_gates[1](h * mh[1]))
+      c = torch.tanh(self.x_gates[2](x_t * mx[2]) + r * self.h_gates[2](h * mh[2]))
+      h = u * h + (1 - u) * c
+      states.append(h)
+    return torch.stack(states, 1)[torch.arange(tokens.shape[0]), lengths - 1]
+
+
+class OriginalHead(nn.Module):
+  """syvlo/RSVQA model.py's trainable part: 1x1 conv over the [B, C, h, w] ResNet map to
+  C / (h * w) channels, flattened channel-first to C values; dropout -> linear -> tanh on each
+  side; dropout(tanh(v * q)); linear 256 -> tanh -> dropout -> linear to the answers."""
+
+  def __init__(self, map_shape, q_dim, num_answers, hidden_dim=1200, classifier_dim=256,
+               dropout=0.5):
+    super().__init__()
+    h, w, c = map_shape
+    self.flat = c
+    self.visual = nn.Conv2d(c, c // (h * w), 1)
+    self.dropout = nn.Dropout(dropout)
+    self.v_linear = nn.Linear(c, hidden_dim)
+    self.q_linear = nn.Linear(q_dim, hidden_dim)
+    self.hidden = nn.Linear(hidden_dim, classifier_dim)
+    self.logits = nn.Linear(classifier_dim, num_answers)
+
+  def forward(self, fmap, q):
+    v = self.visual(fmap).reshape(fmap.shape[0], self.flat)
+    v = torch.tanh(self.v_linear(self.dropout(v)))
+    q = torch.tanh(self.q_linear(self.dropout(q)))
+    x = self.dropout(torch.tanh(v * q))
+    return self.logits(self.dropout(torch.tanh(self.hidden(x))))
 
 
 class HFEncoder(nn.Module):
@@ -217,7 +289,10 @@ class ResNet(nn.Module):
     self.layer1, self.layer2, self.layer3, self.layer4 = stages
     self.out_features = cin
 
-  def forward(self, x):
+  def feature_map(self, x):
+    """The final [B, C, h, w] map (layer4), before pooling."""
     x = F.max_pool2d(F.relu(self.bn1(self.conv1(x))), 3, 2, 1)
-    x = self.layer4(self.layer3(self.layer2(self.layer1(x))))
-    return x.mean(dim=(2, 3))
+    return self.layer4(self.layer3(self.layer2(self.layer1(x))))
+
+  def forward(self, x):
+    return self.feature_map(x).mean(dim=(2, 3))
