@@ -153,20 +153,26 @@ def _lookup(sorted_ids, order, wanted):
   return found, order[pos] if len(order) else pos
 
 
+def _entries(path, key, required, all_ids):
+  """(id, active, entry) of every entry of a split file, streamed; each id appended to all_ids."""
+  pos = 0
+  for block in json_stream.blocks(path, key):
+    for e in block:
+      i, flag = split_files.entry_id(e, pos, path, required)
+      pos += 1
+      all_ids.append(i)
+      yield i, flag, e
+
+
 def _read_images(path):
   """All ids, active ids, and the (image, question id) rows the active images list."""
   all_ids, active, row_image, row_question = _ints(), _ints(), _ints(), _ints()
-  pos = 0
-  for block in json_stream.blocks(path, "images"):
-    for e in block:
-      i, flag = split_files.entry_id(e, pos, path, ("questions_ids",))
-      pos += 1
-      all_ids.append(i)
-      if flag:
-        qids = split_files.id_list(e["questions_ids"], path, f"image {i}", "questions_ids")
-        active.append(i)
-        row_question.extend(qids)
-        row_image.extend([i] * len(qids))
+  for i, flag, e in _entries(path, "images", ("questions_ids",), all_ids):
+    if flag:
+      qids = split_files.id_list(e["questions_ids"], path, f"image {i}", "questions_ids")
+      active.append(i)
+      row_question.extend(qids)
+      row_image.extend([i] * len(qids))
   all_ids = _np(all_ids)
   _check_unique(all_ids, path)
   return all_ids, _np(active), _np(row_image), _np(row_question)
@@ -178,37 +184,32 @@ def _read_questions(path, a_path, strings):
   more_answers, more_owner = _ints(), _ints()
   types, texts = strings["qtype"], strings["question"]
   required = ("img_id", "type", "question", "answers_ids")
-  pos = 0
-  for block in json_stream.blocks(path, "questions"):
-    for e in block:
-      i, flag = split_files.entry_id(e, pos, path, required)
-      pos += 1
-      all_ids.append(i)
-      if not flag:
-        continue
-      img = e["img_id"]
-      if not records.is_id(img):
-        raise RSVQAError(f"{path}: question {i} has img_id {split_files.short_repr(img)} that "
-                         "points to no active image")
-      t = e["type"]
-      if not isinstance(t, str) or not t.strip():
-        raise RSVQAError(f"{path}: question {i} has type {split_files.short_repr(t)}: expected a "
-                         "non-empty string")
-      q = e["question"]
-      if not isinstance(q, str) or not q.strip():
-        raise RSVQAError(f"{path}: question {i} has an empty question string")
-      ids = split_files.id_list(e["answers_ids"], path, f"question {i}", "answers_ids")
-      if not ids:
-        raise RSVQAError(f"{path}: question {i} has answers_ids []: answer None points to no "
-                         f"active answer of {os.path.basename(a_path)}")
-      qid.append(i)
-      image.append(img)
-      qtype.append(types.code(t))
-      text.append(texts.code(q))
-      first.append(ids[0])
-      if len(ids) > 1:
-        more_answers.extend(ids[1:])
-        more_owner.extend([i] * (len(ids) - 1))
+  for i, flag, e in _entries(path, "questions", required, all_ids):
+    if not flag:
+      continue
+    img = e["img_id"]
+    if not records.is_id(img):
+      raise RSVQAError(f"{path}: question {i} has img_id {split_files.short_repr(img)} that "
+                       "points to no active image")
+    t = e["type"]
+    if not isinstance(t, str) or not t.strip():
+      raise RSVQAError(f"{path}: question {i} has type {split_files.short_repr(t)}: expected a "
+                       "non-empty string")
+    q = e["question"]
+    if not isinstance(q, str) or not q.strip():
+      raise RSVQAError(f"{path}: question {i} has an empty question string")
+    ids = split_files.id_list(e["answers_ids"], path, f"question {i}", "answers_ids")
+    if not ids:
+      raise RSVQAError(f"{path}: question {i} has answers_ids []: answer None points to no "
+                       f"active answer of {os.path.basename(a_path)}")
+    qid.append(i)
+    image.append(img)
+    qtype.append(types.code(t))
+    text.append(texts.code(q))
+    first.append(ids[0])
+    if len(ids) > 1:
+      more_answers.extend(ids[1:])
+      more_owner.extend([i] * (len(ids) - 1))
   all_ids = _np(all_ids)
   _check_unique(all_ids, path)
   return all_ids, {"question_id": _np(qid), "image_id": _np(image), "qtype": _np(qtype),
@@ -220,20 +221,15 @@ def _read_answers(path, strings):
   """All ids, active ids, their raw answer codes (-1: not a non-empty text) and those values."""
   all_ids, active, raw = _ints(), _ints(), _ints()
   bad, raws = {}, strings["raw_answer"]
-  pos = 0
-  for block in json_stream.blocks(path, "answers"):
-    for e in block:
-      i, flag = split_files.entry_id(e, pos, path, ("answer",))
-      pos += 1
-      all_ids.append(i)
-      if flag:
-        text = split_files.nonempty_text(e["answer"])
-        active.append(i)
-        if text is None:
-          bad[i] = e["answer"]
-          raw.append(-1)
-        else:
-          raw.append(raws.code(text))
+  for i, flag, e in _entries(path, "answers", ("answer",), all_ids):
+    if flag:
+      text = split_files.nonempty_text(e["answer"])
+      active.append(i)
+      if text is None:
+        bad[i] = e["answer"]
+        raw.append(-1)
+      else:
+        raw.append(raws.code(text))
   all_ids = _np(all_ids)
   _check_unique(all_ids, path)
   return all_ids, _np(active), _np(raw), bad
