@@ -146,8 +146,7 @@ def load_run(workdir, *, checkpoint="best", data_root=None, allow_pickle=False):
   """
   with skipthoughts_params.pickle_allowed(allow_pickle):
     splits = [checkpointing.read_config(workdir).data.val_split]
-    run, state, step = restore.restore(workdir, splits, which=checkpoint, data_root=data_root,
-                                       log=lambda m: None)
+    run, state, step = restore.restore(workdir, splits, which=checkpoint, data_root=data_root)
   return TrainedRun(os.path.abspath(workdir), step, run, state, checkpoint, data_root,
                     allow_pickle)
 

@@ -1,6 +1,7 @@
 """What a damaged or contested workdir does: corrupted checkpoints are named and skipped, a best
 checkpoint lost between two commits is rebuilt, a run diverging stops, one run per workdir."""
 import json
+import logging
 import os
 import subprocess
 import sys
@@ -55,7 +56,7 @@ def _params(summary):
   return [np.asarray(x) for x in jax.tree.leaves(jax.device_get(summary["state"].params))]
 
 
-def test_corrupted_best_is_named_and_its_periodic_twin_used(task, reference, tmp_path):
+def test_corrupted_best_is_named_and_its_periodic_twin_used(task, reference, tmp_path, caplog):
   workdir, summary, table = reference
   copy = str(tmp_path / "w")
   subprocess.run(["cp", "-r", workdir, copy], check=True)
@@ -67,6 +68,10 @@ def test_corrupted_best_is_named_and_its_periodic_twin_used(task, reference, tmp
   assert step == best_step
   assert any("best/" in l and "skipped" in l for l in lines), lines
   assert any("the same state" in l for l in lines), lines
+  with caplog.at_level(logging.WARNING, logger="rsvqa_jax"):  # the default: a warning, never silent
+    restore.restore(copy, ["test"], dataset=task[0], features=task[1])
+  assert any(r.levelno == logging.WARNING and "the same state" in r.getMessage()
+             for r in caplog.records), caplog.records
   again = accuracy.evaluate(copy, "test", dataset=task[0], features=task[1])
   assert again["oa"] == table["oa"]  # the periodic checkpoint of that step: the same state
   subprocess.run(["rm", "-r", os.path.join(copy, "checkpoints", str(best_step))], check=True)
@@ -136,7 +141,7 @@ def test_divergence_rule_by_hand():
   assert bad.check([(7, {"loss": 1.0, "finite_grads": False})]) == (7, "a gradient is not finite")
 
 
-def test_one_run_per_workdir_and_a_dead_owner_is_taken_over(tmp_path, capsys):
+def test_one_run_per_workdir_and_a_dead_owner_is_taken_over(tmp_path, caplog):
   folder = str(tmp_path / "w")
   with storage.locked(folder, "training"):
     with pytest.raises(RSVQAError, match=r"in use by training PID \d+ on .* since"):
@@ -147,9 +152,10 @@ def test_one_run_per_workdir_and_a_dead_owner_is_taken_over(tmp_path, capsys):
   subprocess.run([sys.executable, "-c", code, folder], check=True)
   with open(os.path.join(folder, storage.LOCK)) as f:
     dead = json.load(f)["pid"]
-  with storage.locked(folder, "training"):
+  with caplog.at_level(logging.WARNING, logger="rsvqa_jax"), storage.locked(folder, "training"):
     pass
-  assert f"taking over the lock of training PID {dead}" in capsys.readouterr().err
+  assert any(r.levelno == logging.WARNING and f"taking over the lock of training PID {dead}"
+             in r.getMessage() for r in caplog.records), caplog.records
 
 
 def test_damaged_files_are_one_line_errors(task, tmp_path):

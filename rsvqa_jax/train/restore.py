@@ -12,14 +12,14 @@ CHECKPOINTS = ("best", "last")
 
 
 def restore(workdir, splits, *, which="best", data_root=None, dataset=None, features=None,
-            log=_log.info):
+            log=_log.warning):
   """(Run with the columns of `splits`, restored TrainState, its step) of a workdir.
 
   `which`: "best" (best on validation) or "last" (the newest periodic checkpoint that
   verifies); `data_root` replaces the recorded dataset folder (moved since training);
   `dataset` / `features` replace the ones the config names (in-memory tasks). Every checkpoint
   is verified against the checksums recorded when it was saved (train/checkpointing.py); `log`
-  gets one line per checkpoint skipped or stood in for.
+  gets one line per checkpoint skipped or stood in for (by default a WARNING: never silent).
   """
   if which not in CHECKPOINTS:
     raise RSVQAError(f"checkpoint {which!r}: choose one of {', '.join(CHECKPOINTS)}")
