@@ -1,5 +1,6 @@
 """What a damaged or contested workdir does: corrupted checkpoints are named and skipped, a best
 checkpoint lost between two commits is rebuilt, a run diverging stops, one run per workdir."""
+import contextlib
 import json
 import logging
 import os
@@ -17,6 +18,19 @@ from rsvqa_jax.train import checkpointing, loop, restore
 from test_train_support import tiny_config, tiny_task
 
 QUIET = dict(log=lambda m: None)
+
+
+@contextlib.contextmanager
+def _warnings_of_rsvqa_jax(caplog):
+  """caplog gets the rsvqa_jax logger's WARNINGs, also after the CLI gave it a handler of its own
+  (which stops them from reaching the root logger's capture)."""
+  logger = logging.getLogger("rsvqa_jax")
+  logger.addHandler(caplog.handler)
+  try:
+    with caplog.at_level(logging.WARNING, logger="rsvqa_jax"):
+      yield
+  finally:
+    logger.removeHandler(caplog.handler)
 
 
 def _config(**train):
@@ -68,7 +82,7 @@ def test_corrupted_best_is_named_and_its_periodic_twin_used(task, reference, tmp
   assert step == best_step
   assert any("best/" in l and "skipped" in l for l in lines), lines
   assert any("the same state" in l for l in lines), lines
-  with caplog.at_level(logging.WARNING, logger="rsvqa_jax"):  # the default: a warning, never silent
+  with _warnings_of_rsvqa_jax(caplog):  # the default: a warning, never silent
     restore.restore(copy, ["test"], dataset=task[0], features=task[1])
   assert any(r.levelno == logging.WARNING and "the same state" in r.getMessage()
              for r in caplog.records), caplog.records
@@ -152,7 +166,7 @@ def test_one_run_per_workdir_and_a_dead_owner_is_taken_over(tmp_path, caplog):
   subprocess.run([sys.executable, "-c", code, folder], check=True)
   with open(os.path.join(folder, storage.LOCK)) as f:
     dead = json.load(f)["pid"]
-  with caplog.at_level(logging.WARNING, logger="rsvqa_jax"), storage.locked(folder, "training"):
+  with _warnings_of_rsvqa_jax(caplog), storage.locked(folder, "training"):
     pass
   assert any(r.levelno == logging.WARNING and f"taking over the lock of training PID {dead}"
              in r.getMessage() for r in caplog.records), caplog.records
