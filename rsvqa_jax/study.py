@@ -512,7 +512,7 @@ class Study:
         if not result or (sc.ood_selection and "selection" not in result):
           started = time.time()
           shortcut_eval.evaluate(workdir, bench, ood_selection=sc.ood_selection, dataset=ds,
-                                 features=feats, log=self.progress)
+                                 features=feats)
           self.timings.record(f"shortcut_eval/{label}", time.time() - started)
           result = storage.read_json(path)
         runs.append(result)

@@ -99,7 +99,7 @@ def task(tmp_path_factory):
     summary = train_lib.train(_config(folder, role == "blind"), workdir, dataset=dataset,
                               features=feats, **QUIET)
     assert summary["finished"]
-    runs[role] = evaluation.evaluate(workdir, "test", dataset=dataset, features=feats, **QUIET)
+    runs[role] = evaluation.evaluate(workdir, "test", dataset=dataset, features=feats)
   return {"folder": folder, "dataset": dataset, "features": feats, "runs": runs, "tmp": tmp}
 
 
@@ -141,7 +141,7 @@ def test_select_ranks_unlabelled_pairs_by_entropy(task):
     csv.writer(g).writerows(r[:3] for r in rows)  # no label column
   out, n = evaluation.select(task["runs"]["reference"]["workdir"], path, 7,
                              str(task["tmp"] / "top.csv"), dataset=task["dataset"],
-                             features=task["features"], **QUIET)
+                             features=task["features"])
   with open(out) as f:
     picked = list(csv.DictReader(f))
   assert n == len(picked) == 7

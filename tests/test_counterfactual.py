@@ -187,7 +187,7 @@ def test_evaluate_counterfactual_writes_the_table(workdir, capsys):
 def test_counterfactual_refuses_real_data_and_other_features(workdir, capsys):
   dataset, features = tiny_task()
   with pytest.raises(RSVQAError, match="is not a synthetic dataset"):
-    cf_eval.evaluate(workdir, dataset=dataset, features=features, log=lambda m: None)
+    cf_eval.evaluate(workdir, dataset=dataset, features=features)
   assert cli.main(["evaluate", "--workdir", workdir, "--counterfactual", "--adversarial",
                    "white"]) == 2
   assert "--counterfactual edits the scenes of the clean images" in capsys.readouterr().err
@@ -197,16 +197,16 @@ def test_counterfactual_refuses_real_data_and_other_features(workdir, capsys):
   clean = inputs.image_features(config, synthetic_data, workdir, None)
   other = inputs.Features(np.asarray(clean.features) * 2 + 1, clean.image_ids)
   with pytest.raises(RSVQAError, match="does not give the image features it was evaluated with"):
-    cf_eval.evaluate(workdir, dataset=synthetic_data, features=other, log=lambda m: None)
+    cf_eval.evaluate(workdir, dataset=synthetic_data, features=other)
 
 
 def test_a_visual_blind_answer_never_follows_an_edit(workdir, tmp_path):
   blind = _train(tmp_path, "blind", "model.blind=true")
-  out = cf_eval.evaluate(blind, log=lambda m: None)
+  out = cf_eval.evaluate(blind)
   assert out["blind"] and out["all"]["n_edits"] > 0 and out["all"]["n_controls"] > 0
   assert out["all"]["changed"] == out["all"]["changed_as_demanded"] == 0.0
   assert out["all"]["control_changed"] == 0.0
   # Same dataset and seed: the same edits as the reference run's.
-  reference = cf_eval.evaluate(workdir, log=lambda m: None)
+  reference = cf_eval.evaluate(workdir)
   assert (reference["all"]["n_edits"], reference["all"]["n_controls"]) == (
       out["all"]["n_edits"], out["all"]["n_controls"])

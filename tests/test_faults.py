@@ -75,7 +75,7 @@ def _wait_for(proc, moment, workdir):
 
 
 def _params(workdir):
-  _, state, step = restore.restore(workdir, ["val"], which="last", log=lambda m: None)
+  _, state, step = restore.restore(workdir, ["val"], which="last", warn=lambda m: None)
   return step, [np.asarray(x) for x in jax.tree.leaves(jax.device_get(state.params))]
 
 

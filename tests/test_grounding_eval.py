@@ -68,8 +68,7 @@ def trained(task, tmp_path_factory):
 
 def _evaluate(task, workdir, out, **kw):
   dataset, feats = task
-  return grounding.evaluate(workdir, "test", str(out), dataset=dataset, features=feats, **QUIET,
-                            **kw)
+  return grounding.evaluate(workdir, "test", str(out), dataset=dataset, features=feats, **kw)
 
 
 def test_attention_head_weighs_positions_and_feeds_the_fusion():
@@ -148,5 +147,4 @@ def test_a_dataset_without_groundings_is_refused(task, trained, tmp_path):
   dataset, feats = task
   bare = dataclasses.replace(dataset, root=str(tmp_path))
   with pytest.raises(RSVQAError, match="no ground-truth groundings"):
-    grounding.evaluate(trained, "test", str(tmp_path / "o"), dataset=bare, features=feats,
-                       **QUIET)
+    grounding.evaluate(trained, "test", str(tmp_path / "o"), dataset=bare, features=feats)

@@ -7,8 +7,10 @@ labels its OOD selections as adaptive overfitting and can only do as well or bet
 """
 import csv
 import json
+import logging
 import math
 import os
+import shutil
 
 import pytest
 
@@ -18,6 +20,7 @@ from rsvqa_jax.bias import shortcuts as shortcuts_lib
 from rsvqa_jax.data import synthetic
 from rsvqa_jax.eval import shortcuts
 from rsvqa_jax.train import loop
+from test_train_support import flip_bytes, warnings_of_rsvqa_jax
 
 CONFIGS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "configs")
 
@@ -58,7 +61,7 @@ def test_scores_the_iid_val_checkpoint_on_iid_and_ood(trained):
 
 def test_table4_selection_is_labelled_adaptive_overfitting(trained):
   out, workdir, summary = trained
-  result = shortcuts.evaluate(workdir, out, ood_selection=True, log=lambda m: None)
+  result = shortcuts.evaluate(workdir, out, ood_selection=True)
   chosen = result["selection"]
   assert len(chosen["candidates"]) >= 3 and summary["best_step"] in chosen["candidates"]
   assert set(chosen["iid_val"]["steps"].values()) == {summary["best_step"]}
@@ -84,3 +87,27 @@ def test_a_workdir_of_other_data_is_refused(trained, tmp_path):
   assert cli.main(["evaluate", "--workdir", workdir, "--shortcuts", str(other)]) == 2
   (other / "ood_kw.json").write_text("[1, 2, 3.5]")
   assert cli.main(["evaluate", "--workdir", workdir, "--shortcuts", str(other)]) == 2
+
+
+def test_a_corrupted_checkpoint_is_a_warning_under_quiet(trained, tmp_path, caplog):
+  """-q silences routine messages, never a checkpoint skipped or stood in for: best/ of the
+  chosen step is damaged, so restoring it and the OOD selection's pass both say so."""
+  out, workdir, summary = trained
+  copy, best = str(tmp_path / "run"), summary["best_step"]
+  shutil.copytree(workdir, copy)
+  flip_bytes(os.path.join(copy, "best", str(best)))
+  with warnings_of_rsvqa_jax(caplog):
+    assert cli.main(["-q", "evaluate", "--workdir", copy, "--shortcuts", out,
+                     "--ood-selection"]) == 0
+  warned = [(r.name, r.levelno, r.getMessage()) for r in caplog.records
+            if r.name.startswith("rsvqa_jax")]
+  assert [(n, l) for n, l, _ in warned] == [
+      ("rsvqa_jax.train.restore", logging.WARNING), ("rsvqa_jax.train.restore", logging.WARNING),
+      ("rsvqa_jax.eval.shortcuts", logging.WARNING)], warned
+  skipped, stood_in, not_selectable = (m for _, _, m in warned)
+  for message in (skipped, not_selectable):
+    assert message.startswith(f"checkpoint {copy}/best/{best}: "), message
+    assert message.endswith("; skipped"), message
+  assert stood_in == (f"{copy}/best: step {best} missing or corrupted; its periodic checkpoint "
+                      f"{copy}/checkpoints/{best} (the same state) is used")
+  assert json.load(open(os.path.join(shortcuts.folder(copy), "shortcuts.json")))["step"] == best

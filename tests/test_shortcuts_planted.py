@@ -58,8 +58,7 @@ def scored(tmp_path_factory):
       "train.progress_bar=false"])
   workdir = str(base / "run")
   loop.train(config, workdir, dataset=ds, features=features, log=lambda _: None)
-  result = shortcut_eval.evaluate(workdir, bench, dataset=ds, features=features,
-                                  log=lambda _: None)
+  result = shortcut_eval.evaluate(workdir, bench, dataset=ds, features=features)
   return bench, result
 
 

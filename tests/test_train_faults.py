@@ -1,6 +1,5 @@
 """What a damaged or contested workdir does: corrupted checkpoints are named and skipped, a best
 checkpoint lost between two commits is rebuilt, a run diverging stops, one run per workdir."""
-import contextlib
 import json
 import logging
 import os
@@ -15,22 +14,9 @@ from rsvqa_jax import storage
 from rsvqa_jax.errors import RSVQAError
 from rsvqa_jax.eval import accuracy
 from rsvqa_jax.train import checkpointing, loop, restore
-from test_train_support import tiny_config, tiny_task
+from test_train_support import flip_bytes, tiny_config, tiny_task, warnings_of_rsvqa_jax
 
 QUIET = dict(log=lambda m: None)
-
-
-@contextlib.contextmanager
-def _warnings_of_rsvqa_jax(caplog):
-  """caplog gets the rsvqa_jax logger's WARNINGs, also after the CLI gave it a handler of its own
-  (which stops them from reaching the root logger's capture)."""
-  logger = logging.getLogger("rsvqa_jax")
-  logger.addHandler(caplog.handler)
-  try:
-    with caplog.at_level(logging.WARNING, logger="rsvqa_jax"):
-      yield
-  finally:
-    logger.removeHandler(caplog.handler)
 
 
 def _config(**train):
@@ -55,17 +41,6 @@ def reference(task, tmp_path_factory):
   return workdir, summary, table
 
 
-def _flip_bytes(folder):
-  """Flips bytes in the middle of the largest file under `folder` (an array's data)."""
-  files = [os.path.join(d, f) for d, _, fs in os.walk(folder) for f in fs]
-  path = max(files, key=os.path.getsize)
-  with open(path, "r+b") as f:
-    f.seek(os.path.getsize(path) // 2)
-    chunk = bytearray(f.read(16))
-    f.seek(os.path.getsize(path) // 2)
-    f.write(bytes(b ^ 0xFF for b in chunk))
-
-
 def _params(summary):
   return [np.asarray(x) for x in jax.tree.leaves(jax.device_get(summary["state"].params))]
 
@@ -75,14 +50,14 @@ def test_corrupted_best_is_named_and_its_periodic_twin_used(task, reference, tmp
   copy = str(tmp_path / "w")
   subprocess.run(["cp", "-r", workdir, copy], check=True)
   best_step = summary["best_step"]
-  _flip_bytes(os.path.join(copy, "best", str(best_step)))
+  flip_bytes(os.path.join(copy, "best", str(best_step)))
   lines = []
   run, state, step = restore.restore(copy, ["test"], dataset=task[0], features=task[1],
-                                     log=lines.append)
+                                     warn=lines.append)
   assert step == best_step
   assert any("best/" in l and "skipped" in l for l in lines), lines
   assert any("the same state" in l for l in lines), lines
-  with _warnings_of_rsvqa_jax(caplog):  # the default: a warning, never silent
+  with warnings_of_rsvqa_jax(caplog):  # the default: a warning, never silent
     restore.restore(copy, ["test"], dataset=task[0], features=task[1])
   assert any(r.levelno == logging.WARNING and "the same state" in r.getMessage()
              for r in caplog.records), caplog.records
@@ -90,20 +65,29 @@ def test_corrupted_best_is_named_and_its_periodic_twin_used(task, reference, tmp
   assert again["oa"] == table["oa"]  # the periodic checkpoint of that step: the same state
   subprocess.run(["rm", "-r", os.path.join(copy, "checkpoints", str(best_step))], check=True)
   with pytest.raises(RSVQAError, match=f"best step {best_step} has no checkpoint that verifies"):
-    restore.restore(copy, ["test"], dataset=task[0], features=task[1], log=lambda m: None)
+    restore.restore(copy, ["test"], dataset=task[0], features=task[1], warn=lambda m: None)
 
 
-def test_corrupted_latest_checkpoint_is_skipped_on_resume(task, reference, tmp_path):
+def test_corrupted_latest_checkpoint_is_skipped_on_resume(task, reference, tmp_path, caplog):
+  """The skip is a WARNING of its own, not a line of the routine `log` (-q silences that)."""
   _, ref_summary, _ = reference
   workdir = str(tmp_path / "w")
   quiet = dict(dataset=task[0], features=task[1], **QUIET)
   loop.train(_config(stop_after_steps=10), workdir, **quiet)
   periodic = checkpointing.Checkpoints(os.path.join(workdir, "checkpoints"), 20)
   latest = periodic.latest_step()
-  _flip_bytes(os.path.join(workdir, "checkpoints", str(latest)))
+  flip_bytes(os.path.join(workdir, "checkpoints", str(latest)))
   lines = []
-  summary = loop.train(_config(), workdir, dataset=task[0], features=task[1], log=lines.append)
-  assert any(f"checkpoints/{latest}" in l and "skipped" in l for l in lines), lines
+  with warnings_of_rsvqa_jax(caplog):
+    summary = loop.train(_config(), workdir, dataset=task[0], features=task[1], log=lines.append)
+  warned = [(r.name, r.levelno, r.getMessage()) for r in caplog.records
+            if r.name.startswith("rsvqa_jax")]
+  assert len(warned) == 1, warned
+  name, level, message = warned[0]
+  assert (name, level) == ("rsvqa_jax.train.checkpointing", logging.WARNING)
+  assert message.startswith(f"checkpoint {workdir}/checkpoints/{latest}: "), message
+  assert message.endswith(f"; skipped, moved to {workdir}/checkpoints.corrupted/{latest}"), message
+  assert not any("skipped" in l for l in lines), lines
   assert os.path.isdir(os.path.join(workdir, "checkpoints.corrupted", str(latest)))
   assert summary["finished"]
   for a, b in zip(_params(summary), _params(ref_summary)):
@@ -115,7 +99,7 @@ def test_every_checkpoint_corrupted_is_an_error_not_a_restart(task, tmp_path):
   loop.train(_config(stop_after_steps=4, keep_checkpoints=1), workdir, dataset=task[0],
              features=task[1], **QUIET)
   for step in checkpointing.Checkpoints(os.path.join(workdir, "checkpoints"), 1).steps():
-    _flip_bytes(os.path.join(workdir, "checkpoints", str(step)))
+    flip_bytes(os.path.join(workdir, "checkpoints", str(step)))
   with pytest.raises(RSVQAError, match="no older checkpoint .* verifies either"):
     loop.train(_config(keep_checkpoints=1), workdir, dataset=task[0], features=task[1], **QUIET)
 
@@ -130,7 +114,7 @@ def test_best_lost_between_commits_is_rebuilt(task, reference, tmp_path):
   subprocess.run(["rm", "-r", os.path.join(copy, "best", str(best_step))], check=True)
   lines = []
   _, _, step = restore.restore(copy, ["test"], dataset=task[0], features=task[1],
-                               log=lines.append)
+                               warn=lines.append)
   assert step == best_step and any("the same state" in l for l in lines), lines
 
 
@@ -166,7 +150,7 @@ def test_one_run_per_workdir_and_a_dead_owner_is_taken_over(tmp_path, caplog):
   subprocess.run([sys.executable, "-c", code, folder], check=True)
   with open(os.path.join(folder, storage.LOCK)) as f:
     dead = json.load(f)["pid"]
-  with _warnings_of_rsvqa_jax(caplog), storage.locked(folder, "training"):
+  with warnings_of_rsvqa_jax(caplog), storage.locked(folder, "training"):
     pass
   assert any(r.levelno == logging.WARNING and f"taking over the lock of training PID {dead}"
              in r.getMessage() for r in caplog.records), caplog.records

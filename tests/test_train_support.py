@@ -3,7 +3,12 @@
 `tiny_task` builds a records.Dataset whose answers are a function of random image features
 (presence questions: is feature k > 0; rural/urban: feature 4 > 0), so a model that uses the
 image beats the majority answer, and a small config that trains on it in seconds.
+`flip_bytes` damages a checkpoint; `warnings_of_rsvqa_jax` captures what a quiet run still shows.
 """
+import contextlib
+import logging
+import os
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -18,6 +23,30 @@ from rsvqa_jax import config as config_lib
 from rsvqa_jax.train.inputs import Features
 
 OBJECTS = ("road", "forest", "water area", "building")
+
+
+@contextlib.contextmanager
+def warnings_of_rsvqa_jax(caplog):
+  """caplog gets the rsvqa_jax logger's WARNINGs, also after the CLI gave it a handler of its own
+  (which stops them from reaching the root logger's capture)."""
+  logger = logging.getLogger("rsvqa_jax")
+  logger.addHandler(caplog.handler)
+  try:
+    with caplog.at_level(logging.WARNING, logger="rsvqa_jax"):
+      yield
+  finally:
+    logger.removeHandler(caplog.handler)
+
+
+def flip_bytes(folder):
+  """Flips bytes in the middle of the largest file under `folder` (an array's data)."""
+  files = [os.path.join(d, f) for d, _, fs in os.walk(folder) for f in fs]
+  path = max(files, key=os.path.getsize)
+  with open(path, "r+b") as f:
+    f.seek(os.path.getsize(path) // 2)
+    chunk = bytearray(f.read(16))
+    f.seek(os.path.getsize(path) // 2)
+    f.write(bytes(b ^ 0xFF for b in chunk))
 
 
 def tiny_task(n_images=48, dim=8, seed=0):

@@ -12,7 +12,6 @@ evaluated splits through one compiled step (train/answerability.py), writes the 
 never imports the study): pools on the study's dataset, reference and question-only models per
 language model, Random and Majority, the Table 4 layout and the language-bias reading.
 """
-import logging
 import os
 import time
 
@@ -25,8 +24,6 @@ from rsvqa_jax.data import answerability as pools_lib
 from rsvqa_jax.errors import RSVQAError
 from rsvqa_jax.train import answerability as train_lib
 from rsvqa_jax.train import checkpointing
-
-_log = logging.getLogger(__name__)
 
 FOLDER = "answerability"
 ROLES = ("reference", "blind")
@@ -48,14 +45,14 @@ def _write_scores(path, pools, values):
 
 
 def evaluate(workdir, split="test", *, which="best", data_root=None, dataset=None, features=None,
-             also=(), log=_log.info):
+             also=()):
   """Scores `split` (threshold from the validation split) and writes the files above; returns
   evaluation.json's record with the metrics. `also`: more splits whose scores to write."""
   config = checkpointing.read_config(workdir)
   val = config.data.val_split
   splits = list(dict.fromkeys([val, split, *also]))
   run, pools, state, step = train_lib.restore(workdir, splits, which=which, data_root=data_root,
-                                              dataset=dataset, features=features, log=log)
+                                              dataset=dataset, features=features)
   os.makedirs(folder(workdir), exist_ok=True)
   for s in splits:
     _write_scores(scores_path(workdir, s), pools[s], train_lib.scores(run, state, s))
@@ -80,7 +77,7 @@ def baselines(record):
 
 
 def select(workdir, pool_csv, top, out=None, *, which="best", data_root=None, dataset=None,
-           features=None, log=_log.info):
+           features=None):
   """Writes the `top` pairs of `pool_csv` (pool_id,question,image_id; labels ignored) with the
   highest predictive entropy of the model's score, highest first (ties in file order), to `out`
   (default WORKDIR/eval/answerability/selected.csv) with their score and entropy; returns the
@@ -89,8 +86,7 @@ def select(workdir, pool_csv, top, out=None, *, which="best", data_root=None, da
     raise RSVQAError(f"--top {top}: must be positive")
   extra = {"select": train_lib.Pools.read(pool_csv, labelled=False)}
   run, pools, state, _ = train_lib.restore(workdir, [], which=which, data_root=data_root,
-                                           dataset=dataset, features=features, extra=extra,
-                                           log=log)
+                                           dataset=dataset, features=features, extra=extra)
   p = pools["select"]
   values = train_lib.scores(run, state, "select")
   entropy = metrics_lib.binary_entropy(values)
@@ -117,7 +113,7 @@ def _run(study, cfg, workdir, ds, feats, split, label, also):
   summary = train_lib.train(cfg, workdir, dataset=ds, features=feats, log=study.progress)
   if not summary["finished"]:
     raise RSVQAError(f"{workdir}: training stopped before the end (train.stop_after_steps?)")
-  record = evaluate(workdir, split, dataset=ds, features=feats, also=also, log=study.progress)
+  record = evaluate(workdir, split, dataset=ds, features=feats, also=also)
   study.timings.record(f"answerability/{label}", time.time() - started)
   study.progress(f"{label}: trained and evaluated ({time.time() - started:.1f}s), NDCG@1 "
                  f"{tables.pct(record['metrics']['ndcg@1'])}")

@@ -241,12 +241,12 @@ def _write_rows(path, rows):
 
 
 def evaluate(workdir, split="test", *, seed=0, which="best", data_root=None, dataset=None,
-             features=None, log=print):
+             features=None):
   """Counterfactual testing of one workdir on `split`; writes the JSON, table and edit rows,
   returns the summary (with `table`, a tables.Table)."""
   manifest = _synthetic_manifest(workdir, data_root, dataset)
   run, state, step = restore.restore(workdir, [split], which=which, data_root=data_root,
-                                     dataset=dataset, features=features, log=log)
+                                     dataset=dataset, features=features)
   scene_of = _Scenes(manifest)
   records = run.dataset[split]
   planned, images, skipped = _plan(records, scene_of, seed)

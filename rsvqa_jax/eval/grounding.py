@@ -32,7 +32,6 @@ study's grid, into RUN/eval/SPLIT/grounding_METHOD/ (a run with its summary.json
 skipped), and keeps each run's mean IoU (all, correct answers, per question type) and the floors
 for the report (bias/grounding_report.py).
 """
-import logging
 import math
 import os
 import time
@@ -52,8 +51,6 @@ from rsvqa_jax.features import pixels
 from rsvqa_jax.train import inputs, predict, restore
 from rsvqa_jax.train import sharding as shd
 from rsvqa_jax.train import steps as steps_lib
-
-_log = logging.getLogger(__name__)
 
 METHODS = ("auto", "attention", "gradcam")
 IMAGES = ("own", "shuffled")
@@ -270,13 +267,13 @@ def examples_figure(path, rows, dataset, records, out_dir, truth_dir, title):
 
 
 def evaluate(workdir, split, out, *, method="auto", images="own", seed=0, which="best",
-             data_root=None, dataset=None, features=None, log=_log.info):
+             data_root=None, dataset=None, features=None):
   """Relevance maps of a workdir on `split`, scored; writes OUT, returns the summary with its
   `tables` (tables.Table objects, also written under OUT)."""
   if images not in IMAGES:
     raise RSVQAError(f"--images {images}: choose one of {', '.join(IMAGES)}")
   run, state, step = restore.restore(workdir, [split], which=which, data_root=data_root,
-                                     dataset=dataset, features=features, log=log)
+                                     dataset=dataset, features=features)
   truth_dir = truth_folder(run.dataset)
   method = "uniform (visual-blind)" if run.model.head.blind else _method(run, method)
   rows_own = predict.clean_rows(run, split)[0]
@@ -334,8 +331,7 @@ def study_stage(study, cells, dataset, features):
         path = os.path.join(out, "summary.json")
         if storage.read_json(path) is None:
           started = time.time()
-          evaluate(workdir, split, out, method=method, dataset=dataset, features=features,
-                   log=study.progress)
+          evaluate(workdir, split, out, method=method, dataset=dataset, features=features)
           label = os.path.relpath(workdir, study.dir)
           study.timings.record(f"grounding/{label}", time.time() - started)
           study.progress(f"{label}: grounding scored ({time.time() - started:.1f}s)")

@@ -46,10 +46,10 @@ def _correct(run, split, preds):
   return (preds[0] == answers) & (answers >= 0)
 
 
-def _kept_states(workdir, run, log):
+def _kept_states(workdir, run):
   """Yields (step, TrainState) of every checkpoint the workdir kept at a step training validated
   (epoch ends: the steps its own best-on-val choice saw), oldest first, one state in memory at a
-  time; a corrupted one is named and skipped."""
+  time; a corrupted one is named in a WARNING and skipped."""
   like = run_lib.new_state(run)
   keep = run.config.train.keep_checkpoints
   managers = [checkpointing.Checkpoints(os.path.join(workdir, "best"), 1),
@@ -66,7 +66,7 @@ def _kept_states(workdir, run, log):
     try:
       items, _ = where[step].restore(step, like.checkpoint_items())
     except checkpointing.CorruptCheckpoint as e:
-      log(f"{e}; skipped")
+      _log.warning("%s; skipped", e)
       continue
     yield step, like.replace(**items)
 
@@ -120,13 +120,13 @@ def selection(run, states, saved):
 
 
 def evaluate(workdir, benchmark, *, which="best", ood_selection=False, data_root=None,
-             dataset=None, features=None, log=_log.info):
+             dataset=None, features=None):
   """Scores a workdir on benchmark folder `benchmark`; writes eval/shortcuts/, returns the
   result of bias/shortcuts.score (with "selection" when `ood_selection`)."""
   saved = shortcuts.load(benchmark)
   splits = ["val", "test"] if ood_selection else ["test"]
   run, state, step = restore.restore(workdir, splits, which=which, data_root=data_root,
-                                     dataset=dataset, features=features, log=log)
+                                     dataset=dataset, features=features)
   saved.check_split(run.dataset["test"], "iid_test", workdir)
   if ood_selection:
     saved.check_split(run.dataset["val"], "val", workdir)
@@ -135,7 +135,7 @@ def evaluate(workdir, benchmark, *, which="best", ood_selection=False, data_root
                            _correct(run, "test", preds))
   result.update(workdir=os.path.abspath(workdir), benchmark=os.path.abspath(benchmark),
                 checkpoint=which, step=step)
-  chosen = selection(run, _kept_states(workdir, run, log), saved) if ood_selection else None
+  chosen = selection(run, _kept_states(workdir, run), saved) if ood_selection else None
   caption = (f"{workdir}: step {step} ({which} checkpoint"
              + (", selected on IID val" if which == "best" else "")
              + f") on the IID test split and the OOD sets of {benchmark}")

@@ -369,11 +369,11 @@ def _train(config, workdir, dataset, features, log):
 
 
 def restore(workdir, splits, *, which="best", data_root=None, dataset=None, features=None,
-            extra=None, log=_log.info):
+            extra=None, warn=_log.warning):
   """(Run, {split: Pools}, restored TrainState, its step) of an answerability workdir.
 
   `which`: "best" (best on validation) or "last"; the other arguments as build() and
-  train/restore.py take them.
+  train/restore.py take them (`warn`: each checkpoint skipped or stood in for).
   """
   config = checkpointing.read_config(workdir)
   if "answerability" not in config:
@@ -386,8 +386,8 @@ def restore(workdir, splits, *, which="best", data_root=None, dataset=None, feat
   kept = checkpointing.Checkpoints(os.path.join(workdir, "checkpoints"),
                                    config.train.keep_checkpoints)
   best = restore_lib.best_checkpoint
-  found = (kept.restore_latest(like.checkpoint_items(), log) if which == "last" else
-           best(workdir, kept, like.checkpoint_items(), log))
+  found = (kept.restore_latest(like.checkpoint_items(), warn) if which == "last" else
+           best(workdir, kept, like.checkpoint_items(), warn))
   if found is None:
     raise RSVQAError(f"{workdir}: no checkpoint to score (has training run?)")
   return run, pools, like.replace(**found[0]), int(found[2])

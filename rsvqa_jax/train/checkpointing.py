@@ -12,6 +12,7 @@ its key), checksums after (a corrupted checkpoint is named and skipped, never us
 """
 import itertools
 import json
+import logging
 import os
 import shutil
 import zlib
@@ -23,6 +24,8 @@ import orbax.checkpoint as ocp
 from rsvqa_jax import config as config_lib
 from rsvqa_jax import storage
 from rsvqa_jax.errors import RSVQAError
+
+_log = logging.getLogger(__name__)
 
 CONFIG_FILE = "config.json"
 RECORDED_IN = "recorded_in"  # config.json's extra key: the workdir's absolute path when written
@@ -211,11 +214,12 @@ class Checkpoints:
       return None
     return data if isinstance(data, dict) else None
 
-  def restore_latest(self, like, log, *, at_most=None):
+  def restore_latest(self, like, warn=_log.warning, *, at_most=None):
     """(items, data, step) of the newest checkpoint that verifies, or None if there is none.
 
-    Each corrupted one is named in one `log` line and skipped; if every checkpoint is
-    corrupted, the error names the newest one instead of starting over silently.
+    Each corrupted one is named in one `warn` line (a WARNING, whatever the caller's routine
+    progress channel) and skipped; if every checkpoint is corrupted, the error names the newest
+    one instead of starting over silently.
     """
     candidates = [s for s in reversed(self.steps()) if at_most is None or s <= at_most]
     first_error = None
@@ -225,7 +229,7 @@ class Checkpoints:
         return items, data, step
       except CorruptCheckpoint as e:
         first_error = first_error or e
-        log(f"{e}; skipped, moved to {self._set_aside(step)}")
+        warn(f"{e}; skipped, moved to {self._set_aside(step)}")
     if first_error is not None:
       raise RSVQAError(f"{first_error}; no older checkpoint in {self.directory} verifies either "
                        "(move the folder away to start over)")

@@ -132,10 +132,12 @@ def _build(config, workdir, dataset, features, augment_features, log):
 def resume(periodic, best, state, iterator, log):
   """(state, loop record, step) of the newest verified periodic checkpoint, or the fresh ones.
 
-  A best checkpoint the record names but `best/` lacks (a kill between the two commits of one
-  epoch end) is written again from the periodic checkpoint of that step, the same state.
+  A corrupted checkpoint skipped is a WARNING (restore_latest), never only a line of `log`, the
+  routine progress a quiet run silences. A best checkpoint the record names but `best/` lacks (a
+  kill between the two commits of one epoch end) is written again from the periodic checkpoint
+  of that step, the same state.
   """
-  found = periodic.restore_latest(state.checkpoint_items(), log)
+  found = periodic.restore_latest(state.checkpoint_items())
   if found is None:
     return state, {"best_oa": -1.0, "best_step": 0}, 0
   items, saved, step = found

@@ -12,14 +12,15 @@ CHECKPOINTS = ("best", "last")
 
 
 def restore(workdir, splits, *, which="best", data_root=None, dataset=None, features=None,
-            log=_log.warning):
+            warn=_log.warning):
   """(Run with the columns of `splits`, restored TrainState, its step) of a workdir.
 
   `which`: "best" (best on validation) or "last" (the newest periodic checkpoint that
   verifies); `data_root` replaces the recorded dataset folder (moved since training);
   `dataset` / `features` replace the ones the config names (in-memory tasks). Every checkpoint
-  is verified against the checksums recorded when it was saved (train/checkpointing.py); `log`
-  gets one line per checkpoint skipped or stood in for (by default a WARNING: never silent).
+  is verified against the checksums recorded when it was saved (train/checkpointing.py); `warn`
+  gets one line per checkpoint skipped or stood in for (a WARNING: never silent, not even when
+  the caller's routine progress is).
   """
   if which not in CHECKPOINTS:
     raise RSVQAError(f"checkpoint {which!r}: choose one of {', '.join(CHECKPOINTS)}")
@@ -31,21 +32,21 @@ def restore(workdir, splits, *, which="best", data_root=None, dataset=None, feat
   periodic = checkpointing.Checkpoints(os.path.join(workdir, "checkpoints"),
                                        config.train.keep_checkpoints)
   if which == "last":
-    found = periodic.restore_latest(like.checkpoint_items(), log)
+    found = periodic.restore_latest(like.checkpoint_items(), warn)
   else:
-    found = best_checkpoint(workdir, periodic, like.checkpoint_items(), log)
+    found = best_checkpoint(workdir, periodic, like.checkpoint_items(), warn)
   if found is None:
     raise RSVQAError(f"{workdir}: no checkpoint to evaluate (has training run?)")
   items, _, step = found
   return run, like.replace(**items), int(step)
 
 
-def best_checkpoint(workdir, periodic, like, log):
+def best_checkpoint(workdir, periodic, like, warn=_log.warning):
   """(items, data, step) of the best-on-validation state: best/N for the N the run recorded.
 
   The run's record (the newest periodic checkpoint's loop) names the best step; when best/
   lacks it (a kill between the two saves of an epoch end) or it does not verify, the periodic
-  checkpoint of that step, the same state, stands in, with a line saying so.
+  checkpoint of that step, the same state, stands in, with a `warn` line saying so.
   """
   best = checkpointing.Checkpoints(os.path.join(workdir, "best"), 1)
   recorded = next((d["loop"].get("best_step") for d in map(periodic.data, reversed(periodic.steps()))
@@ -58,11 +59,11 @@ def best_checkpoint(workdir, periodic, like, log):
       items, data = best.restore(step, like)
       return items, data, step
     except checkpointing.CorruptCheckpoint as e:
-      log(f"{e}; skipped")
+      warn(f"{e}; skipped")
   if step in periodic.steps():
     items, data = periodic.restore(step, like)
-    log(f"{best.directory}: step {step} missing or corrupted; its periodic checkpoint "
-        f"{periodic.directory}/{step} (the same state) is used")
+    warn(f"{best.directory}: step {step} missing or corrupted; its periodic checkpoint "
+         f"{periodic.directory}/{step} (the same state) is used")
     return items, data, step
   raise RSVQAError(f"{best.directory}: the run's best step {step} has no checkpoint that "
                    "verifies")
