@@ -47,6 +47,32 @@ def building(parent, name):
 
 
 @contextlib.contextmanager
+def building_alone(parent, name):
+  """Holds the lock of entry parent/name for the block: one process builds it at a time.
+
+  Two processes that found the entry missing would otherwise both build it (the first rename
+  wins, the work is doubled). The lock is an flock on parent/.NAME.lock, released by the system
+  when its process dies however it dies; a second builder waits for it, saying so, and must look
+  for the entry again once it holds the lock. Only the holder builds the entry, so the
+  `.tmp-NAME-*` folders left here by killed builds are removed (building() leaves at most those).
+  """
+  os.makedirs(parent, exist_ok=True)
+  fd = os.open(os.path.join(parent, f".{name}.lock"), os.O_RDWR | os.O_CREAT, 0o644)
+  try:
+    try:
+      fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+      _log.info("%s: waiting for another process's build of it", os.path.join(parent, name))
+      fcntl.flock(fd, fcntl.LOCK_EX)
+    for entry in os.listdir(parent):
+      if entry.startswith(f".tmp-{name}-"):
+        shutil.rmtree(os.path.join(parent, entry), ignore_errors=True)
+    yield
+  finally:
+    os.close(fd)  # releases the flock
+
+
+@contextlib.contextmanager
 def locked(folder, what):
   """Holds folder/.lock for the block: one run at a time per folder.
 

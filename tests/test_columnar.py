@@ -1,8 +1,12 @@
 """The columnar form (data/columnar.py), its streamed JSON (json_stream.py) and the RSVQAxBEN-size
 synthetic question set (synthetic_xben.py): round trips against the JSON reader, rebuilds,
 errors, and validate / analyze / training inputs on a small xben set."""
+import fcntl
 import json
+import logging
 import os
+import shutil
+import threading
 
 import numpy as np
 import pytest
@@ -88,6 +92,63 @@ def test_a_cache_entry_without_its_manifest_is_rebuilt(xben):
   os.remove(os.path.join(folder, "manifest.json"))
   assert columnar.ensure(root, "xben") == folder
   _assert_same(rsvqa_json.read_dataset(root, columnar=False), rsvqa_json.read_dataset(root))
+
+
+def test_a_killed_build_leaves_nothing_the_next_build_keeps(xben):
+  root, _ = xben
+  folder = columnar.ensure(root, "xben")
+  parent, key = os.path.split(folder)
+  shutil.rmtree(folder)
+  stale, other = os.path.join(parent, f".tmp-{key}-killed"), os.path.join(parent, ".tmp-x-live")
+  for tmp in (stale, other):
+    os.makedirs(tmp)
+    open(os.path.join(tmp, "train.question_id.npy"), "wb").close()
+  assert columnar.ensure(root, "xben") == folder
+  assert not os.path.exists(stale) and os.path.isdir(other)  # another entry's is not ours
+  assert sorted(e for e in os.listdir(parent) if e.startswith(".tmp-")) == [".tmp-x-live"]
+
+
+class _Said(logging.Handler):
+  """Sets `event` when a record says `text`."""
+
+  def __init__(self, text):
+    super().__init__(logging.INFO)
+    self.text, self.event = text, threading.Event()
+
+  def emit(self, record):
+    if record.getMessage() == self.text:
+      self.event.set()
+
+
+def test_a_second_builder_waits_and_uses_the_first_ones_entry(xben, tmp_path, monkeypatch):
+  """Another process's build is the lock held on a second descriptor of this one (an flock is
+  per open file): the builder waits, the entry appears, the lock is released, nothing is built."""
+  root, _ = xben
+  built = columnar.ensure(root, "xben", str(tmp_path / "elsewhere"))
+  parent = str(tmp_path / "cache")
+  key = os.path.basename(built)
+  os.makedirs(parent)
+  calls = []
+  monkeypatch.setattr(columnar, "build", lambda *a: calls.append(a))
+  said = _Said(f"{parent}/{key}: waiting for another process's build of it")
+  logger = logging.getLogger("rsvqa_jax.storage")
+  level = logger.level
+  logger.addHandler(said)
+  logger.setLevel(logging.INFO)
+  other = os.open(os.path.join(parent, f".{key}.lock"), os.O_RDWR | os.O_CREAT)
+  try:
+    fcntl.flock(other, fcntl.LOCK_EX)
+    result = []
+    waiter = threading.Thread(target=lambda: result.append(columnar.ensure(root, "xben", parent)))
+    waiter.start()
+    assert said.event.wait(timeout=120), "the second builder never said it waits"
+    shutil.copytree(built, os.path.join(parent, key))  # the other process's entry, complete
+  finally:
+    os.close(other)  # releases the flock
+    logger.removeHandler(said)
+    logger.setLevel(level)
+  waiter.join()
+  assert result == [os.path.join(parent, key)] and calls == []
 
 
 def test_read_only_dataset_folder_caches_elsewhere(xben, tmp_path, monkeypatch):
