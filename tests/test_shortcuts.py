@@ -16,7 +16,7 @@ import pytest
 
 from rsvqa_jax import cli
 from rsvqa_jax.bias import shortcut_report, shortcuts
-from rsvqa_jax.data import records, rsvqa_json, synthetic
+from rsvqa_jax.data import json_stream, records, rsvqa_json, synthetic
 from rsvqa_jax.errors import RSVQAError
 
 
@@ -234,6 +234,33 @@ def test_labels_csv_and_refusal_without_labels(bench, tmp_path):
   table.write_text("image_id,label\n1,a+b\n")
   with pytest.raises(RSVQAError, match="without '\\+'"):
     shortcuts.csv_labels(str(table))
+
+
+def test_xben_entry_labels_are_streamed_with_the_same_labels_and_errors(tmp_path, monkeypatch):
+  """Read in small blocks, the labels are those of the whole parsed files; a bad entry names
+  itself as before."""
+  root = str(tmp_path / "xben")
+  synthetic.generate_xben(root, images=60, seed=2, questions_per_image=4)
+  entries = {s: rsvqa_json.load_json_list(rsvqa_json.split_file(root, "xben", s, "images"),
+                                          "images") for s in shortcuts.POOL}
+  ids = sorted(e["id"] for es in entries.values() for e in es)[::2]
+  expected = {e["id"]: tuple(sorted(set(e["labels"])))
+              for es in entries.values() for e in es if e["id"] in ids}
+  sizes, real = [], json_stream.blocks
+  monkeypatch.setattr(json_stream, "blocks", lambda path, key: (
+      sizes.append(len(b)) or b for b in real(path, key, block_bytes=512)))
+  found = shortcuts.entry_labels(root, "xben", ids)
+  assert found.labels == expected and (found.kind, found.source) == ("image entries", root)
+  assert len(sizes) > 2 * len(shortcuts.POOL) and sum(sizes) == sum(map(len, entries.values()))
+  split = shortcuts.POOL[-1]
+  path = rsvqa_json.split_file(root, "xben", split, "images")
+  bad = dict(entries[split][-1], labels="Pastures")  # the last entry: read in the last block
+  with open(path, "w") as f:
+    json.dump({"images": entries[split][:-1] + [bad]}, f)
+  with pytest.raises(RSVQAError) as error:
+    shortcuts.entry_labels(root, "xben", [bad["id"]])
+  assert str(error.value) == (f"{path}: image {bad['id']} has labels 'Pastures': expected a list "
+                              "of strings")
 
 
 def test_question_unit_and_hr_test_phili(tmp_path):

@@ -43,6 +43,7 @@ from rsvqa_jax import storage
 from rsvqa_jax.bias import lr_templates
 from rsvqa_jax.bias import metrics
 from rsvqa_jax.bias import subsets
+from rsvqa_jax.data import json_stream
 from rsvqa_jax.data import records
 from rsvqa_jax.data import resplit
 from rsvqa_jax.data import rsvqa_json
@@ -292,11 +293,14 @@ def mask_labels(root, image_ids):
 
 def entry_labels(root, name, image_ids):
   """ImageLabels from a `labels` list on each image entry of the pool's split files
-  (RSVQAxBEN's BigEarthNet labels, where the files carry them), or None when none has one."""
+  (RSVQAxBEN's BigEarthNet labels, where the files carry them), or None when none has one.
+
+  The files are streamed (data/json_stream.py): parsed whole, RSVQAxBEN's take several times
+  their size."""
   wanted, pairs = set(int(i) for i in image_ids), []
   for split in POOL:
     path = rsvqa_json.split_file(root, name, split, "images")
-    for entry in rsvqa_json.load_json_list(path, "images"):
+    for entry in (e for block in json_stream.blocks(path, "images") for e in block):
       if isinstance(entry, dict) and entry.get("id") in wanted and "labels" in entry:
         found = entry["labels"]
         if not isinstance(found, list) or not all(isinstance(x, str) for x in found):
