@@ -32,6 +32,7 @@ BERT_DIMS = {"hidden": 768, "heads": 12, "intermediate": 3072}
 GRU_DIMS = {"word_dim": 620, "hidden_dim": 2400}
 QUICK_GRU_HIDDEN = 1200
 ADAM_BYTES_PER_PARAM = 7 * 4  # f32 reads of param, gradient, 2 moments; writes of 3
+ROOFLINE_GOAL = 0.85  # issue 18: every train step at >= 85% of its roofline
 RUNNERS = {}  # runner_key -> warm JaxStep of a fine-tuned e-mult row, for benchmarks.flops
 
 
@@ -341,6 +342,11 @@ def run(mode, log=print):
   for row in rows:
     frozen = row["mode"].startswith("frozen")
     label = f"{row['lm']} {row['mode']} {row['fusion']}"
+    if "fraction_of_roofline" in row and (row["compute_dtype"] == "float32" or bf16_units):
+      targets.append(timing.target(
+          f"train step / roofline ({row['compute_dtype']}): {label}",
+          row["fraction_of_roofline"].get("jax"), ">=", ROOFLINE_GOAL,
+          f"torch eager: {row['fraction_of_roofline'].get('torch_eager', float('nan')):.2f}"))
     if row["compute_dtype"] == "bfloat16":
       if bf16_units:
         targets.append(timing.target(f"bf16 train step vs torch bf16 autocast eager: {label}",

@@ -203,6 +203,10 @@ def test_toy_harness_writes_results(tmp_path):
   assert epochs[1]["backend_compilations"] <= len(epochs[1]["new_bucket_widths"])
   assert results["targets"] and all(t["status"] in ("PASS", "MISS", "N/A")
                                     for t in results["targets"])
+  roofline = [t for t in results["targets"] if t["name"].startswith("train step / roofline")]
+  assert len(roofline) == (4 if any(timing.cpu_bf16_units().values()) else 2), roofline
+  for t in roofline:
+    assert t["threshold"] == 0.85 and t["status"] == ("PASS" if t["measured"] >= 0.85 else "MISS")
   md = (tmp_path / "results.md").read_text()
   assert "## Targets" in md and "## train_steps" in md and "K=10 / clean" in md
   assert md.count(f"CPU: {timing.cpu_label(results['machine'])}") == 3

@@ -65,13 +65,19 @@ def test_gradients_match_float32_autodiff_of_the_rounded_operands(spec, shape_a,
     np.testing.assert_allclose(np.asarray(g, np.float32), np.asarray(w), rtol=1e-2, atol=1e-2)
 
 
-def test_every_dot_of_forward_and_backward_is_bf16_into_float32():
-  a, b = _random((32, 16), 5), _random((16, 8), 6)
-  grad = jax.jit(jax.grad(lambda x, y: matmul_lib.matmul(x, y).astype(jnp.float32).sum(),
-                          argnums=(0, 1)))
+@pytest.mark.parametrize("spec,shape_a,shape_b", [
+    ("mk,kn->mn", (32, 16), (16, 8)),
+    # Attention scores: the key gradient once fell back to a float32 product (XLA swapped its
+    # operands to produce the asked output order).
+    ("bqhd,bkhd->bhqk", (4, 16, 3, 8), (4, 16, 3, 8)),
+])
+def test_every_dot_of_forward_and_backward_is_bf16_into_float32(spec, shape_a, shape_b):
+  a, b = _random(shape_a, 5), _random(shape_b, 6)
+  loss = lambda x, y: jnp.tanh(matmul_lib.einsum(spec, x, y, jnp.float32)).sum()
+  grad = jax.jit(jax.grad(loss, argnums=(0, 1)))
   dots = hlo_dots.module_dots(grad.lower(a, b).compile().as_text())
   labels = [label for label, _ in dots.values()]
-  assert len(labels) >= 2, labels
+  assert len(labels) >= 3, labels
   for label in labels:
     operands, result = label.split(", contracting")[0].split(" -> ")
     assert operands.count("bf16[") == 2 and result.startswith("f32["), label
@@ -99,3 +105,18 @@ def test_spec_without_a_one_product_transpose_is_refused():
   a, b = _random((3, 4), 8), _random((4, 5), 9)
   with pytest.raises(ValueError, match="no transpose"):
     jax.grad(lambda x: matmul_lib.einsum("ik,kj->j", x, b).astype(jnp.float32).sum())(a)
+
+
+def test_bias_gradient_is_the_row_sum_accumulated_in_float32():
+  # 512 rows of 2^-8 on top of a row of 1: a bf16 running sum stalls at 1, float32 gives 3.
+  g = jnp.full((2, 257, 3), 2.0 ** -8, BF16).at[0, 0].set(1.0)
+  bias = _random((3,), 10)
+  y = _random((2, 257, 3), 11)
+  np.testing.assert_array_equal(matmul_lib.add_bias(y, bias), y + bias)
+  _, pullback = jax.vjp(matmul_lib.add_bias, y, bias)
+  dy, dbias = pullback(g)
+  assert dbias.dtype == BF16 and dbias.shape == (3,)
+  np.testing.assert_array_equal(np.asarray(dbias, np.float32), [3.0, 3.0, 3.0])
+  np.testing.assert_array_equal(dy, g)
+  dots = hlo_dots.module_dots(jax.jit(pullback).lower(g).compile().as_text())
+  assert any("[514,3]" in label for label, _ in dots.values()), dots  # a product, not a reduce

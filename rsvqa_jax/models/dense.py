@@ -20,4 +20,4 @@ class Dense(nnx.Linear):
     if not matmul_lib.accumulates_in_float32(dtype):
       return super().__call__(inputs)
     y = matmul_lib.matmul(inputs, self.kernel[...].astype(dtype))
-    return y if self.bias is None else y + self.bias[...].astype(dtype)
+    return y if self.bias is None else matmul_lib.add_bias(y, self.bias[...].astype(dtype))

@@ -9,7 +9,8 @@ bf16 product, which XLA computes in float32, so the backward pass is written out
 same kind of product (and a left operand contracted over a major axis is transposed in memory
 first, which XLA:CPU also needs to keep a product in bf16). The result is rounded to the
 operands' dtype, as a bf16 layer's output is, or kept in float32 where the caller asks
-(attention scores, which go to a float32 softmax).
+(attention scores, which go to a float32 softmax). A layer's bias gradient (`add_bias`) is
+likewise a bf16 product with a ones vector, accumulated in float32.
 
 On accelerators the plain bf16 product already accumulates in float32 inside the matrix units,
 and float32 operands are not low precision: both take the plain jnp path, unchanged.
@@ -48,10 +49,49 @@ def matmul(a, b):
   return _accumulating_einsum(f"{lead}y,yz->{lead}z", a.dtype, a, b)
 
 
+def add_bias(y, bias):
+  """y [..., n] + bias [n]; for bf16 on a CPU, the bias gradient is a ones-vector product.
+
+  The gradient of a broadcast add is a sum over the rows. In bf16, XLA:CPU converts the rows
+  to float32 in a pass of their own and sums them as a tree of reduce-window ops (its
+  reductions are pairwise for accuracy); the product below reads the bf16 rows once in the dot
+  library, accumulating in float32. Fine-tuned DistilBERT bf16 step: about 7% faster.
+  """
+  if not (y.dtype == bias.dtype and accumulates_in_float32(y.dtype)):
+    return y + bias
+  return y + _rows(bias, y.shape)
+
+
+@functools.partial(jax.custom_vjp, nondiff_argnums=(1,))
+def _rows(bias, shape):
+  return jnp.broadcast_to(bias, shape)
+
+
+def _rows_forward(bias, shape):
+  return _rows(bias, shape), None
+
+
+def _rows_backward(shape, _, g):
+  del shape
+  rows = g.reshape(-1, g.shape[-1])
+  ones = jnp.ones(rows.shape[:1], rows.dtype)
+  return (jnp.einsum("m,mn->n", ones, rows, preferred_element_type=jnp.float32).astype(g.dtype),)
+
+
+_rows.defvjp(_rows_forward, _rows_backward)
+
+
 @functools.partial(jax.custom_vjp, nondiff_argnums=(0, 1))
 def _accumulating_einsum(spec, out_dtype, a, b):
   spec, a = _contracted_minor(spec, a)
-  return jnp.einsum(spec, a, b, preferred_element_type=jnp.float32).astype(out_dtype)
+  inputs, out = spec.split("->")
+  spec_a, spec_b = inputs.split(",")
+  # The product's own order: batch, then a's free indices, then b's. Asked for another order,
+  # XLA may swap the operands to produce it, putting a's contracted major axis on the left again.
+  natural = "".join([i for i in spec_a if i in spec_b and i in out] +
+                    [i for i in spec_a if i not in spec_b] + [i for i in spec_b if i not in spec_a])
+  y = jnp.einsum(f"{spec_a},{spec_b}->{natural}", a, b, preferred_element_type=jnp.float32)
+  return jnp.transpose(y.astype(out_dtype), [natural.index(i) for i in out])
 
 
 def _contracted_minor(spec, a):
