@@ -5,8 +5,10 @@ import numpy as np
 import pytest
 from flax import nnx
 
+from benchmarks import hlo_dots
 from rsvqa_jax.data import tokenizers
 from rsvqa_jax.errors import RSVQAError
+from rsvqa_jax.models import matmul as matmul_lib
 from rsvqa_jax.models import skipthoughts_params
 from rsvqa_jax.models.skipthoughts import SkipThoughts, gru_scan
 from rsvqa_jax.train import model_builder
@@ -240,3 +242,51 @@ def test_gradients_match_autodiff_of_the_plain_recurrence(bayesian):
     assert np.abs(np.asarray(r)).max() > 0, name
     np.testing.assert_allclose(g, r, rtol=1e-4, atol=1e-5, err_msg=name)
   np.testing.assert_array_equal(grads[0][2], 0)  # an empty question gets no input gradient
+
+
+@pytest.mark.parametrize("bayesian", [False, True])
+def test_bf16_gradients_are_bf16_products_close_to_float32(bayesian):
+  """In bf16 (a CPU's float32-accumulating products), the scan's value and gradients stay within
+  bf16 rounding of float32 autodiff of the rounded inputs, and every product takes bf16 operands
+  (the recurrent input gradient once ran in float32 inside the backward loop)."""
+  rng = np.random.default_rng(4)
+  bf16 = lambda *shape: jnp.asarray(rng.standard_normal(shape) * 0.5, jnp.bfloat16)
+  x, mask = bf16(3, 4, D), jnp.asarray([[1, 1, 1, 1], [1, 1, 1, 0], [1, 0, 0, 0]], jnp.int32)
+  arrays = (bf16(D, 2 * H), bf16(H, 2 * H), bf16(2 * H), bf16(D, H), bf16(H, H), bf16(H))
+  masks = None
+  if bayesian:
+    keep = lambda *shape: jnp.asarray((rng.random(shape) > 0.25) / 0.75, jnp.bfloat16)
+    masks = (keep(3, 3, D), keep(3, 3, H))
+  weights = jnp.asarray(rng.standard_normal((3, 4, H)), jnp.float32)
+
+  def loss(fn, dtype):
+    def value(x, *arrays):
+      cast = lambda t: None if t is None else jax.tree.map(lambda a: a.astype(dtype), t)
+      _, states = fn(cast(x), mask, *cast(arrays), masks=cast(masks))
+      return jnp.sum(jnp.tanh(states.astype(jnp.float32)) * weights)
+    return jax.grad(value, argnums=tuple(range(7)))
+
+  grads = jax.jit(loss(gru_scan, jnp.bfloat16))(x, *arrays)
+  ref_grads = loss(_autodiff_gru, jnp.float32)(x, *arrays)
+  f32 = lambda t: None if t is None else jax.tree.map(lambda a: a.astype(jnp.float32), t)
+  states = jax.jit(gru_scan)(x, mask, *arrays, masks=masks)[1]
+  ref_states = _autodiff_gru(f32(x), mask, *f32(arrays), masks=f32(masks))[1]
+  assert states.dtype == jnp.bfloat16
+  np.testing.assert_allclose(np.asarray(states, np.float32), ref_states, atol=2e-2)
+  for name, g, r in zip(["x", "W", "U", "b", "Wx", "Ux", "bx"], grads, ref_grads):
+    scale = np.abs(np.asarray(r, np.float32)).max()
+    assert g.dtype == jnp.bfloat16 and scale > 0, name
+    np.testing.assert_allclose(np.asarray(g, np.float32), r, atol=3e-2 * scale, err_msg=name)
+  if not matmul_lib.accumulates_in_float32(jnp.bfloat16):
+    return
+  # Products of these tiny sizes run in float32 whatever their dtype: look at wider ones.
+  d, h = 32, 48
+  x, mask = bf16(8, 4, d), jnp.ones((8, 4), jnp.int32)
+  arrays = (bf16(d, 2 * h), bf16(h, 2 * h), bf16(2 * h), bf16(d, h), bf16(h, h), bf16(h))
+  masks = (bf16(3, 8, d), bf16(3, 8, h)) if bayesian else None
+  value = lambda x, *arrays: jnp.sum(gru_scan(x, mask, *arrays, masks=masks)[1]).astype(jnp.float32)
+  grad = jax.jit(jax.grad(value, argnums=tuple(range(7))))
+  dots = hlo_dots.module_dots(grad.lower(x, *arrays).compile().as_text())
+  assert len(dots) >= 4, dots
+  for label, _ in dots.values():
+    assert label.split(" -> ")[0].count("bf16[") == 2, label
