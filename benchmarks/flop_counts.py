@@ -39,10 +39,15 @@ def bert_train_flops(batch, width, layers, hidden, intermediate, fusion="mult"):
   return 3.0 * forward
 
 
+def gru_forward_flops(batch, width, word_dim, hidden):
+  """Forward matmul FLOPs of the uni-skip GRU alone (input and recurrent products, 3 gates)."""
+  return 2.0 * batch * width * (word_dim * 3 * hidden + hidden * 3 * hidden)
+
+
 def gru_train_flops(batch, width, word_dim, hidden, fusion="mult"):
   """Train-step FLOPs (3 x forward matmuls) of the uni-skip GRU + head."""
-  per_token = 2 * (word_dim * 3 * hidden + hidden * 3 * hidden)
-  return 3.0 * (batch * width * per_token + head_flops(hidden, batch, fusion))
+  return 3.0 * (gru_forward_flops(batch, width, word_dim, hidden) +
+                head_flops(hidden, batch, fusion))
 
 
 def train_step_flops(lm, frozen, fusion, size, batch, width):

@@ -78,9 +78,10 @@ def _compute(row):
 
 def _md_pipeline(s):
   out = _table(["model", "original s / 1000 samples", "this tool s / 1000 samples",
-                "original epoch s (57,223)", "this tool epoch s", "speed-up"],
+                "original epoch s (57,223)", "this tool epoch s", "speed-up", "ceiling"],
                [[r["model"], fmt(r["original_s_per_1000"]), fmt(r["tool_s_per_1000"]),
-                 fmt(r["original_epoch_s"]), fmt(r["tool_epoch_s"]), fmt(r["speedup"])]
+                 fmt(r["original_epoch_s"]), fmt(r["tool_epoch_s"]), fmt(r["speedup"]),
+                 fmt(r["ceiling"]["speedup"]) if "ceiling" in r else "-"]
                 for r in s["rows"]])
   for r in s["rows"]:
     comps = r.get("original_components_s_per_batch") or s["components_original_s_per_batch"]
