@@ -72,6 +72,33 @@ def building_alone(parent, name):
     os.close(fd)  # releases the flock
 
 
+def cached(parent, name, open_entry, build, what):
+  """The cache entry parent/name: opened when complete, else built by one process at a time.
+
+  `open_entry(path)` returns the entry, or None when it is incomplete or corrupted; `build(tmp)`
+  writes it into a folder that becomes parent/name once complete (`building`). A second process
+  that finds it missing waits for the first one's build and opens that (`building_alone`); an
+  incomplete or corrupted entry is named in a WARNING and built again.
+  """
+  path = os.path.join(parent, name)
+  entry = open_entry(path) if os.path.isdir(path) else None
+  if entry is not None:
+    return entry
+  with building_alone(parent, name):
+    if os.path.isdir(path):
+      entry = open_entry(path)
+      if entry is not None:  # built while this one waited
+        return entry
+      _log.warning("%s: incomplete or corrupted %s, recomputing", path, what)
+      shutil.rmtree(path, ignore_errors=True)
+    with building(parent, name) as tmp:
+      build(tmp)
+  entry = open_entry(path)
+  if entry is None:
+    raise RSVQAError(f"{path}: {what} unreadable right after writing it")
+  return entry
+
+
 @contextlib.contextmanager
 def locked(folder, what):
   """Holds folder/.lock for the block: one run at a time per folder.

@@ -116,4 +116,4 @@ def test_interrupted_encoding_leaves_no_entry(tmp_path):
 
   with pytest.raises(KeyboardInterrupt):
     question_cache.question_vectors(QUESTIONS, failing, tokenize, str(tmp_path), "a")
-  assert os.listdir(tmp_path) == []
+  assert [n for n in os.listdir(tmp_path) if not n.endswith(".lock")] == []  # the lock stays

@@ -18,8 +18,8 @@ RSVQAError (when a file has several, it may name another one first than the JSON
 The entry is named by storage.identity_key of the nine files' sha256 (storage.file_digests
 hashes each file once and keeps the digest while its size, mtime, ctime and inode stay), so a
 changed file gives a new entry and the old one is removed; it is written whole or not at all
-(storage.building), by one process at a time (storage.building_alone: a second one waits for
-the first's entry instead of building it again). The cache lives in `.columnar/` inside the
+(storage.cached), by one process at a time (a second one waits for the first's entry instead of
+building it again). The cache lives in `.columnar/` inside the
 dataset folder, or, when that folder is read-only, under $XDG_CACHE_HOME (default ~/.cache)/
 rsvqa_jax/columnar/.
 """
@@ -71,17 +71,13 @@ def ensure(root, name, parent=None):
   identity = {"version": VERSION, "dataset": name,
               "sources": {os.path.basename(p): d for p, d in zip(paths, digests)}}
   key = storage.identity_key(identity)
-  folder = os.path.join(parent, key)
-  if storage.read_manifest(folder, **identity) is not None:
-    return folder
-  with storage.building_alone(parent, key):
-    if storage.read_manifest(folder, **identity) is not None:  # built while this one waited
-      return folder
-    if os.path.isdir(folder):  # a manifest missing or unreadable: not trusted
-      shutil.rmtree(folder)
-    with storage.building(parent, key) as tmp:
-      rows = build(root, name, tmp)
-      storage.write_json(os.path.join(tmp, storage.MANIFEST), {**identity, "rows": rows})
+
+  def write(tmp):
+    rows = build(root, name, tmp)
+    storage.write_json(os.path.join(tmp, storage.MANIFEST), {**identity, "rows": rows})
+
+  folder = storage.cached(parent, key, lambda path: path if storage.read_manifest(
+      path, **identity) is not None else None, write, "columnar cache entry")
   for entry in os.listdir(parent):  # entries of earlier versions of the files
     if entry != key and len(entry) == len(key) and os.path.isdir(os.path.join(parent, entry)):
       shutil.rmtree(os.path.join(parent, entry), ignore_errors=True)

@@ -8,15 +8,14 @@ and `manifest.json` (image ids in row order and everything the features depend o
 name ends in a key hashed from that identity: the encoder's identity (features/encoder.py),
 preprocessing, input size, variant, kind, dataset root and every image file's contents.
 Anything that changes the features changes the key, so an old entry is simply never looked up.
-Entries are built through storage.building (renamed into place when complete); on open, the
-manifest, array shapes and the features checksum are verified, and a bad entry is rebuilt.
+Entries are built through storage.cached (by one process at a time, renamed into place when
+complete); on open, the manifest, array shapes and the features checksum are verified, and a
+bad entry is rebuilt.
 A cache hit reads files only: the encoder is built on a miss.
 """
 import dataclasses
 import hashlib
-import logging
 import os
-import shutil
 import time
 
 import numpy as np
@@ -28,7 +27,6 @@ from rsvqa_jax.features import pixels
 
 FORMAT_VERSION = 1
 DIGESTS_DIR = "file_digests"  # per dataset root: each image file's sha256 and its stat stamp
-_log = logging.getLogger(__name__)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -161,14 +159,8 @@ def image_features(dataset, split_names, image_cfg, cache_dir, *, variant="none"
   }
   key = storage.identity_key(identity)
   name = f"{dataset.name}_{encoder.identity['arch']}_{variant}_{kind}_{key}"
-  path = os.path.join(cache_dir, name)
-  if os.path.isdir(path):
-    entry = _open_entry(path, key, len(image_ids))
-    if entry is not None:
-      return entry
-    _log.warning("%s: incomplete or corrupted feature cache entry, recomputing", path)
-    shutil.rmtree(path, ignore_errors=True)
-  with storage.building(cache_dir, name) as tmp:
+
+  def build(tmp):
     started = time.time()
     load = pixels.loader(dataset, variant, kind, noise_seed, encoder.image_size)
     feature_dim, map_shape = _compute_entry(tmp, encoder, load, image_ids,
@@ -179,7 +171,6 @@ def image_features(dataset, split_names, image_cfg, cache_dir, *, variant="none"
         "features_sha256": storage.file_sha256(os.path.join(tmp, "features.npy")),
         "created": time.strftime("%Y-%m-%dT%H:%M:%S"), "seconds": round(time.time() - started, 3),
     })
-  entry = _open_entry(path, key, len(image_ids))
-  if entry is None:
-    raise RSVQAError(f"{path}: feature cache entry unreadable right after writing it")
-  return entry
+
+  return storage.cached(cache_dir, name, lambda path: _open_entry(path, key, len(image_ids)),
+                        build, "feature cache entry")

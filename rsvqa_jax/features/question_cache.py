@@ -5,24 +5,20 @@ tokenizer, string), and RSVQA repeats a few thousand template strings over tens 
 samples, so each distinct string is encoded once and every run and seed reuses the table. An
 entry (`vectors.npy` float32 [Nq, D] in sorted-string order + `manifest.json`) is keyed by the
 caller's encoder identity (see `encoder_identity`: parameter-tree hash, tokenizer files, settings)
-and the hash of the distinct strings; it is written through storage.building (temporary
-folder renamed when complete) and its checksum is verified on open.
+and the hash of the distinct strings; it is written through storage.cached (by one process at a
+time, a temporary folder renamed when complete) and its checksum is verified on open.
 """
 import hashlib
 import json
-import logging
 import os
-import shutil
 import time
 
 import numpy as np
 
 from rsvqa_jax import progress, storage
-from rsvqa_jax.errors import RSVQAError
 from rsvqa_jax.models.checkpoints import tree_sha256
 
 FORMAT_VERSION = 1
-_log = logging.getLogger(__name__)
 
 
 def encoder_identity(params, tokenizer_files=(), **settings):
@@ -85,14 +81,8 @@ def question_vectors(questions, encoder, tokenize, cache_dir, encoder_id, *, bat
   key = storage.identity_key({"format": FORMAT_VERSION, "encoder": encoder_id,
                               "questions_sha256": strings_sha})
   name = f"questions_{key}"
-  path = os.path.join(cache_dir, name)
-  if os.path.isdir(path):
-    vectors = _open(path, key, len(distinct))
-    if vectors is not None:
-      return vectors, index
-    _log.warning("%s: incomplete or corrupted question cache entry, recomputing", path)
-    shutil.rmtree(path, ignore_errors=True)
-  with storage.building(cache_dir, name) as tmp:
+
+  def build(tmp):
     started = time.time()
     vectors = _encode_all(distinct, encoder, tokenize, batch_size, "question vectors")
     np.save(os.path.join(tmp, "vectors.npy"), vectors)
@@ -103,9 +93,9 @@ def question_vectors(questions, encoder, tokenize, cache_dir, encoder_id, *, bat
         "vectors_sha256": storage.file_sha256(os.path.join(tmp, "vectors.npy")),
         "created": time.strftime("%Y-%m-%dT%H:%M:%S"), "seconds": round(time.time() - started, 3),
     })
-  vectors = _open(path, key, len(distinct))
-  if vectors is None:
-    raise RSVQAError(f"{path}: question cache entry unreadable right after writing it")
+
+  vectors = storage.cached(cache_dir, name, lambda path: _open(path, key, len(distinct)), build,
+                           "question cache entry")
   return vectors, index
 
 

@@ -1,0 +1,51 @@
+"""storage.cached: the one way a cache entry is opened or built (image, question, columnar)."""
+import logging
+import os
+
+import pytest
+
+from rsvqa_jax import storage
+from rsvqa_jax.errors import RSVQAError
+from test_train_support import warnings_of_rsvqa_jax
+
+
+def _entry(builds):
+  """(open_entry, build): the entry is the text of its `value` file; build counts its calls."""
+  def open_entry(path):
+    try:
+      with open(os.path.join(path, "value")) as f:
+        return f.read() or None  # an empty file stands for a corrupted entry
+    except OSError:
+      return None
+
+  def build(tmp):
+    builds.append(tmp)
+    with open(os.path.join(tmp, "value"), "w") as f:
+      f.write(f"built {len(builds)}")
+  return open_entry, build
+
+
+def test_built_once_then_opened(tmp_path):
+  builds = []
+  open_entry, build = _entry(builds)
+  assert storage.cached(str(tmp_path), "e", open_entry, build, "test entry") == "built 1"
+  assert storage.cached(str(tmp_path), "e", open_entry, build, "test entry") == "built 1"
+  assert len(builds) == 1
+  assert sorted(os.listdir(tmp_path)) == [".e.lock", "e"]  # no temporary folder left
+
+
+def test_a_corrupted_entry_is_a_warning_and_built_again(tmp_path, caplog):
+  builds = []
+  open_entry, build = _entry(builds)
+  os.makedirs(tmp_path / "e")
+  (tmp_path / "e" / "value").write_text("")
+  with warnings_of_rsvqa_jax(caplog):
+    assert storage.cached(str(tmp_path), "e", open_entry, build, "test entry") == "built 1"
+  warnings = {r.getMessage() for r in caplog.records if r.levelno == logging.WARNING}
+  assert warnings == {f"{tmp_path}/e: incomplete or corrupted test entry, recomputing"}
+
+
+def test_an_entry_unreadable_after_its_build_is_an_error(tmp_path):
+  build = lambda tmp: open(os.path.join(tmp, "value"), "w").close()
+  with pytest.raises(RSVQAError, match=r"/e: test entry unreadable right after writing it$"):
+    storage.cached(str(tmp_path), "e", lambda path: None, build, "test entry")
