@@ -55,7 +55,8 @@ def test_cache_created_then_reused(data_dir, tmp_path, capsys, monkeypatch):
   assert [l.split(":")[0] for l in lines] == ["none/clean", "hflip/clean", "none/white"]
   paths = [l.split(" -> ")[1] for l in lines]
   assert all(l.split(": ")[1].startswith("6 images x 64 features") for l in lines)
-  entries = set(os.listdir(os.path.join(cache, "features"))) - {image_cache.DIGESTS_DIR}
+  entries = {n for n in os.listdir(os.path.join(cache, "features"))
+             if not n.startswith(".")} - {image_cache.DIGESTS_DIR}  # each entry's .NAME.lock aside
   assert sorted(entries) == sorted(os.path.basename(p) for p in paths)
 
   dataset = rsvqa_json.read_dataset(data_dir, "lr")
