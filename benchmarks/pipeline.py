@@ -179,7 +179,8 @@ class CachedPipeline:
 
 def _frozen_ceiling(mode, torch, row, mean_width):
   """The speed-up of a frozen step that did nothing but the uni-skip forward at the f32 peak."""
-  peak = max(timing.f32_peak_probe(mode, torch)[0]() for _ in range(2))
+  probe, _ = timing.f32_peak_probe(mode, torch)
+  peak = max(probe() for _ in range(2))
   gru = train_steps.sizes(mode)["gru"]
   flops = flop_counts.gru_forward_flops(inputs.BATCH, mean_width, gru["word_dim"],
                                         gru["hidden_dim"])

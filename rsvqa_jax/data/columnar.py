@@ -193,14 +193,7 @@ def _read_questions(path, a_path, strings):
     if not records.is_id(img):
       raise RSVQAError(f"{path}: question {i} has img_id {split_files.short_repr(img)} that "
                        "points to no active image")
-    t = e["type"]
-    if not isinstance(t, str) or not t.strip():
-      raise RSVQAError(f"{path}: question {i} has type {split_files.short_repr(t)}: expected a "
-                       "non-empty string")
-    q = e["question"]
-    if not isinstance(q, str) or not q.strip():
-      raise RSVQAError(f"{path}: question {i} has an empty question string")
-    ids = split_files.id_list(e["answers_ids"], path, f"question {i}", "answers_ids")
+    t, q, ids = split_files.question_fields(e, i, path)
     if not ids:
       raise RSVQAError(f"{path}: question {i} has answers_ids []: answer None points to no "
                        f"active answer of {os.path.basename(a_path)}")

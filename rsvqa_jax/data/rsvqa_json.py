@@ -14,7 +14,7 @@ from rsvqa_jax.data import columnar as columnar_lib
 from rsvqa_jax.data import records
 from rsvqa_jax.data.split_files import (  # pylint: disable=unused-import (read here by callers)
     KINDS, LAYOUTS, detect_variant, entry_id, id_list, load_json, load_json_list,
-    make_dataset, nonempty_text, read_text, short_repr, split_file)
+    make_dataset, nonempty_text, question_fields, read_text, short_repr, split_file)
 from rsvqa_jax.errors import RSVQAError
 
 COLUMNAR = ("xben",)  # layouts read_dataset reads through the columnar cache by default
@@ -38,14 +38,7 @@ def _active_by_id(entries, path, required):
 
 def _sample(name, qid, q, answers, answer_ids, q_path, a_path):
   """The row of an active question, checking every field it is built from."""
-  qtype = q["type"]
-  if not isinstance(qtype, str) or not qtype.strip():
-    raise RSVQAError(f"{q_path}: question {qid} has type {short_repr(qtype)}: expected a non-empty "
-                     "string")
-  text = q["question"]
-  if not isinstance(text, str) or not text.strip():
-    raise RSVQAError(f"{q_path}: question {qid} has an empty question string")
-  ids = id_list(q["answers_ids"], q_path, f"question {qid}", "answers_ids")
+  qtype, text, ids = question_fields(q, qid, q_path)
   if not ids or ids[0] not in answers:
     raise RSVQAError(f"{q_path}: question {qid} has answers_ids {short_repr(ids)}: answer "
                      f"{ids[0] if ids else None} points to no active answer of "

@@ -156,6 +156,19 @@ def id_list(value, path, owner, key):
   return value
 
 
+def question_fields(q, qid, path):
+  """(type, question string, answers_ids) of an active question entry, each checked: the one
+  check the JSON reader and the columnar reader share, so they refuse the same entries."""
+  qtype = q["type"]
+  if not isinstance(qtype, str) or not qtype.strip():
+    raise RSVQAError(f"{path}: question {qid} has type {short_repr(qtype)}: expected a non-empty "
+                     "string")
+  text = q["question"]
+  if not isinstance(text, str) or not text.strip():
+    raise RSVQAError(f"{path}: question {qid} has an empty question string")
+  return qtype, text, id_list(q["answers_ids"], path, f"question {qid}", "answers_ids")
+
+
 def nonempty_text(value):
   """A JSON string (or integer) as stripped non-empty text, else None (null, "", " ", true)."""
   if isinstance(value, bool) or not isinstance(value, (str, int)):
