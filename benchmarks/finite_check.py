@@ -14,7 +14,6 @@ import jax
 import jax.numpy as jnp
 
 from benchmarks import inputs, timing, train_steps
-from rsvqa_jax import storage
 from rsvqa_jax.train import steps as steps_lib
 
 
@@ -58,12 +57,8 @@ def main(argv=None):
   parser.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"])
   parser.add_argument("--out", required=True)
   args = parser.parse_args(argv)
-  info = timing.machine()
-  result = {"machine": info, "cpu": timing.cpu_label(info),
-            **measure(args.layers, args.batch, args.rounds, compute_dtype=args.dtype)}
-  r = result["max_abs / per_leaf_all"]
-  print(f"{result['cpu']}: max_abs / per_leaf_all {r['median']:.3f} ({r['min']:.3f}-{r['max']:.3f})")
-  storage.write_json(args.out, result)
+  timing.report_pair(measure(args.layers, args.batch, args.rounds, compute_dtype=args.dtype),
+                     "max_abs / per_leaf_all", args.out)
 
 
 if __name__ == "__main__":

@@ -10,6 +10,8 @@ import platform
 import statistics
 import time
 
+from rsvqa_jax import storage
+
 
 def _matrices(n, dtype):
   import jax  # pylint: disable=g-import-not-at-top
@@ -183,6 +185,16 @@ def summarize(values, unit=""):
 def paired_ratio(numerators, denominators, unit="x"):
   """Round-by-round ratios num[i] / den[i], summarised."""
   return summarize([n / d for n, d in zip(numerators, denominators)], unit)
+
+
+def report_pair(measured, key, out):
+  """Writes {"machine", "cpu", **measured} to `out` and prints the paired ratio `key` of it."""
+  info = machine()
+  result = {"machine": info, "cpu": cpu_label(info), **measured}
+  r = result[key]
+  print(f"{result['cpu']}: {key} {r['median']:.3f} ({r['min']:.3f}-{r['max']:.3f})")
+  storage.write_json(out, result)
+  return result
 
 
 def time_block(run, steps):

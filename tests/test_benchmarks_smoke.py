@@ -307,3 +307,18 @@ def test_finite_check_pairs_both_checks_at_toy_size():
   row = finite_check.measure(1, 4, 2, mode="toy")
   assert not row["errors"] and set(row["samples_s"]) == {"max_abs", "per_leaf_all"}
   assert row["max_abs / per_leaf_all"]["repeats"] == 2
+
+
+def test_master_weights_pairs_both_casts_at_toy_size():
+  import optax  # pylint: disable=g-import-not-at-top
+  from flax import nnx  # pylint: disable=g-import-not-at-top
+  from benchmarks import master_weights  # pylint: disable=g-import-not-at-top
+  from rsvqa_jax.models.dense import Dense  # pylint: disable=g-import-not-at-top
+  from rsvqa_jax.train import state as state_lib  # pylint: disable=g-import-not-at-top
+  layer = Dense(4, 3, rngs=nnx.Rngs(0))
+  state = state_lib.create(layer, optax.sgd(0.1), seed=0, freeze_text=False)
+  before = master_weights.cast_first(state, state.params, jnp.bfloat16)
+  assert before.kernel.dtype == jnp.bfloat16 and before.dtype is None
+  row = master_weights.measure("skipthoughts", True, "mult", 2, mode="toy")
+  assert not row["errors"] and set(row["samples_s"]) == {"master", "cast_first"}
+  assert row["master / cast_first"]["repeats"] == 2

@@ -8,7 +8,6 @@ from flax import nnx
 from benchmarks import hlo_dots
 from rsvqa_jax.models import matmul as matmul_lib
 from rsvqa_jax.models.dense import Dense
-from rsvqa_jax.train import steps as steps_lib
 
 BF16 = jnp.bfloat16
 
@@ -83,22 +82,29 @@ def test_every_dot_of_forward_and_backward_is_bf16_into_float32(spec, shape_a, s
     assert operands.count("bf16[") == 2 and result.startswith("f32["), label
 
 
-def test_dense_under_compute_dtype_gives_float32_master_gradients():
-  layer = Dense(16, 4, rngs=nnx.Rngs(0))
+def test_dense_with_float32_master_weights_gives_unrounded_float32_gradients():
+  # A bf16 layer holding float32 weights casts them inside the product: the weight gradients
+  # come out of the float32 accumulator, not rounded to bf16 (2^-9 relative) and back.
   x = jax.random.normal(jax.random.key(7), (8, 16))
+  layer = Dense(16, 4, dtype=BF16, rngs=nnx.Rngs(0))
   graph, params = nnx.split(layer)
+  assert all(p.dtype == jnp.float32 for p in jax.tree.leaves(params))
 
-  def loss(p, dtype):
-    y = nnx.merge(graph, steps_lib._cast(p, dtype))(x.astype(dtype))  # pylint: disable=protected-access
-    return (y.astype(jnp.float32) ** 2).sum()
+  def loss(p):
+    return (nnx.merge(graph, p)(x).astype(jnp.float32) ** 2).sum()
 
-  got = jax.grad(loss)(params, BF16)
-  rounded = jax.tree.map(lambda v: v.astype(BF16).astype(jnp.float32), params)
-  want = jax.grad(lambda p: (nnx.merge(graph, p)(x.astype(BF16).astype(jnp.float32)) ** 2).sum())(
-      rounded)
-  for g, w in zip(jax.tree.leaves(got), jax.tree.leaves(want)):
+  got = jax.grad(loss)(params)
+  plain = nnx.Linear(16, 4, rngs=nnx.Rngs(0))
+  rounded = jax.tree.map(lambda v: v.astype(BF16).astype(jnp.float32), nnx.split(plain)[1])
+  x_rounded = x.astype(BF16).astype(jnp.float32)
+  y = nnx.merge(nnx.split(plain)[0], rounded)(x_rounded)
+  g_y = (2 * y.astype(BF16)).astype(BF16).astype(jnp.float32)  # the bf16 output's cotangent
+  want = {"kernel": x_rounded.T @ g_y, "bias": g_y.sum(0)}
+  for name in ("kernel", "bias"):
+    g = got[name]
     assert g.dtype == jnp.float32
-    np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=3e-2, atol=3e-2)
+    np.testing.assert_allclose(np.asarray(g), np.asarray(want[name]), rtol=1e-5, atol=1e-5)
+    assert not np.array_equal(np.asarray(g), np.asarray(g.astype(BF16).astype(jnp.float32)))
 
 
 def test_spec_without_a_one_product_transpose_is_refused():
@@ -120,3 +126,10 @@ def test_bias_gradient_is_the_row_sum_accumulated_in_float32():
   np.testing.assert_array_equal(dy, g)
   dots = hlo_dots.module_dots(jax.jit(pullback).lower(g).compile().as_text())
   assert any("[514,3]" in label for label, _ in dots.values()), dots  # a product, not a reduce
+  # A float32 master bias: added in bf16, its gradient returned in float32 unrounded (bf16: 3).
+  master = bias.astype(jnp.float32) + 2.0 ** -12  # not a bf16 value
+  y_master, pullback = jax.vjp(matmul_lib.add_bias, y, master)
+  assert y_master.dtype == BF16
+  np.testing.assert_array_equal(y_master, y + master.astype(BF16))
+  assert pullback(g)[1].dtype == jnp.float32
+  np.testing.assert_array_equal(pullback(g)[1], [1 + 513 * 2.0 ** -8] * 3)

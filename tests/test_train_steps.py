@@ -7,14 +7,18 @@ import sys
 import jax
 import jax.numpy as jnp
 import numpy as np
+import optax
 import pytest
 from flax import nnx
 
 from rsvqa_jax.models.bert import BertConfig, BertEncoder
+from rsvqa_jax.models.dense import Dense
 from rsvqa_jax.models.skipthoughts import SkipThoughts
+from rsvqa_jax.models.vqa import RSVQAModel, VQAHead
 from rsvqa_jax.train import inputs, model_builder, steps
 from rsvqa_jax.train import run as run_lib
 from rsvqa_jax.train import sharding as shd
+from rsvqa_jax.train import state as state_lib
 from test_train_support import tiny_config, tiny_task
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -147,31 +151,61 @@ def test_sharded_over_8_devices_matches_single_device(tmp_path):
   assert single["losses"][-1] < single["losses"][0]
 
 
-def test_bfloat16_cast_keeps_embedding_tables_float32_and_the_gru_in_bfloat16():
-  """Lookups stay float32 (their gradient is a scatter-add); every matmul weight goes bfloat16."""
-  gru = SkipThoughts(12, word_dim=4, hidden_dim=6, rngs=nnx.Rngs(0))
-  bert = BertEncoder(BertConfig(family="bert", vocab_size=12, hidden_size=8, num_layers=1,
-                                num_heads=2, intermediate_size=16), rngs=nnx.Rngs(0))
+def _in_bf16(module):
+  """`module` as the bf16 train step computes it (all of its parameters trainable)."""
+  state = state_lib.create(module, optax.sgd(0.1), seed=0, freeze_text=False)
+  return steps.computing_model(state, state.params, jnp.bfloat16)
+
+
+def _param_dtypes(module):
+  return {jax.tree_util.keystr(p): x.dtype for p, x in
+          jax.tree_util.tree_flatten_with_path(nnx.to_pure_dict(nnx.state(module, nnx.Param)))[0]}
+
+
+def test_bfloat16_compute_keeps_tables_and_dense_weights_float32_and_casts_the_rest():
+  """Lookups stay float32 (their gradient is a scatter-add), Dense layers compute in bf16 from
+  float32 master weights, every other parameter (the GRU's, LayerNorms') goes bfloat16."""
+  gru = _in_bf16(SkipThoughts(12, word_dim=4, hidden_dim=6, rngs=nnx.Rngs(0)))
+  bert = _in_bf16(BertEncoder(BertConfig(family="bert", vocab_size=12, hidden_size=8,
+                                         num_layers=1, num_heads=2, intermediate_size=16),
+                              rngs=nnx.Rngs(0)))
   tokens, mask = jnp.array([[3, 4, 0]]), jnp.array([[1, 1, 0]])
   for model in (gru, bert):
-    params = steps._cast(nnx.to_pure_dict(nnx.state(model, nnx.Param)), jnp.bfloat16)
-    dtypes = {jax.tree_util.keystr(p): x.dtype
-              for p, x in jax.tree_util.tree_flatten_with_path(params)[0]}
-    tables = {k for k in dtypes if k.endswith("['embedding']")}
-    assert tables and all(dtypes[k] == jnp.float32 for k in tables)
-    assert all(v == jnp.bfloat16 for k, v in dtypes.items() if k not in tables)
-    nnx.update(model, params)
+    dtypes = _param_dtypes(model)
+    kept = {k for k in dtypes if k.endswith("['embedding']")}
+    dense = [m for _, m in nnx.iter_modules(model) if isinstance(m, Dense)]
+    assert all(m.dtype == jnp.bfloat16 for m in dense)
+    kept |= {k for k in dtypes for name in ("query", "key", "value", "output", "ffn_in", "ffn_out")
+             if f"['{name}']" in k}
+    assert kept and all(dtypes[k] == jnp.float32 for k in kept)
+    assert all(v == jnp.bfloat16 for k, v in dtypes.items() if k not in kept), dtypes
+  assert len([m for _, m in nnx.iter_modules(bert) if isinstance(m, Dense)]) == 6
+  assert any("norm" in k and v == jnp.bfloat16 for k, v in _param_dtypes(bert).items())
   h = gru.hidden_states(tokens, mask)
   assert h.dtype == jnp.bfloat16 and np.isfinite(np.asarray(h, np.float32)).all()
   assert np.isfinite(np.asarray(bert(tokens, mask))).all()
 
 
-def test_bfloat16_cast_parameters_make_bfloat16_matmuls_on_float32_inputs():
+def test_bfloat16_compute_leaves_a_frozen_text_encoder_as_built():
+  encoder = BertEncoder(BertConfig(family="distilbert", vocab_size=12, hidden_size=8,
+                                   num_layers=1, num_heads=2, intermediate_size=16,
+                                   type_vocab_size=0), rngs=nnx.Rngs(0))
+  head = VQAHead(tiny_config().model, q_dim=8, v_dim=6, num_answers=3, rngs=nnx.Rngs(1))
+  state = state_lib.create(RSVQAModel(head, encoder), optax.sgd(0.1), seed=0, freeze_text=True)
+  assert state.frozen["text"] and not state.params["text"]
+  computing = steps.computing_model(state, state.params, jnp.bfloat16)
+  dense = lambda m: [d for _, d in nnx.iter_modules(m) if isinstance(d, Dense)]
+  assert all(v == jnp.float32 for v in _param_dtypes(computing.text_encoder).values())
+  assert dense(computing.text_encoder) and all(d.dtype is None
+                                               for d in dense(computing.text_encoder))
+  assert dense(computing.head) and all(d.dtype == jnp.bfloat16 for d in dense(computing.head))
+
+
+def test_bfloat16_compute_makes_bfloat16_matmuls_on_float32_inputs():
   """A LayerNorm's float32 output must not drag the next matmul back to float32."""
-  bert = BertEncoder(BertConfig(family="distilbert", vocab_size=12, hidden_size=8, num_layers=1,
-                                num_heads=2, intermediate_size=16, type_vocab_size=0),
-                     rngs=nnx.Rngs(0))
-  nnx.update(bert, steps._cast(nnx.to_pure_dict(nnx.state(bert, nnx.Param)), jnp.bfloat16))
+  bert = _in_bf16(BertEncoder(BertConfig(family="distilbert", vocab_size=12, hidden_size=8,
+                                         num_layers=1, num_heads=2, intermediate_size=16,
+                                         type_vocab_size=0), rngs=nnx.Rngs(0)))
   jaxpr = jax.make_jaxpr(lambda t, m: bert(t, m))(jnp.array([[3, 4]]), jnp.array([[1, 1]]))
   dots = _dot_generals(jaxpr.jaxpr)
   assert len(dots) == 8  # q, k, v, scores, context, output, ffn in, ffn out

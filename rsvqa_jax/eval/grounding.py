@@ -74,7 +74,7 @@ def make_relevance_step(mesh, compute_dtype, method, map_shape):
   positions = map_shape[0] * map_shape[1]
 
   def step(state, batch):
-    model = state.model(steps_lib._cast(state.params, dtype))  # pylint: disable=protected-access
+    model = steps_lib.computing_model(state, state.params, dtype)
     x = steps_lib._model_inputs(batch, dtype)  # pylint: disable=protected-access
     q = model.question_vector(x, deterministic=True)
     v = x.get("image_features")

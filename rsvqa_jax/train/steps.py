@@ -11,29 +11,41 @@ import jax.numpy as jnp
 import optax
 from flax import nnx
 
+from rsvqa_jax.models.dense import Dense
 from rsvqa_jax.train import sharding as shd
 
 MODEL_INPUTS = ("image_features", "question_vector", "tokens", "mask")
 DTYPES = {"float32": jnp.float32, "bfloat16": jnp.bfloat16}
 
 
-def _cast(tree, dtype):
-  """Floating leaves to the compute dtype, except embedding tables (`nnx.Embed.embedding`).
+def computing_model(state, params, dtype):
+  """A fresh model of `state` with `params` merged in, its trainable layers computing in `dtype`.
 
-  Tables stay float32 and the looked-up rows are cast instead: the gradient of a lookup is a
-  scatter-add colliding on the few rows of a question vocabulary, which in bfloat16 doubled the
-  GPU time of a Skip-thoughts step (benchmarks/results/gpu_h200, README Performance).
+  Trainable floating parameters are cast to `dtype`, except
+  - embedding tables (`nnx.Embed.embedding`): the looked-up rows are cast instead. The gradient
+    of a lookup is a scatter-add colliding on the few rows of a question vocabulary, which in
+    bfloat16 doubled the GPU time of a Skip-thoughts step (benchmarks/results/gpu_h200, README
+    Performance);
+  - the kernels and biases of Dense layers, which are told to compute in `dtype` and take their
+    float32 parameters as master copies (models/matmul): each weight gradient comes back in
+    float32 from the product's accumulator instead of rounded to bf16 and converted back.
+  A frozen text encoder computes as it did when built (its parameters are not touched).
   """
-  def cast(path, x):
-    if not jnp.issubdtype(x.dtype, jnp.floating) or _key_name(path[-1]) == "embedding":
-      return x
-    return x.astype(dtype)
-
-  return jax.tree_util.tree_map_with_path(cast, tree)
-
-
-def _key_name(key):
-  return getattr(key, "key", getattr(key, "name", None))
+  model = state.model(params)
+  if dtype == jnp.float32:
+    return model
+  trainable_text = bool(params.get("text"))
+  for path, module in nnx.iter_modules(model):
+    if not trainable_text and "text_encoder" in path:
+      continue
+    if isinstance(module, Dense):
+      module.dtype = module.dtype or dtype
+      continue
+    for name, variable in vars(module).items():
+      if (isinstance(variable, nnx.Param) and name != "embedding"
+          and jnp.issubdtype(variable.dtype, jnp.floating)):
+        variable.set_value(variable[...].astype(dtype))
+  return model
 
 
 def masked_cross_entropy(logits, labels):
@@ -65,7 +77,7 @@ def _model_inputs(batch, compute_dtype):
 
 def logits(state, params, batch, compute_dtype, *, deterministic, key=None):
   """Float32 logits of the model in `state` with `params`, computed in the compute dtype."""
-  model = state.model(_cast(params, compute_dtype))
+  model = computing_model(state, params, compute_dtype)
   if key is not None:
     nnx.reseed(model, dropout=key)
   inputs = _model_inputs(batch, compute_dtype)
@@ -108,7 +120,7 @@ def make_eval_step(mesh, compute_dtype="float32"):
   dtype = DTYPES[compute_dtype]
 
   def step(state, batch):
-    model = state.model(_cast(state.params, dtype))
+    model = computing_model(state, state.params, dtype)
     inputs = _model_inputs(batch, dtype)
     q = model.question_vector(inputs, deterministic=True)
     images = inputs["image_features"]
