@@ -289,4 +289,28 @@ def test_bf16_gradients_are_bf16_products_close_to_float32(bayesian):
   dots = hlo_dots.module_dots(grad.lower(x, *arrays).compile().as_text())
   assert len(dots) >= 4, dots
   for label, _ in dots.values():
+    if ",1] x " in label:  # the bias gradient's ones-vector product (models/matmul.add_bias)
+      continue
     assert label.split(" -> ")[0].count("bf16[") == 2, label
+
+
+def test_bf16_scan_on_float32_master_weights_returns_float32_gradients():
+  """The GRU of a bf16 train step keeps float32 weights (train.steps.computing_model): they are
+  cast once for the scan and their gradients come back in float32, not rounded to bf16."""
+  rng = np.random.default_rng(5)
+  x = jnp.asarray(rng.standard_normal((3, 4, D)) * 0.5, jnp.bfloat16)
+  mask = jnp.asarray([[1, 1, 1, 1], [1, 1, 1, 0], [1, 0, 0, 0]], jnp.int32)
+  arrays = tuple(jnp.asarray(rng.standard_normal(s) * 0.5, jnp.float32)
+                 for s in ((D, 2 * H), (H, 2 * H), (2 * H,), (D, H), (H, H), (H,)))
+  value = lambda *arrays: jnp.sum(jnp.tanh(gru_scan(x, mask, *arrays)[1].astype(jnp.float32)))
+  grads = jax.jit(jax.grad(value, argnums=tuple(range(6))))(*arrays)
+  rounded = [a.astype(jnp.bfloat16) for a in arrays]
+  want = jax.jit(jax.grad(value, argnums=tuple(range(6))))(*rounded)
+  assert gru_scan(x, mask, *arrays)[1].dtype == jnp.bfloat16
+  for name, g, w in zip(["W", "U", "b", "Wx", "Ux", "bx"], grads, want):
+    assert g.dtype == jnp.float32, name
+    scale = np.abs(np.asarray(w, np.float32)).max()
+    np.testing.assert_allclose(np.asarray(g), np.asarray(w, np.float32), atol=1e-2 * scale,
+                               err_msg=name)
+  u = np.asarray(grads[1])
+  assert not np.array_equal(u, np.asarray(grads[1].astype(jnp.bfloat16), np.float32))

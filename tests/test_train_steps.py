@@ -163,8 +163,8 @@ def _param_dtypes(module):
 
 
 def test_bfloat16_compute_keeps_tables_and_dense_weights_float32_and_casts_the_rest():
-  """Lookups stay float32 (their gradient is a scatter-add), Dense layers compute in bf16 from
-  float32 master weights, every other parameter (the GRU's, LayerNorms') goes bfloat16."""
+  """Lookups stay float32 (their gradient is a scatter-add), Dense layers and the GRU compute in
+  bf16 from float32 master weights, every other parameter (LayerNorms') goes bfloat16."""
   gru = _in_bf16(SkipThoughts(12, word_dim=4, hidden_dim=6, rngs=nnx.Rngs(0)))
   bert = _in_bf16(BertEncoder(BertConfig(family="bert", vocab_size=12, hidden_size=8,
                                          num_layers=1, num_heads=2, intermediate_size=16),
@@ -173,10 +173,11 @@ def test_bfloat16_compute_keeps_tables_and_dense_weights_float32_and_casts_the_r
   for model in (gru, bert):
     dtypes = _param_dtypes(model)
     kept = {k for k in dtypes if k.endswith("['embedding']")}
-    dense = [m for _, m in nnx.iter_modules(model) if isinstance(m, Dense)]
-    assert all(m.dtype == jnp.bfloat16 for m in dense)
+    masters = [m for _, m in nnx.iter_modules(model) if isinstance(m, steps.MASTER_WEIGHTS)]
+    assert masters and all(m.dtype == jnp.bfloat16 for m in masters)
     kept |= {k for k in dtypes for name in ("query", "key", "value", "output", "ffn_in", "ffn_out")
              if f"['{name}']" in k}
+    kept |= {k for k in dtypes if model is gru}
     assert kept and all(dtypes[k] == jnp.float32 for k in kept)
     assert all(v == jnp.bfloat16 for k, v in dtypes.items() if k not in kept), dtypes
   assert len([m for _, m in nnx.iter_modules(bert) if isinstance(m, Dense)]) == 6

@@ -18,7 +18,7 @@ import jax.numpy as jnp
 from flax import nnx
 
 from rsvqa_jax.models.dropout import Dropout
-from rsvqa_jax.models.matmul import einsum, matmul
+from rsvqa_jax.models.matmul import add_bias, einsum, matmul
 
 BAYESIAN_DROPOUT = 0.25
 
@@ -47,11 +47,11 @@ def _recurrent_transpose(dg, uu, mh):
              enumerate(zip(jnp.split(dg, 3, axis=-1), uu)))
 
 
-def _recurrent_weight_grad(h_prev, dg, mh):
-  """[H, 3H]: the gradient of [U | Ux], one contraction over all L x B positions."""
+def _recurrent_weight_grad(h_prev, dg, mh, dtype):
+  """[H, 3H] in `dtype`: the gradient of [U | Ux], one contraction over all L x B positions."""
   if mh is None:
-    return einsum("tbh,tbk->hk", h_prev, dg)
-  return jnp.concatenate([einsum("tbh,tbk->hk", h_prev * mh[i], d) for i, d in
+    return einsum("tbh,tbk->hk", h_prev, dg, dtype)
+  return jnp.concatenate([einsum("tbh,tbk->hk", h_prev * mh[i], d, dtype) for i, d in
                           enumerate(jnp.split(dg, 3, axis=-1))], axis=1)
 
 
@@ -99,22 +99,25 @@ def recurrence(xp, m, uu, mh):
   Args:
     xp: [L, B, 3H] input projections (x @ [W | Wx] + [b | bx], time-major).
     m: [L, B] bool, True on real tokens.
-    uu: [H, 3H] = [U | Ux].
+    uu: [H, 3H] = [U | Ux], in xp's dtype or a float32 master copy: cast to xp's dtype once
+      before the loop, its gradient returned in its own dtype (straight from the float32
+      accumulator on a CPU, not rounded to bf16).
     mh: None, or [3, B, H] Bayesian masks on h for the r, u and candidate gates.
 
   Returns:
     (h_last [B, H], states [L, B, H]). No gradient flows to `m` or `mh`.
   """
-  return _scan_forward(xp, m, uu, mh, save=False)
+  return _scan_forward(xp, m, uu.astype(xp.dtype), mh, save=False)
 
 
 def _recurrence_fwd(xp, m, uu, mh):
-  h_last, (states, residuals) = _scan_forward(xp, m, uu, mh, save=True)
-  return (h_last, states), (residuals, m, uu, mh)
+  weights = uu.astype(xp.dtype)
+  h_last, (states, residuals) = _scan_forward(xp, m, weights, mh, save=True)
+  return (h_last, states), (residuals, m, weights, mh, jnp.zeros((0,), uu.dtype))
 
 
 def _recurrence_bwd(saved, cotangents):
-  (h_prev, r, u, hx, c), m, uu, mh = saved
+  (h_prev, r, u, hx, c), m, uu, mh, uu_dtype = saved
   dh_last, dstates = cotangents
   blocks = _gate_blocks(uu, mh)
 
@@ -133,7 +136,7 @@ def _recurrence_bwd(saved, cotangents):
 
   _, stacked = jax.lax.scan(step, dh_last, (dstates, m, h_prev, r, u, hx, c), reverse=True)
   dg, dxp = _from_bits(stacked)
-  return dxp, None, _recurrent_weight_grad(h_prev, dg, mh), None
+  return dxp, None, _recurrent_weight_grad(h_prev, dg, mh, uu_dtype.dtype), None
 
 
 recurrence.defvjp(_recurrence_fwd, _recurrence_bwd)
@@ -145,7 +148,8 @@ def gru_scan(x, mask, W, U, b, Wx, Ux, bx, masks=None):
   Args:
     x: [B, L, D] word vectors.
     mask: [B, L], nonzero on real tokens; padded steps leave the state unchanged.
-    W, U, b, Wx, Ux, bx: the uni-skip arrays ([D, 2H], [H, 2H], [2H], [D, H], [H, H], [H]).
+    W, U, b, Wx, Ux, bx: the uni-skip arrays ([D, 2H], [H, 2H], [2H], [D, H], [H, H], [H]), in
+      x's dtype or float32 master copies (cast inside the products, float32 gradients).
     masks: None, or (x_masks [3, B, D], h_masks [3, B, H]) for the r, u and candidate inputs.
 
   Returns:
@@ -155,12 +159,12 @@ def gru_scan(x, mask, W, U, b, Wx, Ux, bx, masks=None):
   bias = jnp.concatenate([b, bx])
   if masks is None:
     mh = None
-    xp = matmul(x, jnp.concatenate([W, Wx], axis=1)) + bias
+    xp = add_bias(matmul(x, jnp.concatenate([W, Wx], axis=1)), bias)
   else:
     mx, mh = masks
-    xp = jnp.concatenate([matmul(x * mx[0][:, None], W[:, :hidden]),
-                          matmul(x * mx[1][:, None], W[:, hidden:]),
-                          matmul(x * mx[2][:, None], Wx)], axis=-1) + bias
+    xp = add_bias(jnp.concatenate([matmul(x * mx[0][:, None], W[:, :hidden]),
+                                   matmul(x * mx[1][:, None], W[:, hidden:]),
+                                   matmul(x * mx[2][:, None], Wx)], axis=-1), bias)
   h_last, states = recurrence(jnp.swapaxes(xp, 0, 1), jnp.swapaxes(mask, 0, 1) != 0,
                               jnp.concatenate([U, Ux], axis=1), mh)
   return h_last, jnp.swapaxes(states, 0, 1)
@@ -194,6 +198,7 @@ class SkipThoughts(nnx.Module):
     self.Ux = nnx.Param(ortho(rngs.params(), (hidden_dim, hidden_dim)))
     self.bx = nnx.Param(jnp.zeros((hidden_dim,)))
     self.dropout = Dropout(rate, rngs=rngs)
+    self.dtype = None  # compute dtype; None: the weights' (train.steps sets it, weights float32)
 
   def dropout_masks(self, batch, *, deterministic):
     """The Bayesian masks for one batch, or None when none apply.
@@ -207,9 +212,9 @@ class SkipThoughts(nnx.Module):
     return mx, mh
 
   def _run(self, tokens, mask, deterministic):
-    # The word table may stay float32 under a bfloat16 compute dtype (train.steps): the GRU
-    # computes in the dtype of its weights.
-    x = self.embed(tokens).astype(self.W.dtype)
+    # The word table stays float32 under a bfloat16 compute dtype (train.steps), and so do the
+    # GRU's weights, which `gru_scan` takes as master copies: the GRU computes in `dtype`.
+    x = self.embed(tokens).astype(self.dtype or self.W.dtype)
     masks = self.dropout_masks(tokens.shape[0], deterministic=deterministic)
     if masks is not None:
       masks = tuple(m.astype(x.dtype) for m in masks)

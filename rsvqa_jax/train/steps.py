@@ -12,10 +12,12 @@ import optax
 from flax import nnx
 
 from rsvqa_jax.models.dense import Dense
+from rsvqa_jax.models.skipthoughts import SkipThoughts
 from rsvqa_jax.train import sharding as shd
 
 MODEL_INPUTS = ("image_features", "question_vector", "tokens", "mask")
 DTYPES = {"float32": jnp.float32, "bfloat16": jnp.bfloat16}
+MASTER_WEIGHTS = (Dense, SkipThoughts)  # modules computing in their `dtype` from float32 weights
 
 
 def computing_model(state, params, dtype):
@@ -26,9 +28,10 @@ def computing_model(state, params, dtype):
     of a lookup is a scatter-add colliding on the few rows of a question vocabulary, which in
     bfloat16 doubled the GPU time of a Skip-thoughts step (benchmarks/results/gpu_h200, README
     Performance);
-  - the kernels and biases of Dense layers, which are told to compute in `dtype` and take their
-    float32 parameters as master copies (models/matmul): each weight gradient comes back in
-    float32 from the product's accumulator instead of rounded to bf16 and converted back.
+  - the parameters of Dense layers and of the Skip-thoughts GRU, which are told to compute in
+    `dtype` and take their float32 parameters as master copies (models/matmul): each weight
+    gradient comes back in float32 from the product's accumulator instead of rounded to bf16
+    and converted back.
   A frozen text encoder computes as it did when built (its parameters are not touched).
   """
   model = state.model(params)
@@ -38,7 +41,7 @@ def computing_model(state, params, dtype):
   for path, module in nnx.iter_modules(model):
     if not trainable_text and "text_encoder" in path:
       continue
-    if isinstance(module, Dense):
+    if isinstance(module, MASTER_WEIGHTS):
       module.dtype = module.dtype or dtype
       continue
     for name, variable in vars(module).items():
