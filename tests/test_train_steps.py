@@ -187,7 +187,9 @@ def test_bfloat16_compute_keeps_tables_and_dense_weights_float32_and_casts_the_r
   assert np.isfinite(np.asarray(bert(tokens, mask))).all()
 
 
-def test_bfloat16_compute_leaves_a_frozen_text_encoder_as_built():
+def test_bfloat16_compute_applies_to_a_frozen_text_encoder_too():
+  """compute_dtype is the dtype of the whole forward: a frozen encoder that runs every step (a
+  Bayesian uni-skip drawing its masks, questions not cached) computes in it as well."""
   encoder = BertEncoder(BertConfig(family="distilbert", vocab_size=12, hidden_size=8,
                                    num_layers=1, num_heads=2, intermediate_size=16,
                                    type_vocab_size=0), rngs=nnx.Rngs(0))
@@ -196,10 +198,14 @@ def test_bfloat16_compute_leaves_a_frozen_text_encoder_as_built():
   assert state.frozen["text"] and not state.params["text"]
   computing = steps.computing_model(state, state.params, jnp.bfloat16)
   dense = lambda m: [d for _, d in nnx.iter_modules(m) if isinstance(d, Dense)]
-  assert all(v == jnp.float32 for v in _param_dtypes(computing.text_encoder).values())
-  assert dense(computing.text_encoder) and all(d.dtype is None
-                                               for d in dense(computing.text_encoder))
-  assert dense(computing.head) and all(d.dtype == jnp.bfloat16 for d in dense(computing.head))
+  for part in (computing.text_encoder, computing.head):
+    assert dense(part) and all(d.dtype == jnp.bfloat16 for d in dense(part))
+  norms = {k: v for k, v in _param_dtypes(computing.text_encoder).items() if "norm" in k}
+  assert norms and all(v == jnp.bfloat16 for v in norms.values())
+  assert all(x.dtype == jnp.float32 for x in jax.tree.leaves(state.frozen))  # stored float32
+  batch = {"tokens": jnp.array([[3, 4]]), "mask": jnp.array([[1, 1]]),
+           "image_features": jnp.ones((1, 6))}
+  assert computing(batch).dtype == jnp.bfloat16
 
 
 def test_bfloat16_compute_makes_bfloat16_matmuls_on_float32_inputs():

@@ -21,9 +21,9 @@ MASTER_WEIGHTS = (Dense, SkipThoughts)  # modules computing in their `dtype` fro
 
 
 def computing_model(state, params, dtype):
-  """A fresh model of `state` with `params` merged in, its trainable layers computing in `dtype`.
+  """A fresh model of `state` with `params` merged in, computing in `dtype`.
 
-  Trainable floating parameters are cast to `dtype`, except
+  Floating parameters (a frozen text encoder's too) are cast to `dtype`, except
   - embedding tables (`nnx.Embed.embedding`): the looked-up rows are cast instead. The gradient
     of a lookup is a scatter-add colliding on the few rows of a question vocabulary, which in
     bfloat16 doubled the GPU time of a Skip-thoughts step (benchmarks/results/gpu_h200, README
@@ -32,15 +32,11 @@ def computing_model(state, params, dtype):
     `dtype` and take their float32 parameters as master copies (models/matmul): each weight
     gradient comes back in float32 from the product's accumulator instead of rounded to bf16
     and converted back.
-  A frozen text encoder computes as it did when built (its parameters are not touched).
   """
   model = state.model(params)
   if dtype == jnp.float32:
     return model
-  trainable_text = bool(params.get("text"))
-  for path, module in nnx.iter_modules(model):
-    if not trainable_text and "text_encoder" in path:
-      continue
+  for _, module in nnx.iter_modules(model):
     if isinstance(module, MASTER_WEIGHTS):
       module.dtype = module.dtype or dtype
       continue
