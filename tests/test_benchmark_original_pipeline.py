@@ -128,14 +128,18 @@ def test_pipeline_section_renders_each_rows_components_and_device():
 
 def test_frozen_ceiling_is_the_uni_skip_forward_alone_at_the_peak(monkeypatch):
   from benchmarks import run, timing, train_steps  # pylint: disable=g-import-not-at-top
-  monkeypatch.setattr(timing, "f32_peak_probe", lambda mode, torch=None: (lambda: 2e9, {}))
+  peaks = {"float32": 2e9, "bfloat16": 4e9}
+  monkeypatch.setattr(timing, "f32_peak_probe",
+                      lambda mode, torch=None, dtype=None: (lambda: peaks[dtype.__name__], {}))
   gru = train_steps.sizes("toy")["gru"]
   d, h = gru["word_dim"], gru["hidden_dim"]
   row = {"original_s_per_1000": {"median": 1000.0}}  # 70 s per batch of 70
-  ceiling = pipeline._frozen_ceiling("toy", None, row, 4.0)  # pylint: disable=protected-access
+  ceiling = pipeline._frozen_ceiling("toy", None, row, 4.0, "float32")  # pylint: disable=protected-access
   flops = 2 * 70 * 4 * (d * 3 * h + h * 3 * h)  # 4 tokens: input and recurrent products
   assert ceiling["uni_skip_forward_gflop"] == pytest.approx(flops * 1e-9)
   assert ceiling["speedup"] == pytest.approx(70.0 / (flops / 2e9))
+  bf16 = pipeline._frozen_ceiling("toy", None, row, 4.0, "bfloat16")  # pylint: disable=protected-access
+  assert bf16["speedup"] == pytest.approx(2 * ceiling["speedup"])  # at the bf16 peak
   s = timing.summarize([1.0])
   section = {"feature_cache_once_s": s, "components_original_s_per_batch": {},
              "rows": [{"model": "m", "ceiling": ceiling, **{k: s for k in (
