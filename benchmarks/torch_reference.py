@@ -218,7 +218,12 @@ def make_train_step(model, *, lr=1e-5, text_lr=1e-4, compile_model=False, autoca
   autocast: None, or a dtype (torch.bfloat16) for the forward pass under torch.autocast on the
   model's device (the mixed-precision counterpart of rsvqa_jax's compute_dtype).
   compile_mode: torch.compile's mode ("reduce-overhead": CUDA graphs on a GPU).
+  A compiled step starts from empty dynamo caches: every step compiles the same `loss_fn` and
+  `optimizer.step` code, so a process building many steps (benchmarks.run) reached dynamo's
+  recompile limit (8) and ran its later "compiled" rows eagerly.
   """
+  if compile_model:
+    torch._dynamo.reset()  # pylint: disable=protected-access
   text = list(model.text_encoder.parameters()) if model.text_encoder is not None else []
   groups = [{"params": list(model.head.parameters()), "lr": lr}]
   if text:

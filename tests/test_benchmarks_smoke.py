@@ -12,7 +12,7 @@ import pytest
 
 from benchmarks import (accelerator, flop_counts, flops, hlo_dots, profile_step, run,
                         scaling, timing)
-from benchmarks import train_steps
+from benchmarks import inputs, train_steps
 from rsvqa_jax.models.skipthoughts import gru_scan
 
 torch = pytest.importorskip("torch", reason="the benchmarks compare against PyTorch")
@@ -322,3 +322,20 @@ def test_master_weights_pairs_both_casts_at_toy_size():
   row = master_weights.measure("skipthoughts", True, "mult", 2, mode="toy")
   assert not row["errors"] and set(row["samples_s"]) == {"master", "cast_first"}
   assert row["master / cast_first"]["repeats"] == 2
+
+
+def test_each_compiled_torch_step_is_compiled_afresh(monkeypatch):
+  # With dynamo's recompile limit at 1, a second step compiling the same loss function for
+  # another model ran eagerly before each compiled step started from empty caches.
+  import torch._dynamo  # pylint: disable=g-import-not-at-top
+  from torch._dynamo.utils import counters  # pylint: disable=g-import-not-at-top
+  monkeypatch.setattr(torch._dynamo.config, "recompile_limit", 1)
+  size, questions = train_steps.sizes("toy"), inputs.make_questions(4)
+  for fusion in ("mult", "mutan"):
+    model = train_steps.torch_model("skipthoughts", True, fusion, size, questions)
+    q_dim = train_steps.question_dim("skipthoughts", size)
+    step = train_steps.TorchStep(model, train_steps.batch_for("skipthoughts", True, q_dim,
+                                                              questions, 4), True)
+    before = counters["stats"]["unique_graphs"]
+    step.warmup()
+    assert counters["stats"]["unique_graphs"] > before, fusion
