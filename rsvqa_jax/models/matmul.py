@@ -46,7 +46,7 @@ def einsum(spec, a, b, out_dtype=None):
   return y if out_dtype is None else y.astype(out_dtype)
 
 
-def _master(weight, dtype):
+def _accumulates(weight, dtype):
   """Whether `weight` takes the accumulating path for inputs of `dtype`: in that dtype, or a
   float32 master copy of a bf16 layer."""
   return accumulates_in_float32(dtype) and weight.dtype in (jnp.dtype(dtype), jnp.float32)
@@ -58,7 +58,7 @@ def matmul(a, b):
   b is a weight in a's dtype or a float32 master copy, cast to a's dtype in the product; its
   gradient comes back in b's dtype.
   """
-  if not _master(b, a.dtype):
+  if not _accumulates(b, a.dtype):
     return a @ b.astype(a.dtype)
   lead = _LETTERS[:a.ndim - 1]
   return _accumulating_einsum(f"{lead}y,yz->{lead}z", a.dtype, a, b)
@@ -73,7 +73,7 @@ def add_bias(y, bias):
   reductions are pairwise for accuracy); the product below reads the bf16 rows once in the dot
   library, accumulating in float32. Fine-tuned DistilBERT bf16 step: about 7% faster.
   """
-  if not _master(bias, y.dtype):
+  if not _accumulates(bias, y.dtype):
     return y + bias.astype(y.dtype)
   return y + _rows(bias, y.shape, y.dtype)
 
