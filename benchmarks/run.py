@@ -45,9 +45,11 @@ def fmt(x, scale=1.0, digits=3):
 
 
 def _table(header, rows):
-  lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-  lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
-  return lines
+  """Markdown table lines; a "|" inside a cell ("|loss - loss@1|") is escaped, not a column."""
+  def cells(row):
+    return "| " + " | ".join(str(c).replace("|", "\\|") for c in row) + " |"
+
+  return [cells(header), "|" + "---|" * len(header)] + [cells(row) for row in rows]
 
 
 def _md_train_steps(s):

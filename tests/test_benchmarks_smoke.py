@@ -233,7 +233,8 @@ def test_markdown_renders_every_family():
   results = {"command": "python -m benchmarks.run --toy", "mode": "toy", "runtime_s": 1.0,
              "machine": {"cpu": "x", "cores": 2, "usable_cpus": 2, "jax": "0", "jax_backend":
                          "cpu", "torch": "0", "python": "3"},
-             "targets": [timing.target("t", summary, ">=", 1.0)],
+             "targets": [timing.target("t", summary, ">=", 1.0),
+                         timing.target("|a - b|", 0.5, "<=", 1.0)],
              "sections": {
                  "pipeline": {"rows": [{"model": "m", **{k: summary for k in (
                      "original_s_per_1000", "tool_s_per_1000", "original_epoch_s",
@@ -256,6 +257,7 @@ def test_markdown_renders_every_family():
                                            "error": "XlaRuntimeError: out of memory"}]}}}
   md = run.markdown(results)
   assert "| t | 2 (1-3) | >= 1.0 | PASS |  |" in md
+  assert "| \\|a - b\\| | 0.5 | <= 1.0 | PASS |  |" in md  # a "|" in a cell is not a column
   assert "peak RSS 1.00 GiB" in md and "exit 1" in md and "failed: RuntimeError: x" in md
   assert "| distilbert | 70 | 70x16 | 2 (1-3) |" in md and "| 2 / - |" in md
   assert "| skipthoughts | 4480 | XlaRuntimeError: out of memory |" in md
