@@ -227,6 +227,30 @@ def test_accelerator_row_at_toy_size_against_torch():
   assert accelerator.datasheet_peak(jax.devices()[0]) is None  # a CPU has no datasheet entry
 
 
+def test_accelerator_targets_take_the_best_batch_and_the_papers():
+  """Issue 18's GPU targets: MFU at the batch of most FLOP/s (not the largest), compile ratios
+  at the paper's batch and that one; a failed row is skipped, an unmeasured ratio is N/A."""
+  def row(lm, batch, step_s, mfu, vs_compile):
+    return {"lm": lm, "batch": batch, "analytic_flops_per_step": 1e9 * batch,
+            "jax_step_s": timing.summarize([step_s]), "jax_mfu": timing.summarize([mfu]),
+            **({"speedup_vs_compile": timing.summarize([vs_compile])} if vs_compile else {})}
+  rows = [row("distilbert", 70, 0.01, 0.10, 0.9), row("distilbert", 560, 0.02, 0.41, 1.2),
+          row("distilbert", 4480, 0.2, 0.33, 1.1),
+          row("skipthoughts", 70, 0.001, 0.5, None),
+          {"lm": "skipthoughts", "batch": 560, "error": "XlaRuntimeError: out of memory"}]
+  got = {t["name"]: (t["measured"] and t["measured"]["median"], t["status"])
+         for t in accelerator.targets(rows, 70)}
+  assert got == {
+      "bf16 MFU, fine-tuned distilbert, best batch (560)": (0.41, "PASS"),
+      "bf16 train step vs torch.compile (reduce-overhead), fine-tuned distilbert, batch 70":
+          (0.9, "MISS"),
+      "bf16 train step vs torch.compile (reduce-overhead), fine-tuned distilbert, batch 560":
+          (1.2, "PASS"),
+      "bf16 MFU, fine-tuned skipthoughts, best batch (70)": (0.5, "PASS"),
+      "bf16 train step vs torch.compile (reduce-overhead), fine-tuned skipthoughts, batch 70":
+          (None, "N/A")}
+
+
 def test_markdown_renders_every_family():
   """Each family's table renders from a minimal section (failed sections say so)."""
   summary = timing.summarize([1.0, 2.0, 3.0])
