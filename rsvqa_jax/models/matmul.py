@@ -84,7 +84,7 @@ def _rows(bias, shape, dtype):
 
 
 def _rows_forward(bias, shape, dtype):
-  return _rows(bias, shape, dtype), _dtype_token(bias)
+  return _rows(bias, shape, dtype), dtype_token(bias)
 
 
 def _rows_backward(shape, dtype, bias_dtype, g):
@@ -95,7 +95,7 @@ def _rows_backward(shape, dtype, bias_dtype, g):
   return (total.astype(bias_dtype.dtype),)
 
 
-def _dtype_token(x):
+def dtype_token(x):
   """An empty array of x's dtype: a residual that tells a backward rule the dtype to return."""
   return jnp.zeros((0,), x.dtype)
 
@@ -146,7 +146,7 @@ def _operand_specs(spec):
 
 def _forward(spec, out_dtype, a, b):
   _operand_specs(spec)
-  return _accumulating_einsum(spec, out_dtype, a, b), (a, b.astype(a.dtype), _dtype_token(b))
+  return _accumulating_einsum(spec, out_dtype, a, b), (a, b.astype(a.dtype), dtype_token(b))
 
 
 def _backward(spec, out_dtype, residuals, g):

@@ -18,7 +18,7 @@ import jax.numpy as jnp
 from flax import nnx
 
 from rsvqa_jax.models.dropout import Dropout
-from rsvqa_jax.models.matmul import add_bias, einsum, matmul
+from rsvqa_jax.models.matmul import add_bias, dtype_token, einsum, matmul
 
 BAYESIAN_DROPOUT = 0.25
 
@@ -113,7 +113,7 @@ def recurrence(xp, m, uu, mh):
 def _recurrence_fwd(xp, m, uu, mh):
   weights = uu.astype(xp.dtype)
   h_last, (states, residuals) = _scan_forward(xp, m, weights, mh, save=True)
-  return (h_last, states), (residuals, m, weights, mh, jnp.zeros((0,), uu.dtype))
+  return (h_last, states), (residuals, m, weights, mh, dtype_token(uu))
 
 
 def _recurrence_bwd(saved, cotangents):
