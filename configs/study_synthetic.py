@@ -11,8 +11,8 @@ weights), frozen and cached. Sized to finish in about six minutes on a 2-core CP
 
 Sized to be worth reading: 400 images x 20 questions, so the test split has 800 questions with
 every type at 40 or more (Rural/urban: one question per image, half rural, half urban); the
-random Skip-thoughts GRU starts with its update gate open (update_bias, study.py
-random_skipthoughts) so that, frozen, it still holds the question's object; frozen language
+random Skip-thoughts GRU starts with its update gate open (update_bias,
+study/language_models.py) so that, frozen, it still holds the question's object; frozen language
 models train on cached vectors for more epochs (frozen_epochs); the balanced twin (400 x 12)
 is balanced per question type too. Every reference model then beats answering the most common
 answer per type by a clear margin (the report's reading checks it, study.reading.margin).

@@ -1,4 +1,4 @@
-"""The package's layers point one way (README "Layout"), and loading a config never starts JAX.
+"""The package's layers point one way (docs/layout.md), and loading a config never starts JAX.
 
 Every import of every module is read from its syntax tree, function-level imports included, and
 checked against the rules: nothing in the library imports the command line; bias/ (pure
@@ -17,8 +17,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PACKAGE = os.path.join(ROOT, "rsvqa_jax")
 CONFIGS = os.path.join(ROOT, "configs")
 
-# (importing area, imported area) pairs that break the layering. An area is a sub-package
-# (data, models, features, train, eval, bias, commands) or a top-level module (config, study...).
+# (importing area, imported area) pairs that break the layering. An area is a sub-package (data,
+# models, features, train, eval, bias, study, commands) or a top-level module (config, cli...).
 FORBIDDEN = {
     "bias": {"train", "eval", "features", "study", "cli", "commands"},
     "models": {"data", "train", "features", "eval", "bias", "study", "cli", "commands"},
@@ -99,6 +99,14 @@ def test_layers_point_one_way():
           area not in ("cli", "commands") and target in ("cli", "commands")):
         broken.append(f"{module} -> {other}")
   assert not broken, "layering broken:\n" + "\n".join(broken)
+
+
+def test_every_ruled_area_exists():
+  """An area renamed or turned into a package under another name would leave its rules checking
+  nothing."""
+  areas = {_area(m) for m in _modules()}
+  ruled = set(FORBIDDEN).union(*FORBIDDEN.values())
+  assert ruled <= areas, f"areas ruled but not found: {sorted(ruled - areas)}"
 
 
 def test_no_import_cycles():

@@ -1,6 +1,6 @@
 """`rsvqa-jax study --config configs/study_X.py[:arg] --workdir DIR [--config.a.b=value ...]`.
 
-Runs the whole language-bias protocol (rsvqa_jax/study.py) and writes DIR/report.md; run it
+Runs the whole language-bias protocol (rsvqa_jax/study/) and writes DIR/report.md; run it
 again on the same DIR to resume an interrupted study. `--print-config` shows the effective
 config and exits.
 """

@@ -1,0 +1,90 @@
+"""A study config checked whole before anything is created, and which optional stages it runs.
+
+Every mistake is one line naming the key, raised before the study folder exists.
+"""
+import os
+
+from rsvqa_jax import config as config_lib
+from rsvqa_jax.data import questions as questions_lib
+from rsvqa_jax.errors import RSVQAError
+from rsvqa_jax.study import names
+
+
+def runs_grounding(s):
+  """Whether the grounding stage runs: enabled, on synthetic data (groundings need masks)."""
+  return s.synthetic and "grounding" in s and s.grounding.enabled
+
+
+def runs_shortcuts(s):
+  """Whether the shortcuts stage runs: enabled, on synthetic data (a plant needs a generator)."""
+  return s.synthetic and "shortcuts" in s and s.shortcuts.enabled
+
+
+def check(config):
+  """Raises RSVQAError on the first thing `config` (with its `study` section) gets wrong."""
+  if "study" not in config:
+    raise RSVQAError("config has no `study` section: use a study config such as "
+                     "configs/study_synthetic.py")
+  s = config.study
+  config_lib.check(config)
+  for lm in s.language_models:
+    if lm not in s.lm:
+      raise RSVQAError(f"config study.language_models names {lm!r}, study.lm has "
+                       f"{sorted(s.lm.keys())}")
+  for w in s.lm_weights:
+    if w not in names.WEIGHTS:
+      raise RSVQAError(f"config study.lm_weights: {w!r} is not one of {names.WEIGHTS}")
+  if not s.seeds:
+    raise RSVQAError("config study.seeds is empty")
+  if s.balanced.enabled and s.balanced.language_model not in s.lm:
+    raise RSVQAError(f"config study.balanced.language_model={s.balanced.language_model!r}: "
+                     f"not in study.lm")
+  for spec in s.table2_rows:
+    if names.row_lm(s, spec) not in s.lm:
+      raise RSVQAError(f"config study.table2_rows: {spec!r} needs "
+                       f"study.lm.{names.row_lm(s, spec)}")
+  if s.require_real:
+    _check_real(config)
+  if runs_shortcuts(s):
+    _check_shortcuts(s)
+  if runs_grounding(s):
+    from rsvqa_jax.eval import grounding  # pylint: disable=g-import-not-at-top
+    if s.grounding.method not in grounding.METHODS:
+      raise RSVQAError(f"config study.grounding.method={s.grounding.method!r}: choose one of "
+                       f"{', '.join(grounding.METHODS)}")
+
+
+def _check_shortcuts(s):
+  sc = s.shortcuts
+  if sc.language_model not in s.lm:
+    raise RSVQAError(f"config study.shortcuts.language_model={sc.language_model!r}: not in "
+                     "study.lm")
+  if sc.lm_weights not in names.WEIGHTS or not sc.seeds:
+    raise RSVQAError(f"config study.shortcuts: lm_weights must be one of {names.WEIGHTS} and "
+                     "seeds not empty")
+  try:
+    questions_lib.parse_plants(sc.plant)
+  except RSVQAError as e:
+    raise RSVQAError(f"config study.shortcuts.plant: {e}") from None
+
+
+def _check_real(config):
+  """The paper's settings on random weights or synthetic data would not reproduce the paper:
+  every input must be given, as an existing path (one line naming what is missing)."""
+  s, c = config.study, config
+  need = []
+  if s.synthetic:
+    need.append("--config.study.synthetic=false")
+  if not c.data.root or not os.path.isdir(c.data.root):
+    need.append(f"--config.data.root=/path/to/RSVQA_{c.data.name.upper()} (a folder)")
+  if c.image.arch == "synthetic_resnet" or config_lib.is_random(c.image.checkpoint) or not \
+      os.path.exists(c.image.checkpoint):
+    need.append(f"--config.image.checkpoint=/path/to/{c.image.arch} weights")
+  lms = set(s.language_models) | {names.row_lm(s, r) for r in s.table2_rows}
+  for lm in sorted(lms):
+    ckpt = s.lm[lm].checkpoint
+    if config_lib.is_random(ckpt) or not os.path.exists(ckpt):
+      need.append(f"--config.study.lm.{lm}.checkpoint=/path/to/{s.lm[lm].encoder}")
+  if need:
+    raise RSVQAError("this study reproduces the paper with real data and pretrained weights; "
+                     "give (as existing paths) " + " ".join(need))

@@ -1,0 +1,63 @@
+"""Data preparation: a study's datasets (generated when synthetic), the image encoder's
+pretraining stage and the clean image features every run on a dataset shares."""
+import os
+import time
+
+import jax
+
+from rsvqa_jax.data import rsvqa_json, synthetic
+from rsvqa_jax.errors import RSVQAError
+from rsvqa_jax.study import names, runs
+from rsvqa_jax.train import inputs, prepare
+
+
+def use_compilation_cache(cache):
+  """XLA's persistent cache under `cache`/xla, every compile kept: seeds reuse compiled steps."""
+  jax.config.update("jax_compilation_cache_dir", os.path.join(cache, "xla"))
+  jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)
+  jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
+
+
+def sizes(ds):
+  """"train N, val N, test N": a dataset's splits, for the log."""
+  return ", ".join(f"{k} {len(v)}" for k, v in ds.splits.items())
+
+
+def dataset(study, balanced):
+  """(records.Dataset, root, name) of the main or balanced dataset, generated if synthetic
+  (under DIR/data/main or DIR/data/balanced)."""
+  s = study.s
+  if not s.synthetic:
+    root, name = study.config.data.root, study.config.data.name
+    if not root or not os.path.isdir(root):
+      raise RSVQAError(f"config data.root={root}: give the dataset folder (study.synthetic is "
+                       "False)")
+    return rsvqa_json.read_dataset(root, name), os.path.abspath(root), name
+  root = os.path.join(study.dir, "data", "balanced" if balanced else "main")
+  images = s.balanced.images if balanced else s.images
+  qpi = s.balanced.questions_per_image if balanced else s.questions_per_image
+  started = time.time()
+  synthetic.ensure_synthetic(root, s.variant, images, s.data_seed,
+                             prior_strength=s.prior_strength,
+                             balanced=balanced or s.balanced_data, questions_per_image=qpi)
+  if time.time() - started > 1:
+    study.timings.record(f"data/{'balanced' if balanced else 'main'}", time.time() - started)
+  return rsvqa_json.read_dataset(root, s.variant), root, s.variant
+
+
+def features(study, ds, root, name):
+  """Clean image features of every split of `ds`, after the image encoder's pretraining stage."""
+  lm = study.s.language_models[0]
+  cfg = runs.config_for(study.config, study.cache, lm, names.WEIGHTS[0], names.ROLES[0], 0, root,
+                        name, "")
+  workdir = os.path.join(study.dir, "runs", "_")
+  started = time.time()
+  if prepare.image_encoder(cfg.image, ds, log=study.progress):
+    study.timings.record(f"pretrain/{os.path.basename(root)}", time.time() - started)
+  started = time.time()
+  feats = inputs.image_features(cfg, ds, workdir, None)
+  if time.time() - started > 1:
+    study.timings.record(f"features/{os.path.basename(root)}", time.time() - started)
+  study.progress(f"image features {feats.features.shape} ready ({cfg.image.arch}; "
+                 f"{time.time() - started:.1f}s)")
+  return feats

@@ -1,0 +1,97 @@
+"""The protocol, stage by stage, in the paper's order: `Study.run` is its table of contents.
+
+Each stage is a module of this package (its inputs the study and the earlier stages' outputs,
+its output a part of study.json); the grounding and answerability stages are their evaluators'
+(eval/grounding.py, eval/answerability.py), which take a Study without importing this package.
+"""
+import logging
+import os
+
+from rsvqa_jax.errors import RSVQAError
+from rsvqa_jax.study import (balanced_twin, checks, dataset_analysis, grid, journal,
+                             language_models, preparation, report, runs, shortcuts, table2)
+from rsvqa_jax.study import settings as settings_lib
+
+_log = logging.getLogger(__name__)
+
+
+class Study:
+  """A study config bound to its folder: what every stage shares.
+
+  Read: `config`, `s` (its study section), `dir`, `cache` (DIR/cache). Written as stages go:
+  `progress` (one log line per stage or run), `timings` (DIR/timings.json) and `trained` (runs
+  trained, not merely found finished, by this invocation).
+  """
+
+  def __init__(self, config, workdir, log=_log.info):
+    checks.check(config)  # before anything is created
+    self.config = config
+    self.s = config.study
+    self.dir = os.path.abspath(workdir)
+    self.cache = os.path.join(self.dir, "cache")
+    os.makedirs(self.cache, exist_ok=True)
+    self.progress = journal.Progress(log)
+    self.timings = journal.Timings(os.path.join(self.dir, "timings.json"))
+    self.trained = 0
+
+  def runs_grounding(self):
+    return checks.runs_grounding(self.s)
+
+  def runs_shortcuts(self):
+    return checks.runs_shortcuts(self.s)
+
+  # Shared steps, as eval/grounding.py's and eval/answerability.py's stages call them.
+
+  def dataset(self, balanced):
+    return preparation.dataset(self, balanced)
+
+  def features(self, ds, root, name):
+    return preparation.features(self, ds, root, name)
+
+  def lm_checkpoint(self, lm, dataset):
+    return language_models.checkpoint(lm, self.s.lm[lm], dataset, self.cache)
+
+  def run_config(self, lm, weights, role, seed, root, name, checkpoint, fusion=None,
+                 overrides=()):
+    return runs.config_for(self.config, self.cache, lm, weights, role, seed, root, name,
+                           checkpoint, fusion, overrides)
+
+  def settings(self):
+    return settings_lib.rows(self.config, self.cache)
+
+  # The protocol.
+
+  def run(self):
+    """Runs (or resumes) every stage; the study's results, also in DIR/study.json."""
+    s = self.s
+    if s.compilation_cache:
+      preparation.use_compilation_cache(self.cache)
+    self.progress(f"study in {self.dir}")
+    ds, root, name = self.dataset(balanced=False)
+    self.progress(f"dataset {root}: {preparation.sizes(ds)}")
+    if s.split not in ds.splits:
+      raise RSVQAError(f"config study.split={s.split}: the dataset has {sorted(ds.splits)}")
+    feats = self.features(ds, root, name)
+    runs_dir = os.path.join(self.dir, "runs")
+    grid_cells = [(lm, w) for lm in s.language_models for w in s.lm_weights]
+    cells = grid.train(self, runs_dir, grid_cells, s.seeds, ds, root, name, feats)
+    rows = table2.train(self, runs_dir, cells, ds, root, name, feats)
+    priors = dataset_analysis.analyse(self, ds, name)
+    twin = balanced_twin.stage(self) if s.synthetic and s.balanced.enabled else None
+    planted = shortcuts.stage(self) if self.runs_shortcuts() else None
+    study = report.results(self, ds, root, name, cells=cells, table2=rows, analysis=priors,
+                           balanced=twin, shortcuts=planted)
+    if self.runs_grounding():
+      from rsvqa_jax.eval import grounding  # pylint: disable=g-import-not-at-top
+      study["grounding"] = grounding.study_stage(self, cells, ds, feats)
+    if "answerability" in self.config and self.config.answerability.study.enabled:
+      from rsvqa_jax.eval import answerability  # pylint: disable=g-import-not-at-top
+      study["answerability"] = answerability.study_stage(self)  # DIR/answerability/
+    path = report.write(self.dir, study)
+    self.progress(f"report written: {path}")
+    return study
+
+
+def run_study(config, workdir, log=_log.info):
+  """Runs (or resumes) the study of `config` in `workdir`; returns its results."""
+  return Study(config, workdir, log).run()
