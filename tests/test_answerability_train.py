@@ -5,7 +5,7 @@ question: the wording carries no label information). The image features are the 
 object counts per class, size and shape (an oracle standing in for the frozen encoder, so the
 test checks the head, the training and the metrics in seconds, not a ResNet): the reference
 model must beat its question-only twin, Random and Majority on NDCG@1 and binary F1, and the
-question-only twin must stay near Majority. The README's figures come from the study stage on
+question-only twin must stay near Majority. The docs' figures come from the study stage on
 pixels (configs/answerability_study.py).
 """
 import csv
@@ -87,7 +87,7 @@ def task(tmp_path_factory):
   next_id = 0
   for index, (split, ids) in enumerate(SPLITS.items()):
     tiles = [pools_lib.Tile(i, scenes.make_scene(0, i, 256)) for i in ids]
-    pools = pools_lib.make_pools(tiles, p, np.random.default_rng([3, index]),
+    pools, _ = pools_lib.make_pools(tiles, p, np.random.default_rng([3, index]),
                                  POOLS_PER_IMAGE[split] * len(tiles))
     pools_lib.write(pools_lib.pool_file(folder, split), pools_lib.rows_of(pools, next_id))
     next_id += len(pools)

@@ -13,6 +13,8 @@ in the file (a question-only model scores a pool's candidates alike, so it ranks
           the validation pairs (ties: the highest such t), applied unchanged to the test pairs;
           precision (and F1) 0 when nothing is predicted positive. Without validation scores the
           binary metrics are not reported (None): tuning t on the test pairs would flatter them.
+Pools need not have one size (a small split's are smaller, data/answerability.py): @k past a
+pool's size counts its whole ranking, so NDCG@5 of pools of 3 is their NDCG@3.
 A constant scorer (Majority) is thresholded like any other: on validation F1 is highest with
 every pair positive, so its binary row is the all-positive guess, F1 = 2p / (1 + p).
 """
@@ -289,10 +291,12 @@ def stage_table(pool_set, split):
   """Table 4 layout of one pool set of a study stage: the baselines, then every model."""
   rows = [(name, m) for name, m in pool_set["baselines"].items()]
   rows += [(f"{r['label']}, {ROLE_NAMES[r['role']]}", r["runs"]) for r in pool_set["rows"]]
-  n = pool_set["splits"][split]["pools"]
+  stats = pool_set["splits"][split]
+  size = stats.get("pool_size", pool_set["pool_size"])  # manifests before per-split sizes
+  balance = stats.get("balance", pool_set["balance"])  # a split too small for it: 0
   return table4(rows, f"Answerability, {SET_NAMES.get(pool_set['name'], pool_set['name'])} pools "
-                      f"(balance {pool_set['balance']:g}): {n} {split} pools of "
-                      f"{pool_set['pool_size']} candidates (Table 4 layout)")
+                      f"(balance {balance:g}): {stats['pools']} {split} pools of "
+                      f"{size} candidates (Table 4 layout)")
 
 
 def _mean(runs, key):
@@ -321,8 +325,9 @@ def summary(sets, split, seconds=None):
     blind = [r for r in s["rows"] if r["role"] == "blind"]
     rnd, maj = s["baselines"]["Random"], s["baselines"]["Majority"]
     shares = " / ".join(f"{100 * x:.1f}%" for x in s["splits"][split]["shares"])
+    balance = s["splits"][split].get("balance", s["balance"])
     text = (f"**{SET_NAMES.get(s['name'], s['name']).capitalize()} pools** (balance "
-            f"{s['balance']:g}; {split} labels 0 / 1 / 2: {shares}). NDCG@1 / binary F1: "
+            f"{balance:g}; {split} labels 0 / 1 / 2: {shares}). NDCG@1 / binary F1: "
             f"reference models {_span(ref, 'ndcg@1')} / {_span(ref, 'binary_f1')}, question-only "
             f"twins {_span(blind, 'ndcg@1')} / {_span(blind, 'binary_f1')}, Random "
             f"{_pair(rnd)}, Majority {_pair(maj)}.")
@@ -333,12 +338,12 @@ def summary(sets, split, seconds=None):
     text += (" Every reference model beats its question-only twin and both baselines on both."
              if not losers else f" Not above its twin and both baselines on both: "
              f"{', '.join(dict.fromkeys(losers))}.")
-    lead = "Here the wording carries no label information: t" if s["balance"] == 1 else "T"
+    lead = "Here the wording carries no label information: t" if balance == 1 else "T"
     text += (f" {lead}ernary accuracy / binary F1 of the question-only models "
              f"{_span(blind, 'ternary_acc')} / {_span(blind, 'binary_f1')}, Majority "
              f"{_pair(maj, ('ternary_acc', 'binary_f1'))}.")
     rows = s["words"].rows[:3]
-    if rows and s["balance"] == 1:
+    if rows and balance == 1:
       text += (f" No word tells the label: the largest distance of a word's label shares from all "
                f"train pairs' is {100 * s['max_distance']:.1f} points ('{rows[0][0]}', "
                f"{rows[0][1]} pairs), sampling noise.")

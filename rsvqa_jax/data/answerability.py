@@ -20,10 +20,12 @@ when each label has at least K tiles, so a draw never runs short and never depen
 
 Files: `Answerability_{split}.csv` (pool_id,question,image_id,label: a pool's rows together,
 candidates in random order, pool ids unique over the splits) and `answerability.json` (the
-parameters and label shares, written last: files without it are a stopped run's, regenerated).
+parameters, and per split the pool size and balance used and the label shares; written last: files without
+it are a stopped run's, regenerated).
 """
 import csv
 import hashlib
+import logging
 import os
 
 import numpy as np
@@ -32,6 +34,8 @@ from rsvqa_jax import storage
 from rsvqa_jax.data import questions as questions_lib
 from rsvqa_jax.data import rsvqa_json, scenes, synthetic
 from rsvqa_jax.errors import RSVQAError
+
+_log = logging.getLogger(__name__)
 
 COLUMNS = ("pool_id", "question", "image_id", "label")
 LABELS = (0, 1, 2)
@@ -127,11 +131,40 @@ def _candidates(rng, labels, size, balance):
   return np.asarray([left[lab].pop() for lab in rng.choice(len(LABELS), size=size, p=target)])
 
 
+def _largest_pool(n_tiles, balance):
+  """The most candidates `n_tiles` images could give a pool: all of them, or at balance > 0 (a
+  question needs that many images of each label) a third."""
+  return n_tiles if balance == 0 else n_tiles // len(LABELS)
+
+
 def make_pools(tiles, p, rng, n_pools, split="a split"):
-  """[(question, [(image id, label)] * K)] of one split's tiles: distinct questions."""
-  k = p["pool_size"]
-  if len(tiles) < k:
-    raise RSVQAError(f"{split}: {len(tiles)} images cannot fill pools of {k} candidates")
+  """([(question, [(image id, label)] * K)], balance) of one split's tiles: distinct questions.
+
+  K is p["pool_size"], or the largest K >= 2 the split can fill when it cannot (a WARNING): a
+  small validation split then still has pools to rank. A split too small to hold the balance at
+  all (pools of 2 need 2 images of each label) is drawn at balance 0, as its scenes fall (a
+  WARNING too); the balance used is returned and recorded per split.
+  """
+  want = p["pool_size"]
+  for balance in dict.fromkeys((p["balance"], 0.0)):
+    for k in range(min(want, _largest_pool(len(tiles), balance)), 1, -1):
+      pools = _draw(tiles, balance, rng, n_pools, k)
+      if not pools:
+        continue
+      if balance != p["balance"]:
+        _log.warning(f"{split}: no question has 2 of its {len(tiles)} images with each label, so "
+                     f"balance {p['balance']:g} cannot hold; its pools are drawn at balance 0, "
+                     "as its scenes fall")
+      if k < want:
+        _log.warning(f"{split}: {len(tiles)} images cannot fill pools of {want} candidates "
+                     f"(balance {balance:g}); its pools have {k}")
+      return pools, balance
+  raise RSVQAError(f"{split}: {len(tiles)} image(s) cannot fill pools of even 2 candidates: "
+                   "use more images")
+
+
+def _draw(tiles, balance, rng, n_pools, k):
+  """Up to `n_pools` pools of `k` candidates (make_pools), [] when no question fills one."""
   pools, seen = [], set()
   for _ in range(TRIES_PER_POOL * n_pools):
     if len(pools) == n_pools:
@@ -143,14 +176,11 @@ def make_pools(tiles, p, rng, n_pools, split="a split"):
     if text in seen:
       continue
     labels = np.array([t.label(phrase) for t in tiles])
-    chosen = _candidates(rng, labels, k, p["balance"])
+    chosen = _candidates(rng, labels, k, balance)
     if chosen is None:
       continue
     seen.add(text)
     pools.append((text, [(tiles[i].image_id, int(labels[i])) for i in chosen.tolist()]))
-  if not pools:
-    raise RSVQAError(f"{split}: no question has {k} of its {len(tiles)} images with each label "
-                     f"(balance {p['balance']:g}): use more images or a lower balance")
   return pools
 
 
@@ -199,11 +229,12 @@ def generate(dataset_root, out, image_ids, **knobs):
     tiles = [Tile(i, scenes.make_scene(seed, i, size, region[i])) for i in ids]
     rng = np.random.default_rng([wanted["seed"], seed, 7727, index])
     n_pools = max(1, int(round(wanted["pools_per_image"] * len(ids))))
-    pools = make_pools(tiles, wanted, rng, n_pools, f"split {split}")
+    pools, balance = make_pools(tiles, wanted, rng, n_pools, f"split {split}")
     rows = rows_of(pools, next_id)
     next_id += len(pools)
     write(pool_file(out, split), rows)
-    stats[split] = {"pools": len(pools), "pairs": len(rows), "shares": shares([r[3] for r in rows])}
+    stats[split] = {"pools": len(pools), "pool_size": len(pools[0][1]), "balance": balance,
+                    "pairs": len(rows), "shares": shares([r[3] for r in rows])}
   storage.write_json(os.path.join(out, MANIFEST), {**wanted, "splits": stats})
   return {**wanted, "splits": stats}
 

@@ -5,8 +5,9 @@ question-vector cache and text encoder of inputs.py / model_builder.py, the Run,
 optimizer and mesh of run.py / state.py / sharding.py, the compute-dtype forward of steps.py,
 the checkpoints of checkpointing.py with loop.py's exact resume, divergence stop and metrics,
 and the workdir lock. What differs is the batch and the loss. A batch is whole pools: P
-questions x K candidates (the question encoded once per pool, models/answerability.py), sharded
-over the mesh on the pool axis. The loss is pointwise BCE of sigmoid(logit) against label / 2
+questions x K candidates (the question encoded once per pool, models/answerability.py; K that of
+the train split's pools), sharded over the mesh on the pool axis (topped up with masked pools
+when the devices do not divide P). The loss is pointwise BCE of sigmoid(logit) against label / 2
 (ChiQA's objective), or ListNet over each pool (top-one cross-entropy between softmax(labels)
 and softmax(logits)). Validation ranks the val pools at each epoch end; the best checkpoint is
 the one with the best `answerability.select_metric` (the test pools are never read).
@@ -134,8 +135,8 @@ def pools_stage(config, dataset, workdir, log=_log.info):
 
 
 def describe(manifest):
-  """'train 620 pools (labels 0/1/2: 33.1% / 33.4% / 33.5%), ...' of a pools manifest."""
-  return ", ".join(f"{s} {v['pools']} pools (labels 0/1/2: "
+  """'train 620 pools of 5 (labels 0/1/2: 33.1% / 33.4% / 33.5%), ...' of a pools manifest."""
+  return ", ".join(f"{s} {v['pools']} pools of {v['pool_size']} (labels 0/1/2: "
                    + " / ".join(f"{100 * x:.1f}%" for x in v["shares"]) + ")"
                    for s, v in manifest["splits"].items())
 
@@ -304,15 +305,15 @@ def _train(config, workdir, dataset, features, log):
                      features=features)
   checkpointing.check_or_record_config(workdir, config)
   first, size = pools[train_split].starts()
-  local = shd.check_batch_size(a.batch_pools, run.mesh, "answerability.batch_pools")
-  steps_per_epoch = len(first) // jax.process_count() // local
+  layout = shd.batch_layout(a.batch_pools, run.mesh, "answerability.batch_pools")
+  steps_per_epoch = len(first) // jax.process_count() // layout.local
   if not steps_per_epoch:
     raise RSVQAError(f"config answerability.batch_pools={a.batch_pools}: more than the "
                      f"{len(first)} training pools")
   total = t.num_epochs * steps_per_epoch
   periodic = checkpointing.Checkpoints(os.path.join(workdir, "checkpoints"), t.keep_checkpoints)
   best = checkpointing.Checkpoints(os.path.join(workdir, "best"), 1)
-  iterator = pipeline.batch_iterator({"first": first}, batch_size=local, shuffle=True,
+  iterator = pipeline.batch_iterator({"first": first}, batch_size=layout.local, shuffle=True,
                                      seed=config.seed, num_epochs=t.num_epochs,
                                      drop_remainder=True)
   state, record, step = loop.resume(
@@ -323,6 +324,9 @@ def _train(config, workdir, dataset, features, log):
     log(f"{workdir}: finished ({step} of {total} steps); best validation {a.select_metric} "
         f"{record['best']:.4f} at step {record['best_step']}")
     return {"finished": True, "step": step, **record}
+  if layout.padded != layout.size:
+    log(f"{workdir}: {layout.describe('answerability.batch_pools')} (weight 0: loss and "
+        "gradients are those of the configured batch)")
   optimizer = run_lib.compiled_steps(config, run.mesh)[0]
   train_step = _train_step(optimizer, run.mesh, t.compute_dtype, a.loss)
   writer, divergence = loop.MetricsWriter(workdir, step), loop.Divergence(config, record)
@@ -335,7 +339,8 @@ def _train(config, workdir, dataset, features, log):
 
   try:
     while step < stop:
-      batch = pool_batch(run, train_split, next(iterator)["first"], size)
+      batch = shd.pad_rows(pool_batch(run, train_split, next(iterator)["first"], size),
+                           layout.local_padded, "labels")
       state, m = train_step(state, shd.global_batch(batch, run.mesh))
       step += 1
       pending.append((step, m))
@@ -348,7 +353,8 @@ def _train(config, workdir, dataset, features, log):
                            "(lower optim.lr / optim.text_lr)")
         record = divergence.record(record)
         writer.write({"step": step, "epoch": step / steps_per_epoch, "split": "train",
-                      "loss": float(np.mean([mm["loss"] for mm in got]))})
+                      "loss": float(np.mean([mm["loss"] for mm in got])),
+                      "batch_pools": layout.size, "padded_batch_pools": layout.padded})
         pending = []
       if epoch_end:
         val = validation(run, state, val_split, pools[val_split])

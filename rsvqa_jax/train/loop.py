@@ -2,8 +2,10 @@
 
 Without a dataset given, the explicit input stages run first (train/prepare.py). An epoch is
 `steps_per_epoch` = shard rows // per-host batch steps of the continuous stream
-(pipeline.batch_iterator); validation runs at every epoch end and the best validation OA is kept
-in workdir/best (the test split is never looked at). Checkpoints (workdir/checkpoints) are
+(pipeline.batch_iterator); a batch the devices do not divide is padded with masked rows
+(sharding.batch_layout: said in the log, recorded in each train record of metrics.jsonl);
+validation runs at every epoch end and the best validation OA is kept in workdir/best (the test
+split is never looked at). Checkpoints (workdir/checkpoints) are
 written every `checkpoint_every_steps` and at each epoch end, and hold the data iterator's
 position, so a run restarted from its workdir ends with the same parameters as one never
 stopped. Metrics go to workdir/metrics.jsonl and TensorBoard events in workdir/tensorboard.
@@ -36,6 +38,11 @@ from rsvqa_jax.train import sharding as shd
 _log = logging.getLogger(__name__)
 
 METRICS_FILE = "metrics.jsonl"
+# metrics.jsonl keys that are no TensorBoard curve: positions, and the batch of a train record
+# (train.batch_size or answerability.batch_pools, and the rows a step computes once padded over
+# the devices: shd.batch_layout).
+NOT_PLOTTED = ("step", "split", "epoch", "batch_size", "padded_batch_size", "batch_pools",
+               "padded_batch_pools")
 
 
 def validation_record(run, state, split):
@@ -85,7 +92,7 @@ class MetricsWriter:
       f.write(json.dumps(record) + "\n")
     prefix = record["split"]
     for key, value in record.items():
-      if key in ("step", "split", "epoch"):
+      if key in NOT_PLOTTED:
         continue
       values = value if isinstance(value, dict) else {key: value}
       for name, v in values.items():
@@ -100,13 +107,14 @@ class MetricsWriter:
 
 
 def _schedule(config, n_train, mesh):
-  local_bs = shd.check_batch_size(config.train.batch_size, mesh)
+  """(shd.BatchLayout of train.batch_size, steps per epoch, total steps)."""
+  layout = shd.batch_layout(config.train.batch_size, mesh)
   shard_len = n_train // jax.process_count()
-  if shard_len < local_bs:
+  if shard_len < layout.local:
     raise RSVQAError(f"config train.batch_size={config.train.batch_size}: larger than the "
                      f"{n_train} training samples")
-  steps_per_epoch = shard_len // local_bs
-  return local_bs, steps_per_epoch, config.train.num_epochs * steps_per_epoch
+  steps_per_epoch = shard_len // layout.local
+  return layout, steps_per_epoch, config.train.num_epochs * steps_per_epoch
 
 
 def _build(config, workdir, dataset, features, augment_features, log):
@@ -143,8 +151,13 @@ def resume(periodic, best, state, iterator, log):
   items, saved, step = found
   # Checkpoints hold host 0's iterator; hosts consume one batch each per step, so its position
   # is every host's, and only the shard differs.
-  position = {**json.loads(saved["iterator"]), "shard_index": jax.process_index()}
-  iterator.set_state(json.dumps(position).encode())
+  try:
+    position = {**json.loads(saved["iterator"]), "shard_index": jax.process_index()}
+    iterator.set_state(json.dumps(position).encode())
+  except (KeyError, TypeError, ValueError) as e:  # a position of other training data
+    raise RSVQAError(f"checkpoint {periodic.directory}/{step}: its data position does not fit the "
+                     f"training data now ({e}); the dataset changed since: train in another "
+                     "--workdir") from None
   state, loop = state.replace(**items), saved["loop"]
   if loop["best_step"] == step and step not in best.steps():
     log(f"{best.directory}: step {step} missing (interrupted save); written again from "
@@ -215,11 +228,11 @@ def _train(config, workdir, dataset, features, augment_features, log):
   run, positional = _build(config, workdir, dataset, features, augment_features, log)
   checkpointing.check_or_record_config(workdir, config)  # recorded once the config proved usable
   train_cols = run.columns[config.data.train_split]
-  local_bs, steps_per_epoch, total_steps = _schedule(config, len(train_cols.lengths), run.mesh)
+  layout, steps_per_epoch, total_steps = _schedule(config, len(train_cols.lengths), run.mesh)
   periodic = checkpointing.Checkpoints(os.path.join(workdir, "checkpoints"), t.keep_checkpoints)
   best = checkpointing.Checkpoints(os.path.join(workdir, "best"), 1)
   iterator = pipeline.batch_iterator(
-      train_cols.columns, batch_size=local_bs, shuffle=True, seed=config.seed,
+      train_cols.columns, batch_size=layout.local, shuffle=True, seed=config.seed,
       num_epochs=t.num_epochs, drop_remainder=True, length_buckets=train_cols.buckets,
       lengths=train_cols.lengths)
   state, loop, step = resume(periodic, best, run_lib.new_state(run), iterator, log)
@@ -229,6 +242,9 @@ def _train(config, workdir, dataset, features, augment_features, log):
     return {"finished": True, "step": step, **loop}
   if step:
     log(f"{workdir}: resuming at step {step} of {total_steps}")
+  if layout.padded != layout.size:
+    log(f"{workdir}: {layout.describe('train.batch_size')} (weight 0: loss, gradients and "
+        "metrics are those of the configured batch)")
 
   train_step = run_lib.compiled_steps(config, run.mesh)[1]
   writer = MetricsWriter(workdir, step)
@@ -250,7 +266,8 @@ def _train(config, workdir, dataset, features, augment_features, log):
                                  pipeline.DEFAULT_BUCKET_COLUMNS)
       variant = None if positional is None else inputs.draw_variants(
           positional[batch["index"]], len(run.augment_features), config.seed, step)
-      state, m = train_step(state, shd.global_batch(run.train_batch(batch, variant), run.mesh))
+      batch = shd.pad_rows(run.train_batch(batch, variant), layout.local_padded, "answer")
+      state, m = train_step(state, shd.global_batch(batch, run.mesh))
       step += 1
       pending.append((step, m))
       window_samples += t.batch_size
@@ -273,7 +290,8 @@ def _train(config, workdir, dataset, features, augment_features, log):
         record = {"step": step, "epoch": step / steps_per_epoch, "split": "train",
                   "loss": float(np.mean([mm["loss"] for mm in got])),
                   "accuracy": sum(int(mm["correct"]) for mm in got) / max(n, 1),
-                  "samples_per_s": window_samples / elapsed}
+                  "samples_per_s": window_samples / elapsed, "batch_size": layout.size,
+                  "padded_batch_size": layout.padded}
         writer.write(record)
         bar.set_postfix(loss=f"{record['loss']:.4f}", samples_s=f"{record['samples_per_s']:.0f}")
         pending, window_start, window_samples = [], time.time(), 0

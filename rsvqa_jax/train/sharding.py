@@ -4,8 +4,14 @@ Multi-host runs start `jax.distributed` when the environment says so (JAX_COORDI
 with JAX_NUM_PROCESSES / JAX_PROCESS_ID, or RSVQA_DISTRIBUTED=1 on TPU / Slurm / Open MPI where
 JAX detects the cluster itself). Each host then loads its own share of every global batch and
 `global_batch` assembles the pieces into one array sharded over all devices.
+
+A training batch that does not split evenly over the devices (the paper's 70 on 8) is padded,
+never resized: each host's rows are topped up to a multiple of its devices with copies of its
+own rows labelled -1 (`pad_rows`), which the masked losses give weight 0, so loss, gradients
+and metrics are those of the configured batch (the dropout masks are drawn for the padded shape).
 """
 import os
+from typing import NamedTuple
 
 import jax
 import numpy as np
@@ -51,13 +57,58 @@ def replicated(mesh):
   return NamedSharding(mesh, P())
 
 
-def check_batch_size(global_batch, mesh, what="train.batch_size"):
-  """The global batch must split evenly over devices and hosts; returns the per-host size."""
+def check_batch_size(global_batch, mesh, what="train.eval_batch_size"):
+  """An eval batch must split evenly over devices and hosts; returns the per-host size.
+  (Training batches are padded instead: batch_layout.)"""
   n_dev, n_proc = mesh.devices.size, jax.process_count()
   if global_batch % n_dev or global_batch % n_proc:
+    step = np.lcm(n_dev, n_proc)  # the device count: every host holds as many devices
+    below, above = global_batch // step * step, -(-global_batch // step) * step
+    nearest = f"{below} or {above}" if below else f"{above}"
     raise RSVQAError(f"config {what}={global_batch} must be a multiple of the device count "
-                     f"({n_dev}) and of the host count ({n_proc})")
+                     f"({n_dev}) and of the host count ({n_proc}): use {nearest} "
+                     f"(--config.{what}={above})")
   return global_batch // n_proc
+
+
+class BatchLayout(NamedTuple):
+  """How a global batch of `size` real rows lies over the mesh: `local` real rows per host,
+  padded to `local_padded` (a multiple of the host's devices), `padded` rows over all hosts."""
+
+  size: int
+  local: int
+  local_padded: int
+  padded: int
+  devices: int
+
+  def describe(self, what="batch"):
+    """'batch 70 padded to 72 over 8 devices; 2 masked rows per step'."""
+    return (f"{what} {self.size} padded to {self.padded} over {self.devices} devices; "
+            f"{self.padded - self.size} masked rows per step")
+
+
+def batch_layout(global_batch, mesh, what="train.batch_size"):
+  """The BatchLayout of a training batch; hosts must share it evenly (each loads its part)."""
+  n_dev, n_proc = mesh.devices.size, jax.process_count()
+  if global_batch % n_proc:
+    raise RSVQAError(f"config {what}={global_batch} must be a multiple of the host count "
+                     f"({n_proc})")
+  local, per_host = global_batch // n_proc, n_dev // n_proc
+  local_padded = -(-local // per_host) * per_host
+  return BatchLayout(global_batch, local, local_padded, local_padded * n_proc, n_dev)
+
+
+def pad_rows(local_batch, rows, label_key):
+  """`local_batch` (arrays with a leading row axis) topped up to `rows` rows with copies of its
+  first rows whose `label_key` is -1: real inputs (no NaN through a masked loss's gradient) that
+  the masked losses count for nothing."""
+  n = len(local_batch[label_key])
+  if rows == n:
+    return local_batch
+  take = np.concatenate([np.arange(n), np.arange(rows - n) % n])
+  out = {k: np.asarray(v)[take] for k, v in local_batch.items()}  # copies
+  out[label_key][n:] = -1
+  return out
 
 
 def agree_on_width(local_batch, columns, bucket_columns):

@@ -2,7 +2,8 @@
 
 Batches are sharded on their leading axis ('data'), the state is replicated and donated to the
 train step. The loss is the cross-entropy over answer classes averaged over the samples whose
-label is not -1 (answers outside the vocabulary, and the padding rows of a last eval batch).
+label is not -1 (answers outside the vocabulary, the padding rows of a last eval batch, and
+those topping a training batch up to a multiple of the devices: sharding.pad_rows).
 Dropout draws from fold_in(rng, step), so a step's randomness depends only on the run's seed
 and the step number: resumed and uninterrupted runs see the same masks.
 """
@@ -26,8 +27,8 @@ def computing_model(state, params, dtype):
   Floating parameters (a frozen text encoder's too) are cast to `dtype`, except
   - embedding tables (`nnx.Embed.embedding`): the looked-up rows are cast instead. The gradient
     of a lookup is a scatter-add colliding on the few rows of a question vocabulary, which in
-    bfloat16 doubled the GPU time of a Skip-thoughts step (benchmarks/results/gpu_h200, README
-    Performance);
+    bfloat16 doubled the GPU time of a Skip-thoughts step (benchmarks/results/gpu_h200, docs
+    performance/gpu.md);
   - the parameters of Dense layers and of the Skip-thoughts GRU, which are told to compute in
     `dtype` and take their float32 parameters as master copies (models/matmul): each weight
     gradient comes back in float32 from the product's accumulator instead of rounded to bf16

@@ -1,0 +1,161 @@
+"""Answerability pools of splits too small for the configured pool size (issue 27).
+
+`synth --answerability` on 30 images gives a validation split of 4 images and a test split of 3:
+their pools shrink to 4 and 3 candidates with a WARNING each (train keeps 5), and training,
+evaluation, `answerability score`, `select` and the Table 4 caption read pools of a size per
+split. A split too small to hold the balance is drawn at balance 0, and one that cannot fill even
+pools of 2 is a one-line error.
+"""
+import contextlib
+import io
+import json
+import os
+
+import numpy as np
+import pytest
+
+from rsvqa_jax import cli
+from rsvqa_jax import config as config_lib
+from rsvqa_jax.bias import answerability as metrics_lib
+from rsvqa_jax.data import answerability as pools_lib
+from rsvqa_jax.data import rsvqa_json, scenes
+from rsvqa_jax.errors import RSVQAError
+from rsvqa_jax.eval import answerability as evaluation
+from rsvqa_jax.train import answerability as train_lib
+from rsvqa_jax.train.inputs import Features
+
+SIZES = {"train": 5, "val": 4, "test": 3}
+
+
+def _cli(argv):
+  """(exit status, stdout, stderr) of the CLI, the log lines on stderr."""
+  out, err = io.StringIO(), io.StringIO()
+  with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+    status = cli.main(argv)
+  return status, out.getvalue(), err.getvalue()
+
+
+def _config():
+  c = config_lib.base_config()
+  c.answerability = config_lib.answerability_section()
+  c.answerability.batch_pools = 8
+  c.text.checkpoint = config_lib.RANDOM
+  c.text.word_dim, c.text.hidden_dim = 16, 32
+  c.model.hidden_dim, c.model.classifier_dim = 32, 16
+  c.optim.lr = c.optim.text_lr = 3e-3
+  c.train.num_epochs = 2
+  c.train.eval_batch_size = 16
+  c.train.length_buckets = (32,)
+  c.train.progress_bar = False
+  return c
+
+
+@pytest.fixture(scope="module")
+def small(tmp_path_factory):
+  """A 30-image synthetic set with pools at balance 0, a head trained on them and evaluated."""
+  tmp = tmp_path_factory.mktemp("small")
+  root = str(tmp / "ds")
+  status, out, err = _cli(["synth", "--out", root, "--images", "30", "--questions-per-image", "5",
+                           "--answerability", "--answerability-balance", "0"])
+  assert status == 0, err
+  dataset = rsvqa_json.read_dataset(root, "lr")
+  ids = np.unique(np.concatenate([dataset.image_ids(s) for s in dataset.splits]))
+  features = Features(np.random.default_rng(0).normal(size=(len(ids), 8)).astype(np.float32), ids)
+  workdir = str(tmp / "run")
+  summary = train_lib.train(_config(), workdir, dataset=dataset, features=features,
+                            log=lambda m: None)
+  record = evaluation.evaluate(workdir, "test", dataset=dataset, features=features)
+  return {"root": root, "out": out, "err": err, "dataset": dataset, "features": features,
+          "workdir": workdir, "summary": summary, "record": record, "tmp": tmp}
+
+
+def test_small_splits_get_the_pools_they_can_fill_with_a_warning(small):
+  assert len(small["dataset"].image_ids("val")) == 4
+  assert len(small["dataset"].image_ids("test")) == 3
+  warnings = [line for line in small["err"].splitlines() if "cannot fill" in line]
+  assert warnings == ["split val: 4 images cannot fill pools of 5 candidates (balance 0); its "
+                      "pools have 4",
+                      "split test: 3 images cannot fill pools of 5 candidates (balance 0); its "
+                      "pools have 3"]
+  assert "answerability val: 8 pools of 4 candidates" in small["out"]
+  with open(os.path.join(small["root"], pools_lib.MANIFEST)) as f:
+    manifest = json.load(f)
+  assert manifest["pool_size"] == 5  # as asked: what `ensure` compares
+  for split, size in SIZES.items():
+    assert manifest["splits"][split]["pool_size"] == size
+    pool_ids = pools_lib.read_pools(pools_lib.pool_file(small["root"], split))[0]
+    assert {len(rows) for rows in metrics_lib.pools(pool_ids)} == {size}
+
+
+def test_train_evaluate_and_score_on_pools_of_other_sizes(small, tmp_path):
+  assert small["summary"]["finished"]
+  record = small["record"]
+  assert (record["pools"], record["pairs"]) == (6, 18)
+  m = record["metrics"]
+  assert 0 <= m["ndcg@1"] <= 1 and 0 <= m["ternary_acc"] <= 1
+  assert m["ndcg@5"] == m["ndcg@3"]  # pools of 3: @5 ranks nothing more
+  assert m["binary_threshold"] is not None  # from the val pools of 4
+  status, _, err = _cli(["answerability", "score",
+                         "--scores", evaluation.scores_path(small["workdir"], "test"),
+                         "--labels", pools_lib.pool_file(small["root"], "test"),
+                         "--val-scores", evaluation.scores_path(small["workdir"], "val"),
+                         "--val-labels", pools_lib.pool_file(small["root"], "val"),
+                         "--out", str(tmp_path)])
+  assert status == 0, err
+  assert json.loads((tmp_path / "metrics.json").read_text()) == m
+  assert set(evaluation.baselines(record)) == {"Random", "Majority"}
+  _, n = evaluation.select(small["workdir"], pools_lib.pool_file(small["root"], "val"), 5,
+                           str(tmp_path / "top.csv"), dataset=small["dataset"],
+                           features=small["features"])
+  assert n == 5
+
+
+def test_table_caption_names_the_split_pool_size(small):
+  with open(os.path.join(small["root"], pools_lib.MANIFEST)) as f:
+    manifest = json.load(f)
+  pool_set = {"name": "main", "balance": 0.0, "pool_size": 5, "splits": manifest["splits"],
+              "rows": [], "baselines": evaluation.baselines(small["record"])}
+  assert "6 test pools of 3 candidates" in metrics_lib.stage_table(pool_set, "test").caption
+
+
+def _tiles(n):
+  return [pools_lib.Tile(i, scenes.make_scene(0, i, 256)) for i in range(n)]
+
+
+def test_a_split_too_small_even_for_two_is_refused():
+  with pytest.raises(RSVQAError, match=r"^val: 1 image\(s\) cannot fill pools of even 2 "):
+    pools_lib.make_pools(_tiles(1), pools_lib.params(balance=0.0), np.random.default_rng(0), 2,
+                         "val")
+
+
+def test_a_split_too_small_for_the_balance_is_drawn_as_its_scenes_fall(capsys):
+  """At balance > 0 pools of 2 need 2 images of each label: 4 images never have them."""
+  pools, balance = pools_lib.make_pools(_tiles(4), pools_lib.params(), np.random.default_rng(0),
+                                        8, "val")
+  assert balance == 0.0 and pools and {len(c) for _, c in pools} == {4}
+  assert capsys.readouterr().err.splitlines() == [
+      "val: no question has 2 of its 4 images with each label, so balance 1 cannot hold; its "
+      "pools are drawn at balance 0, as its scenes fall",
+      "val: 4 images cannot fill pools of 5 candidates (balance 0); its pools have 4"]
+
+
+def test_synth_on_four_validation_images_at_the_default_balance(tmp_path):
+  """The issue's case: the default balance (1) on a 30-image set, val 4 images, test 3."""
+  root = tmp_path / "ds"
+  status, out, err = _cli(["synth", "--out", str(root), "--images", "30",
+                           "--questions-per-image", "2", "--answerability"])
+  assert status == 0, err
+  assert "split val: 4 images cannot fill pools of 5 candidates (balance 0); its pools have 4" in err
+  manifest = json.loads((root / pools_lib.MANIFEST).read_text())
+  assert manifest["balance"] == 1.0 and manifest["splits"]["train"]["balance"] == 1.0
+  assert (manifest["splits"]["val"]["balance"], manifest["splits"]["val"]["pool_size"]) == (0, 4)
+  assert "answerability val:" in out
+
+
+def test_synth_refuses_in_one_line(tmp_path):
+  status, _, err = _cli(["synth", "--out", str(tmp_path / "ds"), "--images", "8",
+                         "--questions-per-image", "2", "--answerability",
+                         "--answerability-balance", "0"])
+  assert status == 2
+  assert err.splitlines() == ["rsvqa-jax synth: error: split val: 1 image(s) cannot fill pools of "
+                              "even 2 candidates: use more images"]
