@@ -1,5 +1,6 @@
 """Install rsvqa_jax: `pip install -c constraints.txt -e .` (extras: `[test]` for the tests,
-`[torch]` for the PyTorch parity tests and comparison benchmarks, `[gpu]` for NVIDIA GPUs).
+`[torch]` for the PyTorch parity tests and comparison benchmarks, `[gpu]` for NVIDIA GPUs,
+`[docs]` for the docs site, which the tests build too).
 
 The requirements below are ranges: the tested versions as lower bounds, the next major version
 as the upper bound (for 0.x packages the next minor: their minor releases break APIs). The exact
@@ -20,6 +21,7 @@ INSTALL_REQUIRES = [
     "flax>=0.12.8,<0.13",
     "optax>=0.2.8,<0.3",
     "orbax-checkpoint>=0.12.8,<0.13",
+    "tensorstore>=0.1.86,<0.2",
     "grain>=0.2.18,<0.3",
     "tensorflow-datasets>=4.9.10,<5",
     "array-record>=0.8.6,<0.9",
@@ -36,6 +38,15 @@ INSTALL_REQUIRES = [
     "tensorboardX>=2.6.5,<3",
 ]
 
+# The docs site (mkdocs.yml): `pip install -e ".[docs]" && mkdocs serve`.
+DOCS_REQUIRES = [
+    "mkdocs>=1.6.1,<2",
+    "mkdocs-material>=9.8.2,<10",
+    "mkdocstrings>=1.0.8,<2",
+    "mkdocstrings-python>=2.0.11,<3",
+    "pymdown-extensions>=13.1.2,<14",
+]
+
 setup(
     name="rsvqa_jax",
     version=VERSION,
@@ -45,7 +56,8 @@ setup(
     python_requires=">=3.11",
     install_requires=INSTALL_REQUIRES,
     extras_require={
-        "test": ["pytest>=9.0.3,<10"],
+        "docs": DOCS_REQUIRES,
+        "test": ["pytest>=9.0.3,<10"] + DOCS_REQUIRES,  # the suite builds the docs strictly
         "torch": ["torch>=2.13.0,<3"],
         "gpu": ["jax-cuda13-plugin[with-cuda]>=0.10.2,<0.12"],
     },

@@ -112,8 +112,8 @@ def _md_flops(s):
                   fmt(r.get("paired_peak"), 1e-9), fmt(r["fraction_of_peak"]),
                   fmt(r.get("optimizer_share"))] for r in s["rows"]])
   for name, r in s.get("shapes", {}).items():
-    out.append(f"- {name} [{r['shape'][0]}, {r['shape'][1]}] @ [{r['shape'][1]}, "
-               f"{r['shape'][2]}]: of the peak JAX {fmt(r['jax_of_peak'])}, PyTorch "
+    out.append(f"- {name} `[{r['shape'][0]}, {r['shape'][1]}] @ [{r['shape'][1]}, "
+               f"{r['shape'][2]}]`: of the peak JAX {fmt(r['jax_of_peak'])}, PyTorch "
                f"{fmt(r.get('torch_of_peak'))}")
   if "overlap" in s:
     o = s["overlap"]
@@ -212,31 +212,58 @@ RENDER = {"train_steps": _md_train_steps, "pipeline": _md_pipeline,
           "shortcuts": _md_shortcuts, "grounding": _md_grounding, "xben_scale": _md_xben_scale}
 
 
+def _snippet(name, lines):
+  """`lines` between pymdownx.snippets section markers: the docs site includes a results file's
+  machine line, targets or one family by name (`--8<-- "DIR/results.md:targets"`), never a copy.
+  A table gets a blank line on each side, which Markdown needs to see it as one."""
+  spaced = []
+  for line in lines:
+    if spaced and spaced[-1] and line and spaced[-1].startswith("|") != line.startswith("|"):
+      spaced.append("")
+    spaced.append(line)
+  return [f"<!-- --8<-- [start:{name}] -->", "", *spaced, "", f"<!-- --8<-- [end:{name}] -->"]
+
+
 def markdown(results):
   m = results["machine"]
-  lines = ["# rsvqa_jax benchmarks", "", f"Command: `{results['command']}`", "",
-           f"Machine: {timing.cpu_label(m)}, {m['cores']} cores ({m['usable_cpus']} usable), "
-           f"jax {m['jax']} ({m['jax_backend']}), torch {m['torch']}, python {m['python']}; "
-           f"load average at start {m.get('load_average')}", "",
-           "Host malloc: " + ("freed memory kept for reuse (rsvqa_jax.host_memory), for JAX and "
-                              "PyTorch alike" if m.get("keep_freed_memory") else
-                              "system default"), "",
-           f"Threads: {results.get('threads')}", "",
-           f"Total runtime: {results['runtime_s']:.0f} s ({results['mode']} mode)",
-           "", "Figures: median (min-max) over repeats; ratios are paired per round.", "",
-           "## Targets", ""]
-  lines += _table(["target", "measured", "goal", "status", "note"],
-                  [[t["name"], fmt(t["measured"]), f"{t['op']} {t['threshold']}", t["status"],
-                    t.get("note", "")] for t in results["targets"]])
+  malloc = m.get("keep_freed_memory")
+  lines = ["# rsvqa_jax benchmarks", ""]
+  lines += _snippet("machine", [
+      f"Command: `{results['command']}`", "",
+      f"Machine: {timing.cpu_label(m)}, {m['cores']} cores ({m['usable_cpus']} usable), "
+      f"jax {m['jax']} ({m['jax_backend']}), torch {m['torch']}, python {m['python']}; "
+      f"load average at start {m.get('load_average')}", "",
+      "Host malloc: " + ("not recorded" if malloc is None else
+                         "freed memory kept for reuse (rsvqa_jax.host_memory), for JAX and "
+                         "PyTorch alike" if malloc else "system default"), "",
+      f"Threads: {results.get('threads')}", "",
+      f"Total runtime: {results['runtime_s']:.0f} s ({results['mode']} mode)",
+      "", "Figures: median (min-max) over repeats; ratios are paired per round."])
+  lines += ["", "## Targets", ""]
+  lines += _snippet("targets", _table(
+      ["target", "measured", "goal", "status", "note"],
+      [[t["name"], fmt(t["measured"]), f"{t['op']} {t['threshold']}", t["status"],
+        t.get("note", "")] for t in results["targets"]]))
   for name, section in results["sections"].items():
-    lines += ["", f"## {name} ({section.get('runtime_s', 0):.0f} s)", "",
-              f"CPU: {timing.cpu_label(m)}", ""]
+    lines += ["", f"## {name} ({section.get('runtime_s', 0):.0f} s)", ""]
+    body = [f"CPU: {timing.cpu_label(m)}", ""]
     if "error" in section:
-      lines.append(f"failed: {section['error']}")
-      continue
-    lines += RENDER[name](section)
-    lines += [f"- {n}" for n in section.get("notes", [])]
+      body.append(f"failed: {section['error']}")
+    else:
+      body += RENDER[name](section)
+      body += [f"- {n}" for n in section.get("notes", [])]
+    lines += _snippet(name, body)
   return "\n".join(lines) + "\n"
+
+
+def write_results(out, results):
+  """results.json and, rendered from it alone, results.md."""
+  with open(os.path.join(out, "results.json"), "w", encoding="utf-8") as f:
+    json.dump(results, f, indent=1, default=str)
+  text = markdown(results)
+  with open(os.path.join(out, "results.md"), "w", encoding="utf-8") as f:
+    f.write(text)
+  return text
 
 
 def main(argv=None):
@@ -249,7 +276,13 @@ def main(argv=None):
   parser.add_argument("--only", default=None,
                       help=f"comma-separated families out of {', '.join(FAMILIES + ON_REQUEST)} "
                       "(default: all but accelerator on a CPU, accelerator alone on a GPU)")
+  parser.add_argument("--render", action="store_true",
+                      help="measure nothing: rewrite OUT/results.md from OUT/results.json")
   args = parser.parse_args(argv)
+  if args.render:
+    with open(os.path.join(args.out, "results.json"), encoding="utf-8") as f:
+      write_results(args.out, json.load(f))
+    return
   kept = host_memory.keep_freed_memory()  # before JAX starts its threads; PyTorch shares it
   import jax  # pylint: disable=g-import-not-at-top
   on_cpu = jax.default_backend() == "cpu"
@@ -285,12 +318,7 @@ def main(argv=None):
     results["sections"][name] = section
     results["targets"] += targets
   results["runtime_s"] = time.perf_counter() - start
-  with open(os.path.join(args.out, "results.json"), "w", encoding="utf-8") as f:
-    json.dump(results, f, indent=1, default=str)
-  text = markdown(results)
-  with open(os.path.join(args.out, "results.md"), "w", encoding="utf-8") as f:
-    f.write(text)
-  print(text)
+  print(write_results(args.out, results))
 
 
 if __name__ == "__main__":

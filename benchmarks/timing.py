@@ -267,9 +267,13 @@ def cpu_bf16_units(cpuinfo_text=None):
 
 
 def cpu_label(info):
-  """'<model> (AMX: yes/no, AVX512-BF16: yes/no)': how every results table names its CPU."""
-  units = info.get("bf16_units", {})
-  yes = lambda flag: "yes" if units.get(flag) else "no"
+  """'<model> (AMX: yes/no, AVX512-BF16: yes/no)': how every results table names its CPU.
+
+  Results measured before the bf16 units were recorded say so rather than 'no'.
+  """
+  if "bf16_units" not in info:
+    return f"{info['cpu']} (AMX, AVX512-BF16: not recorded)"
+  yes = lambda flag: "yes" if info["bf16_units"].get(flag) else "no"
   return f"{info['cpu']} (AMX: {yes('amx_bf16')}, AVX512-BF16: {yes('avx512_bf16')})"
 
 

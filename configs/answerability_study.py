@@ -1,7 +1,7 @@
 """The default synthetic study with its answerability stage (ChiQA ranking; DESIGN.md 6.3).
 
   rsvqa-jax answerability study --config configs/answerability_study.py --workdir runs/study \
-    --readme README.md        # the stage alone (the README's "Answerability ranking" figures)
+    --docs docs/audits/answerability.md   # the stage alone (the docs page's figures)
   rsvqa-jax study --config configs/answerability_study.py --workdir runs/study   # all of it
 
 configs/study_synthetic.py (argument passed on) plus pools on its main dataset: 3 questions per

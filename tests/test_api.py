@@ -1,4 +1,5 @@
-"""The Python API: the README's example runs as written, and predict agrees with evaluate."""
+"""The Python API: the docs' example (docs/api.md) runs as written, and predict agrees with
+evaluate."""
 import csv
 import os
 import re
@@ -14,17 +15,17 @@ from rsvqa_jax.train import loop
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def _readme_example():
-  with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as f:
+def _docs_example():
+  with open(os.path.join(ROOT, "docs", "api.md"), encoding="utf-8") as f:
     text = f.read()
   found = re.search(r"<!-- api example: begin -->\s*```python\n(.*?)```", text, re.S)
-  assert found, "README.md has no API example between its markers"
+  assert found, "docs/api.md has no API example between its markers"
   return found.group(1)
 
 
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory):
-  """configs/synthetic_tiny.py trained into runs/tiny of a fresh folder, as the README does."""
+  """configs/synthetic_tiny.py trained into runs/tiny of a fresh folder, as the docs do."""
   base = tmp_path_factory.mktemp("api")
   c = config_lib.load(os.path.join(ROOT, "configs", "synthetic_tiny.py"))
   config_lib.apply_overrides(c, ["train.progress_bar=false", "train.num_epochs=2"])
@@ -32,9 +33,9 @@ def tiny(tmp_path_factory):
   return base
 
 
-def test_readme_example_runs(tiny, monkeypatch, capsys):
+def test_docs_example_runs(tiny, monkeypatch, capsys):
   monkeypatch.chdir(tiny)
-  exec(compile(_readme_example(), "README.md", "exec"), {})  # pylint: disable=exec-used
+  exec(compile(_docs_example(), "docs/api.md", "exec"), {})  # pylint: disable=exec-used
   assert capsys.readouterr().out.strip()
 
 

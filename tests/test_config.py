@@ -1,11 +1,12 @@
 """One source of config defaults: every key, documented or not, can be overridden on every config.
 
 The keys come from base_config() (every key a run reads) and from the documentation: each
-`--config.KEY=VALUE` in the README and each `section.key=value` in a config file's docstring
-must name a key that exists, on every config file (study keys on the study configs), and take
-its documented value. `rsvqa-jax config` / `--print-config` show the effective config.
+`--config.KEY=VALUE` in the README and the docs pages, and each `section.key=value` in a config
+file's docstring must name a key that exists, on every config file (study keys on the study
+configs), and take its documented value. `rsvqa-jax config` / `--print-config` show the effective config.
 """
 import ast
+import glob
 import json
 import os
 import re
@@ -43,8 +44,10 @@ def _text(value):
 
 
 def documented_keys():
-  """(key, value text) pairs from the README and the config files' docstrings."""
-  texts = [open(os.path.join(ROOT, "README.md"), encoding="utf-8").read()]
+  """(key, value text) pairs from the README, the docs pages and the config files' docstrings."""
+  pages = [os.path.join(ROOT, "README.md")] + glob.glob(os.path.join(ROOT, "docs", "**", "*.md"),
+                                                        recursive=True)
+  texts = [open(page, encoding="utf-8").read() for page in pages]
   for name in CONFIGS:
     with open(os.path.join(ROOT, "configs", name), encoding="utf-8") as f:
       texts.append(ast.get_docstring(ast.parse(f.read())) or "")
@@ -74,7 +77,7 @@ def test_the_documentation_names_keys():
   keys = documented_keys()
   for key in ("data.root", "image.checkpoint", "text.checkpoint", "train.compute_dtype",
               "study.synthetic", "seed"):
-    assert key in keys, key  # the pattern reads what the README shows
+    assert key in keys, key  # the pattern reads what the docs show
 
 
 @pytest.mark.parametrize("name,config", _configs(), ids=CONFIGS)

@@ -53,3 +53,15 @@ def test_version_and_verbosity_flags(capsys):
   assert logging.getLogger("rsvqa_jax").level == logging.DEBUG
   assert cli.main(["config", "--config", spec]) == 0
   assert logging.getLogger("rsvqa_jax").level == logging.INFO
+
+
+def test_the_repository_root_holds_source_only():
+  """No wheel, archive or build output is committed beside the sources (a stray pyflakes wheel
+  once was)."""
+  listed = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True,
+                          timeout=60)
+  if listed.returncode != 0:  # an sdist, not a checkout: nothing is committed to check
+    return
+  at_root = [p for p in listed.stdout.splitlines() if "/" not in p]
+  allowed = (".md", ".py", ".txt", ".toml", ".yml", ".cfg", ".gitignore")
+  assert at_root and all(p.endswith(allowed) for p in at_root), at_root

@@ -129,18 +129,23 @@ def test_shortcuts_stage_is_checked_before_anything_runs(tmp_path):
   assert not study.Study(c, str(tmp_path / "b")).runs_shortcuts()
 
 
-def test_the_shortcuts_summary_goes_into_the_readme_too(tmp_path):
+def test_each_summary_goes_to_the_page_holding_its_markers(tmp_path):
   (tmp_path / "s").mkdir()
   (tmp_path / "s" / "summary.md").write_text("study\n")
   (tmp_path / "s" / shortcut_report.SUMMARY_FILE).write_text("shortcuts\n")
-  readme = tmp_path / "README.md"
-  blocks = (f"{report.README_BEGIN}\nold\n{report.README_END}\n"
-            f"{shortcut_report.README_BEGIN}\nold\n{shortcut_report.README_END}\n")
-  readme.write_text(blocks)
-  assert report.main([str(tmp_path / "s"), "--readme", str(readme)]) == 0
-  assert readme.read_text() == blocks.replace("old", "study", 1).replace("old", "shortcuts", 1)
-  text = open(os.path.join(ROOT, "README.md"), encoding="utf-8").read()
-  assert shortcut_report.README_BEGIN in text and shortcut_report.README_END in text
+  bias_page, shortcuts_page = tmp_path / "bias.md", tmp_path / "shortcuts.md"
+  bias_page.write_text(f"a\n{report.DOCS_BEGIN}\nold\n{report.DOCS_END}\n")
+  shortcuts_page.write_text(f"b\n{shortcut_report.DOCS_BEGIN}\nold\n{shortcut_report.DOCS_END}\n")
+  assert report.main([str(tmp_path / "s"), "--docs", str(bias_page), str(shortcuts_page)]) == 0
+  assert bias_page.read_text() == f"a\n{report.DOCS_BEGIN}\nstudy\n{report.DOCS_END}\n"
+  assert shortcuts_page.read_text() == (
+      f"b\n{shortcut_report.DOCS_BEGIN}\nshortcuts\n{shortcut_report.DOCS_END}\n")
+  # a summary whose markers no page holds: nothing is written
+  bias_page.write_text(f"a\n{report.DOCS_BEGIN}\nold\n{report.DOCS_END}\n")
+  assert report.main([str(tmp_path / "s"), "--docs", str(bias_page)]) == 2
+  assert "old" in bias_page.read_text()
+  text = open(os.path.join(ROOT, "docs", "audits", "shortcuts.md"), encoding="utf-8").read()
+  assert shortcut_report.DOCS_BEGIN in text and shortcut_report.DOCS_END in text
 
 
 def test_table3_is_table6s_numbers(done):
@@ -283,17 +288,17 @@ def test_summary_goes_into_the_readme_between_its_markers(tmp_path):
   assert max(map(len, text.splitlines())) <= 100
   (tmp_path / "s").mkdir()
   (tmp_path / "s" / "summary.md").write_text(text + "\n")
-  readme = tmp_path / "README.md"
-  readme.write_text(f"intro\n{report.README_BEGIN}\nold figures\n{report.README_END}\nrest\n")
-  assert report.main([str(tmp_path / "s"), "--readme", str(readme)]) == 0
-  assert readme.read_text() == f"intro\n{report.README_BEGIN}\n{text}\n{report.README_END}\nrest\n"
-  readme.write_text("no markers")
-  assert report.main([str(tmp_path / "s"), "--readme", str(readme)]) == 2
+  page = tmp_path / "page.md"
+  page.write_text(f"intro\n{report.DOCS_BEGIN}\nold figures\n{report.DOCS_END}\nrest\n")
+  assert report.main([str(tmp_path / "s"), "--readme", str(page)]) == 0  # the old spelling
+  assert page.read_text() == f"intro\n{report.DOCS_BEGIN}\n{text}\n{report.DOCS_END}\nrest\n"
+  page.write_text("no markers")
+  assert report.main([str(tmp_path / "s"), "--docs", str(page)]) == 2
 
 
-def test_the_readme_quotes_a_summary_block():
-  text = open(os.path.join(ROOT, "README.md"), encoding="utf-8").read()
-  assert report.README_BEGIN in text and report.README_END in text
+def test_the_docs_quote_a_summary_block():
+  text = open(os.path.join(ROOT, "docs", "audits", "language_bias.md"), encoding="utf-8").read()
+  assert report.DOCS_BEGIN in text and report.DOCS_END in text
 
 
 def test_paper_study_refuses_without_real_data_and_weights(tmp_path):

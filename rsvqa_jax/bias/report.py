@@ -1,7 +1,7 @@
 """report.md of a study: its settings, Tables 2, 6 and 3 from one set of numbers, Figure 5, the
-analysis, a reading and a summary the README quotes.
+analysis, a reading and a summary the docs quote.
 
-Input is the study's results dict (rsvqa_jax/study.py): per (language model, LM weights) cell
+Input is the study's results dict (rsvqa_jax/study/): per (language model, LM weights) cell
 the test accuracy tables of the reference and visual-blind runs over seeds and each reference
 run's adversarial results. Reference and blind columns are mean (std) over seeds (population
 std, as the paper); adversarial columns pool every seed's K substitutions (mean (std) over
@@ -17,11 +17,11 @@ adversarial rows rest on N x seeds x K draws of them) and marks with a dagger th
 fewer than study.min_questions questions. The reading's thresholds (study.reading) are stated in
 the report.
 
-`python -m rsvqa_jax.bias.report DIR --readme README.md` copies DIR/summary.md into the README
-between its study-summary markers, so the README's figures are the report's (and, when the
-study ran its shortcuts stage, DIR/shortcuts_summary.md between the shortcuts-summary markers;
-the stage's section is bias/shortcut_report.study_section; the grounding stage's is
-bias/grounding_report.study_section).
+`python -m rsvqa_jax.bias.report DIR --docs docs/audits/language_bias.md docs/audits/shortcuts.md`
+copies DIR/summary.md between the study-summary markers of whichever page holds them, so the docs'
+figures are the report's (and, when the study ran its shortcuts stage, DIR/shortcuts_summary.md
+between the shortcuts-summary markers; the stage's section is bias/shortcut_report.study_section;
+the grounding stage's is bias/grounding_report.study_section).
 """
 import argparse
 import math
@@ -31,6 +31,7 @@ import sys
 import textwrap
 
 from rsvqa_jax import storage
+from rsvqa_jax.errors import RSVQAError
 from rsvqa_jax.bias import metrics, plots, tables
 from rsvqa_jax.bias import shortcut_report
 from rsvqa_jax.bias.tables import mean_std, pct
@@ -41,9 +42,9 @@ KIND_LABELS = {"random": "Adversarial (random image)", "shuffle": "Adversarial (
                "noise": "Adversarial (noise image)"}
 FLAG = "†"
 ANALYSIS_ROW = {"AA": "Average", "OA": "Overall"}  # the analysis row of a summary column
-README_BEGIN = ("<!-- study summary: begin (python -m rsvqa_jax.bias.report DIR --readme "
-                "README.md) -->")
-README_END = "<!-- study summary: end -->"
+DOCS_BEGIN = ("<!-- study summary: begin (python -m rsvqa_jax.bias.report DIR --docs "
+              "docs/audits/language_bias.md docs/audits/shortcuts.md) -->")
+DOCS_END = "<!-- study summary: end -->"
 
 
 def columns_of(cells):
@@ -383,7 +384,7 @@ def thresholds_text(study):
 
 
 def summary(study, columns):
-  """The few sentences the README quotes (between its study-summary markers)."""
+  """The few sentences the docs quote (between their study-summary markers)."""
   kinds = study["adversarial"]
   gaps, adv_gaps, prior_gaps = [], [], []
   prior = study["analysis"]["rows"].get("Overall", {}).get("prior_acc", math.nan)
@@ -396,7 +397,7 @@ def summary(study, columns):
       adv_gaps.append(100 * (ref - rows[KIND_LABELS["random"]]["OA"][0]))
   n = len(gaps)
   won = sum(g > 0 for g in gaps)
-  out = [(f"Every reference model beats its visual-blind twin" if won == n else
+  out = [("Every reference model beats its visual-blind twin" if won == n else
           f"{won} of {n} reference models beat their visual-blind twins")
          + f" (by {_ranges(gaps)} points OA)"]
   if prior_gaps and not math.isnan(prior):
@@ -518,36 +519,49 @@ def write_text(path, text):
     f.write(text)
 
 
-def quote_in_readme(readme, summary_text, begin=README_BEGIN, end=README_END):
-  """Replaces the README's text between the study-summary markers (or `begin` and `end`);
-  returns the new README."""
-  pattern = re.compile(re.escape(begin) + r"\n.*?\n" + re.escape(end), re.S)
-  if not pattern.search(readme):
-    raise ValueError(f"the README has no block between {begin!r} and {end!r}")
-  return pattern.sub(lambda _: f"{begin}\n{summary_text.strip()}\n{end}", readme, 1)
+def quote_into(paths, blocks):
+  """Replaces, in every file of `paths` that holds a block's markers, the text between them with
+  the block's text ((begin, end, text) triples), so the docs' figures are a run's, never typed.
+
+  A block whose markers none of the files holds is an error naming them: nothing is written.
+  """
+  texts = {}
+  for path in paths:
+    with open(path, encoding="utf-8") as f:
+      texts[path] = f.read()
+  for begin, end, body in blocks:
+    pattern = re.compile(re.escape(begin) + r"\n.*?\n" + re.escape(end), re.S)
+    holders = [path for path, text in texts.items() if pattern.search(text)]
+    if not holders:
+      raise RSVQAError(f"{', '.join(paths)}: no block between {begin!r} and {end!r}")
+    for path in holders:
+      texts[path] = pattern.sub(lambda _: f"{begin}\n{body.strip()}\n{end}", texts[path], 1)
+  for path, text in texts.items():
+    write_text(path, text)
 
 
 def main(argv=None):
-  parser = argparse.ArgumentParser(description="Copy a study's summary into the README.")
+  parser = argparse.ArgumentParser(description="Copy a study's summaries into the docs.")
   parser.add_argument("study_dir", help="the study folder (holds summary.md)")
-  parser.add_argument("--readme", required=True, help="the README to update in place")
+  parser.add_argument("--docs", "--readme", dest="docs", nargs="+", required=True,
+                      help="the pages to update in place (each summary goes to the page holding "
+                      "its markers)")
   args = parser.parse_args(argv)
   try:
-    with open(os.path.join(args.study_dir, "summary.md"), encoding="utf-8") as f:
-      text = f.read()
-    with open(args.readme, encoding="utf-8") as f:
-      readme = f.read()
-    updated = quote_in_readme(readme, text)
+    blocks = [(DOCS_BEGIN, DOCS_END, _read(os.path.join(args.study_dir, "summary.md")))]
     shortcuts_path = os.path.join(args.study_dir, shortcut_report.SUMMARY_FILE)
     if os.path.exists(shortcuts_path):  # the shortcuts stage ran: its summary too
-      with open(shortcuts_path, encoding="utf-8") as f:
-        updated = quote_in_readme(updated, f.read(), shortcut_report.README_BEGIN,
-                                  shortcut_report.README_END)
-  except (OSError, ValueError) as e:
+      blocks.append((shortcut_report.DOCS_BEGIN, shortcut_report.DOCS_END, _read(shortcuts_path)))
+    quote_into(args.docs, blocks)
+  except (OSError, RSVQAError) as e:
     print(f"report: error: {e}", file=sys.stderr)
     return 2
-  write_text(args.readme, updated)
   return 0
+
+
+def _read(path):
+  with open(path, encoding="utf-8") as f:
+    return f.read()
 
 
 if __name__ == "__main__":

@@ -389,7 +389,7 @@ def largest_gaps(result, k=3, min_questions=0):
   return sorted(gaps, key=lambda g: -g[1])[:k]
 
 
-# A study's shortcuts stage (rsvqa_jax/study.py): its section of report.md and its summary.
+# A study's shortcuts stage (study/shortcuts.py): its section of report.md and its summary.
 
 # The concepts in which a plant's questions form one group of their own, whose tail is OOD
 # (data/questions.Plant): a kw plant's "Is there a WORD?" has WORD as its only content word, so
@@ -402,9 +402,9 @@ KO_PLANT_NOTE = ("A ko plant's tail is in no OOD set: KO is the label with the h
                  "the question's own answer, so the planted class is the KO of the tied answers "
                  "only, a one-answer group, and the other answers go to other labels' groups. ")
 SUMMARY_FILE = "shortcuts_summary.md"
-README_BEGIN = ("<!-- shortcuts summary: begin (python -m rsvqa_jax.bias.report DIR --readme "
-                "README.md) -->")
-README_END = "<!-- shortcuts summary: end -->"
+DOCS_BEGIN = ("<!-- shortcuts summary: begin (python -m rsvqa_jax.bias.report DIR --docs "
+              "docs/audits/language_bias.md docs/audits/shortcuts.md) -->")
+DOCS_END = "<!-- shortcuts summary: end -->"
 
 
 def planted_concepts(plants):
@@ -436,7 +436,7 @@ def model_reading(label, results, plants, min_questions):
 
 
 def study_reading(stage):
-  """The reading of a study's shortcuts stage (`stage`: the study.json entry of study.py)."""
+  """The reading of a study's shortcuts stage (`stage`: its study.json entry)."""
   plants, n = stage["plant"], stage["min_questions"]
   concepts = planted_concepts(plants)
   head = (f"The data plant {', '.join(plants)} (data/questions.Plant). " if plants else
@@ -453,7 +453,7 @@ def study_reading(stage):
 
 
 def study_summary(stage):
-  """The sentence the README quotes: each model's largest gap on the planted set."""
+  """The sentence the docs quote: each model's largest gap on the planted set."""
   n = stage["min_questions"]
   parts = []
   for m in stage["models"]:

@@ -7,21 +7,21 @@
           validation files only, and without them no binary metric is reported
   select  --workdir W --pool U.csv --top N [--out F.csv]  the N unlabelled pairs of highest
           predictive entropy
-  study   --config C --workdir DIR [--readme README.md]  a study's answerability stage alone
+  study   --config C --workdir DIR [--docs docs/audits/answerability.md]  a study's
+          answerability stage alone
 This module also holds `synth --answerability` (its flags and the call) and prints
 `evaluate --workdir W --answerability`.
 """
 import os
-import re
 
 import numpy as np
 
 from rsvqa_jax.commands import common
 from rsvqa_jax.errors import RSVQAError
 
-README_BEGIN = ("<!-- answerability: begin (rsvqa-jax answerability study --config "
-                "configs/answerability_study.py --workdir DIR --readme README.md) -->")
-README_END = "<!-- answerability: end -->"
+DOCS_BEGIN = ("<!-- answerability: begin (rsvqa-jax answerability study --config "
+              "configs/answerability_study.py --workdir DIR --docs docs/audits/answerability.md) -->")
+DOCS_END = "<!-- answerability: end -->"
 
 
 def add_arguments(parser):
@@ -47,7 +47,8 @@ def add_arguments(parser):
   p = actions.add_parser("study", help="the answerability stage of a study config, alone")
   common.add_run_arguments(p, example="configs/answerability_study.py",
                            workdir_means="the study folder")
-  p.add_argument("--readme", help="also copy the stage's summary into this README")
+  p.add_argument("--docs", "--readme", dest="docs",
+                 help="also copy the stage's summary into this page, between its markers")
 
 
 def run(args):
@@ -109,31 +110,23 @@ def _study(args):
   with common.trusted_pickles(args):
     result = answerability.study_stage(study.Study(config, args.workdir))
   print(result["summary"])
-  if args.readme:
-    _quote_in_readme(args.readme, os.path.join(args.workdir, "answerability", "summary.md"))
+  if args.docs:
+    _quote_in_docs(args.docs, os.path.join(args.workdir, "answerability"))
   return 0
 
 
-def _quote_in_readme(readme, summary_path):
-  """Replaces the README's text between the answerability markers with the stage's summary and
-  Table 4 of its main pools (read from the files the stage wrote)."""
-  from rsvqa_jax import storage  # pylint: disable=g-import-not-at-top
-  folder = os.path.dirname(summary_path)
+def _quote_in_docs(page, folder):
+  """Copies the stage's summary and Table 4 of both pool sets (the files the stage wrote) between
+  the page's answerability markers."""
+  from rsvqa_jax.bias import report  # pylint: disable=g-import-not-at-top
   parts = []
   for name in ("summary.md", os.path.join("tables", "table4_main.md"),
                os.path.join("tables", "table4_no_info.md")):
     if os.path.exists(os.path.join(folder, name)):
       with open(os.path.join(folder, name), encoding="utf-8") as f:
         parts.append(f.read().strip())
-  with open(readme, encoding="utf-8") as f:
-    text = f.read()
-  pattern = re.compile(re.escape(README_BEGIN) + r"\n.*?\n" + re.escape(README_END), re.S)
-  if not pattern.search(text):
-    raise RSVQAError(f"{readme}: no block between {README_BEGIN!r} and {README_END!r}")
-  body = "\n\n".join(parts)
-  with storage.replacing(readme) as f:
-    f.write(pattern.sub(lambda _: f"{README_BEGIN}\n{body}\n{README_END}", text, 1))
-  print(f"{readme}: answerability summary updated")
+  report.quote_into([page], [(DOCS_BEGIN, DOCS_END, "\n\n".join(parts))])
+  print(f"{page}: answerability summary updated")
 
 
 # Hooks of other commands.
@@ -144,7 +137,9 @@ def add_synth_arguments(parser):
                       help="also write answerability pools Answerability_{split}.csv "
                            "(pool_id,question,image_id,label) into --out")
   parser.add_argument("--pool-size", type=int, default=5,
-                      help="with --answerability: candidate images per question (default 5)")
+                      help="with --answerability: candidate images per question (default 5; "
+                           "a split too small for it gets the most it can fill, down to 2, "
+                           "with a warning)")
   parser.add_argument("--pools-per-image", type=float, default=2.0,
                       help="with --answerability: questions per image of a split (default 2)")
   parser.add_argument("--answerability-balance", type=float, default=1.0,
@@ -161,7 +156,8 @@ def synth(args, generated):
                                     pools_per_image=args.pools_per_image,
                                     balance=args.answerability_balance, seed=args.seed)
   for name, s in manifest["splits"].items():
-    print(f"answerability {name}: {s['pools']} pools, {s['pairs']} pairs; labels 0 / 1 / 2: "
+    print(f"answerability {name}: {s['pools']} pools of {s['pool_size']} candidates, "
+          f"{s['pairs']} pairs; labels 0 / 1 / 2: "
           + " / ".join(f"{100 * x:.1f}%" for x in s["shares"]))
 
 

@@ -10,7 +10,7 @@ def accept_overrides(parser):
 
   Kept instead of ml_collections' config_flags: that needs absl's flag parser beside argparse's
   subcommands, and a misspelt key there ends in a traceback, where config.override says in one
-  line which keys the section has (README "Configs").
+  line which keys the section has (docs/commands.md, "Configs").
   """
   parse_known = parser.parse_known_args
 
