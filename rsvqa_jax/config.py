@@ -301,22 +301,56 @@ CHOICES = {
 }
 
 
+# Numeric keys and the interval each must lie in: (low, high, whether low itself is allowed).
+# A value outside (a negative size, a dropout of 1, a null from a hand-edited config.json) is one
+# line here instead of a traceback deep in the model build or the first step.
+POSITIVE, NON_NEGATIVE, FRACTION = (0, None, False), (0, None, True), (0, 1, True)
+RANGES = {
+    **dict.fromkeys((
+        "data.synthetic_questions_per_image", "image.batch_size", "image.width",
+        "image.pretrain.batch_size", "image.pretrain.depth", "image.pretrain.epochs",
+        "image.pretrain.image_size", "image.pretrain.width", "model.attention_dim",
+        "model.classifier_dim", "model.hidden_dim", "model.mutan_dim", "model.mutan_rank",
+        "text.hidden_dim", "text.max_length", "text.word_dim", "optim.eps", "train.batch_size",
+        "train.eval_batch_size", "train.num_epochs", "train.log_every_steps",
+        "train.checkpoint_every_steps", "train.keep_checkpoints", "train.divergence_factor",
+        "train.divergence_steps"), POSITIVE),
+    **dict.fromkeys((
+        "data.synthetic_images", "image.image_size", "image.pretrain.learning_rate",
+        "image.pretrain.weight_decay", "image.pretrain.fraction_weight", "optim.lr",
+        "optim.text_lr", "train.stop_after_steps"), NON_NEGATIVE),
+    **dict.fromkeys(("model.dropout", "text.dropout", "optim.b1", "optim.b2"), FRACTION),
+}
+
+
+def _lookup(config, key):
+  """The value of a dotted key, or None where the config lacks it."""
+  node = config
+  for part in key.split("."):
+    node = node[part] if part in node else None
+    if node is None:
+      return None
+  return node
+
+
 def check(config):
-  """One-line RSVQAError for a value outside its key's choices (see CHOICES), before a run
-  creates or records anything."""
+  """One-line RSVQAError for a value outside its key's choices (see CHOICES) or its interval (see
+  RANGES), before a run creates or records anything."""
   for key, allowed in CHOICES.items():
-    node = config
-    for part in key.split("."):
-      node = node[part] if part in node else None
-      if node is None:
-        break
+    node = _lookup(config, key)
     if node is not None and node not in allowed:
       raise RSVQAError(f"config {key}={node!r}: choose one of {', '.join(allowed)}")
-  for key in ("train.batch_size", "train.eval_batch_size", "train.num_epochs",
-              "train.log_every_steps", "train.checkpoint_every_steps", "train.keep_checkpoints"):
-    section, name = key.split(".")
-    if config[section][name] <= 0:
-      raise RSVQAError(f"config {key}={config[section][name]}: must be positive")
+  for key, (low, high, low_ok) in RANGES.items():
+    section = _lookup(config, key.rsplit(".", 1)[0])
+    if section is None or key.rsplit(".", 1)[1] not in section:
+      continue
+    value = section[key.rsplit(".", 1)[1]]
+    number = isinstance(value, (int, float)) and not isinstance(value, bool)
+    if not number or value < low or (value == low and not low_ok) or (
+        high is not None and value >= high):
+      want = ("a number >= 0" if (low, high, low_ok) == NON_NEGATIVE else
+              "a number in [0, 1)" if high is not None else "positive")
+      raise RSVQAError(f"config {key}={value!r}: must be {want}")
 
 
 def is_random(checkpoint):

@@ -127,3 +127,29 @@ def test_print_config_shows_the_effective_config_and_runs_nothing(tmp_path, caps
   assert json.loads(capsys.readouterr().out)["train"]["num_epochs"] == 2
   assert cli.main(["config", "--config", spec, "--config.image.nosuch=1"]) == 2
   assert "no key 'nosuch' in image" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("override,message", [
+    ("model.mutan_rank=0", "config model.mutan_rank=0: must be positive"),
+    ("text.dropout=-0.1", "config text.dropout=-0.1: must be a number in [0, 1)"),
+    ("optim.b2=1.0", "config optim.b2=1.0: must be a number in [0, 1)"),
+    ("train.stop_after_steps=-1", "config train.stop_after_steps=-1: must be a number >= 0"),
+])
+def test_numbers_outside_their_interval_are_one_line(override, message):
+  c = config_lib.base_config()
+  config_lib.check(c)  # the defaults lie inside
+  config_lib.apply_overrides(c, [override])
+  with pytest.raises(RSVQAError) as refused:
+    config_lib.check(c)
+  assert str(refused.value) == message
+
+
+def test_every_ranged_key_exists():
+  """A renamed key would leave its interval checking nothing."""
+  c = config_lib.base_config()
+  for key in config_lib.RANGES:
+    section, name = key.rsplit(".", 1)
+    node = c
+    for part in section.split("."):
+      node = node[part]
+    assert name in node, key

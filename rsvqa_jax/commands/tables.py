@@ -28,10 +28,10 @@ def add_arguments(parser):
 
 
 def _records(path):
-  """metrics.jsonl records; a line cut by a kill is skipped."""
+  """metrics.jsonl records; a line cut by a kill (or otherwise unreadable) is skipped."""
   out = []
   try:
-    with open(path, encoding="utf-8") as f:
+    with open(path, "rb") as f:  # each line decoded on its own: a damaged one is skipped too
       for line in f:
         try:
           out.append(json.loads(line))
@@ -50,6 +50,20 @@ def _json(path):
     return None
   except (OSError, ValueError) as e:
     raise RSVQAError(f"{path}: unreadable ({e})") from None
+
+
+def _accuracy(path):
+  """eval/SPLIT/accuracy.json (None if not evaluated), with the keys Table 2 reads checked."""
+  table = _json(path)
+  if table is None:
+    return None
+  ok = (isinstance(table, dict)
+        and all(isinstance(table.get(k), dict) for k in ("per_type", "per_type_n"))
+        and all(isinstance(table.get(k), (int, float)) for k in ("oa", "aa", "n")))
+  if not ok:
+    raise RSVQAError(f"{path}: not an accuracy table of rsvqa-jax evaluate (oa, aa, n, per_type, "
+                     "per_type_n); evaluate the workdir again")
+  return table
 
 
 def workdirs(root):
@@ -75,7 +89,7 @@ def read_run(workdir, split):
         blind=bool(model.get("blind", False)), original=model.get("head", "paper") == "original",
         text_lr=float(config["optim"]["text_lr"]),
         val_oa=tables.best_validation_oa(_records(os.path.join(workdir, METRICS_FILE))),
-        accuracy=_json(os.path.join(workdir, "eval", split, "accuracy.json")))
+        accuracy=_accuracy(os.path.join(workdir, "eval", split, "accuracy.json")))
   except (KeyError, TypeError, ValueError) as e:
     raise RSVQAError(f"{workdir}/{CONFIG_FILE}: not a training config ({e!r} missing or wrong)") \
         from None

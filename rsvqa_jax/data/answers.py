@@ -201,7 +201,12 @@ class AnswerVocab:
       raise RSVQAError(f"{path}: unreadable answer vocabulary ({type(e).__name__})") from None
     if not isinstance(data, dict) or not isinstance(data.get("answers"), list):
       raise RSVQAError(f"{path}: expected an object with an 'answers' list")
-    return cls(data["answers"], data.get("dropped", {}))
+    answers, dropped = data["answers"], data.get("dropped", {})
+    if not all(isinstance(a, str) for a in answers) or len(set(answers)) != len(answers):
+      raise RSVQAError(f"{path}: 'answers' must be distinct strings")
+    if not isinstance(dropped, dict):
+      raise RSVQAError(f"{path}: 'dropped' must be an object (answer -> count)")
+    return cls(answers, dropped)
 
   def __eq__(self, other):
     return isinstance(other, AnswerVocab) and (self.answers, self.dropped) == (other.answers, other.dropped)

@@ -6,20 +6,23 @@ Layout of a workdir:
   checkpoints/N/    every `checkpoint_every_steps` and at each epoch end, the last k kept
   best/N/           the checkpoint with the best validation OA so far (one kept)
 Each checkpoint holds the state items (params, frozen, opt_state, step, rng) and a JSON item
-with the loop position (epoch, data iterator state, best validation so far) and the shape and
-crc32 of every array: shapes are checked against the model before restoring (a mismatch names
-its key), checksums after (a corrupted checkpoint is named and skipped, never used).
+with the loop position (epoch, data iterator state, best validation so far), the shape and
+crc32 of every array and its own crc32: shapes are checked against the model before restoring
+(a mismatch names its key), every file is read back before orbax restores (a damaged one is
+named), checksums after (a corrupted checkpoint is named and skipped, never used).
 """
 import itertools
 import json
 import logging
 import os
+import re
 import shutil
 import zlib
 
 import jax
 import numpy as np
 import orbax.checkpoint as ocp
+import tensorstore as ts
 
 from rsvqa_jax import config as config_lib
 from rsvqa_jax import storage
@@ -67,10 +70,20 @@ def check_or_record_config(workdir, config, *, record=True):
 
 
 def read_config(workdir):
-  """The config recorded in a workdir, its paths following a move of the folders (see below)."""
-  if not os.path.exists(os.path.join(workdir, CONFIG_FILE)):
+  """The config recorded in a workdir, its paths following a move of the folders (see below).
+
+  Its values are checked as a run's are (config.check): a damaged file fails here, naming
+  itself and the key, not deep in the model build.
+  """
+  path = os.path.join(workdir, CONFIG_FILE)
+  if not os.path.exists(path):
     raise RSVQAError(f"{workdir}: no {CONFIG_FILE}; is it a training workdir?")
-  return _load_recorded(workdir)
+  config = _load_recorded(workdir)
+  try:
+    config_lib.check(config)
+  except RSVQAError as e:
+    raise RSVQAError(f"{path}: {e}") from None
+  return config
 
 
 def _load_recorded(workdir):
@@ -91,16 +104,20 @@ def _load_recorded(workdir):
     raise RSVQAError(f"{path}: not a JSON object; the workdir's config is damaged")
   old = recorded.pop(RECORDED_IN, None)
   new = os.path.abspath(workdir)
-  if old and old != new:
+  if isinstance(old, str) and old != new:
     for key in PATH_KEYS:
       section, name = key.split(".")
-      value = recorded.get(section, {}).get(name)
-      if not value or not os.path.isabs(value) or os.path.exists(value):
+      entries = recorded.get(section)
+      value = entries.get(name) if isinstance(entries, dict) else None
+      if not isinstance(value, str) or not os.path.isabs(value) or os.path.exists(value):
         continue
       moved = os.path.normpath(os.path.join(new, os.path.relpath(value, old)))
       if os.path.exists(moved):
         recorded[section][name] = moved
-  return config_lib.from_dict(recorded)
+  try:
+    return config_lib.from_dict(recorded)
+  except TypeError as e:  # a value of another type than the key's (ml_collections names the key)
+    raise RSVQAError(f"{path}: {_first_line(e)}; the workdir's config is damaged") from None
 
 
 def shapes(tree):
@@ -123,12 +140,87 @@ class CorruptCheckpoint(RSVQAError):
   """A checkpoint whose files cannot be read back, or whose arrays changed since they were saved."""
 
 
+RECORD_FILE = os.path.join("data", "metadata")  # where orbax's JsonSave keeps the "data" item
+RECORD_CHECKSUM = "record_checksum"  # the data record's own crc32, so it is verified like arrays
+# Orbax's JSON metadata files (at any depth of a step folder, and all of array_metadatas/).
+ORBAX_JSON = ("_CHECKPOINT_METADATA", "_METADATA", "_sharding", "metadata")
+ZARR_METADATA = {b"/.zarray": "zarr", b"/zarr.json": "zarr3"}  # an array's key in OCDBT -> driver
+
+
+def _record_checksum(record):
+  """crc32 of a data record's JSON as written and read back (keys sorted; its own one left out)."""
+  body = {k: v for k, v in record.items() if k != RECORD_CHECKSUM}
+  return zlib.crc32(json.dumps(json.loads(json.dumps(body)), sort_keys=True).encode())
+
+
+def _check_json_files(where):
+  """Parses every orbax JSON metadata file of the step folder `where`; names the first damaged.
+
+  Orbax reads some of them while array reads are in flight (see _read_arrays), and only logs an
+  unreadable _CHECKPOINT_METADATA (filtered out below: this check names it instead).
+  """
+  for parent, _, files in sorted(os.walk(where)):
+    for name in sorted(files):
+      if name not in ORBAX_JSON and os.path.basename(parent) != "array_metadatas":
+        continue
+      path = os.path.join(parent, name)
+      try:
+        with open(path, encoding="utf-8") as f:
+          json.load(f)
+      except (OSError, ValueError, RecursionError) as e:
+        raise CorruptCheckpoint(f"checkpoint {where}: {os.path.relpath(path, where)} unreadable "
+                                f"({_first_line(e)})") from None
+
+
+def _read_arrays(where, item):
+  """How many arrays the OCDBT database of `where`/`item` holds, each read once, synchronously.
+
+  Orbax restores the arrays concurrently on an asyncio loop that it closes at the first failed
+  read; the reads still in flight then end on the closed loop, each printing a traceback
+  ("Event loop is closed") around or after the one-line error. Reading them here first, through
+  tensorstore futures waited on in turn, fails on a damaged file before orbax starts, naming
+  it, with nothing left in flight. The bytes then come from the page cache for orbax.
+  """
+  folder = os.path.join(where, item)
+  kvstore = {"driver": "ocdbt", "base": {"driver": "file", "path": folder + "/"}}
+  context = ts.Context()
+  found = 0
+  try:
+    for key in ts.KvStore.open(kvstore, context=context).result().list().result():
+      for suffix, driver in ZARR_METADATA.items():
+        if key.endswith(suffix):
+          name = key[:-len(suffix)].decode("utf-8", "replace")
+          spec = {"driver": driver, "kvstore": dict(kvstore, path=name + "/")}
+          ts.open(spec, context=context, read=True).result().read().result()
+          found += 1
+  except ValueError as e:  # tensorstore's errors: the last file named is the damaged one
+    files = re.findall(r'local file "([^"]+)"', str(e))
+    what = os.path.relpath(files[-1], where) if files else item
+    raise CorruptCheckpoint(f"checkpoint {where}: {what} unreadable ({_first_line(e)})") from None
+  return found
+
+
+class _StepMetadataLines(logging.Filter):
+  """Drops orbax's ERROR about an unreadable _CHECKPOINT_METADATA: logged by every manager that
+  opens the folder, with the file's whole content, while the restore names that file in one line
+  (_check_json_files) and never uses the checkpoint."""
+
+  def filter(self, record):
+    head = record.getMessage().split(", ", 1)[0]  # "Failed to read Metadata file: PATH"
+    return not (head.startswith(("Failed to read Metadata file", "Failed to json parse Metadata"))
+                and head.endswith("_CHECKPOINT_METADATA"))
+
+
+logging.getLogger("absl").addFilter(_StepMetadataLines())
+
+
 class Checkpoints:
   """One orbax CheckpointManager over a folder (periodic: keep k; best: keep 1).
 
-  Every save records each array's shape and crc32; every restore reads them back and compares,
-  so a checkpoint whose bytes changed on disk (a bit flip, a truncated file) is named and never
-  used silently: `restore_latest` skips it for the newest checkpoint that verifies. Temporary
+  Every save records each array's shape and crc32; every restore reads every file once
+  (_check_json_files, _read_arrays), then the arrays through orbax, and compares, so a checkpoint
+  whose bytes changed on disk (a bit flip, a truncated or emptied file) is named in one line and
+  never used: `restore_latest` skips it for the newest checkpoint that verifies. Temporary
   folders of a save that was killed are removed when the manager opens the folder.
 
   The periodic and best managers save the same step at an epoch end, and orbax names the
@@ -160,6 +252,7 @@ class Checkpoints:
     nbytes = sum(x.nbytes for x in jax.tree.leaves(items))
     storage.ensure_free(self.directory, int(1.1 * nbytes) + (1 << 20), f"checkpoint {step}")
     data = dict(data, shapes=shapes(items), checksums=checksums(items))
+    data[RECORD_CHECKSUM] = _record_checksum(data)
     self.manager.save(int(step), args=ocp.args.Composite(
         state=ocp.args.StandardSave(items), data=ocp.args.JsonSave(data)), force=True)
 
@@ -169,18 +262,13 @@ class Checkpoints:
   def restore(self, step, like):
     """(items, data) of checkpoint `step`, shaped and placed like the pytree `like`.
 
-    Raises CorruptCheckpoint when its files cannot be read or an array's checksum differs
+    Raises CorruptCheckpoint when one of its files cannot be read or an array's checksum differs
     from the one recorded at save time, RSVQAError when it holds another model.
     """
     where = os.path.join(self.directory, str(step))
-    try:
-      data = self.manager.restore(
-          step, args=ocp.args.Composite(data=ocp.args.JsonRestore()))["data"]
-    except Exception as e:  # pylint: disable=broad-exception-caught
-      raise CorruptCheckpoint(f"checkpoint {where}: unreadable ({_first_line(e)})") from None
-    if not isinstance(data, dict):
-      raise CorruptCheckpoint(f"checkpoint {where}: its data record is not a JSON object")
-    stored, wanted = data.get("shapes", {}), shapes(like)
+    _check_json_files(where)
+    data = self._record(step)
+    stored, wanted = data["shapes"], shapes(like)
     for key, shape in wanted.items():
       if key not in stored:
         raise RSVQAError(f"checkpoint {where}: has no array {key} the model needs")
@@ -190,6 +278,10 @@ class Checkpoints:
     extra = sorted(set(stored) - set(wanted))
     if extra:
       raise RSVQAError(f"checkpoint {where}: holds {extra[0]} which the model does not have")
+    found = _read_arrays(where, "state")
+    if found != len(wanted):
+      raise CorruptCheckpoint(f"checkpoint {where}: state holds {found} of its {len(wanted)} "
+                              "arrays (a file is missing)")
     abstract = jax.tree.map(
         lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=x.sharding), like)
     try:
@@ -208,11 +300,28 @@ class Checkpoints:
   def data(self, step):
     """The JSON record of checkpoint `step` (loop position, shapes, checksums), or None."""
     try:
+      return self._record(step)
+    except CorruptCheckpoint:
+      return None
+
+  def _record(self, step):
+    """The verified JSON record of checkpoint `step`; CorruptCheckpoint names what is wrong."""
+    where = os.path.join(self.directory, str(step))
+    try:
       data = self.manager.restore(
           step, args=ocp.args.Composite(data=ocp.args.JsonRestore()))["data"]
-    except Exception:  # pylint: disable=broad-exception-caught
-      return None
-    return data if isinstance(data, dict) else None
+    except Exception as e:  # pylint: disable=broad-exception-caught
+      raise CorruptCheckpoint(f"checkpoint {where}: {RECORD_FILE} unreadable ({_first_line(e)})"
+                              ) from None
+    if not isinstance(data, dict):
+      raise CorruptCheckpoint(f"checkpoint {where}: {RECORD_FILE} is not a JSON object")
+    recorded = data.pop(RECORD_CHECKSUM, None)
+    if recorded is not None and recorded != _record_checksum(data):
+      raise CorruptCheckpoint(f"checkpoint {where}: {RECORD_FILE} changed on disk since it was "
+                              "saved (checksum mismatch)")
+    if not isinstance(data.get("shapes"), dict) or not isinstance(data.get("checksums", {}), dict):
+      raise CorruptCheckpoint(f"checkpoint {where}: {RECORD_FILE} lacks its shapes or checksums")
+    return data
 
   def restore_latest(self, like, warn=_log.warning, *, at_most=None):
     """(items, data, step) of the newest checkpoint that verifies, or None if there is none.

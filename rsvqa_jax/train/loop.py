@@ -56,11 +56,11 @@ def read_metrics(workdir):
   left out, since the run that resumes rewrites everything after its checkpoint anyway."""
   records = []
   try:
-    with open(os.path.join(workdir, METRICS_FILE), encoding="utf-8") as f:
+    with open(os.path.join(workdir, METRICS_FILE), "rb") as f:  # each line decoded on its own
       for line in f:
         try:
           record = json.loads(line)
-        except ValueError:
+        except ValueError:  # UnicodeDecodeError included: a damaged line is left out like a cut one
           continue
         if isinstance(record, dict) and isinstance(record.get("step"), int):
           records.append(record)

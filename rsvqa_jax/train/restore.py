@@ -46,7 +46,8 @@ def best_checkpoint(workdir, periodic, like, warn=_log.warning):
 
   The run's record (the newest periodic checkpoint's loop) names the best step; when best/
   lacks it (a kill between the two saves of an epoch end) or it does not verify, the periodic
-  checkpoint of that step, the same state, stands in, with a `warn` line saying so.
+  checkpoint of that step, the same state, stands in, with a `warn` line saying so; when that
+  one does not verify either, the error names its damaged file.
   """
   best = checkpointing.Checkpoints(os.path.join(workdir, "best"), 1)
   recorded = next((d["loop"].get("best_step") for d in map(periodic.data, reversed(periodic.steps()))
@@ -60,10 +61,16 @@ def best_checkpoint(workdir, periodic, like, warn=_log.warning):
       return items, data, step
     except checkpointing.CorruptCheckpoint as e:
       warn(f"{e}; skipped")
+  twin = ""
   if step in periodic.steps():
-    items, data = periodic.restore(step, like)
-    warn(f"{best.directory}: step {step} missing or corrupted; its periodic checkpoint "
-         f"{periodic.directory}/{step} (the same state) is used")
-    return items, data, step
+    try:
+      items, data = periodic.restore(step, like)
+    except checkpointing.CorruptCheckpoint as e:
+      twin = f" ({e})"
+    else:
+      warn(f"{best.directory}: step {step} missing or corrupted; its periodic checkpoint "
+           f"{periodic.directory}/{step} (the same state) is used")
+      return items, data, step
   raise RSVQAError(f"{best.directory}: the run's best step {step} has no checkpoint that "
-                   "verifies")
+                   f"verifies{twin}; the last one that does can be used instead (--checkpoint "
+                   "last)")

@@ -1,0 +1,246 @@
+"""Damaged workdir state is a one-line error naming the file, never a traceback (issue 27).
+
+A small trained synthetic workdir is copied and damaged: 64 bytes flipped in every file of every
+checkpoint (orbax metadata, the OCDBT manifest and b-tree, array data, the record of checksums),
+or one file flipped, cut or emptied. `evaluate` then skips each damaged checkpoint for an older
+one that verifies (a WARNING naming the file; the folder moved to checkpoints.corrupted/), or
+ends with exit status 2 and one error line naming it. A recorded config or answer vocabulary
+that no longer makes sense, a resume on other training data and a damaged accuracy table are
+one-line errors too; a damaged metrics line is left out.
+"""
+import dataclasses
+import glob
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from rsvqa_jax import cli
+from rsvqa_jax import config as config_lib
+from rsvqa_jax.commands import tables as tables_cmd
+from rsvqa_jax.data import answers
+from rsvqa_jax.errors import RSVQAError
+from rsvqa_jax.train import checkpointing, loop
+from test_train_support import tiny_config, tiny_task
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+QUIET = dict(log=lambda m: None)
+
+
+def flip_64_bytes(path):
+  """Flips (XOR 0xFF) 64 bytes of a file (all of a shorter one), spread evenly from its first
+  byte to its last: headers, JSON and checksummed blocks are hit as well as array data."""
+  size = os.path.getsize(path)
+  with open(path, "r+b") as f:
+    data = bytearray(f.read())
+    for at in {int(i) for i in np.linspace(0, size - 1, min(64, size))}:
+      data[at] ^= 0xFF
+    f.seek(0)
+    f.write(data)
+
+
+def _cut(path):
+  with open(path, "r+b") as f:
+    f.truncate(os.path.getsize(path) // 2)
+
+
+def _empty(path):
+  open(path, "wb").close()
+
+
+def _files(folder):
+  return sorted(os.path.join(d, f) for d, _, fs in os.walk(folder) for f in fs)
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+  """(workdir, periodic steps oldest first, best step) of a two-epoch synthetic_tiny run."""
+  base = tmp_path_factory.mktemp("corrupt")
+  c = config_lib.load(os.path.join(ROOT, "configs", "synthetic_tiny.py"))
+  config_lib.apply_overrides(c, [
+      "data.synthetic_images=24", "data.synthetic_questions_per_image=8", "train.num_epochs=2",
+      "train.batch_size=16", "train.checkpoint_every_steps=3", "train.keep_checkpoints=20",
+      "train.progress_bar=false", f"data.cache_dir={base / 'cache'}"])
+  workdir = str(base / "w")
+  summary = loop.train(c, workdir, **QUIET)
+  steps = checkpointing.Checkpoints(os.path.join(workdir, "checkpoints"), 20).steps()
+  assert len(steps) >= 3 and summary["best_step"] in steps
+  return workdir, steps, summary["best_step"]
+
+
+def _copy(trained, tmp_path):
+  copy = str(tmp_path / "w")
+  shutil.copytree(trained[0], copy)
+  return copy
+
+
+def _evaluate(capsys, *args):
+  """(exit status, stderr lines) of `rsvqa-jax -q evaluate ARGS` run in this process."""
+  status = cli.main(["-q", "evaluate", *args])
+  return status, capsys.readouterr().err.strip().splitlines()
+
+
+def test_every_file_of_every_checkpoint_flipped(trained, tmp_path, capsys):
+  """The issue's case, as a user runs it: one WARNING per checkpoint tried, then one error line
+  naming the damaged file (no traceback, no line of orbax's); --checkpoint last tries every
+  periodic checkpoint, sets each aside, and refuses to go on."""
+  _, steps, best = trained
+  copy = _copy(trained, tmp_path)
+  for path in _files(os.path.join(copy, "best")) + _files(os.path.join(copy, "checkpoints")):
+    flip_64_bytes(path)
+  env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+  out = subprocess.run([sys.executable, "-m", "rsvqa_jax.cli", "evaluate", "--workdir", copy],
+                       cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+  assert out.returncode == 2 and "Traceback" not in out.stderr, out.stderr[-3000:]
+  lines = out.stderr.strip().splitlines()
+  assert len(lines) == 2, lines
+  assert lines[0].startswith(f"checkpoint {copy}/best/{best}: ") and lines[0].endswith("; skipped")
+  error = lines[1]
+  assert error.startswith(f"rsvqa-jax evaluate: error: {copy}/best: the run's best step {best} "
+                          f"has no checkpoint that verifies (checkpoint {copy}/checkpoints/{best}: "
+                          "_CHECKPOINT_METADATA unreadable ("), error
+  assert error.endswith("--checkpoint last)"), error
+
+  status, lines = _evaluate(capsys, "--workdir", copy, "--checkpoint", "last")
+  assert status == 2
+  *warnings, error = lines
+  assert [w.split(":")[0] for w in warnings] == [
+      f"checkpoint {copy}/checkpoints/{s}" for s in reversed(steps)]
+  assert all(w.endswith(f"; skipped, moved to {copy}/checkpoints.corrupted/{s}")
+             for w, s in zip(warnings, reversed(steps))), warnings
+  assert error.startswith(f"rsvqa-jax evaluate: error: checkpoint {copy}/checkpoints/{steps[-1]}: ")
+  assert error.endswith(f"no older checkpoint in {copy}/checkpoints verifies either (move the "
+                        "folder away to start over)"), error
+  assert sorted(map(int, os.listdir(os.path.join(copy, "checkpoints.corrupted")))) == steps
+
+
+ARRAY_DATA = "state/ocdbt.process_0/d/LARGEST"  # the largest file: array chunks, no b-tree node
+DAMAGES = {"flipped": flip_64_bytes, "cut": _cut, "emptied": _empty}
+
+
+@pytest.mark.parametrize("name,damage", [
+    *[(name, "flipped") for name in ("_CHECKPOINT_METADATA", "data/metadata", "state/_METADATA",
+                                     "state/array_metadatas/process_0", "state/manifest.ocdbt",
+                                     "state/d/*", ARRAY_DATA)],
+    *[(name, damage) for name in ("data/metadata", "state/manifest.ocdbt", ARRAY_DATA)
+      for damage in ("cut", "emptied")]])
+def test_one_damaged_file_is_named_and_an_older_checkpoint_used(trained, tmp_path, capsys, name,
+                                                                damage):
+  _, steps, _ = trained
+  copy = _copy(trained, tmp_path)
+  latest = os.path.join(copy, "checkpoints", str(steps[-1]))
+  if name == ARRAY_DATA:
+    path = max(_files(os.path.join(latest, "state", "ocdbt.process_0", "d")), key=os.path.getsize)
+  else:
+    path, = glob.glob(os.path.join(latest, name))
+  DAMAGES[damage](path)
+  status, lines = _evaluate(capsys, "--workdir", copy, "--checkpoint", "last")
+  assert status == 0 and len(lines) == 1, lines
+  warning, = lines
+  assert warning.startswith(f"checkpoint {latest}: ")
+  assert warning.endswith(f"; skipped, moved to {copy}/checkpoints.corrupted/{steps[-1]}"), warning
+  if name != ARRAY_DATA:  # a damaged chunk is named by its array (in the message or its checksum)
+    assert f"{os.path.relpath(path, latest)} unreadable (" in warning, warning
+  with open(os.path.join(copy, "eval", "test", "accuracy.json")) as f:
+    assert json.load(f)["step"] == steps[-2]
+
+
+def test_a_record_changed_yet_still_json_is_not_trusted(trained, tmp_path):
+  """The record (loop position, shapes, checksums) carries its own checksum; a record without
+  one (written before it was kept) is trusted as before."""
+  _, steps, _ = trained
+  copy = _copy(trained, tmp_path)
+  periodic = checkpointing.Checkpoints(os.path.join(copy, "checkpoints"), 20)
+  path = os.path.join(copy, "checkpoints", str(steps[-1]), checkpointing.RECORD_FILE)
+  with open(path) as f:
+    record = json.load(f)
+  assert checkpointing.RECORD_CHECKSUM in record
+  with open(path, "w") as f:
+    json.dump(dict(record, epoch=record["epoch"] + 1), f)
+  assert periodic.data(steps[-1]) is None
+  with pytest.raises(checkpointing.CorruptCheckpoint,
+                     match=r"data/metadata changed on disk since it was saved \(checksum"):
+    periodic._record(steps[-1])  # pylint: disable=protected-access
+  del record[checkpointing.RECORD_CHECKSUM]
+  with open(path, "w") as f:
+    json.dump(record, f)
+  assert periodic.data(steps[-1])["epoch"] == record["epoch"]
+
+
+@pytest.mark.parametrize("edit,message", [
+    (lambda d: d["model"].update(fusion="mutn"), r"config model\.fusion='mutn': choose one of"),
+    (lambda d: d["train"].update(eval_batch_size=0), r"config train\.eval_batch_size=0: must be"),
+    (lambda d: d["train"].update(batch_size="16"), r"Could not override field 'batch_size'"),
+    (lambda d: d.update(data=5), r"Could not override field 'data'"),
+    (lambda d: d["data"].update(cache_dir=7), r"Could not override field 'cache_dir'"),
+    (lambda d: d["model"].update(hidden_dim=-3), r"config model\.hidden_dim=-3: must be positive$"),
+    (lambda d: d["model"].update(hidden_dim=None), r"config model\.hidden_dim=None: must be "),
+    (lambda d: d["model"].update(dropout=1.0),
+     r"config model\.dropout=1\.0: must be a number in \[0, 1\)$"),
+    (lambda d: d["optim"].update(lr=-1e-4), r"config optim\.lr=-0\.0001: must be a number >= 0$"),
+], ids=["fusion", "eval_batch_size", "batch_size_text", "data_section", "cache_dir_number",
+        "negative_size", "null_size", "dropout_one", "negative_lr"])
+def test_a_recorded_config_that_makes_no_sense_is_named(tmp_path, capsys, edit, message):
+  workdir = tmp_path / "w"
+  workdir.mkdir()
+  recorded = {**config_lib.to_dict(config_lib.base_config()), "recorded_in": "/elsewhere/w"}
+  edit(recorded)
+  (workdir / "config.json").write_text(json.dumps(recorded))
+  status, lines = _evaluate(capsys, "--workdir", str(workdir))
+  assert status == 2 and len(lines) == 1, lines
+  assert lines[0].startswith(f"rsvqa-jax evaluate: error: {workdir}/config.json: "), lines
+  assert re.search(message, lines[0]), lines
+
+
+@pytest.mark.parametrize("content,message", [
+    ({"answers": ["yes", "no", "yes"]}, "'answers' must be distinct strings"),
+    ({"answers": ["yes", 0]}, "'answers' must be distinct strings"),
+    ({"answers": [{}, "no"]}, "'answers' must be distinct strings"),
+    ({"answers": ["yes", "no"], "dropped": 5}, r"'dropped' must be an object"),
+], ids=["duplicate", "number", "object", "dropped"])
+def test_an_answer_vocabulary_that_makes_no_sense_is_named(tmp_path, content, message):
+  path = tmp_path / "answers.json"
+  path.write_text(json.dumps(content))
+  with pytest.raises(RSVQAError, match=f"{path}: {message}"):
+    answers.AnswerVocab.load(str(path))
+
+
+def test_resuming_on_other_training_data_names_the_checkpoint(tmp_path):
+  """One training question less: the saved data position no longer fits (it was a ValueError)."""
+  dataset, features = tiny_task(n_images=40)
+  workdir = str(tmp_path / "w")
+  c = tiny_config(batch_size=16, num_epochs=3, checkpoint_every_steps=4)
+  c.train.stop_after_steps = 4
+  loop.train(c, workdir, dataset=dataset, features=features, **QUIET)
+  c.train.stop_after_steps = 0
+  train = dataset.splits["train"]
+  fewer = dataclasses.replace(dataset, splits={
+      **dataset.splits, "train": train.select(np.arange(len(train)) > 0)})
+  with pytest.raises(RSVQAError, match=rf"checkpoint {workdir}/checkpoints/4: its data position "
+                                       r"does not fit the training data now .* dataset changed"):
+    loop.train(c, workdir, dataset=fewer, features=features, **QUIET)
+
+
+def test_a_damaged_metrics_line_is_left_out(tmp_path):
+  """Bytes that are not UTF-8 in metrics.jsonl lose their line, as a cut line does (resume, the
+  tables, shortcut selection read it); it was a UnicodeDecodeError."""
+  path = tmp_path / loop.METRICS_FILE
+  path.write_bytes(b'{"step": 1, "split": "train"}\n{"step": 2, "sp\xff\xfe": "val"}\n'
+                   b'{"step": 3, "split": "val", "oa": 0.5}\n')
+  assert [r["step"] for r in loop.read_metrics(str(tmp_path))] == [1, 3]
+  records = tables_cmd._records(str(path))  # pylint: disable=protected-access
+  assert [r["step"] for r in records] == [1, 3]
+
+
+@pytest.mark.parametrize("content", [[], {"oa": 0.5}, {"oa": 0.5, "aa": 0.5, "n": 2,
+                                                       "per_type": [], "per_type_n": {}}])
+def test_an_accuracy_table_that_makes_no_sense_is_named(tmp_path, content):
+  path = tmp_path / "accuracy.json"
+  path.write_text(json.dumps(content))
+  with pytest.raises(RSVQAError, match=f"{path}: not an accuracy table of rsvqa-jax evaluate"):
+    tables_cmd._accuracy(str(path))  # pylint: disable=protected-access
