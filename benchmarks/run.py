@@ -256,11 +256,12 @@ def markdown(results):
   return "\n".join(lines) + "\n"
 
 
-def write_results(out, results):
-  """results.json and, rendered from it alone, results.md."""
+def write_results(out, results, render=None):
+  """results.json and, rendered from it alone (by `render`, else this harness's markdown),
+  results.md; returns the markdown."""
   with open(os.path.join(out, "results.json"), "w", encoding="utf-8") as f:
     json.dump(results, f, indent=1, default=str)
-  text = markdown(results)
+  text = (render or markdown)(results)
   with open(os.path.join(out, "results.md"), "w", encoding="utf-8") as f:
     f.write(text)
   return text
