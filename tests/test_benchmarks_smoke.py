@@ -143,7 +143,7 @@ def test_flops_section_renders_shapes_and_overlap():
              "overlap": {"matmul": summary, "stream": summary, "together": summary,
                          "together_over_sum": summary}}
   text = "\n".join(run._md_flops(section))
-  assert "toy [4, 8] @ [8, 16]: of the peak JAX 1 (0.5-1.5), PyTorch -" in text
+  assert "toy `[4, 8] @ [8, 16]`: of the peak JAX 1 (0.5-1.5), PyTorch -" in text
   assert "both in one jit 1e+03 (500-1.5e+03) ms = 1 (0.5-1.5) of their sum" in text
 
 
