@@ -9,9 +9,8 @@ The study's dataset size (400 images x 20 questions; test: 40 images, 800 questi
 encoder (the small ResNet-18 pretrained on the synthetic train images' land cover), pretrained
 here at the tiles' own 256 x 256 for 10 epochs (2 to 3 minutes on 2 CPU cores) so that its
 final map has 8 x 8 positions of 128 channels (image.pretrain.image_size=256, image.map=true).
-Pretrained at the study's 64 x 64 and applied at 256 x 256 the map grounds far worse (presence
-mean IoU 6.8 against 14.8, docs/audits/grounding.md): the encoder must see the scale it runs
-at. model.head=attention weighs those positions with the question (models/attention.py);
+Pretrained at the study's 64 x 64 and applied at 256 x 256 the map grounds presence far worse
+(docs/audits/grounding.md): the encoder must see the scale it runs at. model.head=attention weighs those positions with the question (models/attention.py);
 argument `pooled` trains the paper's head on the mean of the same map (Grad-CAM gives its
 relevance maps), `blind` its visual-blind twin (a uniform map). LM: skipthoughts (random init,
 fine-tuned, as configs/synthetic_small.py) or distilbert (give a Hugging Face folder:

@@ -40,9 +40,11 @@ def test_every_quoted_block_has_its_markers_on_its_page():
   """The pages the commands copy a run's summaries into hold each block's markers once."""
   from rsvqa_jax.bias import report, shortcut_report  # pylint: disable=g-import-not-at-top
   from rsvqa_jax.commands import answerability  # pylint: disable=g-import-not-at-top
+  from tools import grounding_tables  # pylint: disable=g-import-not-at-top
   for page, begin, end in [("language_bias.md", report.DOCS_BEGIN, report.DOCS_END),
                            ("shortcuts.md", shortcut_report.DOCS_BEGIN, shortcut_report.DOCS_END),
-                           ("answerability.md", answerability.DOCS_BEGIN, answerability.DOCS_END)]:
+                           ("answerability.md", answerability.DOCS_BEGIN, answerability.DOCS_END),
+                           *[("grounding.md", *pair) for pair in grounding_tables.BLOCKS.values()]]:
     with open(os.path.join(ROOT, "docs", "audits", page), encoding="utf-8") as f:
       text = f.read()
     assert text.count(begin) == 1 and text.index(begin) < text.index(end), page
