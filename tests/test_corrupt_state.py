@@ -26,7 +26,7 @@ from rsvqa_jax.commands import tables as tables_cmd
 from rsvqa_jax.data import answers
 from rsvqa_jax.errors import RSVQAError
 from rsvqa_jax.train import checkpointing, loop
-from test_train_support import tiny_config, tiny_task
+from test_train_support import array_chunks, tiny_config, tiny_task
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 QUIET = dict(log=lambda m: None)
@@ -119,7 +119,7 @@ def test_every_file_of_every_checkpoint_flipped(trained, tmp_path, capsys):
   assert sorted(map(int, os.listdir(os.path.join(copy, "checkpoints.corrupted")))) == steps
 
 
-ARRAY_DATA = "state/ocdbt.process_0/d/LARGEST"  # the largest file: array chunks, no b-tree node
+ARRAY_DATA = "state/ocdbt.process_0/d/CHUNKS"  # the data file of the largest chunk read
 DAMAGES = {"flipped": flip_64_bytes, "cut": _cut, "emptied": _empty}
 
 
@@ -135,7 +135,7 @@ def test_one_damaged_file_is_named_and_an_older_checkpoint_used(trained, tmp_pat
   copy = _copy(trained, tmp_path)
   latest = os.path.join(copy, "checkpoints", str(steps[-1]))
   if name == ARRAY_DATA:
-    path = max(_files(os.path.join(latest, "state", "ocdbt.process_0", "d")), key=os.path.getsize)
+    path = array_chunks(latest)[0][0]
   else:
     path, = glob.glob(os.path.join(latest, name))
   DAMAGES[damage](path)

@@ -13,6 +13,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+import tensorstore as ts
 from flax import nnx
 
 from rsvqa_jax.data import records
@@ -41,14 +42,36 @@ def warnings_of_rsvqa_jax(caplog):
     logger.propagate = propagate
 
 
+def array_chunks(step_folder):
+  """(path, offset, length) of every array chunk stored outside the b-tree that the OCDBT
+  database of `step_folder`/state reads, largest first.
+
+  Not every data file is read: OCDBT only appends, and orbax's merge of the per-process databases
+  into the root leaves the per-process b-tree nodes, and chunks written again, behind; damaging
+  those changes nothing a restore reads (it is no corruption), so a test damages what is read.
+  """
+  state = os.path.join(step_folder, "state")
+  base = ts.KvStore.open({"driver": "file", "path": state + "/"}).result()
+  found, todo = [], [ts.ocdbt.dump(base).result()["versions"][-1]["root"]["location"]]
+  while todo:
+    for entry in ts.ocdbt.dump(base, todo.pop()).result()["entries"]:
+      for field, location in entry.items():
+        if field == "indirect_value":  # value:PREFIX:d/FILE:OFFSET:LENGTH
+          _, prefix, name, offset, length = location.split(":")
+          found.append((os.path.join(state, prefix, name), int(offset), int(length)))
+        elif isinstance(location, str) and location.startswith("btreenode:"):
+          todo.append(location)
+  assert found, f"{state}: no array chunk outside the b-tree"
+  return sorted(found, key=lambda chunk: -chunk[2])
+
+
 def flip_bytes(folder):
-  """Flips bytes in the middle of the largest file under `folder` (an array's data)."""
-  files = [os.path.join(d, f) for d, _, fs in os.walk(folder) for f in fs]
-  path = max(files, key=os.path.getsize)
+  """Flips 16 bytes in the middle of the largest array chunk the checkpoint `folder` reads."""
+  path, offset, length = array_chunks(folder)[0]
   with open(path, "r+b") as f:
-    f.seek(os.path.getsize(path) // 2)
+    f.seek(offset + length // 2)
     chunk = bytearray(f.read(16))
-    f.seek(os.path.getsize(path) // 2)
+    f.seek(offset + length // 2)
     f.write(bytes(b ^ 0xFF for b in chunk))
 
 
