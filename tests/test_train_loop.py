@@ -82,6 +82,21 @@ def test_workdir_of_another_config_is_refused(task, finished):
     loop.train(c, finished[0], dataset=task[0], features=task[1])
 
 
+def test_a_refused_batch_size_leaves_the_workdir_free_for_a_fixed_config(task, tmp_path):
+  """A config refused before training (a batch larger than the training set) is not recorded:
+  rerun with the value the error offers, the same workdir trains instead of being 'a run of
+  another config'."""
+  workdir = str(tmp_path / "w")
+  c = _config()
+  c.train.batch_size = 4096
+  with pytest.raises(RSVQAError, match=r"train.batch_size=4096: larger than the (\d+) training "
+                     r"samples; set train.batch_size to \1 or less"):
+    loop.train(c, workdir, dataset=task[0], features=task[1])
+  assert not os.path.exists(os.path.join(workdir, checkpointing.CONFIG_FILE))
+  c.train.batch_size, c.train.num_epochs = len(task[0]["train"]), 1
+  assert loop.train(c, workdir, dataset=task[0], features=task[1], log=lambda m: None)["finished"]
+
+
 def test_checkpoint_with_other_shapes_is_refused(finished):
   mgr = checkpointing.Checkpoints(os.path.join(finished[0], "checkpoints"), 2)
   items = jax.device_get(finished[1]["state"].checkpoint_items())

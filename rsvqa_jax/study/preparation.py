@@ -42,7 +42,28 @@ def dataset(study, balanced):
                              balanced=balanced or s.balanced_data, questions_per_image=qpi)
   if time.time() - started > 1:
     study.timings.record(f"data/{'balanced' if balanced else 'main'}", time.time() - started)
-  return rsvqa_json.read_dataset(root, s.variant), root, s.variant
+  ds = rsvqa_json.read_dataset(root, s.variant)
+  _check_trainable(study, ds, balanced)
+  return ds, root, s.variant
+
+
+def _check_trainable(study, ds, balanced):
+  """Refuses a generated dataset too small for the study's runs, naming the keys that size it,
+  before any run trains on it (a run would stop on it later, the study half done)."""
+  prefix = "study.balanced." if balanced else "study."
+  images = study.s.balanced.images if balanced else study.s.images
+  data = study.config.data
+  for split in (data.train_split, data.val_split, study.s.split):
+    if split in ds.splits and len(ds.splits[split]) == 0:
+      off = " or set study.balanced.enabled=false" if balanced else ""
+      raise RSVQAError(f"{ds.root}: {images} generated images ({prefix}images) left split "
+                       f"{split!r} without a question; raise {prefix}images{off}")
+  batch = study.config.train.batch_size
+  n_train = len(ds.splits[data.train_split]) if data.train_split in ds.splits else 0
+  if n_train < batch:
+    raise RSVQAError(f"{ds.root}: {n_train} training questions from {images} generated images "
+                     f"({prefix}images), fewer than train.batch_size={batch}; raise "
+                     f"{prefix}images or set train.batch_size to {n_train} or less")
 
 
 def features(study, ds, root, name):

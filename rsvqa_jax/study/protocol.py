@@ -69,6 +69,8 @@ class Study:
     self.progress(f"study in {self.dir}")
     ds, root, name = self.dataset(balanced=False)
     self.progress(f"dataset {root}: {preparation.sizes(ds)}")
+    if s.synthetic and s.balanced.enabled:
+      self.dataset(balanced=True)  # generated now: one too small is refused before runs train
     if s.split not in ds.splits:
       raise RSVQAError(f"config study.split={s.split}: the dataset has {sorted(ds.splits)}")
     feats = self.features(ds, root, name)

@@ -54,7 +54,7 @@ def run_one(study, cfg, workdir, ds, feats, label, attack=True):
   run; returns its results. Counts the runs it trained in `study.trained`."""
   split = study.s.split
   acc_path, _ = outputs.accuracy_paths(workdir, split)
-  checkpointing.check_or_record_config(workdir, cfg)
+  checkpointing.check_or_record_config(workdir, cfg, record=False)  # loop.train records it
   if not os.path.exists(acc_path):
     started = time.time()
     summary = loop.train(cfg, workdir, dataset=ds, features=feats, log=study.progress)

@@ -112,7 +112,8 @@ def _schedule(config, n_train, mesh):
   shard_len = n_train // jax.process_count()
   if shard_len < layout.local:
     raise RSVQAError(f"config train.batch_size={config.train.batch_size}: larger than the "
-                     f"{n_train} training samples")
+                     f"{n_train} training samples; set train.batch_size to "
+                     f"{shard_len * jax.process_count()} or less")
   steps_per_epoch = shard_len // layout.local
   return layout, steps_per_epoch, config.train.num_epochs * steps_per_epoch
 
@@ -226,9 +227,9 @@ def train(config, workdir, *, dataset=None, features=None, log=_log.info, augmen
 def _train(config, workdir, dataset, features, augment_features, log):
   t = config.train
   run, positional = _build(config, workdir, dataset, features, augment_features, log)
-  checkpointing.check_or_record_config(workdir, config)  # recorded once the config proved usable
   train_cols = run.columns[config.data.train_split]
   layout, steps_per_epoch, total_steps = _schedule(config, len(train_cols.lengths), run.mesh)
+  checkpointing.check_or_record_config(workdir, config)  # recorded once the config proved usable
   periodic = checkpointing.Checkpoints(os.path.join(workdir, "checkpoints"), t.keep_checkpoints)
   best = checkpointing.Checkpoints(os.path.join(workdir, "best"), 1)
   iterator = pipeline.batch_iterator(
