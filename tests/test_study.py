@@ -129,22 +129,21 @@ def test_shortcuts_stage_is_checked_before_anything_runs(tmp_path):
   assert not study.Study(c, str(tmp_path / "b")).runs_shortcuts()
 
 
-def test_generated_sets_too_small_are_refused_before_any_run_trains(tmp_path):
+@pytest.mark.parametrize("overrides,message", [
+    (["study.images=8", "study.questions_per_image=4"],
+     r"data/main: 2\d training questions from 8 generated images \(study.images\), fewer than "
+     r"train.batch_size=32; raise study.images or set train.batch_size to 2\d or less"),
+    (["study.balanced.images=8", "study.balanced.questions_per_image=4"],
+     r"data/balanced: 8 generated images \(study.balanced.images\) left split 'val' without a "
+     r"question; raise study.balanced.images or set study.balanced.enabled=false")])
+def test_generated_sets_too_small_are_refused_before_any_run_trains(tmp_path, overrides, message):
   """A synthetic study sized below its batch, or with a balanced twin whose validation split
   came out empty, stops at once naming the study keys to raise, not after the grid trained."""
   c = micro_config()
-  config_lib.apply_overrides(c, ["study.images=8", "study.questions_per_image=4"])
-  with pytest.raises(RSVQAError, match=r"data/main: 2\d training questions from 8 generated "
-                     r"images \(study.images\), fewer than train.batch_size=32; raise study.images "
-                     r"or set train.batch_size to 2\d or less"):
-    study.run_study(c, str(tmp_path / "a"), log=lambda _: None)
-  c = micro_config()
-  config_lib.apply_overrides(c, ["study.balanced.images=8", "study.balanced.questions_per_image=4"])
-  with pytest.raises(RSVQAError, match=r"data/balanced: 8 generated images "
-                     r"\(study.balanced.images\) left split 'val' without a question; raise "
-                     r"study.balanced.images or set study.balanced.enabled=false"):
-    study.run_study(c, str(tmp_path / "b"), log=lambda _: None)
-  assert not os.path.exists(tmp_path / "b" / "runs")  # refused before the grid's first run
+  config_lib.apply_overrides(c, overrides)
+  with pytest.raises(RSVQAError, match=message):
+    study.run_study(c, str(tmp_path / "s"), log=lambda _: None)
+  assert not os.path.exists(tmp_path / "s" / "runs")  # refused before the grid's first run
 
 
 def test_each_summary_goes_to_the_page_holding_its_markers(tmp_path):
