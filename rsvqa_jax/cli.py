@@ -147,14 +147,42 @@ def main(argv=None):
     print(f"rsvqa-jax {args.command}: error: {e}", file=sys.stderr)
     return 2
   except OSError as e:
-    if e.errno != errno.ENOSPC:
-      raise
-    print(f"rsvqa-jax {args.command}: error: {e.filename or 'a file'}: no space left on device; "
-          "free some space and run the same command again (it resumes)", file=sys.stderr)
+    if e.errno == errno.ENOSPC:
+      print(f"rsvqa-jax {args.command}: error: {e.filename or 'a file'}: no space left on device; "
+            "free some space and run the same command again (it resumes)", file=sys.stderr)
+    else:
+      print(f"rsvqa-jax {args.command}: error: {os_error_line(e)}", file=sys.stderr)
     return 2
   except KeyboardInterrupt:
     print(f"rsvqa-jax {args.command}: interrupted", file=sys.stderr)
     return 130
+  except Exception as e:  # pylint: disable=broad-exception-caught
+    if os.environ.get(SHOW_TRACEBACK, "") not in ("", "0"):
+      raise
+    print(f"rsvqa-jax {args.command}: error: {unexpected_line(e)} (an input this command does not "
+          f"check yet; {SHOW_TRACEBACK}=1 shows where)", file=sys.stderr)
+    return 2
+
+
+SHOW_TRACEBACK = "RSVQA_JAX_TRACEBACK"
+
+
+def os_error_line(error):
+  """'PATH: what' of an OSError from the system (a file where a folder is expected, a folder
+  where a file is, no permission, ...), as the one line of the CLI."""
+  paths = [p for p in (error.filename, error.filename2) if p is not None]
+  what = (error.strerror or str(error)).lower()
+  if error.errno in (errno.EEXIST, errno.ENOTDIR):
+    what += " (a file stands where a folder is needed)"
+  elif error.errno == errno.EISDIR:
+    what += " (a folder stands where a file is needed)"
+  return f"{' -> '.join(map(str, paths))}: {what}" if paths else what
+
+
+def unexpected_line(error):
+  """'Type: first line of the message' of an exception no check of ours caught."""
+  lines = str(error).strip().splitlines()
+  return f"{type(error).__name__}: {lines[0]}" if lines else type(error).__name__
 
 
 EXIT_STATUS = {signal.SIGINT: 130, signal.SIGTERM: 143}

@@ -15,6 +15,7 @@ import importlib.resources
 import importlib.util
 import json
 import os
+import traceback
 
 import ml_collections
 
@@ -301,10 +302,20 @@ CHOICES = {
 }
 
 
-# Numeric keys and the interval each must lie in: (low, high, whether low itself is allowed).
-# A value outside (a negative size, a dropout of 1, a null from a hand-edited config.json) is one
-# line here instead of a traceback deep in the model build or the first step.
-POSITIVE, NON_NEGATIVE, FRACTION = (0, None, False), (0, None, True), (0, 1, True)
+# Numeric keys and the interval each must lie in: (low, high (excluded) or None, whether low itself
+# is allowed, the types allowed, what the error says the value must be). A value outside (a
+# negative size, a dropout of 1, a null from a hand-edited config.json) is one line here instead of
+# a traceback deep in the model build or the first step. A key holding a list (study.seeds) has
+# each entry checked.
+POSITIVE = (0, None, False, (int, float), "positive")
+NON_NEGATIVE = (0, None, True, (int, float), "a number >= 0")
+FRACTION = (0, 1, True, (int, float), "a number in [0, 1)")
+# Token widths (train.length_buckets): data/tokenizers.bucket_length pads a question to the
+# smallest width that holds it, beyond the largest to a multiple of it (0: a division by zero).
+WIDTH = (0, None, False, int, "a positive integer")
+# Seeds: numpy refuses a negative one and JAX overflows past 64 bits, both late; a 32-bit JAX key
+# (no x64) keeps only the low 32 bits, so a larger seed would silently repeat a smaller one.
+SEED = (0, 2**32, True, int, "an integer in [0, 2**32)")
 RANGES = {
     **dict.fromkeys((
         "data.synthetic_questions_per_image", "image.batch_size", "image.width",
@@ -320,37 +331,57 @@ RANGES = {
         "image.pretrain.weight_decay", "image.pretrain.fraction_weight", "optim.lr",
         "optim.text_lr", "train.stop_after_steps"), NON_NEGATIVE),
     **dict.fromkeys(("model.dropout", "text.dropout", "optim.b1", "optim.b2"), FRACTION),
+    "train.length_buckets": WIDTH,
+    **dict.fromkeys((
+        "seed", "data.synthetic_seed", "image.seed", "image.pretrain.seed", "study.data_seed",
+        "study.adv_seed", "study.seeds", "study.balanced.seeds", "study.shortcuts.seed",
+        "study.shortcuts.seeds", "answerability.pool_seed", "answerability.study.seeds"), SEED),
 }
+# List keys that must not be empty, and what to give instead: every question is padded to a bucket
+# of train.length_buckets, so none is an IndexError later. (Their order does not matter: every
+# reader sorts them.)
+NON_EMPTY = {"train.length_buckets": "one token width at least, such as (64,) for a single width"}
 
 
 def _lookup(config, key):
   """The value of a dotted key, or None where the config lacks it."""
   node = config
   for part in key.split("."):
-    node = node[part] if part in node else None
+    node = node[part] if isinstance(node, ml_collections.ConfigDict) and part in node else None
     if node is None:
       return None
   return node
 
 
+def _outside(value, interval):
+  """Whether one value lies outside an interval of RANGES (or is not of its types; a NaN, which
+  no comparison holds for, lies outside every interval)."""
+  low, high, low_ok, types, _ = interval
+  return (not isinstance(value, types) or isinstance(value, bool) or
+          not (value > low or (low_ok and value == low)) or (high is not None and not value < high))
+
+
 def check(config):
   """One-line RSVQAError for a value outside its key's choices (see CHOICES) or its interval (see
-  RANGES), before a run creates or records anything."""
+  RANGES, NON_EMPTY), before a run creates or records anything. Keys the config lacks (the study
+  keys of a training config) are skipped."""
   for key, allowed in CHOICES.items():
     node = _lookup(config, key)
     if node is not None and node not in allowed:
       raise RSVQAError(f"config {key}={node!r}: choose one of {', '.join(allowed)}")
-  for key, (low, high, low_ok) in RANGES.items():
-    section = _lookup(config, key.rsplit(".", 1)[0])
-    if section is None or key.rsplit(".", 1)[1] not in section:
+  for key, interval in RANGES.items():
+    section, _, name = key.rpartition(".")
+    node = _lookup(config, section) if section else config
+    if node is None or name not in node:
       continue
-    value = section[key.rsplit(".", 1)[1]]
-    number = isinstance(value, (int, float)) and not isinstance(value, bool)
-    if not number or value < low or (value == low and not low_ok) or (
-        high is not None and value >= high):
-      want = ("a number >= 0" if (low, high, low_ok) == NON_NEGATIVE else
-              "a number in [0, 1)" if high is not None else "positive")
-      raise RSVQAError(f"config {key}={value!r}: must be {want}")
+    value = node[name]
+    listed = isinstance(value, (tuple, list))
+    for entry in value if listed else (value,):
+      if _outside(entry, interval):
+        which = f"{entry!r} " if listed else ""
+        raise RSVQAError(f"config {key}={value!r}: {which}must be {interval[-1]}")
+    if listed and not value and key in NON_EMPTY:
+      raise RSVQAError(f"config {key}={value!r}: give {NON_EMPTY[key]}")
 
 
 def is_random(checkpoint):
@@ -425,16 +456,46 @@ def config_path(name):
 
 
 def load(spec):
-  """ConfigDict from `path.py` or `path.py:arg` (arg passed to get_config as a string)."""
+  """ConfigDict from `path.py` or `path.py:arg` (arg passed to get_config as a string).
+
+  A config file is code someone edits by hand: anything it gets wrong (a syntax error, a failing
+  import, an exception or a value of the wrong type in get_config, a result that is not a
+  ConfigDict) is one RSVQAError naming the file and, where known, its line. An RSVQAError the file
+  raises on purpose (apply_flags, argument_error) goes through unchanged.
+  """
   name, _, arg = spec.partition(":")
   path = config_path(name)
-  module_spec = importlib.util.spec_from_file_location(
-      "rsvqa_config_" + os.path.splitext(os.path.basename(path))[0], path)
-  module = importlib.util.module_from_spec(module_spec)
-  module_spec.loader.exec_module(module)
-  if not hasattr(module, "get_config"):
-    raise RSVQAError(f"{path}: defines no get_config()")
-  return module.get_config(arg) if arg else module.get_config()
+  if not path.endswith(".py"):  # importlib finds no loader for another suffix
+    raise RSVQAError(f"{path}: not a config file: give a Python file (.py) defining get_config()")
+  try:
+    module_spec = importlib.util.spec_from_file_location(
+        "rsvqa_config_" + os.path.splitext(os.path.basename(path))[0], path)
+    module = importlib.util.module_from_spec(module_spec)
+    module_spec.loader.exec_module(module)
+    if not hasattr(module, "get_config"):
+      raise RSVQAError(f"{path}: defines no get_config()")
+    config = module.get_config(arg) if arg else module.get_config()
+  except RSVQAError:
+    raise
+  except Exception as e:  # pylint: disable=broad-exception-caught
+    raise _failure(path, e) from None
+  if not isinstance(config, ml_collections.ConfigDict):
+    got = "None" if config is None else f"a {type(config).__name__}"
+    raise RSVQAError(f"{path}: get_config() returned {got}, not an "
+                     "ml_collections.ConfigDict (start from config.base_config())")
+  return config
+
+
+def _failure(path, error):
+  """RSVQAError 'PATH line N: Type: message' of an exception raised while a config file ran; N is
+  the innermost line of the file on the way (a SyntaxError in the file: its own line)."""
+  same = lambda f: f is not None and os.path.abspath(f) == os.path.abspath(path)
+  lines = [f.lineno for f in traceback.extract_tb(error.__traceback__) if same(f.filename)]
+  message = str(error)
+  if isinstance(error, SyntaxError) and same(error.filename):
+    lines, message = [error.lineno], error.msg
+  where = f" line {lines[-1]}" if lines and lines[-1] else ""
+  return RSVQAError(f"{path}{where}: {type(error).__name__}: {' '.join(message.split())}")
 
 
 def _parse_literal(text):

@@ -145,11 +145,79 @@ def test_numbers_outside_their_interval_are_one_line(override, message):
 
 
 def test_every_ranged_key_exists():
-  """A renamed key would leave its interval checking nothing."""
+  """A renamed key would leave its interval checking nothing (the study and answerability keys
+  in their sections, which only the configs that need them have)."""
   c = config_lib.base_config()
-  for key in config_lib.RANGES:
-    section, name = key.rsplit(".", 1)
+  c.study = config_lib.study_defaults()
+  c.answerability = config_lib.answerability_section()
+  for key in list(config_lib.RANGES) + list(config_lib.NON_EMPTY):
+    section, _, name = key.rpartition(".")
     node = c
-    for part in section.split("."):
+    for part in filter(None, section.split(".")):
       node = node[part]
     assert name in node, key
+
+
+_FROM = "from rsvqa_jax import config\n"
+
+
+@pytest.mark.parametrize("name,text,message", [
+    ("c.py", "def get_config(:\n", "c.py line 1: SyntaxError: "),
+    ("c.py", 'X = "\xff"\n', "c.py line 1: SyntaxError: (unicode error) 'utf-8' codec"),
+    ("c.py", "def get_config():\n  x = 1\n  raise ValueError('boom')\n",
+     "c.py line 3: ValueError: boom"),
+    ("c.py", "import no_such_module_here\n",
+     "c.py line 1: ModuleNotFoundError: No module named 'no_such_module_here'"),
+    ("c.json", "{}", "c.json: not a config file: give a Python file (.py)"),
+    ("c.py", "def get_config():\n  return {}\n", "c.py: get_config() returned a dict, not an"),
+    ("c.py", "def get_config():\n  pass\n", "c.py: get_config() returned None, not an"),
+    ("c.py", _FROM + "def get_config():\n  c = config.base_config()\n  c.train.batch_size = 'big'\n"
+     "  return c\n", "c.py line 4: TypeError: Could not override field 'batch_size'"),
+    ("c.py", "X = 1\n", "c.py: defines no get_config()"),
+], ids=["syntax", "not-utf8", "raises", "import", "not-py", "dict", "none", "wrong-type",
+        "no-get-config"])
+def test_a_broken_config_file_is_one_line_naming_it(tmp_path, name, text, message):
+  path = tmp_path / name
+  path.write_bytes(text.encode("latin-1"))
+  with pytest.raises(RSVQAError) as refused:
+    config_lib.load(str(path))
+  assert str(refused.value).startswith(f"{path}{message[len(name):]}"), str(refused.value)
+  assert "\n" not in str(refused.value)
+
+
+def test_a_config_files_own_error_goes_through_unchanged(tmp_path, capsys):
+  path = tmp_path / "c.py"
+  path.write_text(_FROM + "def get_config(arg=''):\n"
+                  "  return config.apply_flags(config.base_config(), arg, 'c.py')\n")
+  with pytest.raises(RSVQAError, match=r"^c\.py:bad: unknown flag 'bad' \(blind, frozen\)$"):
+    config_lib.load(f"{path}:bad")
+  assert cli.main(["config", "--config", str(tmp_path / "x.json")]) == 2  # missing: as before
+  (tmp_path / "d.py").write_text("def get_config(:\n")
+  assert cli.main(["config", "--config", str(tmp_path / "d.py")]) == 2
+  assert capsys.readouterr().err.splitlines()[-1] == (
+      f"rsvqa-jax config: error: {tmp_path / 'd.py'} line 1: SyntaxError: invalid syntax")
+
+
+@pytest.mark.parametrize("override,message", [
+    ("train.length_buckets=[1,'a']", "(1, 'a'): 'a' must be a positive integer"),
+    ("train.length_buckets=[]", "(): give one token width at least"),
+    ("train.length_buckets=[0]", "(0,): 0 must be a positive integer"),
+    ("train.length_buckets=[-5, 8]", "(-5, 8): -5 must be a positive integer"),
+    ("train.length_buckets=[8, True]", "(8, True): True must be a positive integer"),
+    ("seed=-1", "-1: must be an integer in [0, 2**32)"),
+    ("seed=99999999999999999999999", "99999999999999999999999: must be an integer in [0, 2**32)"),
+    ("data.synthetic_seed=4294967296", "4294967296: must be an integer in [0, 2**32)"),
+    ("study.data_seed=-1", "-1: must be an integer in [0, 2**32)"),
+    ("study.seeds=(0, -1)", "(0, -1): -1 must be an integer in [0, 2**32)"),
+    ("study.shortcuts.seeds=(4294967296,)", "(4294967296,): 4294967296 must be an integer in"),
+])
+def test_bad_buckets_and_seeds_are_one_line(override, message):
+  c = config_lib.base_config()
+  c.study = config_lib.study_defaults()
+  config_lib.apply_overrides(c, ["seed=4294967295", "train.length_buckets=(16, 8)",
+                                 "study.seeds=(0, 4294967295)"])
+  config_lib.check(c)  # the extremes inside, and buckets in any order
+  config_lib.apply_overrides(c, [override])
+  with pytest.raises(RSVQAError) as refused:
+    config_lib.check(c)
+  assert str(refused.value).startswith(f"config {override.split('=')[0]}={message}")

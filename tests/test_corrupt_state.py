@@ -244,3 +244,24 @@ def test_an_accuracy_table_that_makes_no_sense_is_named(tmp_path, content):
   path.write_text(json.dumps(content))
   with pytest.raises(RSVQAError, match=f"{path}: not an accuracy table of rsvqa-jax evaluate"):
     tables_cmd._accuracy(str(path))  # pylint: disable=protected-access
+
+
+GOOD_TABLE = {"oa": 0.5, "aa": 0.5, "n": 4, "per_type": {"count": 0.5, "comp": float("nan")},
+              "per_type_n": {"count": 4, "comp": 0}}
+
+
+@pytest.mark.parametrize("edit,named", [
+    ({"oa": 5.0}, "oa is 5.0"), ({"oa": float("nan")}, "oa is nan"), ({"n": -1}, "n is -1"),
+    ({"n": 2.5}, "n is 2.5"), ({"aa": -0.1}, "aa is -0.1"),
+    ({"per_type": {"count": "a", "comp": 0.0}}, "per_type.count is 'a'"),
+    ({"per_type": {"count": float("nan"), "comp": 0.0}}, "per_type.count is nan"),
+    ({"per_type": {"count": 0.5}}, "per_type has types ['count'] and per_type_n ['comp', 'count']")])
+def test_an_accuracy_table_with_impossible_values_is_named(tmp_path, edit, named):
+  """Values no evaluation writes (Table 2 read an OA of 5.0 as 500.00) name the key; a type
+  without questions may read NaN."""
+  path = tmp_path / "accuracy.json"
+  path.write_text(json.dumps(GOOD_TABLE))
+  assert tables_cmd._accuracy(str(path)) is not None  # pylint: disable=protected-access
+  path.write_text(json.dumps({**GOOD_TABLE, **edit}))
+  with pytest.raises(RSVQAError, match=re.escape(f"{path}: {named}, which no evaluation writes")):
+    tables_cmd._accuracy(str(path))  # pylint: disable=protected-access

@@ -27,6 +27,7 @@ from rsvqa_jax.bias import predictions
 from rsvqa_jax.bias import shortcut_report
 from rsvqa_jax.bias import shortcuts
 from rsvqa_jax.bias import tables
+from rsvqa_jax.commands import argument_types
 from rsvqa_jax.data import other_datasets
 from rsvqa_jax.errors import RSVQAError
 
@@ -46,7 +47,8 @@ def add_arguments(parser):
   parser.add_argument("--adversarial-predictions",
                       help="CSV like --predictions, from the same model under adversarial testing; "
                            "a `repeat` column holds K repeats, averaged")
-  parser.add_argument("--top-k", type=int, default=8, help="answers shown per type in Figure 7")
+  parser.add_argument("--top-k", type=argument_types.positive_int, default=8,
+                      help="answers shown per type in Figure 7")
   parser.add_argument("--shortcuts", metavar="O",
                       help="also score --predictions on the IID test split and the OOD sets of "
                            "this shortcut benchmark folder (--data: its O/data)")

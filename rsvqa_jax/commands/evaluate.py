@@ -21,7 +21,7 @@ DIR/eval/SPLIT/counterfactual.{json,csv,md,tex} and counterfactual_edits.csv.
 import glob
 import json
 
-from rsvqa_jax.commands import common
+from rsvqa_jax.commands import argument_types, common
 from rsvqa_jax.errors import RSVQAError
 
 
@@ -39,7 +39,7 @@ def add_arguments(parser):
                       help="adversarial testing: answer with a substituted image")
   parser.add_argument("--repeats", type=int, default=10,
                       help="substitutions per question for --adversarial (default: 10)")
-  parser.add_argument("--adv-seed", type=int, default=0,
+  parser.add_argument("--adv-seed", type=argument_types.seed, default=0,
                       help="seed of the substitutions (and of the noise images)")
   parser.add_argument("--pool", choices=("dataset", "split"), default=None,
                       help="images --adversarial random draws from: every image of the dataset "

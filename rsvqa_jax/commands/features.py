@@ -17,6 +17,7 @@ cached are reused; each line printed names an entry folder.
 """
 import os
 
+from rsvqa_jax.commands import argument_types
 from rsvqa_jax.errors import RSVQAError
 
 
@@ -42,7 +43,8 @@ def add_arguments(parser):
                            "rot90, rot180, rot270")
   parser.add_argument("--kinds", default="clean",
                       help="pixel kinds: 'all' or a comma list of clean, white, black, noise")
-  parser.add_argument("--noise-seed", type=int, default=0, help="seed of the noise kind")
+  parser.add_argument("--noise-seed", type=argument_types.seed, default=0,
+                      help="seed of the noise kind")
   parser.add_argument("--arch", help="image.arch: resnet18 ... resnet152 or synthetic_resnet")
   parser.add_argument("--checkpoint",
                       help="image.checkpoint: ResNet weights file or HF folder, or 'random' for "
@@ -54,7 +56,7 @@ def add_arguments(parser):
                       help="pretrain the synthetic_resnet on the train split first, unless its "
                            "folder holds one of these settings")
   parser.add_argument("--image-size", type=int, help="image.image_size (0 = native)")
-  parser.add_argument("--batch-size", type=int, help="image.batch_size")
+  parser.add_argument("--batch-size", type=argument_types.positive_int, help="image.batch_size")
   parser.add_argument("--map", action="store_true", help="also keep the final spatial map")
 
 
@@ -71,6 +73,7 @@ def settings(args):
       image[flag] = getattr(args, flag)
   if args.map:
     image.map = True
+  config_lib.check(config)  # the flags' values too: a negative --image-size, say
   return config_lib.image_config(image, cache), cache
 
 

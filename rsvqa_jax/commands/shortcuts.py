@@ -13,6 +13,7 @@ section and cache of --config, or the flags, as `rsvqa-jax features` reads them)
 """
 import os
 
+from rsvqa_jax.commands import argument_types
 from rsvqa_jax.errors import RSVQAError
 
 
@@ -23,7 +24,8 @@ def add_arguments(parser):
   parser.add_argument("--out", required=True,
                       help="benchmark folder to write (replaced whole if it holds an earlier "
                            "benchmark; refused if it holds anything else)")
-  parser.add_argument("--seed", type=int, default=0, help="seed of the 70/5/25 re-split")
+  parser.add_argument("--seed", type=argument_types.seed, default=0,
+                      help="seed of the 70/5/25 re-split")
   parser.add_argument("--unit", choices=("image", "question"), default="image",
                       help="what the re-split draws: whole images (default: no image in two "
                            "splits) or single questions (the paper's draw)")

@@ -9,7 +9,7 @@ dataset there is replaced, and a folder of anything else is refused.
 """
 import time
 
-from rsvqa_jax.commands import answerability
+from rsvqa_jax.commands import answerability, argument_types
 from rsvqa_jax.data import synthetic
 from rsvqa_jax.data import synthetic_xben
 from rsvqa_jax.errors import RSVQAError
@@ -27,12 +27,13 @@ def add_arguments(parser):
                            "no image files)")
   parser.add_argument("--images", type=int,
                       help="number of images (default: 772 for lr, 400 for hr, 590326 for xben)")
-  parser.add_argument("--seed", type=int, default=0, help="same seed, byte-identical dataset")
+  parser.add_argument("--seed", type=argument_types.seed, default=0,
+                      help="same seed, byte-identical dataset")
   parser.add_argument("--questions-per-image", type=int,
                       help="questions drawn per image (default: 100 for lr and hr, as RSVQA LR "
                            "has about 100; 25 for xben)")
   prior = parser.add_mutually_exclusive_group()
-  prior.add_argument("--prior-strength", type=float, default=1.0,
+  prior.add_argument("--prior-strength", type=argument_types.non_negative_float, default=1.0,
                      help="language prior: 1 = real RSVQA priors, 0 = uniform per type, "
                           ">1 stronger")
   prior.add_argument("--balanced", action="store_true",

@@ -11,6 +11,7 @@ figure8_lr (bias/tables.py layouts) as CSV, Markdown and LaTeX under --out, and 
 Markdown.
 """
 import json
+import math
 import os
 
 from rsvqa_jax.errors import RSVQAError
@@ -63,7 +64,29 @@ def _accuracy(path):
   if not ok:
     raise RSVQAError(f"{path}: not an accuracy table of rsvqa-jax evaluate (oa, aa, n, per_type, "
                      "per_type_n); evaluate the workdir again")
+  wrong = _out_of_range(table)
+  if wrong:
+    raise RSVQAError(f"{path}: {wrong}, which no evaluation writes; evaluate the workdir again")
   return table
+
+
+def _out_of_range(table):
+  """'KEY is VALUE' for the first value of an accuracy table no evaluation can give, or None:
+  a count that is not a whole number >= 0, an accuracy outside [0, 1] (NaN only where there is
+  no question), per-type keys that differ between per_type and per_type_n."""
+  count = lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0
+  share = lambda v, n: (isinstance(v, (int, float)) and not isinstance(v, bool)
+                        and (0 <= v <= 1 or (math.isnan(v) and n == 0)))
+  if set(table["per_type"]) != set(table["per_type_n"]):
+    return (f"per_type has types {sorted(table['per_type'])} and per_type_n "
+            f"{sorted(table['per_type_n'])}")
+  checks = [("n", table["n"], count(table["n"])),
+            ("oa", table["oa"], share(table["oa"], table["n"])),
+            ("aa", table["aa"], share(table["aa"], 0))]
+  for t, v in table["per_type"].items():
+    n = table["per_type_n"][t]
+    checks += [(f"per_type_n.{t}", n, count(n)), (f"per_type.{t}", v, count(n) and share(v, n))]
+  return next((f"{key} is {value!r}" for key, value, good in checks if not good), None)
 
 
 def workdirs(root):

@@ -19,9 +19,11 @@ The entry is named by storage.identity_key of the nine files' sha256 (storage.fi
 hashes each file once and keeps the digest while its size, mtime, ctime and inode stay), so a
 changed file gives a new entry and the old one is removed; it is written whole or not at all
 (storage.cached), by one process at a time (a second one waits for the first's entry instead of
-building it again). The cache lives in `.columnar/` inside the
-dataset folder, or, when that folder is read-only, under $XDG_CACHE_HOME (default ~/.cache)/
-rsvqa_jax/columnar/.
+building it again). Its manifest also records the sha256 of each file of the entry, checked
+(through storage.file_digests too) whenever the entry is opened: an entry with a file missing,
+damaged or cut short is named in a WARNING and built again from the JSON files. The cache lives
+in `.columnar/` inside the dataset folder, or, when that folder is read-only, under
+$XDG_CACHE_HOME (default ~/.cache)/rsvqa_jax/columnar/.
 """
 import array
 import hashlib
@@ -37,7 +39,7 @@ from rsvqa_jax.data import records
 from rsvqa_jax.data import split_files
 from rsvqa_jax.errors import RSVQAError
 
-VERSION = 1
+VERSION = 2  # 2: the manifest records the sha256 of each file
 CACHE_DIR = ".columnar"
 DIGESTS = "digests.json"
 VOCAB = "vocab.json"
@@ -67,21 +69,43 @@ def ensure(root, name, parent=None):
     if not os.path.isfile(path):
       split_files.load_json(path)  # its one-line error: missing, a directory, a link loop
   parent = parent or cache_parent(root)
-  digests = storage.file_digests(paths, os.path.join(parent, DIGESTS))
+  _folder_or_absent(parent)
+  index = os.path.join(parent, DIGESTS)
+  digests = storage.file_digests(paths, index)
   identity = {"version": VERSION, "dataset": name,
               "sources": {os.path.basename(p): d for p, d in zip(paths, digests)}}
   key = storage.identity_key(identity)
+  _folder_or_absent(os.path.join(parent, key))
 
   def write(tmp):
     rows = build(root, name, tmp)
-    storage.write_json(os.path.join(tmp, storage.MANIFEST), {**identity, "rows": rows})
+    files = {f: storage.file_sha256(os.path.join(tmp, f)) for f in sorted(os.listdir(tmp))}
+    storage.write_json(os.path.join(tmp, storage.MANIFEST),
+                       {**identity, "rows": rows, "files": files})
 
-  folder = storage.cached(parent, key, lambda path: path if storage.read_manifest(
-      path, **identity) is not None else None, write, "columnar cache entry")
+  def open_entry(path):
+    """`path` if its manifest is this identity's and every file it lists has its sha256."""
+    files = (storage.read_manifest(path, **identity) or {}).get("files")
+    if not isinstance(files, dict):
+      return None
+    try:
+      found = storage.file_digests([os.path.join(path, f) for f in files], index)
+    except OSError:  # a file missing, or a folder in its place
+      return None
+    return path if found == list(files.values()) else None
+
+  folder = storage.cached(parent, key, open_entry, write, "columnar cache entry")
   for entry in os.listdir(parent):  # entries of earlier versions of the files
     if entry != key and len(entry) == len(key) and os.path.isdir(os.path.join(parent, entry)):
       shutil.rmtree(os.path.join(parent, entry), ignore_errors=True)
   return folder
+
+
+def _folder_or_absent(path):
+  """One-line RSVQAError when `path`, a folder of the columnar cache, is something else."""
+  if os.path.lexists(path) and not os.path.isdir(path):
+    raise RSVQAError(f"{path}: not a folder, where the columnar cache goes; remove it and run "
+                     "again")
 
 
 def read_dataset(root, name, parent=None):

@@ -47,10 +47,7 @@ def _read_torch_bin(path):
   except ImportError as e:
     raise RSVQAError(f"{path}: reading pytorch_model.bin needs torch (pip install "
                      f"'rsvqa_jax[torch]'); or save the model as model.safetensors") from e
-  try:
-    state = torch.load(path, map_location="cpu", weights_only=True)
-  except Exception as e:  # torch raises many types for corrupt or unsafe pickles.
-    raise RSVQAError(f"{path}: cannot read as a weights-only torch state dict ({e})") from e
+  state = checkpoints.load_torch_weights(path)
   return {k: (v.float() if v.is_floating_point() else v).numpy()
           for k, v in state.items() if isinstance(v, torch.Tensor)}
 

@@ -161,3 +161,21 @@ def finish_abstract(model, rngs, source):
   for path, variable in nnx.to_flat_state(nnx.state(model)):
     if isinstance(variable.get_value(), jax.ShapeDtypeStruct):
       raise RSVQAError(f"{source}: {'.'.join(map(str, path))} was not filled from the checkpoint")
+
+
+def load_torch_weights(path):
+  """torch.load(path, weights_only=True) on the CPU; RSVQAError in one line if it fails.
+
+  torch's own message for a file it refuses runs to several lines and suggests loading with
+  weights_only=False (arbitrary code): only its reason is kept, never that advice.
+  """
+  import torch  # pylint: disable=g-import-not-at-top  (optional dependency; callers checked it)
+  try:
+    return torch.load(path, map_location="cpu", weights_only=True)
+  except Exception as e:  # pylint: disable=broad-except  (torch raises many kinds)
+    text = str(e)
+    if "Unpickler error:" in text:  # the reason follows torch's advice
+      text = text.split("Unpickler error:", 1)[1]
+    reason = next((l.strip() for l in text.splitlines() if l.strip()), type(e).__name__)
+    raise RSVQAError(f"{path}: not a weights-only PyTorch file ({reason}); this tool never "
+                     "unpickles other objects: save the weights as .safetensors") from None

@@ -113,10 +113,7 @@ def read_state_dict(path):
   except ImportError:
     raise RSVQAError(f"{path}: reading a PyTorch file needs torch (pip install 'rsvqa_jax[torch]'); "
                      "or save the state dict as .safetensors") from None
-  try:
-    obj = torch.load(path, map_location="cpu", weights_only=True)
-  except Exception as e:  # pylint: disable=broad-except  (torch raises many kinds)
-    raise RSVQAError(f"{path}: not a loadable weights-only PyTorch file ({e})") from None
+  obj = checkpoints.load_torch_weights(path)
   obj = obj.get("state_dict", obj) if isinstance(obj, dict) else obj
   if not isinstance(obj, dict):
     raise RSVQAError(f"{path}: expected a state dict, found {type(obj).__name__}")

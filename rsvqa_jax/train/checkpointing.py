@@ -233,6 +233,9 @@ class Checkpoints:
 
   def __init__(self, directory, keep):
     self.directory = os.path.abspath(directory)
+    if os.path.lexists(self.directory) and not os.path.isdir(self.directory):
+      raise RSVQAError(f"{self.directory}: a file stands where the run's checkpoint folder "
+                       "belongs; move it away")  # orbax's own threads would print a traceback
     prefix = f"rsvqa_{os.path.basename(self.directory)}_{next(_MANAGERS)}"
     self.manager = ocp.CheckpointManager(
         self.directory, item_names=("state", "data"),

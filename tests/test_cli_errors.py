@@ -1,0 +1,78 @@
+"""The command line's last lines of defence: a system error on a path (a file where a folder is
+needed), an exception no check caught, an option out of its range and a file torch refuses each
+end in one line and exit status 2, never a traceback."""
+import os
+
+import pytest
+
+from rsvqa_jax import cli
+from rsvqa_jax.commands import synth
+from rsvqa_jax.errors import RSVQAError
+from rsvqa_jax.models import resnet_params
+from rsvqa_jax.train import checkpointing
+
+
+def _run(capsys, *argv):
+  status = cli.main(["-q", *argv])
+  return status, capsys.readouterr().err.strip().splitlines()
+
+
+def test_a_file_where_a_folder_is_needed_is_one_line(tmp_path, capsys):
+  blocker = tmp_path / "f"
+  blocker.write_text("x")
+  status, lines = _run(capsys, "synth", "--out", str(blocker / "sub"), "--images", "4",
+                       "--questions-per-image", "2")
+  assert status == 2 and len(lines) == 1, lines
+  assert lines[0].startswith(f"rsvqa-jax synth: error: {blocker}") and lines[0].endswith(
+      "(a file stands where a folder is needed)"), lines
+
+
+def test_an_exception_no_check_caught_is_one_line_unless_asked(monkeypatch, capsys):
+  def broken(args):
+    raise ValueError("something deep\nand its second line")
+  monkeypatch.setattr(synth, "run", broken)
+  monkeypatch.delenv(cli.SHOW_TRACEBACK, raising=False)
+  status, lines = _run(capsys, "synth", "--out", "x")
+  assert status == 2 and lines == [
+      "rsvqa-jax synth: error: ValueError: something deep (an input this command does not check "
+      f"yet; {cli.SHOW_TRACEBACK}=1 shows where)"]
+  monkeypatch.setenv(cli.SHOW_TRACEBACK, "1")
+  with pytest.raises(ValueError, match="something deep"):
+    cli.main(["-q", "synth", "--out", "x"])
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["synth", "--out", "s", "--seed", "-1"],
+     "argument --seed: -1: a seed is a whole number from 0 to 4294967295"),
+    (["synth", "--out", "s", "--seed", str(2 ** 70)], "a seed is a whole number from 0 to"),
+    (["synth", "--out", "s", "--prior-strength", "nan"],
+     "argument --prior-strength: nan: must be a finite number >= 0"),
+    (["synth", "--out", "s", "--prior-strength", "inf"], "must be a finite number >= 0"),
+    (["evaluate", "--workdir", "w", "--adv-seed", "-3"], "argument --adv-seed: -3: a seed is"),
+    (["analyze", "--data", "d", "--out", "o", "--top-k", "0"],
+     "argument --top-k: 0: must be 1 or more"),
+    (["features", "--data", "d", "--cache", "c", "--batch-size", "-1"],
+     "argument --batch-size: -1: must be 1 or more")])
+def test_options_out_of_range_are_usage_errors(capsys, argv, message):
+  with pytest.raises(SystemExit) as exit_info:
+    cli.main(argv)
+  assert exit_info.value.code == 2
+  assert message in capsys.readouterr().err
+
+
+def test_a_file_where_the_checkpoint_folder_belongs_is_named(tmp_path):
+  (tmp_path / "best").write_text("x")
+  with pytest.raises(RSVQAError, match=f"{tmp_path}/best: a file stands where the run's "
+                     "checkpoint folder belongs"):
+    checkpointing.Checkpoints(str(tmp_path / "best"), 1)
+
+
+def test_a_file_torch_refuses_is_one_line_without_its_unpickling_advice(tmp_path):
+  path = tmp_path / "weights.pth"
+  path.write_text("not a pickle\n")
+  with pytest.raises(RSVQAError) as error:
+    resnet_params.read_state_dict(str(path))
+  text = str(error.value)
+  assert "\n" not in text and "weights_only" not in text, text
+  assert text.startswith(f"{path}: not a weights-only PyTorch file (") and text.endswith(
+      "this tool never unpickles other objects: save the weights as .safetensors"), text
