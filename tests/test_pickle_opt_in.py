@@ -80,3 +80,19 @@ def test_recorded_opt_in_is_ignored_and_the_payload_never_runs(tmp_path, capsys)
   err = capsys.readouterr().err
   assert rc == 2 and "run with --allow-pickle" in err and "Traceback" not in err
   assert not marker.exists()
+
+
+@pytest.mark.parametrize("content,message", [
+    (b"", "not a readable .npy file"),
+    (b"a text file, not a table\n", r"not a .npy file \(no NumPy header\)")])
+def test_a_table_that_is_no_npy_is_named_as_such_never_as_a_pickle(tmp_path, content, message):
+  """numpy takes any file without its header for a bare pickle: the message must not then
+  suggest --allow-pickle (unpickling a file that is not even a table)."""
+  path = tmp_path / "utable.npy"
+  path.write_bytes(content)
+  with pytest.raises(RSVQAError, match=f"{path}: {message}"):
+    skipthoughts_params.read_table_rows(str(path), [0])
+  npz = tmp_path / "uni_skip.npz"
+  npz.write_bytes(content)
+  with pytest.raises(RSVQAError, match=f"{npz}: not a readable .npz of plain arrays"):
+    skipthoughts_params.read_uni_skip(str(npz))

@@ -68,8 +68,8 @@ def read_uni_skip(path):
       if missing:
         raise RSVQAError(f"{path}: missing key {missing[0]} (has {sorted(npz.files)[:10]})")
       return {ours: np.asarray(npz[theirs], np.float32) for ours, theirs in ENCODER_KEYS.items()}
-  except (OSError, ValueError) as e:
-    raise RSVQAError(f"{path}: not a readable .npz of plain arrays ({e})") from e
+  except (OSError, ValueError, EOFError) as e:  # an empty file: EOFError
+    raise RSVQAError(f"{path}: not a readable .npz of plain arrays ({e or 'empty'})") from e
 
 
 def _table_rows(table, rows):
@@ -85,6 +85,7 @@ def _table_rows(table, rows):
   return np.asarray(table[rows], np.float32).reshape(len(rows), table.shape[1])
 
 
+NPY_MAGIC = b"\x93NUMPY"
 _PICKLE_ALLOWED = contextvars.ContextVar("rsvqa_pickle_allowed", default=False)
 
 
@@ -101,7 +102,12 @@ def pickle_allowed(allowed=True):
 def _open_table(path, allow_pickle):
   try:
     return np.load(path, mmap_mode="r", allow_pickle=False)
+  except (OSError, EOFError) as e:  # an empty file: EOFError
+    raise RSVQAError(f"{path}: not a readable .npy file ({e or 'empty'})") from None
   except ValueError as e:
+    with open(path, "rb") as f:
+      if f.read(len(NPY_MAGIC)) != NPY_MAGIC:  # numpy takes any other file for a bare pickle
+        raise RSVQAError(f"{path}: not a .npy file (no NumPy header)") from None
     if not (allow_pickle or _PICKLE_ALLOWED.get()):
       raise RSVQAError(
           f"{path}: pickled object array; run with --allow-pickle only if you trust the file, or "
