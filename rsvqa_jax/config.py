@@ -331,6 +331,9 @@ RANGES = {
         "image.pretrain.weight_decay", "image.pretrain.fraction_weight", "optim.lr",
         "optim.text_lr", "train.stop_after_steps"), NON_NEGATIVE),
     **dict.fromkeys(("model.dropout", "text.dropout", "optim.b1", "optim.b2"), FRACTION),
+    "study.repeats": (1, None, True, int, "a whole number >= 1"),
+    **dict.fromkeys(("study.min_questions", "study.shortcuts.min_questions", "study.reading.close",
+                     "study.reading.margin", "study.reading.guess"), NON_NEGATIVE),
     "train.length_buckets": WIDTH,
     **dict.fromkeys((
         "seed", "data.synthetic_seed", "image.seed", "image.pretrain.seed", "study.data_seed",

@@ -403,3 +403,19 @@ def test_reading_compares_which_settings_win_by_aa_and_by_oa():
   text = report.reading(_study([a, b], prior=0.5), columns,
                         report.Flags(report.counts_of([a, b], columns), 0))
   assert "AA and OA disagree" in text and "not in: A frozen" in text
+
+
+@pytest.mark.parametrize("override,message", [
+    ("study.fusion=zz", "config study.fusion='zz': choose one of mult, concat, mutan"),
+    ("study.adversarial=('random', 'zzz')", "'zzz' is not one of random, shuffle"),
+    ("study.seeds=(0, 0)", r"config study.seeds=\(0, 0\): a seed given twice"),
+    ("study.repeats=0", "config study.repeats=0: must be a whole number >= 1"),
+    ("study.min_questions=-5", "config study.min_questions=-5: must be a number >= 0"),
+    ("study.reading.margin=-1.0", "config study.reading.margin=-1.0: must be a number >= 0")])
+def test_protocol_settings_are_checked_before_anything_runs(tmp_path, override, message):
+  """Each was refused (or not at all) only by the stage using it, after the runs before it."""
+  c = micro_config()
+  config_lib.apply_overrides(c, [override])
+  with pytest.raises(RSVQAError, match=message):
+    study.Study(c, str(tmp_path / "s"))
+  assert not os.path.exists(tmp_path / "s")

@@ -43,6 +43,7 @@ def check(config):
     if names.row_lm(s, spec) not in s.lm:
       raise RSVQAError(f"config study.table2_rows: {spec!r} needs "
                        f"study.lm.{names.row_lm(s, spec)}")
+  _check_protocol(s)
   if s.require_real:
     _check_real(config)
   if runs_shortcuts(s):
@@ -52,6 +53,25 @@ def check(config):
     if s.grounding.method not in grounding.METHODS:
       raise RSVQAError(f"config study.grounding.method={s.grounding.method!r}: choose one of "
                        f"{', '.join(grounding.METHODS)}")
+
+
+def _check_protocol(s):
+  """The fusion, the image swaps and the seeds, which the stage using them would otherwise
+  refuse only after the runs before it trained."""
+  from rsvqa_jax.eval import adversarial  # pylint: disable=g-import-not-at-top
+  if s.fusion not in config_lib.FUSIONS:
+    raise RSVQAError(f"config study.fusion={s.fusion!r}: choose one of "
+                     f"{', '.join(config_lib.FUSIONS)}")
+  for kind in s.adversarial:
+    if kind not in adversarial.KINDS:
+      raise RSVQAError(f"config study.adversarial={tuple(s.adversarial)!r}: {kind!r} is not one "
+                       f"of {', '.join(adversarial.KINDS)}")
+  seeds = {"seeds": s.seeds, "balanced.seeds": s.balanced.seeds,
+           "shortcuts.seeds": s.shortcuts.seeds if "shortcuts" in s else ()}
+  for key, values in seeds.items():
+    if len(set(values)) != len(values):
+      raise RSVQAError(f"config study.{key}={tuple(values)!r}: a seed given twice would count "
+                       "the same run twice in the mean (std)")
 
 
 def _check_shortcuts(s):
