@@ -327,11 +327,13 @@ RANGES = {
         "train.checkpoint_every_steps", "train.keep_checkpoints", "train.divergence_factor",
         "train.divergence_steps"), POSITIVE),
     **dict.fromkeys((
-        "data.synthetic_images", "image.image_size", "image.pretrain.learning_rate",
+        "data.synthetic_images", "image.pretrain.learning_rate",
         "image.pretrain.weight_decay", "image.pretrain.fraction_weight", "optim.lr",
         "optim.text_lr", "train.stop_after_steps"), NON_NEGATIVE),
     **dict.fromkeys(("model.dropout", "text.dropout", "optim.b1", "optim.b2"), FRACTION),
     "study.repeats": (1, None, True, int, "a whole number >= 1"),
+    # Pixels per side the images are resized to: RSVQA's are 120 to 512; 100000 filled the memory.
+    "image.image_size": (0, 4097, True, int, "a whole number from 0 (native size) to 4096"),
     **dict.fromkeys(("study.min_questions", "study.shortcuts.min_questions", "study.reading.close",
                      "study.reading.margin", "study.reading.guess"), NON_NEGATIVE),
     "train.length_buckets": WIDTH,
