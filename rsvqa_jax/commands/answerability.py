@@ -16,7 +16,7 @@ import os
 
 import numpy as np
 
-from rsvqa_jax.commands import common
+from rsvqa_jax.commands import argument_types, common
 from rsvqa_jax.errors import RSVQAError
 
 DOCS_BEGIN = ("<!-- answerability: begin (rsvqa-jax answerability study --config "
@@ -136,13 +136,13 @@ def add_synth_arguments(parser):
   parser.add_argument("--answerability", action="store_true",
                       help="also write answerability pools Answerability_{split}.csv "
                            "(pool_id,question,image_id,label) into --out")
-  parser.add_argument("--pool-size", type=int, default=5,
+  parser.add_argument("--pool-size", type=argument_types.int_at_least(2), default=5,
                       help="with --answerability: candidate images per question (default 5; "
                            "a split too small for it gets the most it can fill, down to 2, "
                            "with a warning)")
-  parser.add_argument("--pools-per-image", type=float, default=2.0,
+  parser.add_argument("--pools-per-image", type=argument_types.positive_float, default=2.0,
                       help="with --answerability: questions per image of a split (default 2)")
-  parser.add_argument("--answerability-balance", type=float, default=1.0,
+  parser.add_argument("--answerability-balance", type=argument_types.fraction, default=1.0,
                       help="with --answerability: 1 = labels uniform whatever the question "
                            "(default), 0 = candidate tiles as the scenes fall")
 

@@ -15,20 +15,47 @@ def seed(text):
   return value
 
 
-def positive_int(text):
-  value = _int(text)
-  if value < 1:
-    raise argparse.ArgumentTypeError(f"{text}: must be 1 or more")
-  return value
+def int_at_least(low):
+  """The type of a whole number >= `low`."""
+  def parse(text):
+    value = _int(text)
+    if value < low:
+      raise argparse.ArgumentTypeError(f"{text}: must be {low} or more")
+    return value
+  return parse
+
+
+positive_int = int_at_least(1)
 
 
 def non_negative_float(text):
+  value = _float(text)
+  if value < 0:
+    raise argparse.ArgumentTypeError(f"{text}: must be a finite number >= 0")
+  return value
+
+
+def positive_float(text):
+  value = _float(text)
+  if value <= 0:
+    raise argparse.ArgumentTypeError(f"{text}: must be a finite number > 0")
+  return value
+
+
+def fraction(text):
+  value = _float(text)
+  if not 0 <= value <= 1:
+    raise argparse.ArgumentTypeError(f"{text}: must be a number from 0 to 1")
+  return value
+
+
+def _float(text):
   try:
     value = float(text)
   except ValueError:
     raise argparse.ArgumentTypeError(f"{text}: not a number") from None
-  if not math.isfinite(value) or value < 0:
-    raise argparse.ArgumentTypeError(f"{text}: must be a finite number >= 0")
+  if not math.isfinite(value):
+    raise argparse.ArgumentTypeError(f"{text}: must be a finite number")
   return value
 
 
