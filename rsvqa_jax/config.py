@@ -488,7 +488,41 @@ def load(spec):
     got = "None" if config is None else f"a {type(config).__name__}"
     raise RSVQAError(f"{path}: get_config() returned {got}, not an "
                      "ml_collections.ConfigDict (start from config.base_config())")
+  unknown = _unknown_key(config, _template(config))
+  if unknown:
+    raise RSVQAError(f"{path}: get_config() sets {unknown}, which no part of rsvqa-jax reads "
+                     "(a misspelt key? `rsvqa-jax config` lists the keys)")
   return config
+
+
+# Sections whose keys are the config's own to choose: study.lm holds one entry per language
+# model, named and sized by the config (lm_entry).
+FREE_SECTIONS = ("study.lm",)
+
+
+def _template(config):
+  """The keys a config may set: base_config's, and the study / answerability sections' it has."""
+  template = base_config()
+  if "study" in config:
+    template.study = study_defaults()
+  if "answerability" in config:
+    template.answerability = answerability_section()
+  return template
+
+
+def _unknown_key(config, template, prefix=""):
+  """The first dotted key of `config` that `template` lacks (a silent typo: c.trian = 1), or
+  None."""
+  for key in config.keys():
+    name = f"{prefix}{key}"
+    if key not in template:
+      return name
+    if (isinstance(config[key], ml_collections.ConfigDict) and name not in FREE_SECTIONS
+        and isinstance(template[key], ml_collections.ConfigDict)):
+      found = _unknown_key(config[key], template[key], f"{name}.")
+      if found:
+        return found
+  return None
 
 
 def _failure(path, error):

@@ -174,8 +174,16 @@ _FROM = "from rsvqa_jax import config\n"
     ("c.py", _FROM + "def get_config():\n  c = config.base_config()\n  c.train.batch_size = 'big'\n"
      "  return c\n", "c.py line 4: TypeError: Could not override field 'batch_size'"),
     ("c.py", "X = 1\n", "c.py: defines no get_config()"),
+    ("c.py", _FROM + "def get_config():\n  c = config.base_config()\n  c.trian = 1\n  return c\n",
+     "c.py: get_config() sets trian, which no part of rsvqa-jax reads"),
+    ("c.py", _FROM + "def get_config():\n  c = config.base_config()\n  c.data.foo = 3\n"
+     "  return c\n", "c.py: get_config() sets data.foo, which no part of rsvqa-jax reads"),
+    ("c.py", _FROM + "def get_config():\n  c = config.base_config()\n  c.study = "
+     "config.study_defaults()\n  c.study.lm.mine = config.lm_entry('skipthoughts', 'x', 0.1, "
+     "word_dim=8)\n  c.study.reading.closer = 1.0\n  return c\n",
+     "c.py: get_config() sets study.reading.closer, which"),
 ], ids=["syntax", "not-utf8", "raises", "import", "not-py", "dict", "none", "wrong-type",
-        "no-get-config"])
+        "no-get-config", "typo", "unknown-in-section", "unknown-in-study-not-lm"])
 def test_a_broken_config_file_is_one_line_naming_it(tmp_path, name, text, message):
   path = tmp_path / name
   path.write_bytes(text.encode("latin-1"))
