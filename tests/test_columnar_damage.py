@@ -47,9 +47,11 @@ def warnings(caplog, monkeypatch):
   logger = logging.getLogger("rsvqa_jax.storage")
   monkeypatch.setattr(logger, "propagate", False)
   logger.addHandler(caplog.handler)
-  caplog.handler.setLevel(logging.WARNING)
-  yield caplog
-  logger.removeHandler(caplog.handler)
+  try:  # at_level restores the handler's level: it is the session's, shared by later tests
+    with caplog.at_level(logging.WARNING, logger=logger.name):
+      yield caplog
+  finally:
+    logger.removeHandler(caplog.handler)
 
 
 @pytest.mark.parametrize("file, damage", DAMAGE.values(), ids=list(DAMAGE))
