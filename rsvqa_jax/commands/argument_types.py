@@ -4,7 +4,9 @@ otherwise reached NumPy, a NaN prior strength a dataset that never matched its o
 import argparse
 import math
 
-SEED_LIMIT = 2 ** 32  # NumPy's and JAX's seeds: 0 .. 2**32 - 1
+from rsvqa_jax.config import SEED
+
+SEED_LIMIT = SEED[1]  # the config's seed keys' rule: 0 .. 2**32 - 1
 
 
 def seed(text):

@@ -82,7 +82,7 @@ def _out_of_range(table):
             f"{sorted(table['per_type_n'])}")
   checks = [("n", table["n"], count(table["n"])),
             ("oa", table["oa"], share(table["oa"], table["n"])),
-            ("aa", table["aa"], share(table["aa"], 0))]
+            ("aa", table["aa"], share(table["aa"], table["n"]))]
   for t, v in table["per_type"].items():
     n = table["per_type_n"][t]
     checks += [(f"per_type_n.{t}", n, count(n)), (f"per_type.{t}", v, count(n) and share(v, n))]
