@@ -488,7 +488,7 @@ def load(spec):
     got = "None" if config is None else f"a {type(config).__name__}"
     raise RSVQAError(f"{path}: get_config() returned {got}, not an "
                      "ml_collections.ConfigDict (start from config.base_config())")
-  unknown = _unknown_key(config, _template(config))
+  unknown = unknown_key(config)
   if unknown:
     raise RSVQAError(f"{path}: get_config() sets {unknown}, which no part of rsvqa-jax reads "
                      "(a misspelt key? `rsvqa-jax config` lists the keys)")
@@ -508,6 +508,16 @@ def _template(config):
   if "answerability" in config:
     template.answerability = answerability_section()
   return template
+
+
+def unknown_key(config):
+  """The first dotted key of a config that no part of rsvqa-jax reads (a misspelt key), or None."""
+  return _unknown_key(config, _template(config))
+
+
+def sections():
+  """The names of base_config's sections (data, image, ...): every recorded config has each."""
+  return [k for k, v in base_config().items() if isinstance(v, ml_collections.ConfigDict)]
 
 
 def _unknown_key(config, template, prefix=""):

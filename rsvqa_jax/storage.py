@@ -240,23 +240,27 @@ def file_digests(paths, index_path):
 
   A kept digest is reused while the file's size, mtime, ctime and inode are unchanged. ctime
   cannot be set back by a user (utime sets only atime and mtime), so a file rewritten with the
-  same size and mtime is hashed again, never mistaken for the old one.
+  same size and mtime is hashed again, never mistaken for the old one. The index is only a memo:
+  a damaged one (not an object, a row of another shape) is recomputed, and rows of files that are
+  gone are dropped whenever it is rewritten.
   """
-  index = read_json(index_path) or {}
+  index = read_json(index_path)
+  index = index if isinstance(index, dict) else {}
   out, changed = [], False
   for path in paths:
     full = os.path.abspath(path)
     st = os.stat(full)
     stamp = [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino]
     kept = index.get(full)
-    if not (isinstance(kept, list) and kept[:4] == stamp):
+    if not (isinstance(kept, list) and len(kept) == 5 and kept[:4] == stamp
+            and isinstance(kept[4], str)):
       kept = stamp + [file_sha256(full)]
       index[full] = kept
       changed = True
     out.append(kept[4])
   if changed:
     os.makedirs(os.path.dirname(os.path.abspath(index_path)), exist_ok=True)
-    write_json(index_path, index)
+    write_json(index_path, {k: v for k, v in index.items() if os.path.exists(k)})
   return out
 
 

@@ -83,3 +83,20 @@ def test_a_file_torch_refuses_is_one_line_without_its_unpickling_advice(tmp_path
   assert "\n" not in text and "weights_only" not in text, text
   assert text.startswith(f"{path}: not a weights-only PyTorch file (") and text.endswith(
       "this tool never unpickles other objects: save the weights as .safetensors"), text
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["synth", "--out", "OUT", "--images", "4", "--questions-per-image", "100000000"],
+     "questions_per_image 100000000: must be from 1 to 1000 (RSVQA's sets have about 100"),
+    (["config", "--config", "configs/synthetic_tiny.py", "--config.seed=-1"],
+     "config seed=-1: must be an integer in [0, 2**32)"),
+    (["train", "--config", "configs/synthetic_tiny.py", "--config.model.dropout=1.0",
+      "--print-config"],
+     "config model.dropout=1.0: must be a number in [0, 1)")])
+def test_values_out_of_range_are_refused_before_any_work(tmp_path, capsys, argv, message):
+  """A typo'd size is refused before the generator fills the memory; a config is checked when
+  shown, as when run."""
+  out = tmp_path / "out"
+  status, lines = _run(capsys, *[str(out) if a == "OUT" else a for a in argv])
+  assert status == 2 and len(lines) == 1 and message in lines[0], lines
+  assert not out.exists()

@@ -23,6 +23,7 @@ from rsvqa_jax.data.answers import AnswerVocab
 from rsvqa_jax.data.tokenizers import WordTokenizer
 from rsvqa_jax.errors import RSVQAError
 from rsvqa_jax.train import inputs
+from test_train_support import warnings_of_rsvqa_jax
 
 
 @pytest.fixture
@@ -209,6 +210,27 @@ def test_columnar_refuses_what_the_json_reader_refuses(xben, kind, fn, message):
   for read_columnar in (False, True):
     with pytest.raises(RSVQAError, match=message):
       rsvqa_json.read_dataset(root, "xben", columnar=read_columnar)
+
+
+def test_both_readers_name_the_questions_no_image_lists(xben, caplog):
+  """A question its image does not list is left out (a sample is reached from its image), with a
+  WARNING counting them, by the JSON reader and the columnar one alike."""
+  root, _ = xben
+  dropped = []
+
+  def unlist(images):
+    dropped.extend(images[0]["questions_ids"][:2])
+    del images[0]["questions_ids"][:2]
+  _edit(root, "train", "images", unlist)
+  for read_columnar in (False, True):
+    caplog.clear()
+    with warnings_of_rsvqa_jax(caplog):
+      train = rsvqa_json.read_dataset(root, "xben", columnar=read_columnar)["train"]
+    assert not set(dropped) & set(train.question_id.tolist())
+    warned = [m for m in (r.getMessage() for r in caplog.records) if "listed by no" in m]
+    assert warned == [f"{rsvqa_json.split_file(root, 'xben', 'train', 'questions')}: 2 active "
+                      "question(s) listed by no active image of RSVQAxBEN_split_train_images.json "
+                      f"(the first: {dropped[0]}), left out of the split"], warned
 
 
 def test_missing_split_file_is_one_line(xben):

@@ -176,14 +176,17 @@ def test_a_record_changed_yet_still_json_is_not_trusted(trained, tmp_path):
     (lambda d: d["model"].update(fusion="mutn"), r"config model\.fusion='mutn': choose one of"),
     (lambda d: d["train"].update(eval_batch_size=0), r"config train\.eval_batch_size=0: must be"),
     (lambda d: d["train"].update(batch_size="16"), r"Could not override field 'batch_size'"),
-    (lambda d: d.update(data=5), r"Could not override field 'data'"),
+    (lambda d: d.update(data=5), r"no 'data' section; the workdir's config is damaged$"),
+    (lambda d: d.pop("model"), r"no 'model' section; the workdir's config is damaged$"),
+    (lambda d: d["train"].update(epochs=3), r"holds train\.epochs, which no part of rsvqa-jax "),
     (lambda d: d["data"].update(cache_dir=7), r"Could not override field 'cache_dir'"),
     (lambda d: d["model"].update(hidden_dim=-3), r"config model\.hidden_dim=-3: must be positive$"),
     (lambda d: d["model"].update(hidden_dim=None), r"config model\.hidden_dim=None: must be "),
     (lambda d: d["model"].update(dropout=1.0),
      r"config model\.dropout=1\.0: must be a number in \[0, 1\)$"),
     (lambda d: d["optim"].update(lr=-1e-4), r"config optim\.lr=-0\.0001: must be a number >= 0$"),
-], ids=["fusion", "eval_batch_size", "batch_size_text", "data_section", "cache_dir_number",
+], ids=["fusion", "eval_batch_size", "batch_size_text", "data_section", "no_model_section",
+        "unknown_key", "cache_dir_number",
         "negative_size", "null_size", "dropout_one", "negative_lr"])
 def test_a_recorded_config_that_makes_no_sense_is_named(tmp_path, capsys, edit, message):
   workdir = tmp_path / "w"

@@ -1,6 +1,7 @@
 """Frozen image-feature cache: hit, miss, stale, corrupt and interrupted entries, variants, kinds.
 
 A cache hit must read files only: the encoder is neither built nor run."""
+import json
 import os
 
 import numpy as np
@@ -179,6 +180,23 @@ def test_file_digests_are_computed_once_per_file(tmp_path, monkeypatch):
   files[1].write_bytes(b"\x09" * 10)
   second = storage.file_digests(files, index)
   assert hashed == [os.path.abspath(files[1])] and second[0] == first[0] and second[1] != first[1]
+
+
+@pytest.mark.parametrize("damage", ['[1, 2]', '{"PATH": [1, 2]}', '{"PATH": "x"}'])
+def test_a_damaged_digest_index_is_recomputed_and_gone_files_dropped(tmp_path, damage):
+  """The index is a memo: valid JSON of another shape is rebuilt, not a crash or a wrong digest;
+  a rewrite keeps no row of a file that is gone."""
+  from rsvqa_jax import storage  # pylint: disable=g-import-not-at-top
+  files = [tmp_path / f"{i}.bin" for i in range(2)]
+  for i, f in enumerate(files):
+    f.write_bytes(bytes([i]) * 10)
+  index = tmp_path / "index.json"
+  index.write_text(damage.replace("PATH", str(files[0])))
+  assert storage.file_digests(files, str(index)) == [storage.file_sha256(str(f)) for f in files]
+  os.remove(files[1])
+  files[0].write_bytes(b"\x05" * 10)
+  storage.file_digests(files[:1], str(index))
+  assert list(json.loads(index.read_text())) == [os.path.abspath(files[0])]
 
 
 @pytest.mark.parametrize("damage", ["truncate", "flip_bytes", "no_manifest", "bad_json"])

@@ -37,3 +37,26 @@ def test_paths_follow_a_moved_tree_and_only_when_the_old_ones_are_gone(tmp_path)
       moved, _config(str(new / "data"), str(elsewhere))) is False
   with pytest.raises(RSVQAError, match="data.cache_dir"):
     checkpointing.check_or_record_config(moved, _config(str(new / "data"), str(new / "cache")))
+
+
+def test_data_root_replaces_the_recorded_folder_and_is_refused_where_none_is_read(tmp_path):
+  """evaluate --data-root: the dataset folder after a move; a synthetic workdir generates its data
+  from its config, so a --data-root there would be ignored: refused instead."""
+  data, elsewhere = tmp_path / "data", tmp_path / "moved_data"
+  data.mkdir()
+  elsewhere.mkdir()
+  real = str(tmp_path / "real")
+  assert checkpointing.check_or_record_config(real, _config(str(data), str(tmp_path / "cache")))
+  assert checkpointing.read_config(real).data.root == str(data)
+  assert checkpointing.read_config(real, str(elsewhere)).data.root == str(elsewhere)
+  with pytest.raises(RSVQAError, match=r"^--data-root .*/nowhere: not a folder$"):
+    checkpointing.read_config(real, str(tmp_path / "nowhere"))
+
+  c = _config("", str(tmp_path / "cache"))
+  c.data.synthetic, c.data.synthetic_images = True, 12
+  synthetic = str(tmp_path / "synthetic")
+  assert checkpointing.check_or_record_config(synthetic, c)
+  assert checkpointing.read_config(synthetic).data.synthetic
+  with pytest.raises(RSVQAError, match=r"trains on the synthetic dataset its config generates "
+                                       r"\(.*synthetic_lr_12_0\), not on a dataset folder"):
+    checkpointing.read_config(synthetic, str(elsewhere))

@@ -65,9 +65,13 @@ def trusted_pickles(args):
 
 
 def load_config(args):
-  """The config the arguments name, with their overrides applied."""
-  from rsvqa_jax import config  # pylint: disable=g-import-not-at-top
-  return config.apply_overrides(config.load(args.config), getattr(args, "config_overrides", []))
+  """The config the arguments name, with their overrides applied and its values checked (a bad
+  seed is refused when shown by `rsvqa-jax config` or --print-config, not later when used)."""
+  from rsvqa_jax import config as config_lib  # pylint: disable=g-import-not-at-top
+  config = config_lib.apply_overrides(config_lib.load(args.config),
+                                      getattr(args, "config_overrides", []))
+  config_lib.check(config)
+  return config
 
 
 def config_for_run(args, workdir_means):

@@ -1,8 +1,8 @@
 """`rsvqa-jax config --config configs/X.py[:arg] [--config.a.b=value ...]`: the effective config.
 
-Prints every key the run would read, after the overrides, as JSON; an unknown key or a value of
-the wrong type is the same one-line error `train` and `study` give. Loading a config never
-starts JAX.
+Prints every key the run would read, after the overrides, as JSON; an unknown key, a value of
+the wrong type or one outside its key's range is the same one-line error `train` and `study`
+give. Loading a config never starts JAX.
 """
 from rsvqa_jax.commands import common
 

@@ -297,6 +297,8 @@ def _read_split(root, name, split, strings):
     k = int(np.flatnonzero(~exists)[0])
     raise RSVQAError(f"{img_path}: image {row_image[k]} lists question {row_question[k]} that "
                      f"does not exist in {os.path.basename(q_path)}")
+  split_files.warn_unlisted(q_path, img_path,
+                            q["question_id"][~np.isin(q["question_id"], row_question)])
   q_order = np.argsort(q["question_id"], kind="stable")
   active, at = _lookup(q["question_id"][q_order], q_order, row_question)
   at, row_image = at[active], row_image[active]

@@ -4,14 +4,16 @@ A sample is image -> questions_ids -> question -> answers_ids[0], active entries
 (DESIGN.md section 3). Anything that would give a silently wrong dataset (missing split file,
 malformed JSON, dangling ids, empty questions, non-numeric counts) raises a one-line
 RSVQAError naming the file and the id: duplicate or non-integer ids, a non-boolean `active`,
-null or empty answers and types, an id listed twice or naming no entry. Images are only
-located here; `validate` decodes every one.
+null or empty answers and types, an id listed twice or naming no entry. An active question no
+active image lists is left out with a WARNING counting them. Images are only located here;
+`validate` decodes every one.
 """
 import os
 
 from rsvqa_jax.data import answers as answers_lib
 from rsvqa_jax.data import columnar as columnar_lib
 from rsvqa_jax.data import records
+from rsvqa_jax.data import split_files
 from rsvqa_jax.data.split_files import (  # pylint: disable=unused-import (read here by callers)
     KINDS, LAYOUTS, detect_variant, entry_id, id_list, load_json, load_json_list,
     make_dataset, nonempty_text, question_fields, read_text, short_repr, split_file)
@@ -74,18 +76,20 @@ def read_split(root, name, split):
       raise RSVQAError(f"{q_path}: question {qid} has img_id {short_repr(img_id)} that points to "
                        f"no active image of {os.path.basename(img_path)}")
     samples[qid] = _sample(name, qid, q, answers, answer_ids, q_path, a_path)
-  rows = []
+  rows, listed = [], set()
   for img_id, img in images.items():
     for qid in id_list(img["questions_ids"], img_path, f"image {img_id}", "questions_ids"):
       if qid not in question_ids:
         raise RSVQAError(f"{img_path}: image {img_id} lists question {qid} that does not exist in "
                          f"{os.path.basename(q_path)}")
+      listed.add(qid)
       if qid not in samples:
         continue  # an inactive question: part of another split
       if samples[qid]["image_id"] != img_id:
         raise RSVQAError(f"{q_path}: question {qid} is listed by image {img_id} but has img_id "
                          f"{samples[qid]['image_id']}")
       rows.append(samples[qid])
+  split_files.warn_unlisted(q_path, img_path, [q for q in samples if q not in listed])
   return records.Split.from_rows(split, rows)
 
 

@@ -7,11 +7,14 @@ the checks of one entry (ids, `active`, id lists, non-empty texts).
 """
 import dataclasses
 import json
+import logging
 import os
 import reprlib
 
 from rsvqa_jax.data import records
 from rsvqa_jax.errors import RSVQAError
+
+_log = logging.getLogger(__name__)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -167,6 +170,15 @@ def question_fields(q, qid, path):
   if not isinstance(text, str) or not text.strip():
     raise RSVQAError(f"{path}: question {qid} has an empty question string")
   return qtype, text, id_list(q["answers_ids"], path, f"question {qid}", "answers_ids")
+
+
+def warn_unlisted(q_path, img_path, unlisted):
+  """A WARNING naming the active questions that no active image lists: a sample is reached from
+  its image (DESIGN.md section 3), so they are left out of the split; never silently."""
+  if len(unlisted):
+    _log.warning(f"{q_path}: {len(unlisted)} active question(s) listed by no active image of "
+                 f"{os.path.basename(img_path)} (the first: {int(unlisted[0])}), left out of the "
+                 "split")
 
 
 def nonempty_text(value):

@@ -87,6 +87,11 @@ class Generated:
   questions: dict  # question id -> questions.Question
 
 
+# Questions drawn per image at most: RSVQA's sets have about 100, RSVQAxBEN's 25; a typo of
+# 100000000 would fill the memory before writing anything.
+MAX_QUESTIONS_PER_IMAGE = 1000
+
+
 def params(variant, images, seed, prior_strength=1.0, balanced=False, questions_per_image=100,
            plant=()):
   """The full parameter set of a synthetic dataset (what the manifest records).
@@ -102,8 +107,10 @@ def params(variant, images, seed, prior_strength=1.0, balanced=False, questions_
                      "images (one per split)")
   if prior_strength < 0:
     raise RSVQAError(f"--prior-strength {prior_strength}: must be >= 0")
-  if questions_per_image < 1:
-    raise RSVQAError(f"questions_per_image {questions_per_image}: must be >= 1")
+  if not 1 <= questions_per_image <= MAX_QUESTIONS_PER_IMAGE:
+    raise RSVQAError(f"questions_per_image {questions_per_image}: must be from 1 to "
+                     f"{MAX_QUESTIONS_PER_IMAGE} (RSVQA's sets have about 100 per image, "
+                     "RSVQAxBEN's 25)")
   plants = questions_lib.parse_plants(plant)
   out = {"version": VERSION, "variant": variant, "images": int(images), "seed": int(seed),
          "prior_strength": float(prior_strength), "balanced": bool(balanced),

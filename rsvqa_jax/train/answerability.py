@@ -381,12 +381,10 @@ def restore(workdir, splits, *, which="best", data_root=None, dataset=None, feat
   `which`: "best" (best on validation) or "last"; the other arguments as build() and
   train/restore.py take them (`warn`: each checkpoint skipped or stood in for).
   """
-  config = checkpointing.read_config(workdir)
+  config = checkpointing.read_config(workdir, data_root)
   if "answerability" not in config:
     raise RSVQAError(f"{workdir}: not an answerability workdir (its config has no answerability "
                      "section); train one with rsvqa-jax answerability train")
-  if data_root:
-    config.data.root = data_root
   run, pools = build(config, workdir, splits, dataset=dataset, features=features, extra=extra)
   like = run_lib.new_state(run)
   kept = checkpointing.Checkpoints(os.path.join(workdir, "checkpoints"),

@@ -69,11 +69,13 @@ def check_or_record_config(workdir, config, *, record=True):
   return True
 
 
-def read_config(workdir):
+def read_config(workdir, data_root=None):
   """The config recorded in a workdir, its paths following a move of the folders (see below).
 
   Its values are checked as a run's are (config.check): a damaged file fails here, naming
-  itself and the key, not deep in the model build.
+  itself and the key, not deep in the model build. `data_root` (evaluate's --data-root) replaces
+  the recorded dataset folder; a workdir of generated synthetic data has none to replace, and
+  ignoring it would evaluate on another dataset than the one named.
   """
   path = os.path.join(workdir, CONFIG_FILE)
   if not os.path.exists(path):
@@ -83,6 +85,15 @@ def read_config(workdir):
     config_lib.check(config)
   except RSVQAError as e:
     raise RSVQAError(f"{path}: {e}") from None
+  if data_root:
+    if config.data.synthetic:
+      raise RSVQAError(
+          f"--data-root {data_root}: {workdir} trains on the synthetic dataset its config "
+          f"generates ({config_lib.synthetic_root(config, workdir)}), not on a dataset folder; "
+          "leave --data-root out")
+    if not os.path.isdir(data_root):
+      raise RSVQAError(f"--data-root {data_root}: not a folder")
+    config.data.root = data_root
   return config
 
 
@@ -114,10 +125,18 @@ def _load_recorded(workdir):
       moved = os.path.normpath(os.path.join(new, os.path.relpath(value, old)))
       if os.path.exists(moved):
         recorded[section][name] = moved
+  missing = [s for s in config_lib.sections() if not isinstance(recorded.get(s), dict)]
+  if missing:  # its defaults would build another model: a shape error at the restore, far away
+    raise RSVQAError(f"{path}: no {missing[0]!r} section; the workdir's config is damaged")
   try:
-    return config_lib.from_dict(recorded)
+    config = config_lib.from_dict(recorded)
   except TypeError as e:  # a value of another type than the key's (ml_collections names the key)
     raise RSVQAError(f"{path}: {_first_line(e)}; the workdir's config is damaged") from None
+  unknown = config_lib.unknown_key(config)
+  if unknown:
+    raise RSVQAError(f"{path}: holds {unknown}, which no part of rsvqa-jax reads; the workdir's "
+                     "config is damaged (or was written by a newer rsvqa-jax)")
+  return config
 
 
 def shapes(tree):

@@ -24,9 +24,7 @@ def restore(workdir, splits, *, which="best", data_root=None, dataset=None, feat
   """
   if which not in CHECKPOINTS:
     raise RSVQAError(f"checkpoint {which!r}: choose one of {', '.join(CHECKPOINTS)}")
-  config = checkpointing.read_config(workdir)
-  if data_root:
-    config.data.root = data_root
+  config = checkpointing.read_config(workdir, data_root)
   run = run_lib.build(config, workdir, splits, dataset=dataset, features=features)
   like = run_lib.new_state(run)
   periodic = checkpointing.Checkpoints(os.path.join(workdir, "checkpoints"),
