@@ -233,6 +233,35 @@ def test_both_readers_name_the_questions_no_image_lists(xben, caplog):
                       f"(the first: {dropped[0]}), left out of the split"], warned
 
 
+def test_both_readers_count_answers_naming_another_question(xben, caplog):
+  """An answer whose question_id is not the question leading to it (another id, or null) keeps
+  its sample, as answers_ids says, with one WARNING counting them; an answer with no question_id
+  is not counted."""
+  root, _ = xben
+  before = rsvqa_json.read_dataset(root, "xben", columnar=False)["train"]
+
+  def relink(answers):
+    answers[0]["question_id"] += 1
+    answers[1]["question_id"] = None
+    del answers[2]["question_id"]
+  _edit(root, "train", "answers", relink)
+  a_path = rsvqa_json.split_file(root, "xben", "train", "answers")
+  said = []
+  for read_columnar in (False, True):
+    caplog.clear()
+    with warnings_of_rsvqa_jax(caplog):
+      train = rsvqa_json.read_dataset(root, "xben", columnar=read_columnar)["train"]
+    assert train.question_id.tolist() == before.question_id.tolist()
+    assert train.answer.tolist() == before.answer.tolist()
+    warned = [m for m in (r.getMessage() for r in caplog.records) if "question_id other" in m]
+    assert len(warned) == 1 and warned[0].startswith(
+        f"{a_path}: 2 answer(s) with a question_id other than the question whose answers_ids "
+        "lead to them (the first: answer "), warned
+    assert warned[0].endswith("; the answers_ids link is used"), warned
+    said.append(warned[0])
+  assert said[0] == said[1], said  # the same first answer named by both readers
+
+
 def test_missing_split_file_is_one_line(xben):
   root, _ = xben
   os.remove(rsvqa_json.split_file(root, "xben", "val", "images"))

@@ -237,13 +237,17 @@ def _read_questions(path, a_path, strings):
 
 
 def _read_answers(path, strings):
-  """All ids, active ids, their raw answer codes (-1: not a non-empty text) and those values."""
-  all_ids, active, raw = _ints(), _ints(), _ints()
-  bad, raws = {}, strings["raw_answer"]
+  """All ids, active ids, their raw answer codes (-1: not a non-empty text) and those values,
+  their question_id back-links (split_files.back_link) and the values of the odd ones."""
+  all_ids, active, raw, back = _ints(), _ints(), _ints(), _ints()
+  bad, odd, raws = {}, {}, strings["raw_answer"]
   for i, flag, e in _entries(path, "answers", ("answer",), all_ids):
     if flag:
       text = split_files.nonempty_text(e["answer"])
       active.append(i)
+      back.append(split_files.back_link(e))
+      if back[-1] == split_files.ODD_BACK_LINK:
+        odd[i] = e["question_id"]
       if text is None:
         bad[i] = e["answer"]
         raw.append(-1)
@@ -251,7 +255,7 @@ def _read_answers(path, strings):
         raw.append(raws.code(text))
   all_ids = _np(all_ids)
   _check_unique(all_ids, path)
-  return all_ids, _np(active), _np(raw), bad
+  return all_ids, _np(active), _np(raw), _np(back), bad, odd
 
 
 def _read_split(root, name, split, strings):
@@ -261,7 +265,7 @@ def _read_split(root, name, split, strings):
                               for k in split_files.KINDS)
   _, active_images, row_image, row_question = _read_images(img_path)
   q_all, q = _read_questions(q_path, a_path, strings)
-  a_all, a_active, a_raw, bad = _read_answers(a_path, strings)
+  a_all, a_active, a_raw, a_back, bad, odd = _read_answers(a_path, strings)
   a_base = os.path.basename(a_path)
 
   # every active question: its image is active, its answers exist, the first one active
@@ -307,6 +311,11 @@ def _read_split(root, name, split, strings):
     k = int(np.flatnonzero(wrong)[0])
     raise RSVQAError(f"{q_path}: question {q['question_id'][at[k]]} is listed by image "
                      f"{row_image[k]} but has img_id {q['image_id'][at[k]]}")
+  back, first = a_back[where][at], q["first"][at]
+  mismatched = np.flatnonzero((back != split_files.NO_BACK_LINK) & (back != q["question_id"][at]))
+  split_files.warn_back_links(a_path, [
+      (int(first[k]), odd.get(int(first[k]), int(back[k])),
+       int(q["question_id"][at][k])) for k in mismatched])
   return {"question_id": q["question_id"][at], "image_id": row_image,
           "qtype": q["qtype"][at].astype(np.int32), "question": q["question"][at].astype(np.int32),
           "answer": answer[at].astype(np.int32), "raw_answer": raw[at].astype(np.int32)}

@@ -5,7 +5,8 @@ A sample is image -> questions_ids -> question -> answers_ids[0], active entries
 malformed JSON, dangling ids, empty questions, non-numeric counts) raises a one-line
 RSVQAError naming the file and the id: duplicate or non-integer ids, a non-boolean `active`,
 null or empty answers and types, an id listed twice or naming no entry. An active question no
-active image lists is left out with a WARNING counting them. Images are only located here;
+active image lists is left out, and an answer whose question_id names another question than the
+one leading to it is used as answers_ids says, each with a WARNING counting them. Images are only located here;
 `validate` decodes every one.
 """
 import os
@@ -62,6 +63,19 @@ def _sample(name, qid, q, answers, answer_ids, q_path, a_path):
           "answer": answer, "raw_answer": raw}
 
 
+def _mismatched_back_links(questions, answers, rows):
+  """(answer id, question_id value, question id) of each sample's answer naming another
+  question (split_files.warn_back_links)."""
+  out = []
+  for row in rows:
+    qid = row["question_id"]
+    answer = answers[questions[qid]["answers_ids"][0]]
+    back = split_files.back_link(answer)
+    if back not in (split_files.NO_BACK_LINK, qid):
+      out.append((questions[qid]["answers_ids"][0], answer["question_id"], qid))
+  return out
+
+
 def read_split(root, name, split):
   """One split as a records.Split (rows in image order, then questions_ids order)."""
   img_path, q_path, a_path = (split_file(root, name, split, k) for k in KINDS)
@@ -90,6 +104,7 @@ def read_split(root, name, split):
                          f"{samples[qid]['image_id']}")
       rows.append(samples[qid])
   split_files.warn_unlisted(q_path, img_path, [q for q in samples if q not in listed])
+  split_files.warn_back_links(a_path, _mismatched_back_links(questions, answers, rows))
   return records.Split.from_rows(split, rows)
 
 

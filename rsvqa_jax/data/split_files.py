@@ -181,6 +181,31 @@ def warn_unlisted(q_path, img_path, unlisted):
                  "split")
 
 
+NO_BACK_LINK = -2  # an answer without a question_id key: nothing to cross-check
+ODD_BACK_LINK = -1  # a question_id that is not an id (null, "3", 3.0)
+
+
+def back_link(answer):
+  """An answer entry's `question_id` as an id, or NO_BACK_LINK / ODD_BACK_LINK."""
+  if "question_id" not in answer:
+    return NO_BACK_LINK
+  value = answer["question_id"]
+  return value if records.is_id(value) else ODD_BACK_LINK
+
+
+def warn_back_links(a_path, mismatched):
+  """A WARNING counting the answers whose question_id names another question than the one whose
+  answers_ids[0] leads to them: the sample follows answers_ids (DESIGN.md section 3), but a
+  damaged or hand-edited file shows here, never silently. `mismatched`: (answer id, its
+  question_id value, the question that reached it) per such answer."""
+  if mismatched:
+    aid, value, qid = mismatched[0]
+    _log.warning(f"{a_path}: {len(mismatched)} answer(s) with a question_id other than the "
+                 f"question whose answers_ids lead to them (the first: answer {aid} has "
+                 f"question_id {short_repr(value)}, reached from question {qid}); the answers_ids "
+                 "link is used")
+
+
 def nonempty_text(value):
   """A JSON string (or integer) as stripped non-empty text, else None (null, "", " ", true)."""
   if isinstance(value, bool) or not isinstance(value, (str, int)):
