@@ -6,8 +6,8 @@ malformed JSON, dangling ids, empty questions, non-numeric counts) raises a one-
 RSVQAError naming the file and the id: duplicate or non-integer ids, a non-boolean `active`,
 null or empty answers and types, an id listed twice or naming no entry. An active question no
 active image lists is left out, and an answer whose question_id names another question than the
-one leading to it is used as answers_ids says, each with a WARNING counting them. Images are only located here;
-`validate` decodes every one.
+one leading to it is used as answers_ids says, each with a WARNING counting them. Images are
+only located here; `validate` decodes every one.
 """
 import os
 
