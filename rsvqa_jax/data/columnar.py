@@ -311,12 +311,11 @@ def _read_split(root, name, split, strings):
     k = int(np.flatnonzero(wrong)[0])
     raise RSVQAError(f"{q_path}: question {q['question_id'][at[k]]} is listed by image "
                      f"{row_image[k]} but has img_id {q['image_id'][at[k]]}")
-  back, first = a_back[where][at], q["first"][at]
-  mismatched = np.flatnonzero((back != split_files.NO_BACK_LINK) & (back != q["question_id"][at]))
+  qids, back, first = q["question_id"][at], a_back[where][at], q["first"][at]
+  mismatched = np.flatnonzero((back != split_files.NO_BACK_LINK) & (back != qids))
   split_files.warn_back_links(a_path, [
-      (int(first[k]), odd.get(int(first[k]), int(back[k])),
-       int(q["question_id"][at][k])) for k in mismatched])
-  return {"question_id": q["question_id"][at], "image_id": row_image,
+      (int(first[k]), odd.get(int(first[k]), int(back[k])), int(qids[k])) for k in mismatched])
+  return {"question_id": qids, "image_id": row_image,
           "qtype": q["qtype"][at].astype(np.int32), "question": q["question"][at].astype(np.int32),
           "answer": answer[at].astype(np.int32), "raw_answer": raw[at].astype(np.int32)}
 
