@@ -69,10 +69,9 @@ def _mismatched_back_links(questions, answers, rows):
   out = []
   for row in rows:
     qid = row["question_id"]
-    answer = answers[questions[qid]["answers_ids"][0]]
-    back = split_files.back_link(answer)
-    if back not in (split_files.NO_BACK_LINK, qid):
-      out.append((questions[qid]["answers_ids"][0], answer["question_id"], qid))
+    aid = questions[qid]["answers_ids"][0]
+    if split_files.back_link(answers[aid]) not in (split_files.NO_BACK_LINK, qid):
+      out.append((aid, answers[aid]["question_id"], qid))
   return out
 
 
