@@ -28,7 +28,7 @@ import numpy as np
 from flax import nnx
 
 from benchmarks import flop_counts, inputs, timing, train_steps
-from rsvqa_jax import config as config_lib
+from rsvqa_jax import config as config_lib, cpu_units
 from rsvqa_jax.data import pipeline as pipeline_lib
 from rsvqa_jax.models.resnet import IMAGENET_MEAN
 from rsvqa_jax.models.skipthoughts import SkipThoughts
@@ -227,7 +227,7 @@ def run(mode, log=print):
   n_rows = 2000 if mode == "toy" else inputs.LR_TRAIN_QUESTIONS
   # bf16 rows (compute_dtype=bfloat16) where the CPU has bf16 units, beside the float32 ones.
   dtypes = (("", "float32"),) + ((("bf16 ", "bfloat16"),) if mode == "toy" or any(
-      timing.cpu_bf16_units().values()) or device == "cuda" else ())
+      cpu_units.bf16_units().values()) or device == "cuda" else ())
   ours = {f"{tag}{k}": CachedPipeline(k == "frozen", questions, mode, features, map_shape, n_rows,
                                       dtype)
           for tag, dtype in dtypes for k in ("frozen", "tuned")}

@@ -10,7 +10,7 @@ import platform
 import statistics
 import time
 
-from rsvqa_jax import storage
+from rsvqa_jax import cpu_units, storage
 
 
 def _matrices(n, dtype):
@@ -245,27 +245,6 @@ def cpu_model():
   return platform.processor() or platform.machine()
 
 
-BF16_FLAGS = ("amx_bf16", "avx512_bf16")
-
-
-def cpu_bf16_units(cpuinfo_text=None):
-  """{"amx_bf16": bool, "avx512_bf16": bool}: the bf16 matrix units the CPU advertises, read
-  from the `flags` line of /proc/cpuinfo (or of `cpuinfo_text`); False when unreadable."""
-  if cpuinfo_text is None:
-    try:
-      with open("/proc/cpuinfo", encoding="utf-8") as f:
-        cpuinfo_text = f.read()
-    except OSError:
-      cpuinfo_text = ""
-  flags = set()
-  for line in cpuinfo_text.splitlines():
-    key, _, value = line.partition(":")
-    if key.strip() == "flags":
-      flags.update(value.split())
-      break
-  return {flag: flag in flags for flag in BF16_FLAGS}
-
-
 def cpu_label(info):
   """'<model> (AMX: yes/no, AVX512-BF16: yes/no)': how every results table names its CPU.
 
@@ -280,7 +259,7 @@ def cpu_label(info):
 def machine():
   """The machine and software a result was measured on."""
   import jax  # pylint: disable=g-import-not-at-top
-  info = {"cpu": cpu_model(), "bf16_units": cpu_bf16_units(), "cores": os.cpu_count(),
+  info = {"cpu": cpu_model(), "bf16_units": cpu_units.bf16_units(), "cores": os.cpu_count(),
           "usable_cpus": intra_op_threads(),
           "platform": platform.platform(), "python": platform.python_version(),
           "jax": jax.__version__, "jax_backend": jax.default_backend(),

@@ -19,6 +19,7 @@ import jax.numpy as jnp
 from flax import nnx
 
 from benchmarks import flop_counts, inputs, timing
+from rsvqa_jax import cpu_units
 from rsvqa_jax.config import base_config, model_section
 from rsvqa_jax.models.bert import BertConfig, BertEncoder
 from rsvqa_jax.models.skipthoughts import SkipThoughts
@@ -338,7 +339,7 @@ def run(mode, log=print):
         "; samples/s " + ", ".join(f"{k[:-10]} {row[k]['median']:.1f}" for k in row
                                     if k.endswith("_samples_s")))
   targets = []
-  bf16_units = any(timing.cpu_bf16_units().values())
+  bf16_units = any(cpu_units.bf16_units().values())
   for row in rows:
     frozen = row["mode"].startswith("frozen")
     label = f"{row['lm']} {row['mode']} {row['fusion']}"

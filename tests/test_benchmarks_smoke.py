@@ -13,6 +13,7 @@ import pytest
 from benchmarks import (accelerator, flop_counts, flops, hlo_dots, profile_step, run,
                         scaling, timing)
 from benchmarks import inputs, train_steps
+from rsvqa_jax import cpu_units
 from rsvqa_jax.models.skipthoughts import gru_scan
 
 torch = pytest.importorskip("torch", reason="the benchmarks compare against PyTorch")
@@ -51,23 +52,11 @@ def test_rounds_alternate_which_side_runs_first():
   assert order == ["torch", "jax"]
 
 
-CPUINFO = """processor\t: 0
-model name\t: Intel(R) Xeon(R) Platinum 8481C CPU @ 2.70GHz
-flags\t\t: fpu avx512f avx512_bf16 amx_bf16 amx_tile amx_int8
-processor\t: 1
-flags\t\t: fpu avx512f avx512_bf16 amx_bf16 amx_tile amx_int8
-"""
-
-
-def test_cpu_bf16_units_read_from_cpuinfo_flags():
-  assert timing.cpu_bf16_units(CPUINFO) == {"amx_bf16": True, "avx512_bf16": True}
+def test_cpu_label_names_the_bf16_units():
   amd = "model name\t: AMD EPYC\nflags\t\t: fpu avx2 avx512f avx512_bf16 avx512_vnni\n"
-  assert timing.cpu_bf16_units(amd) == {"amx_bf16": False, "avx512_bf16": True}
-  assert timing.cpu_bf16_units("flags : fpu avx2 amx_tile\n") == {"amx_bf16": False,
-                                                                   "avx512_bf16": False}
-  assert timing.cpu_bf16_units("") == {"amx_bf16": False, "avx512_bf16": False}
-  info = {"cpu": "AMD EPYC", "bf16_units": timing.cpu_bf16_units(amd)}
+  info = {"cpu": "AMD EPYC", "bf16_units": cpu_units.bf16_units(amd)}
   assert timing.cpu_label(info) == "AMD EPYC (AMX: no, AVX512-BF16: yes)"
+  assert timing.cpu_label({"cpu": "AMD EPYC"}) == "AMD EPYC (AMX, AVX512-BF16: not recorded)"
 
 
 def test_peak_probe_is_the_best_of_jax_and_torch():
@@ -204,7 +193,7 @@ def test_toy_harness_writes_results(tmp_path):
   assert results["targets"] and all(t["status"] in ("PASS", "MISS", "N/A")
                                     for t in results["targets"])
   roofline = [t for t in results["targets"] if t["name"].startswith("train step / roofline")]
-  assert len(roofline) == (4 if any(timing.cpu_bf16_units().values()) else 2), roofline
+  assert len(roofline) == (4 if any(cpu_units.bf16_units().values()) else 2), roofline
   for t in roofline:
     assert t["threshold"] == 0.85 and t["status"] == ("PASS" if t["measured"] >= 0.85 else "MISS")
   md = (tmp_path / "results.md").read_text()

@@ -27,7 +27,7 @@ import jax
 import numpy as np
 
 from rsvqa_jax import config as config_lib
-from rsvqa_jax import progress, storage
+from rsvqa_jax import cpu_units, progress, storage
 from rsvqa_jax.data import pipeline
 from rsvqa_jax.errors import RSVQAError
 from rsvqa_jax.train import checkpointing, inputs, prepare
@@ -246,6 +246,9 @@ def _train(config, workdir, dataset, features, augment_features, log):
   if layout.padded != layout.size:
     log(f"{workdir}: {layout.describe('train.batch_size')} (weight 0: loss, gradients and "
         "metrics are those of the configured batch)")
+  note = cpu_units.bf16_note(jax.default_backend(), t.compute_dtype)
+  if note:
+    log(f"{workdir}: {note}")
 
   train_step = run_lib.compiled_steps(config, run.mesh)[1]
   writer = MetricsWriter(workdir, step)
