@@ -57,7 +57,8 @@ setup(
     install_requires=INSTALL_REQUIRES,
     extras_require={
         "docs": DOCS_REQUIRES,
-        "test": ["pytest>=9.0.3,<10", "pytest-xdist>=3.8.0,<4"] + DOCS_REQUIRES,  # the suite builds the docs strictly
+        # the suite builds the docs strictly, and runs its files on xdist workers
+        "test": ["pytest>=9.0.3,<10", "pytest-xdist>=3.8.0,<4"] + DOCS_REQUIRES,
         "torch": ["torch>=2.13.0,<3"],
         "gpu": ["jax-cuda13-plugin[with-cuda]>=0.10.2,<0.12"],
     },

@@ -37,6 +37,7 @@ def _final_val_oa(task, workdir, compute_dtype, log=lambda m: None):
 def test_bf16_ends_within_one_point_of_float32(task, tmp_path, monkeypatch):
   """Also: on a CPU without bf16 units (flags patched), the bf16 run says so once, in one line,
   and the float32 run does not."""
+  assert len(task[0]["val"]) == 400
   monkeypatch.setattr(cpu_units, "_cpu_flags", lambda cpuinfo_text=None: {"fpu", "avx2"})
   logs32, logs16 = [], []
   oa32, line32 = _final_val_oa(task, str(tmp_path / "f32"), "float32", logs32.append)
