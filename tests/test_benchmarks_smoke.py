@@ -354,3 +354,16 @@ def test_each_compiled_torch_step_is_compiled_afresh(monkeypatch):
     before = counters["stats"]["unique_graphs"]
     step.warmup()
     assert counters["stats"]["unique_graphs"] > before, fusion
+
+
+def test_update_order_counts_the_copied_weights_of_both_updates_at_toy_size():
+  from benchmarks import inputs, train_steps, update_order  # pylint: disable=g-import-not-at-top
+  hlo = ("  %copy.1 = f32[1200,6000]{1,0} copy(%state_params__w__.1)\n"
+         "  %copy.2 = f32[9]{0} copy(%state_params__b__.1)\n"
+         "  %copy.3 = f32[70,32]{1,0} copy(%transpose.4)\n")
+  assert update_order.copied_param_elements(hlo) == 1200 * 6000 + 9
+  row = update_order.measure_row("distilbert:frozen:mult", train_steps.sizes("toy"),
+                                 inputs.make_questions(8), 8, "float32", 2, 0.01)
+  assert not row["errors"] and row["plain / gated"]["repeats"] == 2
+  assert row["copied_param_mb"]["plain"] > 1.0 > 1e-3 > row["copied_param_mb"]["gated"]
+  assert row["first_loss_abs_diff"] == 0.0

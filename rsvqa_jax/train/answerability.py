@@ -217,10 +217,10 @@ def _train_step(optimizer, mesh, compute_dtype, loss):
     objective = lambda params: loss_fn(steps_lib.logits(
         frozen, params, batch, dtype, deterministic=False, key=key), batch["labels"])
     value, grads = jax.value_and_grad(objective)(state.params)
-    updates, opt_state = optimizer.update(grads, state.opt_state, state.params)
-    finite = jnp.all(jnp.asarray([jnp.isfinite(g).all() for g in jax.tree.leaves(grads)]))
-    return (state.replace(params=optax.apply_updates(state.params, updates), opt_state=opt_state,
-                          step=state.step + 1), {"loss": value, "finite_grads": finite})
+    params, opt_state, finite = steps_lib.finite_update(optimizer, grads, state.opt_state,
+                                                       state.params)
+    return (state.replace(params=params, opt_state=opt_state, step=state.step + 1),
+            {"loss": value, "finite_grads": finite})
 
   rep, data = shd.replicated(mesh), shd.batch_sharding(mesh)
   return jax.jit(step, in_shardings=(rep, data), out_shardings=(rep, rep), donate_argnums=0)
