@@ -233,6 +233,22 @@ def test_both_readers_name_the_questions_no_image_lists(xben, caplog):
                       f"(the first: {dropped[0]}), left out of the split"], warned
 
 
+def test_a_cached_entry_says_again_what_its_build_warned_of(xben, caplog):
+  """The warnings come from the files, which still hold what they warn of when the columnar
+  form is read from its cache: each read says them again, naming the cache entry."""
+  root, _ = xben
+  _edit(root, "train", "images", lambda images: images[0]["questions_ids"].pop(0))
+  said = []
+  for _ in range(3):
+    caplog.clear()
+    with warnings_of_rsvqa_jax(caplog):
+      rsvqa_json.read_dataset(root, "xben", columnar=True)
+    said.append([m for m in (r.getMessage() for r in caplog.records) if "listed by no" in m])
+  folder = columnar.ensure(root, "xben")
+  assert len(said[0]) == 1 and said[0][0].endswith("left out of the split"), said
+  assert said[1] == said[2] == [f"{said[0][0]} (columnar cache entry {folder})"], said
+
+
 def test_both_readers_count_answers_naming_another_question(xben, caplog):
   """An answer whose question_id is not the question leading to it (another id, or null) keeps
   its sample, as answers_ids says, with one WARNING counting them; an answer with no question_id

@@ -23,10 +23,13 @@ building it again). Its manifest also records the sha256 of each file of the ent
 (through storage.file_digests too) whenever the entry is opened: an entry with a file missing,
 damaged or cut short is named in a WARNING and built again from the JSON files. The cache lives
 in `.columnar/` inside the dataset folder, or, when that folder is read-only, under
-$XDG_CACHE_HOME (default ~/.cache)/rsvqa_jax/columnar/.
+$XDG_CACHE_HOME (default ~/.cache)/rsvqa_jax/columnar/. The build's WARNINGs (questions no
+image lists, answers naming another question) are kept in the manifest and said again, with the
+entry named, each time the entry is read: the files still have what they warn of.
 """
 import array
 import hashlib
+import logging
 import os
 import shutil
 
@@ -39,7 +42,7 @@ from rsvqa_jax.data import records
 from rsvqa_jax.data import split_files
 from rsvqa_jax.errors import RSVQAError
 
-VERSION = 2  # 2: the manifest records the sha256 of each file
+VERSION = 3  # 2: the manifest records the sha256 of each file; 3: and the build's warnings
 CACHE_DIR = ".columnar"
 DIGESTS = "digests.json"
 VOCAB = "vocab.json"
@@ -77,11 +80,15 @@ def ensure(root, name, parent=None):
   key = storage.identity_key(identity)
   _folder_or_absent(os.path.join(parent, key))
 
+  built = []
+
   def write(tmp):
-    rows = build(root, name, tmp)
+    with _WarningsKept(split_files.LOG) as kept:
+      rows = build(root, name, tmp)
     files = {f: storage.file_sha256(os.path.join(tmp, f)) for f in sorted(os.listdir(tmp))}
     storage.write_json(os.path.join(tmp, storage.MANIFEST),
-                       {**identity, "rows": rows, "files": files})
+                       {**identity, "rows": rows, "files": files, "warnings": kept.messages})
+    built.append(tmp)
 
   def open_entry(path):
     """`path` if its manifest is this identity's and every file it lists has its sha256."""
@@ -95,10 +102,31 @@ def ensure(root, name, parent=None):
     return path if found == list(files.values()) else None
 
   folder = storage.cached(parent, key, open_entry, write, "columnar cache entry")
+  if not built:  # read from the cache: what its build warned of is still in the files
+    for message in storage.read_manifest(folder)["warnings"]:
+      split_files.LOG.warning(f"{message} (columnar cache entry {folder})")
   for entry in os.listdir(parent):  # entries of earlier versions of the files
     if entry != key and len(entry) == len(key) and os.path.isdir(os.path.join(parent, entry)):
       shutil.rmtree(os.path.join(parent, entry), ignore_errors=True)
   return folder
+
+
+class _WarningsKept(logging.Handler):
+  """The WARNING messages `logger` emits inside the `with` block, in `messages` (still logged)."""
+
+  def __init__(self, logger):
+    super().__init__(logging.WARNING)
+    self.logger, self.messages = logger, []
+
+  def emit(self, record):
+    self.messages.append(record.getMessage())
+
+  def __enter__(self):
+    self.logger.addHandler(self)
+    return self
+
+  def __exit__(self, *exc):
+    self.logger.removeHandler(self)
 
 
 def _folder_or_absent(path):

@@ -14,7 +14,7 @@ import reprlib
 from rsvqa_jax.data import records
 from rsvqa_jax.errors import RSVQAError
 
-_log = logging.getLogger(__name__)
+LOG = logging.getLogger(__name__)  # columnar keeps what it warns of in its cache
 
 
 @dataclasses.dataclass(frozen=True)
@@ -176,7 +176,7 @@ def warn_unlisted(q_path, img_path, unlisted):
   """A WARNING naming the active questions that no active image lists: a sample is reached from
   its image (DESIGN.md section 3), so they are left out of the split; never silently."""
   if len(unlisted):
-    _log.warning(f"{q_path}: {len(unlisted)} active question(s) listed by no active image of "
+    LOG.warning(f"{q_path}: {len(unlisted)} active question(s) listed by no active image of "
                  f"{os.path.basename(img_path)} (the first: {int(unlisted[0])}), left out of the "
                  "split")
 
@@ -200,7 +200,7 @@ def warn_back_links(a_path, mismatched):
   question_id value, the question that reached it) per such answer."""
   if mismatched:
     aid, value, qid = mismatched[0]
-    _log.warning(f"{a_path}: {len(mismatched)} answer(s) with a question_id other than the "
+    LOG.warning(f"{a_path}: {len(mismatched)} answer(s) with a question_id other than the "
                  f"question whose answers_ids lead to them (the first: answer {aid} has "
                  f"question_id {short_repr(value)}, reached from question {qid}); the answers_ids "
                  "link is used")
