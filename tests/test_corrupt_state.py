@@ -268,3 +268,22 @@ def test_an_accuracy_table_with_impossible_values_is_named(tmp_path, edit, named
   path.write_text(json.dumps({**GOOD_TABLE, **edit}))
   with pytest.raises(RSVQAError, match=re.escape(f"{path}: {named}, which no evaluation writes")):
     tables_cmd._accuracy(str(path))  # pylint: disable=protected-access
+
+
+def test_a_deleted_step_metadata_file_is_one_warning_of_ours(trained, tmp_path):
+  """_CHECKPOINT_METADATA only says when the step was saved: without it the checkpoint is still
+  used, with one line of ours instead of orbax's."""
+  _, steps, _ = trained
+  copy = _copy(trained, tmp_path)
+  latest = os.path.join(copy, "checkpoints", str(steps[-1]))
+  os.remove(os.path.join(latest, checkpointing.STEP_METADATA))
+  env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+  out = subprocess.run([sys.executable, "-m", "rsvqa_jax.cli", "evaluate", "--workdir", copy,
+                        "--checkpoint", "last"], cwd=ROOT, env=env, capture_output=True,
+                       text=True, timeout=600)
+  assert out.returncode == 0, out.stderr[-3000:]
+  assert out.stderr.strip().splitlines() == [
+      f"checkpoint {latest}: _CHECKPOINT_METADATA missing (orbax's record of when the step was "
+      "saved); its arrays are verified and used"], out.stderr[-3000:]
+  with open(os.path.join(copy, "eval", "test", "accuracy.json")) as f:
+    assert json.load(f)["step"] == steps[-1]

@@ -162,7 +162,8 @@ class CorruptCheckpoint(RSVQAError):
 RECORD_FILE = os.path.join("data", "metadata")  # where orbax's JsonSave keeps the "data" item
 RECORD_CHECKSUM = "record_checksum"  # the data record's own crc32, so it is verified like arrays
 # Orbax's JSON metadata files (at any depth of a step folder, and all of array_metadatas/).
-ORBAX_JSON = ("_CHECKPOINT_METADATA", "_METADATA", "_sharding", "metadata")
+STEP_METADATA = "_CHECKPOINT_METADATA"
+ORBAX_JSON = (STEP_METADATA, "_METADATA", "_sharding", "metadata")
 ZARR_METADATA = {b"/.zarray": "zarr", b"/zarr.json": "zarr3"}  # an array's key in OCDBT -> driver
 
 
@@ -176,8 +177,12 @@ def _check_json_files(where):
   """Parses every orbax JSON metadata file of the step folder `where`; names the first damaged.
 
   Orbax reads some of them while array reads are in flight (see _read_arrays), and only logs an
-  unreadable _CHECKPOINT_METADATA (filtered out below: this check names it instead).
+  unreadable _CHECKPOINT_METADATA (filtered out below: this check names it instead). That file
+  only records when the step was saved, so a checkpoint without it is still used, with a WARNING.
   """
+  if not os.path.exists(os.path.join(where, STEP_METADATA)):
+    _log.warning(f"checkpoint {where}: {STEP_METADATA} missing (orbax's record of when the step "
+                 "was saved); its arrays are verified and used")
   for parent, _, files in sorted(os.walk(where)):
     for name in sorted(files):
       if name not in ORBAX_JSON and os.path.basename(parent) != "array_metadatas":
@@ -220,14 +225,15 @@ def _read_arrays(where, item):
 
 
 class _StepMetadataLines(logging.Filter):
-  """Drops orbax's ERROR about an unreadable _CHECKPOINT_METADATA: logged by every manager that
-  opens the folder, with the file's whole content, while the restore names that file in one line
-  (_check_json_files) and never uses the checkpoint."""
+  """Drops orbax's lines about an unreadable or missing _CHECKPOINT_METADATA: logged by every
+  manager that opens the folder (an unreadable one with the file's whole content), while the
+  restore names that file in one line of its own (_check_json_files)."""
 
   def filter(self, record):
     head = record.getMessage().split(", ", 1)[0]  # "Failed to read Metadata file: PATH"
-    return not (head.startswith(("Failed to read Metadata file", "Failed to json parse Metadata"))
-                and head.endswith("_CHECKPOINT_METADATA"))
+    return not (head.startswith(("Failed to read Metadata file", "Failed to json parse Metadata",
+                                 "Metadata file does not exist"))
+                and head.endswith(STEP_METADATA))
 
 
 logging.getLogger("absl").addFilter(_StepMetadataLines())
