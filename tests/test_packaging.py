@@ -1,5 +1,6 @@
 """A plain `pip install .` ships the configs (found by name from any folder) and no benchmarks."""
 import os
+import shutil
 import subprocess
 import sys
 
@@ -20,9 +21,14 @@ def test_configs_are_found_by_name_from_any_folder(tmp_path, monkeypatch):
 
 
 def test_a_plain_install_ships_configs_and_no_benchmarks(tmp_path):
+  # built from a copy: setuptools leaves build/ in the tree it builds, whose stale files a later
+  # build of the checkout would ship
+  source = tmp_path / "source"
+  shutil.copytree(ROOT, source, ignore=shutil.ignore_patterns(
+      ".git", "build", "dist", "*.egg-info", "__pycache__", ".pytest_cache", "runs", "site"))
   target = tmp_path / "site"
   out = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps",
-                        "--no-build-isolation", "--target", str(target), ROOT],
+                        "--no-build-isolation", "--target", str(target), str(source)],
                        capture_output=True, text=True, timeout=600)
   assert out.returncode == 0, out.stderr[-2000:]
   installed = set(os.listdir(target))
