@@ -90,20 +90,26 @@ def ensure(root, name, parent=None):
                        {**identity, "rows": rows, "files": files, "warnings": kept.messages})
     built.append(tmp)
 
+  warned = []  # of the entry opened
+
   def open_entry(path):
     """`path` if its manifest is this identity's and every file it lists has its sha256."""
-    files = (storage.read_manifest(path, **identity) or {}).get("files")
-    if not isinstance(files, dict):
+    manifest = storage.read_manifest(path, **identity) or {}
+    files, messages = manifest.get("files"), manifest.get("warnings")
+    if not isinstance(files, dict) or not isinstance(messages, list):
       return None
     try:
       found = storage.file_digests([os.path.join(path, f) for f in files], index)
     except OSError:  # a file missing, or a folder in its place
       return None
-    return path if found == list(files.values()) else None
+    if found != list(files.values()):
+      return None
+    warned[:] = messages
+    return path
 
   folder = storage.cached(parent, key, open_entry, write, "columnar cache entry")
   if not built:  # read from the cache: what its build warned of is still in the files
-    for message in storage.read_manifest(folder)["warnings"]:
+    for message in warned:
       split_files.LOG.warning(f"{message} (columnar cache entry {folder})")
   for entry in os.listdir(parent):  # entries of earlier versions of the files
     if entry != key and len(entry) == len(key) and os.path.isdir(os.path.join(parent, entry)):
