@@ -367,3 +367,23 @@ def test_update_order_counts_the_copied_weights_of_both_updates_at_toy_size():
   assert not row["errors"] and row["plain / gated"]["repeats"] == 2
   assert row["copied_param_mb"]["plain"] > 1.0 > 1e-3 > row["copied_param_mb"]["gated"]
   assert row["first_loss_abs_diff"] == 0.0
+
+
+def test_word_table_sparse_adam_is_optax_adam_and_the_patched_lookup_passes_no_gradient():
+  from benchmarks import word_table  # pylint: disable=g-import-not-at-top
+  from rsvqa_jax.config import base_config  # pylint: disable=g-import-not-at-top
+  rng = np.random.default_rng(0)
+  table = rng.standard_normal((50, 4)).astype(np.float32)
+  ids = jnp.asarray([3, 7, 3, 3, 0, 49], jnp.int32)  # repeated and untouched rows
+  rows = jnp.asarray(rng.standard_normal((6, 4)), jnp.float32)
+  pair, diff = word_table.compare_updates(table, ids, rows, base_config().optim)
+  assert diff < 1e-6
+  moved = np.abs(np.asarray(pair["sparse"].table) - table).max(axis=1)
+  assert (moved[[0, 3, 7, 49]] > 1e-4).all() and (moved[[1, 2, 8]] == 0).all()
+  size, questions = train_steps.sizes("toy"), inputs.make_questions(8)
+  row = word_table.measure_lm("distilbert", size, questions, 8, "float32", 2, 0.01)
+  assert row["table"] == [questions.wordpiece_vocab_size, 32] and row["max_abs_diff"] < 1e-6
+  assert row["table_scatters"] == {"as trained": 1, "no table gradient": 0}
+  assert not row["update"]["errors"] and not row["step"]["errors"]
+  assert row["step"]["as trained / no table gradient"]["repeats"] == 2
+  assert 0 < row["touched_rows"] <= row["tokens"] == 8 * questions.wordpiece_tokens.shape[1]

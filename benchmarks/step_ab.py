@@ -1,0 +1,77 @@
+"""In-process A/B timings of a change to the train step: the pieces its benchmarks share.
+
+benchmarks.update_order and benchmarks.word_table build a row's step twice, once with the change
+patched in while it compiles, and time both in turn in one process (timing.alternate).
+"""
+import os
+import sys
+
+from benchmarks import inputs, timing, train_steps
+from rsvqa_jax import storage
+
+
+class PatchedStep:
+  """A row's JAX train step compiled while `patch` (a context manager) is in force, run once.
+
+  For in-process A/B timings of a change to the step: the compiled module (`hlo`) and the first
+  step's loss are kept, and `block()` times blocks of `calibrate`d steps.
+  """
+
+  def __init__(self, row, size, questions, batch, dtype, patch):
+    lm, mode, fusion = row.split(":")
+    frozen = mode == "frozen"
+    model, q_dim = train_steps.jax_model(lm, frozen, fusion, size, questions)
+    batch_np = train_steps.batch_for(lm, frozen, q_dim, questions, batch)
+    with patch:
+      self.runner = train_steps.JaxStep(model, frozen, batch_np, compute_dtype=dtype)
+      self.runner.step = self.runner.step.lower(self.runner.state, self.runner.batch).compile()
+    self.runner.warmup()  # the compiled step read below, compiled once
+    self.hlo = self.runner.step.as_text()
+    self.first_loss = float(self.runner.metrics["loss"])
+    self.steps = 1
+
+  def calibrate(self, block_s):
+    seconds = self.runner.block(1)
+    self.steps = max(1, round(block_s / seconds))
+
+  def block(self):
+    """Seconds per step over one block."""
+    return self.runner.block(self.steps) / self.steps
+
+
+def add_options(parser, block_s):
+  """The options every such benchmark takes."""
+  parser.add_argument("--size", default="quick", choices=["toy", "quick", "full"])
+  parser.add_argument("--rounds", type=int, default=7)
+  parser.add_argument("--block-s", type=float, default=block_s)
+  parser.add_argument("--batch", type=int, default=inputs.BATCH)
+  parser.add_argument("--out", required=True, help="folder for results.json and results.md")
+
+
+def result(module, argv, info, **fields):
+  """The results record: the command that reproduces it, the machine, the CPU, `fields`."""
+  return {"command": f"python -m benchmarks.{module} " + " ".join(argv or sys.argv[1:]),
+          "machine": info, "cpu": timing.cpu_label(info), **fields}
+
+
+def header(title, snippet, record):
+  """The markdown lines above a results table: title, snippet start, command, machine, load."""
+  m = record["machine"]
+  load = ", ".join(f"{x:.1f}" for x in m.get("load_average", ()))
+  return [f"# {title}", "", f"<!-- --8<-- [start:{snippet}] -->", "",
+          f"Command: `{record['command']}`", "",
+          f"CPU: {record['cpu']}, {m['usable_cpus']} usable cores, jax {m['jax']}; load average "
+          f"at start {load}", ""]
+
+
+def median_range(summary):
+  """A timing.summarize record as "median (min-max)"."""
+  return f"{summary['median']:.3g} ({summary['min']:.3g}-{summary['max']:.3g})"
+
+
+def write(out, record, markdown):
+  """DIR/results.json and DIR/results.md."""
+  os.makedirs(out, exist_ok=True)
+  storage.write_json(os.path.join(out, "results.json"), record)
+  with open(os.path.join(out, "results.md"), "w", encoding="utf-8") as f:
+    f.write(markdown)
