@@ -184,8 +184,8 @@ def test_blocks_hand_other_forms_to_the_plain_reader(tmp_path):
     list(json_stream.blocks(str(path), "questions"))
 
 
-def _edit(root, split, kind, fn):
-  path = rsvqa_json.split_file(root, "xben", split, kind)
+def _edit(root, split, kind, fn, layout="xben"):
+  path = rsvqa_json.split_file(root, layout, split, kind)
   with open(path) as f:
     data = json.load(f)
   fn(data[kind])
@@ -200,6 +200,7 @@ def _edit(root, split, kind, fn):
      "active image"),
     ("questions", lambda e: e[0].update(answers_ids=[10**9]), "points to no active answer"),
     ("questions", lambda e: e[0].update(question=" "), "has an empty question string"),
+    ("questions", lambda e: e[0].update(answers_ids=[]), r"has answers_ids \[\]: it names no"),
     ("answers", lambda e: e[0].update(answer=None), "is None: expected a non-empty string"),
     ("answers", lambda e: e.append(dict(e[0])), r"id \d+ appears twice \(entries 0 and \d+\)"),
     ("questions", lambda e: e[0].update(active="false"), "has active 'false'"),
@@ -210,6 +211,17 @@ def test_columnar_refuses_what_the_json_reader_refuses(xben, kind, fn, message):
   for read_columnar in (False, True):
     with pytest.raises(RSVQAError, match=message):
       rsvqa_json.read_dataset(root, "xben", columnar=read_columnar)
+
+
+def test_both_readers_refuse_a_question_type_outside_the_lr_layout(tmp_path):
+  root = str(tmp_path / "lr")
+  synthetic.generate(root, "lr", images=6, seed=0, questions_per_image=10)
+  colour = lambda e: next(q for q in e if q["active"]).update(type="colour")
+  _edit(root, "val", "questions", colour, "lr")
+  for read_columnar in (False, True):
+    with pytest.raises(RSVQAError, match=r"LR_split_val_questions.json: question \d+ has type "
+                                         r"'colour': the LR layout's types are comp, count"):
+      rsvqa_json.read_dataset(root, "lr", columnar=read_columnar)
 
 
 def test_both_readers_name_the_questions_no_image_lists(xben, caplog):

@@ -24,7 +24,7 @@ from rsvqa_jax.data.records import Split
 from rsvqa_jax.errors import RSVQAError
 from rsvqa_jax.eval import accuracy, adversarial, outputs
 from rsvqa_jax.train import loop, predict, restore
-from test_train_support import tiny_config, tiny_task
+from test_train_support import tiny_config, tiny_task, warnings_of_rsvqa_jax
 
 QUIET = dict(log=lambda m: None)
 CONFIGS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "configs")
@@ -288,3 +288,38 @@ def test_pixel_kinds_on_a_synthetic_resnet_workdir(tmp_path):
                      "--repeats", "2"]) == 0
     with open(outputs.adversarial_paths(workdir, "test", kind)[0]) as f:
       assert json.load(f)["kind"] == kind
+
+
+def test_shuffle_counts_refuses_and_warns_about_questions_left_on_their_own_image(caplog):
+  rows = np.array([4, 4, 4, 4, 6, 6, 9, 6])  # first batch of 4 holds a single image
+  sub = adversarial.substitution_rows("shuffle", rows, repeats=5, seed=0, batch_size=4)
+  with warnings_of_rsvqa_jax(caplog):
+    kept = adversarial.own_images_kept("shuffle", rows, sub, "split test of W")
+  assert kept == int((sub == rows).sum()) and 20 <= kept < 40
+  assert f"gives {kept} of 40 answers" in caplog.text and "--adversarial random" in caplog.text
+  with pytest.raises(RSVQAError, match=r"split test of W: shuffle substitution gives every "
+                                       r"question its own image back"):
+    adversarial.own_images_kept("shuffle", rows[:4], sub[:, :4], "split test of W")
+  assert adversarial.own_images_kept("random", rows, sub, "W") is None
+
+
+def test_seeds_refuses_a_workdir_twice_a_repeated_seed_and_another_config(tmp_path, capsys):
+  from rsvqa_jax.train import checkpointing  # pylint: disable=g-import-not-at-top
+
+  def workdir(name, seed, **train):
+    c = tiny_config(**train)
+    c.data.synthetic, c.seed = True, seed
+    path = str(tmp_path / name)
+    checkpointing.check_or_record_config(path, c)
+    return path
+
+  a, b, same_seed = workdir("a", 0), workdir("b", 1, num_epochs=3), workdir("c", 0)
+  cases = [([a, a], f"--seeds: {a} is given twice"),
+           ([str(tmp_path / "[ab]"), a], f"--seeds: {a} is given twice"),
+           ([a, same_seed], f"--seeds: {a} and {same_seed} were both trained with seed 0"),
+           ([a, b], f"--seeds: {b} is not {a}'s model over another seed: train.num_epochs is 3 "
+                    "there, 6 in")]
+  for seeds, message in cases:
+    assert cli.main(["evaluate", "--seeds", *seeds]) == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err, err

@@ -255,6 +255,11 @@ DAMAGES = {
                        r"answer \d+ \(question \d+\) is True: expected a non-empty string$"),
     "null question type": ("questions", _set_first(type=None),
                            r"question \d+ has type None: expected a non-empty string$"),
+    "capitalised question type": ("questions", _set_first(type="Count"),
+                                  r"question \d+ has type 'Count': the LR layout's types are "
+                                  r"comp, count, presence, rural_urban$"),
+    "no answer id": ("questions", _set_first(answers_ids=[]),
+                     r"question \d+ has answers_ids \[\]: it names no answer$"),
     "float img_id": ("questions", _float_img_id,
                      r"question \d+ has img_id \d+\.0 that points to no active image of "
                      r"LR_split_train_images.json$"),

@@ -20,6 +20,7 @@ DIR/eval/SPLIT/counterfactual.{json,csv,md,tex} and counterfactual_edits.csv.
 """
 import glob
 import json
+import os
 
 from rsvqa_jax.commands import argument_types, common
 from rsvqa_jax.errors import RSVQAError
@@ -103,8 +104,35 @@ def _expand(patterns):
     hits = sorted(glob.glob(p)) if any(c in p for c in "*?[") else [p]
     if not hits:
       raise RSVQAError(f"--seeds {p}: matches no workdir")
-    out += hits
-  return list(dict.fromkeys(out))
+    for hit in hits:
+      if any(os.path.realpath(hit) == os.path.realpath(w) for w in out):
+        raise RSVQAError(f"--seeds: {hit} is given twice")
+      out.append(hit)
+  return out
+
+
+def _check_seed_runs(workdirs, data_root):
+  """--seeds averages one model over seeds: refuse runs of another config or of the same seed.
+
+  Anything else would come out as a mean (std) over runs that are not seeds of one model.
+  """
+  from rsvqa_jax import config as config_lib  # pylint: disable=g-import-not-at-top
+  from rsvqa_jax.train import checkpointing  # pylint: disable=g-import-not-at-top
+  first = workdirs[0]
+  ours = config_lib.identity(checkpointing.read_config(first, data_root))
+  seeds = {ours["seed"]: first}
+  for w in workdirs[1:]:
+    theirs = config_lib.identity(checkpointing.read_config(w, data_root))
+    if theirs["seed"] in seeds:
+      raise RSVQAError(f"--seeds: {seeds[theirs['seed']]} and {w} were both trained with seed "
+                       f"{theirs['seed']}; a mean over seeds needs runs of distinct seeds")
+    seeds[theirs["seed"]] = w
+    diff = [d for d in checkpointing.differences(ours, theirs) if d[0] != "seed"]
+    if diff:
+      key, mine, other = diff[0]
+      more = f" and {len(diff) - 1} more key(s)" if len(diff) > 1 else ""
+      raise RSVQAError(f"--seeds: {w} is not {first}'s model over another seed: {key} is "
+                       f"{other!r} there, {mine!r} in {first}{more}")
 
 
 def run(args):
@@ -112,6 +140,8 @@ def run(args):
   from rsvqa_jax.bias import tables  # pylint: disable=g-import-not-at-top
   from rsvqa_jax.eval import accuracy, adversarial  # pylint: disable=g-import-not-at-top
   workdirs = [args.workdir] if args.workdir else _expand(args.seeds)
+  if len(workdirs) > 1:
+    _check_seed_runs(workdirs, args.data_root)
   if args.pool and args.adversarial != "random":
     raise RSVQAError("--pool applies to --adversarial random only")
   where = dict(which=args.checkpoint, data_root=args.data_root)

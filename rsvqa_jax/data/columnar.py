@@ -42,7 +42,8 @@ from rsvqa_jax.data import records
 from rsvqa_jax.data import split_files
 from rsvqa_jax.errors import RSVQAError
 
-VERSION = 3  # 2: the manifest records the sha256 of each file; 3: and the build's warnings
+VERSION = 4  # 2: the manifest records the sha256 of each file; 3: and the build's warnings;
+# 4: LR/HR question types checked against the layout's
 CACHE_DIR = ".columnar"
 DIGESTS = "digests.json"
 VOCAB = "vocab.json"
@@ -238,7 +239,7 @@ def _read_images(path):
   return all_ids, _np(active), _np(row_image), _np(row_question)
 
 
-def _read_questions(path, a_path, strings):
+def _read_questions(path, name, strings):
   """All ids and the columns of the active questions: id, img_id, type, text, answers_ids[0]."""
   all_ids, qid, image, qtype, text, first = (_ints() for _ in range(6))
   more_answers, more_owner = _ints(), _ints()
@@ -251,10 +252,7 @@ def _read_questions(path, a_path, strings):
     if not records.is_id(img):
       raise RSVQAError(f"{path}: question {i} has img_id {split_files.short_repr(img)} that "
                        "points to no active image")
-    t, q, ids = split_files.question_fields(e, i, path)
-    if not ids:
-      raise RSVQAError(f"{path}: question {i} has answers_ids []: answer None points to no "
-                       f"active answer of {os.path.basename(a_path)}")
+    t, q, ids = split_files.question_fields(e, i, path, name)
     qid.append(i)
     image.append(img)
     qtype.append(types.code(t))
@@ -298,7 +296,7 @@ def _read_split(root, name, split, strings):
   img_path, q_path, a_path = (split_files.split_file(root, name, split, k)
                               for k in split_files.KINDS)
   _, active_images, row_image, row_question = _read_images(img_path)
-  q_all, q = _read_questions(q_path, a_path, strings)
+  q_all, q = _read_questions(q_path, name, strings)
   a_all, a_active, a_raw, a_back, bad, odd = _read_answers(a_path, strings)
   a_base = os.path.basename(a_path)
 

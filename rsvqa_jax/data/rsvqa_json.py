@@ -41,11 +41,10 @@ def _active_by_id(entries, path, required):
 
 def _sample(name, qid, q, answers, answer_ids, q_path, a_path):
   """The row of an active question, checking every field it is built from."""
-  qtype, text, ids = question_fields(q, qid, q_path)
-  if not ids or ids[0] not in answers:
+  qtype, text, ids = question_fields(q, qid, q_path, name)
+  if ids[0] not in answers:
     raise RSVQAError(f"{q_path}: question {qid} has answers_ids {short_repr(ids)}: answer "
-                     f"{ids[0] if ids else None} points to no active answer of "
-                     f"{os.path.basename(a_path)}")
+                     f"{ids[0]} points to no active answer of {os.path.basename(a_path)}")
   absent = next((a for a in ids if a not in answer_ids), None)
   if absent is not None:
     raise RSVQAError(f"{q_path}: question {qid} has answers_ids {short_repr(ids)}: answer {absent} "

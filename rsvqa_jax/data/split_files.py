@@ -23,13 +23,18 @@ class Layout:
   image_dir: str
   image_size: int
   splits: tuple[str, ...]
+  # Question types of the layout; a question of another type is refused (a "Count" or a typo
+  # would silently skip the answer binning of its type). None: not checked (RSVQAxBEN).
+  question_types: tuple[str, ...] | None
 
 
 LAYOUTS = {
-    "lr": Layout("LR", "Images_LR", 256, ("train", "val", "test")),
+    "lr": Layout("LR", "Images_LR", 256, ("train", "val", "test"),
+                 ("comp", "count", "presence", "rural_urban")),
     # The official HR archive keeps its tiles in Data/ (as torchrs and the authors' loaders do).
-    "hr": Layout("USGS", "Data", 512, ("train", "val", "test", "test_phili")),
-    "xben": Layout("RSVQAxBEN", "Images", 120, ("train", "val", "test")),
+    "hr": Layout("USGS", "Data", 512, ("train", "val", "test", "test_phili"),
+                 ("area", "comp", "count", "presence")),
+    "xben": Layout("RSVQAxBEN", "Images", 120, ("train", "val", "test"), None),
 }
 KINDS = ("images", "questions", "answers")
 
@@ -159,17 +164,25 @@ def id_list(value, path, owner, key):
   return value
 
 
-def question_fields(q, qid, path):
-  """(type, question string, answers_ids) of an active question entry, each checked: the one
-  check the JSON reader and the columnar reader share, so they refuse the same entries."""
+def question_fields(q, qid, path, name):
+  """(type, question string, answers_ids) of an active question entry of layout `name`, each
+  checked: the one check the JSON reader and the columnar reader share, so they refuse the same
+  entries."""
   qtype = q["type"]
   if not isinstance(qtype, str) or not qtype.strip():
     raise RSVQAError(f"{path}: question {qid} has type {short_repr(qtype)}: expected a non-empty "
                      "string")
+  known = LAYOUTS[name].question_types
+  if known and qtype not in known:
+    raise RSVQAError(f"{path}: question {qid} has type {short_repr(qtype)}: the {name.upper()} "
+                     f"layout's types are {', '.join(known)}")
   text = q["question"]
   if not isinstance(text, str) or not text.strip():
     raise RSVQAError(f"{path}: question {qid} has an empty question string")
-  return qtype, text, id_list(q["answers_ids"], path, f"question {qid}", "answers_ids")
+  ids = id_list(q["answers_ids"], path, f"question {qid}", "answers_ids")
+  if not ids:
+    raise RSVQAError(f"{path}: question {qid} has answers_ids []: it names no answer")
+  return qtype, text, ids
 
 
 def warn_unlisted(q_path, img_path, unlisted):

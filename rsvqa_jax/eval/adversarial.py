@@ -10,20 +10,24 @@ Substitution kinds:
            in-distribution choice). Pool "dataset" (default, as the paper: "a random image
            of the entire dataset") is every image of every split of the dataset; "split"
            the images of the evaluated split only;
-  shuffle  a permutation inside each batch of the evaluation order (the original code's);
+  shuffle  a permutation inside each batch of the evaluation order (the original code's). A
+           batch's questions often share images, so some keep their own: counted in the
+           JSON (own_image_kept), warned about, and refused when it is every question;
   white / black / noise   pixels replaced before the encoder: their features come from the
            feature cache of that kind (same row order as the clean ones), and each question
            reads its own image's row of that table.
 Written to WORKDIR/eval/SPLIT/ (eval/outputs.py):
   adversarial_KIND.json             bias/metrics.accuracy_table over the K substitutions (mean,
                                     std and every repeat's values), what was tested (kind,
-                                    pool and pool_images for random, seed, ...) and the
+                                    pool and pool_images for random, own_image_kept for
+                                    shuffle, seed, ...) and the
                                     predictions' audit (bias/predictions.Aligned.summary)
   adversarial_KIND_predictions.csv  every repeat's answers (question_id, repeat 0..K-1,
                                     image_id, substituted_image_id, type, prediction, answer),
                                     the format `rsvqa-jax analyze --adversarial-predictions`
                                     reads and averages over the repeats as the JSON does
 """
+import logging
 import os
 
 import numpy as np
@@ -36,6 +40,7 @@ from rsvqa_jax.train import run as run_lib
 KINDS = ("random", "shuffle", "white", "black", "noise")
 PIXEL_KINDS = ("white", "black", "noise")
 POOLS = ("dataset", "split")
+_log = logging.getLogger(__name__)
 
 
 def substitution_rows(kind, rows, *, repeats, seed, batch_size=None, pool=None):
@@ -72,6 +77,25 @@ def substitution_rows(kind, rows, *, repeats, seed, batch_size=None, pool=None):
         out[k, start:start + batch_size] = block[rng.permutation(len(block))]
     return out
   raise RSVQAError(f"adversarial kind {kind!r}: choose one of {', '.join(KINDS)}")
+
+
+def own_images_kept(kind, rows, sub_rows, where):
+  """How many of the [K, N] substitutions give a question its own image back (shuffle only).
+
+  A batch of the evaluation order that holds few images leaves many questions on their own
+  image: that part of a "shuffle" score is a clean score. Warned about; refused when it is all.
+  """
+  if kind != "shuffle":
+    return None
+  kept = int(np.sum(sub_rows == np.asarray(rows)[None]))
+  if kept == sub_rows.size:
+    raise RSVQAError(f"{where}: shuffle substitution gives every question its own image back "
+                     "(each batch holds a single image); use --adversarial random")
+  if kept:
+    _log.warning("%s: shuffle substitution gives %d of %d answers (%.1f%%) their own image back "
+                 "(a batch's questions share images); --adversarial random never does", where,
+                 kept, sub_rows.size, 100 * kept / sub_rows.size)
+  return kept
 
 
 def kind_features(run, kind, noise_seed):
@@ -134,13 +158,14 @@ def evaluate(workdir, split, kind, *, repeats=10, seed=0, pool="dataset", which=
                                  batch_size=run.config.train.eval_batch_size, pool=rows)
   except RSVQAError as e:
     raise RSVQAError(f"split {split} of {workdir}: {e}") from None
+  kept = own_images_kept(kind, clean, sub_rows, f"split {split} of {workdir}")
   preds = predict.predict(run, state, split, image_rows=sub_rows,
                           features=kind_features(run, kind, seed),
                           desc=f"adversarial {kind} x{repeats} {split}")
   table = predict.accuracy(run, split, preds)
   n_pool = len(np.unique(clean)) if rows is None else len(rows)
   table.update(kind=kind, pool=pool if random else None, pool_images=n_pool if random else None,
-               split=split, seed=int(seed), checkpoint=which, step=step,
+               own_image_kept=kept, split=split, seed=int(seed), checkpoint=which, step=step,
                workdir=os.path.abspath(workdir))
   substituted = np.asarray(run.features.image_ids)[sub_rows]
   return accuracy.write_results(run, split, preds, table,
