@@ -457,6 +457,8 @@ def config_path(name):
     packaged = None
   if packaged is not None and packaged.is_file():
     return str(packaged)
+  if os.path.isdir(name):
+    raise RSVQAError(f"{name}: is a folder; give a config file (.py)")
   raise RSVQAError(f"{name}: config file not found (nor an installed config named {base})")
 
 

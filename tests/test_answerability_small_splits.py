@@ -152,10 +152,15 @@ def test_synth_on_four_validation_images_at_the_default_balance(tmp_path):
   assert "answerability val:" in out
 
 
-def test_synth_refuses_in_one_line(tmp_path):
-  status, _, err = _cli(["synth", "--out", str(tmp_path / "ds"), "--images", "8",
-                         "--questions-per-image", "2", "--answerability",
-                         "--answerability-balance", "0"])
-  assert status == 2
-  assert err.splitlines() == ["rsvqa-jax synth: error: split val: 1 image(s) cannot fill pools of "
-                              "even 2 candidates: use more images"]
+def test_synth_refuses_in_one_line_and_writes_no_pools(tmp_path):
+  out = str(tmp_path / "ds")
+  for images in ("8", "12"):  # the split that cannot fill its pools: val, then test (after two)
+    status, _, err = _cli(["synth", "--out", out, "--images", images, "--questions-per-image",
+                           "2", "--answerability", "--answerability-balance", "0"])
+    split = "val" if images == "8" else "test"
+    assert status == 2
+    assert err.splitlines()[-1] == (
+        f"rsvqa-jax synth: error: split {split}: 1 image(s) cannot fill pools of even 2 "
+        f"candidates: use more images (the dataset is written to {out}, without answerability "
+        "pools)")
+    assert not [f for f in os.listdir(out) if f.startswith("Answerability")]

@@ -323,3 +323,14 @@ def test_seeds_refuses_a_workdir_twice_a_repeated_seed_and_another_config(tmp_pa
     assert cli.main(["evaluate", "--seeds", *seeds]) == 2
     err = capsys.readouterr().err
     assert message in err and "Traceback" not in err, err
+
+
+def test_a_dataset_folder_is_refused_as_a_new_workdir(tmp_path, capsys):
+  from rsvqa_jax.data import synthetic  # pylint: disable=g-import-not-at-top
+  data = str(tmp_path / "data")
+  synthetic.generate(data, "lr", images=6, seed=0, questions_per_image=4)
+  before = sorted(os.listdir(data))
+  assert cli.main(["train", "--config", "configs/synthetic_tiny.py", "--workdir", data]) == 2
+  assert (f"--workdir {data} holds a dataset (LR_split_train_questions.json); give a folder of "
+          "its own for the run") in capsys.readouterr().err
+  assert sorted(os.listdir(data)) == before

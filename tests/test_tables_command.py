@@ -134,3 +134,17 @@ def test_report_timings_use_the_one_markdown_emitter():
   assert text.splitlines() == ["| stage | units | seconds |", "|---|---|---|",
                                "| train | 2 | 3.2 |", "| analysis | 1 | 0.5 |",
                                "| total | 3 | 3.8 |"]
+
+
+def test_a_split_no_workdir_was_evaluated_on_and_unreadable_metrics_are_said(tmp_path, capsys):
+  runs = tmp_path / "runs"
+  w = _workdir(runs, "db_ft/seed0", val=(0.8,), test=(0.9, 0.6))
+  rc, out = _run(runs, capsys, "--split", "tset")
+  assert rc == 2 and out.err.strip() == (f"rsvqa-jax tables: error: --split tset: no workdir "
+                                         f"under {runs} was evaluated on it (evaluated splits: "
+                                         "test)")
+  with open(os.path.join(w, "metrics.jsonl"), "a") as f:
+    f.write('\n{"step": 10, "split": "val", "oa": 0.5}\ngarbage\n[1, 2]\n{"step": 11, "spl')
+  rc, out = _run(runs, capsys)
+  assert rc == 0
+  assert "metrics.jsonl: 4 of 7 lines unreadable (the first: line 3), skipped" in out.err

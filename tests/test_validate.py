@@ -173,3 +173,36 @@ def test_read_tif_checks(tmp_path):
     images.read_tif(path)
   with pytest.raises(RSVQAError, match="dtype is uint16, expected uint8"):
     images.check_tif(path)
+
+
+def test_validate_names_a_missing_image_folder_once_and_caps_the_listed_problems(broken, capsys):
+  folder = os.path.join(broken, "Images_LR")
+  paths = sorted(os.path.join(folder, f) for f in os.listdir(folder))
+  for path in paths[:3]:
+    os.remove(path)
+  from rsvqa_jax.commands import validate as validate_cmd  # pylint: disable=g-import-not-at-top
+  validate_cmd.SHOWN_PROBLEMS, shown = 2, validate_cmd.SHOWN_PROBLEMS
+  try:
+    rc, err = _run_validate(broken, capsys)
+  finally:
+    validate_cmd.SHOWN_PROBLEMS = shown
+  lines = err.splitlines()
+  assert rc == 2 and len(lines) == 4 and lines[2] == "... and 1 more", lines
+  assert lines[3].startswith("rsvqa-jax validate: error: 3 of 6 images fail the check")
+  shutil.rmtree(folder)
+  rc, err = _run_validate(broken, capsys)
+  assert rc == 2 and err == (f"rsvqa-jax validate: error: {folder}: image folder missing (the LR "
+                             "layout keeps its images there); --skip-images checks the JSON "
+                             "files alone")
+  assert _run_validate(broken, capsys, "--skip-images")[0] == 0
+
+
+def test_a_file_where_a_folder_or_a_config_is_expected_is_named_as_such(lr, tmp_path, capsys):
+  a_file = tmp_path / "notes.txt"
+  a_file.write_text("x")
+  for argv, message in [
+      (["validate", "--data", str(a_file)], f"{a_file}: dataset folder is a file, not a folder"),
+      (["validate", "--data", str(tmp_path / "none")], "none: dataset folder does not exist"),
+      (["config", "--config", str(tmp_path)], f"{tmp_path}: is a folder; give a config file")]:
+    assert cli.main(argv) == 2
+    assert message in capsys.readouterr().err

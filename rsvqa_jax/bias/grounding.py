@@ -30,6 +30,7 @@ import numpy as np
 from matplotlib.figure import Figure
 from PIL import Image
 
+from rsvqa_jax import errors
 from rsvqa_jax import storage
 from rsvqa_jax.bias import tables
 from rsvqa_jax.errors import RSVQAError
@@ -215,7 +216,7 @@ def write_png(path, values):
 def mask_files(folder, flag):
   """{question id: path} of the `{question_id}.png` files of `folder` (other files ignored)."""
   if not os.path.isdir(folder):
-    raise RSVQAError(f"{flag} {folder}: folder does not exist")
+    raise RSVQAError(f"{flag} {folder}: folder {errors.not_a_folder(folder)}")
   return {int(m.group(1)): os.path.join(folder, name) for name in os.listdir(folder)
           if (m := _PNG.fullmatch(name))}
 

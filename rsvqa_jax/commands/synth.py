@@ -76,4 +76,8 @@ def run(args):
   print(f"wrote {images} images and {len(generated.questions)} questions ({counts}) to "
         f"{args.out} in {time.time() - start:.1f}s")
   if args.answerability:
-    answerability.synth(args, generated)
+    try:
+      answerability.synth(args, generated)
+    except RSVQAError as e:
+      raise RSVQAError(f"{e} (the dataset is written to {args.out}, without answerability "
+                       "pools)") from None

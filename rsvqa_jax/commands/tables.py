@@ -5,12 +5,15 @@ depth) is read without loading a model: its config says which cell it fills (lan
 frozen or fine-tuned, fusion, visual blind, the original head, the language model's learning
 rate), its metrics.jsonl the best validation OA (Table 1, Figure 8), and eval/SPLIT/accuracy.json,
 written by `rsvqa-jax evaluate`, its test accuracy (Table 2). Cells without a run read "missing";
-Table 2 rows whose runs were never evaluated read "not evaluated". Writes table1, table2 and,
+Table 2 rows whose runs were never evaluated read "not evaluated"; a --split that no workdir
+was evaluated on, while some were on others, is refused (a misspelt split would read "not
+evaluated" everywhere). Writes table1, table2 and,
 when the fine-tuned runs of a language model differ in its learning rate (configs/lr_sweep.py),
 figure8_lr (bias/tables.py layouts) as CSV, Markdown and LaTeX under --out, and prints the
 Markdown.
 """
 import json
+import logging
 import math
 import os
 
@@ -18,6 +21,7 @@ from rsvqa_jax.errors import RSVQAError
 
 CONFIG_FILE = "config.json"  # train/checkpointing.py CONFIG_FILE
 METRICS_FILE = "metrics.jsonl"  # train/loop.py METRICS_FILE
+_log = logging.getLogger(__name__)
 
 
 def add_arguments(parser):
@@ -29,18 +33,28 @@ def add_arguments(parser):
 
 
 def _records(path):
-  """metrics.jsonl records; a line cut by a kill (or otherwise unreadable) is skipped."""
-  out = []
+  """metrics.jsonl records; a line cut by a kill (or otherwise unreadable) is skipped, and
+  unreadable lines before the last are counted in a WARNING (a kill cuts only the last)."""
+  out, bad = [], []
   try:
     with open(path, "rb") as f:  # each line decoded on its own: a damaged one is skipped too
-      for line in f:
-        try:
-          out.append(json.loads(line))
-        except ValueError:
-          continue
+      lines = f.read().splitlines()
   except OSError:
-    pass
-  return [r for r in out if isinstance(r, dict)]
+    return []
+  for number, line in enumerate(lines, 1):
+    try:
+      record = json.loads(line)
+    except ValueError:
+      record = None
+    if isinstance(record, dict):
+      out.append(record)
+    elif line.strip():
+      bad.append(number)
+  damaged = [n for n in bad if n != len(lines)]
+  if damaged:
+    _log.warning("%s: %d of %d lines unreadable (the first: line %d), skipped", path, len(bad),
+                 len(lines), damaged[0])
+  return out
 
 
 def _json(path):
@@ -118,6 +132,13 @@ def read_run(workdir, split):
         from None
 
 
+def _evaluated_splits(workdir):
+  """The splits `rsvqa-jax evaluate` wrote an accuracy table of in `workdir`."""
+  folder = os.path.join(workdir, "eval")
+  return [s for s in (os.listdir(folder) if os.path.isdir(folder) else ())
+          if os.path.isfile(os.path.join(folder, s, "accuracy.json"))]
+
+
 def run(args):
   from rsvqa_jax.bias import tables  # pylint: disable=g-import-not-at-top
   if not os.path.isdir(args.runs):
@@ -127,6 +148,11 @@ def run(args):
     raise RSVQAError(f"--runs {args.runs}: no training workdir (a folder with {CONFIG_FILE} and "
                      f"{METRICS_FILE}) under it")
   runs = [read_run(w, args.split) for w in found]
+  if not any(r.accuracy for r in runs):
+    evaluated = sorted({s for w in found for s in _evaluated_splits(w)})
+    if evaluated:
+      raise RSVQAError(f"--split {args.split}: no workdir under {args.runs} was evaluated on it "
+                       f"(evaluated splits: {', '.join(evaluated)})")
   out = args.out or os.path.join(args.runs, "tables")
   named = {"table1": tables.table1(runs), "table2": tables.table2(runs, args.split)}
   swept = lambda lm: len({r.text_lr for r in runs if r.lm == lm and not r.frozen}) > 1

@@ -15,13 +15,18 @@ def add_arguments(parser):
   images.add_argument("--skip-images", action="store_true", help="check the JSON files only")
 
 
+SHOWN_PROBLEMS = 20  # image problems listed before "... and N more"
+
+
 def run(args):
   how = "skip" if args.skip_images else "headers" if args.headers_only else "decode"
   try:
     report = validate.validate(args.data, args.dataset, images=how)
   except validate.ImageProblems as e:
-    if len(e.problems) > 1:  # the error line names the first; list them all, one per line
-      print("\n".join(e.problems), file=sys.stderr)
+    if len(e.problems) > 1:  # the error line names the first; list the first few, one per line
+      shown = e.problems[:SHOWN_PROBLEMS]
+      more = len(e.problems) - len(shown)
+      print("\n".join(shown + ([f"... and {more} more"] if more else [])), file=sys.stderr)
     raise
   print("\n".join(report.lines()))
   print("ok")

@@ -222,7 +222,7 @@ def generate(dataset_root, out, image_ids, **knobs):
   os.makedirs(out, exist_ok=True)
   if os.path.exists(os.path.join(out, MANIFEST)):
     os.remove(os.path.join(out, MANIFEST))  # files without a manifest are never trusted
-  stats, next_id = {}, 0
+  stats, files, next_id = {}, {}, 0
   order = sorted(image_ids, key=lambda s: (SPLIT_ORDER.index(s) if s in SPLIT_ORDER else 9, s))
   for index, split in enumerate(order):  # pool ids and draws follow the splits, not the caller
     ids = sorted(int(i) for i in image_ids[split])
@@ -232,9 +232,11 @@ def generate(dataset_root, out, image_ids, **knobs):
     pools, balance = make_pools(tiles, wanted, rng, n_pools, f"split {split}")
     rows = rows_of(pools, next_id)
     next_id += len(pools)
-    write(pool_file(out, split), rows)
+    files[pool_file(out, split)] = rows
     stats[split] = {"pools": len(pools), "pool_size": len(pools[0][1]), "balance": balance,
                     "pairs": len(rows), "shares": shares([r[3] for r in rows])}
+  for path, rows in files.items():  # every split's pools made first: none written if one fails
+    write(path, rows)
   storage.write_json(os.path.join(out, MANIFEST), {**wanted, "splits": stats})
   return {**wanted, "splits": stats}
 

@@ -11,6 +11,7 @@ import logging
 import os
 import reprlib
 
+from rsvqa_jax import errors
 from rsvqa_jax.data import records
 from rsvqa_jax.errors import RSVQAError
 
@@ -46,7 +47,7 @@ def split_file(root, name, split, kind):
 def detect_variant(root):
   """Which official layout a folder holds, from its train question file."""
   if not os.path.isdir(root):
-    raise RSVQAError(f"{root}: dataset folder missing")
+    raise RSVQAError(f"{root}: dataset folder {errors.not_a_folder(root)}")
   # lexists: a broken link or a link loop is found here and named by the reader.
   found = [n for n in LAYOUTS if os.path.lexists(split_file(root, n, "train", "questions"))]
   if len(found) != 1:

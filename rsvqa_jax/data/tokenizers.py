@@ -12,6 +12,7 @@ import re
 
 import numpy as np
 
+from rsvqa_jax import errors
 from rsvqa_jax.errors import RSVQAError
 
 DEFAULT_BUCKETS = (8, 16, 24, 32, 48, 64, 96, 128)
@@ -130,7 +131,7 @@ class HFTokenizer:
     # Imported here: transformers is slow to import and only this tokenizer needs it.
     from transformers import AutoTokenizer  # pylint: disable=g-import-not-at-top
     if not os.path.isdir(folder):
-      raise RSVQAError(f"{folder}: tokenizer folder does not exist")
+      raise RSVQAError(f"{folder}: tokenizer folder {errors.not_a_folder(folder)}")
     try:
       hf = AutoTokenizer.from_pretrained(folder, local_files_only=True)
     except (OSError, ValueError, TypeError) as e:

@@ -51,8 +51,10 @@ class Report:
     out.append(f"{'questions':<{width}} " + " ".join(f"{n:>10}" for n in self.questions.values()))
     for t in types:
       out.append(f"{t:<{width}} " + " ".join(f"{self.by_type[s].get(t, 0):>10}" for s in self.questions))
-    out.append(f"{'unknown':<{width}} " + " ".join(f"{self.unknown[s]:>10}" for s in self.questions))
-    out.append(f"answer vocabulary (train): {self.vocab_size} answers")
+    out.append(f"{'not in vocab':<{width}} "  # answers outside the training vocabulary
+               + " ".join(f"{self.unknown[s]:>10}" for s in self.questions))
+    out.append(f"answer vocabulary (train): {self.vocab_size} answers; 'not in vocab' counts the "
+               "answers outside it (wrong for any model trained on train)")
     if self.dropped_answers:
       out.append(f"dropped from the vocabulary: {self.dropped_answers} answers, {self.dropped_samples} training samples")
     return out
@@ -98,6 +100,10 @@ def validate(root, name=None, images="decode"):
     raise ValueError(f"images={images!r}: expected one of {IMAGE_CHECKS}")
   dataset = rsvqa_json.read_dataset(root, name)
   if images != "skip":
+    folder = os.path.join(root, rsvqa_json.LAYOUTS[dataset.name].image_dir)
+    if not os.path.isdir(folder):
+      raise RSVQAError(f"{folder}: image folder missing (the {dataset.name.upper()} layout keeps "
+                       f"its images there); --skip-images checks the JSON files alone")
     problems = image_problems(dataset, images)
     if problems:
       raise ImageProblems(problems, len(_image_ids(dataset)))

@@ -26,6 +26,7 @@ import tensorstore as ts
 
 from rsvqa_jax import config as config_lib
 from rsvqa_jax import storage
+from rsvqa_jax.data import split_files
 from rsvqa_jax.errors import RSVQAError
 
 _log = logging.getLogger(__name__)
@@ -47,9 +48,23 @@ def differences(a, b, prefix=""):
   return out
 
 
+def _dataset_file(folder):
+  """A dataset's train question file that `folder` holds, or None."""
+  return next((p for name in split_files.LAYOUTS
+               if os.path.lexists(p := split_files.split_file(folder, name, "train", "questions"))),
+              None)
+
+
 def check_or_record_config(workdir, config, *, record=True):
-  """Writes workdir/config.json on the first run (if `record`); later runs must match it."""
+  """Writes workdir/config.json on the first run (if `record`); later runs must match it.
+
+  A dataset folder is refused as a new workdir: checkpoints and run files would land among
+  (and could replace) the dataset's own.
+  """
   path = os.path.join(workdir, CONFIG_FILE)
+  if not os.path.exists(path) and (found := _dataset_file(workdir)):
+    raise RSVQAError(f"--workdir {workdir} holds a dataset ({os.path.basename(found)}); give a "
+                     "folder of its own for the run")
   ours = config_lib.identity(config)
   if os.path.exists(path):
     theirs = config_lib.identity(_load_recorded(workdir))

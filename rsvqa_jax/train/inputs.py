@@ -28,6 +28,7 @@ import numpy as np
 from flax import nnx
 
 from rsvqa_jax import config as config_lib
+from rsvqa_jax import errors
 from rsvqa_jax import storage
 from rsvqa_jax.data import pipeline, rsvqa_json, synthetic
 from rsvqa_jax.data.answers import AnswerVocab
@@ -76,7 +77,7 @@ def load_dataset(config, workdir):
     raise RSVQAError(f"config data.root is not set: give the {d.name.upper()} dataset folder "
                      "with --config.data.root=PATH")
   if not os.path.isdir(d.root):
-    raise RSVQAError(f"config data.root={d.root}: folder does not exist")
+    raise RSVQAError(f"config data.root={d.root}: folder {errors.not_a_folder(d.root)}")
   return rsvqa_json.read_dataset(d.root, d.name)
 
 
