@@ -566,6 +566,13 @@ def _nullable(config, key):
   return node is None
 
 
+def _kind(field_type):
+  """What a key of `field_type` takes, for a message: "an integer", "a number", ..."""
+  kinds = {bool: "true or false", int: "an integer", float: "a number", str: "a string",
+           tuple: "a list such as (1, 2)", list: "a list such as (1, 2)"}
+  return kinds.get(field_type, f"a {field_type.__name__}")
+
+
 def _value(key, text, old, field_type):
   """The value `text` gives a key whose current value is `old` (declared type `field_type`)."""
   if field_type is bool:
@@ -585,8 +592,7 @@ def _value(key, text, old, field_type):
   if isinstance(old, float) and isinstance(value, int) and not isinstance(value, bool):
     return float(value)
   if type(value) is not type(old):
-    raise RSVQAError(f"--config.{key}={text}: expected a {type(old).__name__}, got "
-                     f"{type(value).__name__}")
+    raise RSVQAError(f"--config.{key}={text}: expected {_kind(type(old))}")
   return value
 
 
@@ -654,16 +660,19 @@ def from_dict(d):
     if isinstance(d.get(section), dict):
       d[section].pop(name, None)
 
-  def merge(node, values):
+  def merge(node, values, prefix):
     for k, v in values.items():
       if isinstance(v, dict):
         if k not in node or not isinstance(node[k], ml_collections.ConfigDict):
           node[k] = ml_collections.ConfigDict()
-        merge(node[k], v)
+        merge(node[k], v, f"{prefix}{k}.")
       else:
         old = node[k] if k in node else None
-        node[k] = tuple(v) if isinstance(old, tuple) and isinstance(v, list) else v
-  merge(config, d)
+        try:
+          node[k] = tuple(v) if isinstance(old, tuple) and isinstance(v, list) else v
+        except TypeError:  # ml_collections refuses a value of another type than the key's
+          raise TypeError(f"{prefix}{k} is {v!r}, expected {_kind(node.get_type(k))}") from None
+  merge(config, d, "")
   return config
 
 

@@ -76,13 +76,17 @@ def test_a_file_where_the_checkpoint_folder_belongs_is_named(tmp_path):
 
 def test_a_file_torch_refuses_is_one_line_without_its_unpickling_advice(tmp_path):
   path = tmp_path / "weights.pth"
-  path.write_text("not a pickle\n")
+  path.write_bytes(b"\x80\x02not a pickle\n")  # a pickle's first bytes, then nonsense
   with pytest.raises(RSVQAError) as error:
     resnet_params.read_state_dict(str(path))
   text = str(error.value)
   assert "\n" not in text and "weights_only" not in text, text
   assert text.startswith(f"{path}: not a weights-only PyTorch file (") and text.endswith(
       "this tool never unpickles other objects: save the weights as .safetensors"), text
+  path.write_text("a text file\n")
+  with pytest.raises(RSVQAError, match=f"^{path}: not a PyTorch weights file \\(neither a zip "
+                                       "archive nor a pickle\\)$"):
+    resnet_params.read_state_dict(str(path))
 
 
 @pytest.mark.parametrize("argv,message", [

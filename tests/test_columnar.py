@@ -406,3 +406,18 @@ def test_split_columns_with_token_rows_give_the_same_batches(xben):
       np.testing.assert_array_equal(a[k], b[k])
     n += len(a["index"])
   assert n == len(split)
+
+
+def test_both_readers_read_a_split_file_with_a_byte_order_mark(tmp_path):
+  root = str(tmp_path / "lr")
+  synthetic.generate(root, "lr", images=6, seed=0, questions_per_image=10)
+  plain = rsvqa_json.read_dataset(root, "lr", columnar=False)
+  path = rsvqa_json.split_file(root, "lr", "train", "questions")
+  with open(path, "rb") as f:
+    data = f.read()
+  with open(path, "wb") as f:
+    f.write(b"\xef\xbb\xbf" + data)
+  for read_columnar in (False, True):
+    again = rsvqa_json.read_dataset(root, "lr", columnar=read_columnar)
+    np.testing.assert_array_equal(again.splits["train"].question_id,
+                                  plain.splits["train"].question_id)

@@ -110,7 +110,7 @@ def test_issue_examples_and_numeric_looking_paths():
   assert (c.data.root, c.text.checkpoint, c.image.checkpoint) == ("2024", "1e-3", "007")
   config_lib.override(c, "data.root", "none")
   assert c.data.root is None
-  with pytest.raises(RSVQAError, match="expected a int"):
+  with pytest.raises(RSVQAError, match="image.batch_size=big: expected an integer$"):
     config_lib.override(c, "image.batch_size", "big")
 
 

@@ -175,11 +175,12 @@ def test_a_record_changed_yet_still_json_is_not_trusted(trained, tmp_path):
 @pytest.mark.parametrize("edit,message", [
     (lambda d: d["model"].update(fusion="mutn"), r"config model\.fusion='mutn': choose one of"),
     (lambda d: d["train"].update(eval_batch_size=0), r"config train\.eval_batch_size=0: must be"),
-    (lambda d: d["train"].update(batch_size="16"), r"Could not override field 'batch_size'"),
+    (lambda d: d["train"].update(batch_size="16"), r"config.json: train\.batch_size is '16', expected an integer; the workdir's config "
+     r"is damaged$"),
     (lambda d: d.update(data=5), r"no 'data' section; the workdir's config is damaged$"),
     (lambda d: d.pop("model"), r"no 'model' section; the workdir's config is damaged$"),
     (lambda d: d["train"].update(epochs=3), r"holds train\.epochs, which no part of rsvqa-jax "),
-    (lambda d: d["data"].update(cache_dir=7), r"Could not override field 'cache_dir'"),
+    (lambda d: d["data"].update(cache_dir=7), r"data\.cache_dir is 7, expected a string;"),
     (lambda d: d["model"].update(hidden_dim=-3), r"config model\.hidden_dim=-3: must be positive$"),
     (lambda d: d["model"].update(hidden_dim=None), r"config model\.hidden_dim=None: must be "),
     (lambda d: d["model"].update(dropout=1.0),

@@ -134,7 +134,7 @@ def test_override_types_and_unknown_keys():
   assert c.train.length_buckets == (8, 16)
   with pytest.raises(RSVQAError, match=r"--config.model.fusoin: no key 'fusoin' in model"):
     config_lib.apply_overrides(c, ["model.fusoin=mutan"])
-  with pytest.raises(RSVQAError, match=r"expected a int"):
+  with pytest.raises(RSVQAError, match=r"num_epochs=many: expected an integer$"):
     config_lib.apply_overrides(c, ["train.num_epochs=many"])
   with pytest.raises(RSVQAError, match="expected true or false"):
     config_lib.apply_overrides(c, ["text.frozen=maybe"])

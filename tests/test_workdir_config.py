@@ -60,3 +60,21 @@ def test_data_root_replaces_the_recorded_folder_and_is_refused_where_none_is_rea
   with pytest.raises(RSVQAError, match=r"trains on the synthetic dataset its config generates "
                                        r"\(.*synthetic_lr_12_0\), not on a dataset folder"):
     checkpointing.read_config(synthetic, str(elsewhere))
+
+
+def test_an_answer_vocabulary_that_changed_names_the_first_class_that_differs(tmp_path):
+  from rsvqa_jax.data.answers import AnswerVocab  # pylint: disable=g-import-not-at-top
+  from rsvqa_jax.train import inputs  # pylint: disable=g-import-not-at-top
+  from test_train_support import tiny_config, tiny_task  # pylint: disable=g-import-not-at-top
+  dataset, _ = tiny_task()
+  config = tiny_config()
+  vocab = AnswerVocab.for_dataset(dataset, dataset[config.data.train_split])
+  path = tmp_path / inputs.ANSWERS_FILE
+  AnswerVocab(vocab.answers[:1] + ("purple",) + vocab.answers[2:]).save(str(path))
+  with pytest.raises(RSVQAError, match=rf"trained on {len(vocab)} answer classes, the dataset "
+                                       rf"now gives {len(vocab)}; class 1 is 'purple' there, "
+                                       rf"'{vocab.answers[1]}' now: dataset changed\?"):
+    inputs.answer_vocab(dataset, config, str(tmp_path))
+  AnswerVocab(vocab.answers[:-1]).save(str(path))
+  with pytest.raises(RSVQAError, match=rf"class {len(vocab) - 1} is no answer there, "):
+    inputs.answer_vocab(dataset, config, str(tmp_path))

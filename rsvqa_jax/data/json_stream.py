@@ -52,7 +52,7 @@ def _decode(text):
 
 
 def _fast_blocks(path, key, block_bytes):
-  decoder = codecs.getincrementaldecoder("utf-8")()
+  decoder = codecs.getincrementaldecoder("utf-8-sig")()  # a byte-order mark read as read_text does
   try:
     f = open(path, "rb")
   except OSError:

@@ -60,7 +60,7 @@ def detect_variant(root):
 def read_text(path, what):
   """The text of a UTF-8 file `what` ("split file", ...), or a one-line RSVQAError naming it.
 
-  A directory, a symlink loop or an unreadable file must not surface as an OSError traceback.
+  A leading byte-order mark (some Windows editors write one) is dropped. A directory, a symlink loop or an unreadable file must not surface as an OSError traceback.
   """
   try:
     with open(path, "rb") as f:
@@ -72,7 +72,7 @@ def read_text(path, what):
   except OSError as e:  # a symlink loop (ELOOP), permissions, I/O errors
     raise RSVQAError(f"{path}: cannot read {what} ({e.strerror or e})") from None
   try:
-    return data.decode("utf-8")
+    return data.decode("utf-8-sig")
   except UnicodeDecodeError as e:
     line = data.count(b"\n", 0, e.start) + 1
     problem = f"not UTF-8 text ({e.reason} at byte {e.start}, line {line})"

@@ -171,6 +171,13 @@ def load_torch_weights(path):
   """
   import torch  # pylint: disable=g-import-not-at-top  (optional dependency; callers checked it)
   try:
+    with open(path, "rb") as f:
+      head = f.read(4)
+  except OSError as e:
+    raise RSVQAError(f"{path}: cannot read ({e.strerror or e})") from None
+  if not (head.startswith(b"PK\x03\x04") or head[:1] == b"\x80"):  # zip, or a legacy pickle
+    raise RSVQAError(f"{path}: not a PyTorch weights file (neither a zip archive nor a pickle)")
+  try:
     return torch.load(path, map_location="cpu", weights_only=True)
   except Exception as e:  # pylint: disable=broad-except  (torch raises many kinds)
     text = str(e)

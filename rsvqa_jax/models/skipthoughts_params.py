@@ -63,6 +63,13 @@ def read_dictionary(path):
 def read_uni_skip(path):
   """The encoder arrays of uni_skip.npz as float32, keyed by our names (W, U, b, Wx, Ux, bx)."""
   try:
+    with open(path, "rb") as f:
+      head = f.read(4)
+  except OSError as e:
+    raise RSVQAError(f"{path}: cannot read ({e.strerror or e})") from None
+  if head != ZIP_MAGIC:  # else numpy takes it for a pickle and advises allow_pickle
+    raise RSVQAError(f"{path}: not an .npz file (an .npz is a zip archive of arrays)")
+  try:
     with np.load(path, allow_pickle=False) as npz:
       missing = [k for k in ENCODER_KEYS.values() if k not in npz.files]
       if missing:
@@ -86,6 +93,7 @@ def _table_rows(table, rows):
 
 
 NPY_MAGIC = b"\x93NUMPY"
+ZIP_MAGIC = b"PK\x03\x04"
 _PICKLE_ALLOWED = contextvars.ContextVar("rsvqa_pickle_allowed", default=False)
 
 

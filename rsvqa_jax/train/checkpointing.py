@@ -145,8 +145,8 @@ def _load_recorded(workdir):
     raise RSVQAError(f"{path}: no {missing[0]!r} section; the workdir's config is damaged")
   try:
     config = config_lib.from_dict(recorded)
-  except TypeError as e:  # a value of another type than the key's (ml_collections names the key)
-    raise RSVQAError(f"{path}: {_first_line(e)}; the workdir's config is damaged") from None
+  except TypeError as e:  # a value of another type than the key's (from_dict names the key)
+    raise RSVQAError(f"{path}: {e}; the workdir's config is damaged") from None
   unknown = config_lib.unknown_key(config)
   if unknown:
     raise RSVQAError(f"{path}: holds {unknown}, which no part of rsvqa-jax reads; the workdir's "

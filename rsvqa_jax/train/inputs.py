@@ -95,8 +95,12 @@ def answer_vocab(dataset, config, workdir):
   if os.path.exists(path):
     recorded = AnswerVocab.load(path)
     if recorded != vocab:
+      k = next((i for i, (a, b) in enumerate(zip(recorded.answers, vocab.answers)) if a != b),
+               min(len(recorded), len(vocab)))
+      name = lambda v: repr(v.answers[k]) if k < len(v.answers) else "no answer"
       raise RSVQAError(f"{path}: the workdir was trained on {len(recorded)} answer classes, the "
-                       f"dataset now gives {len(vocab)} (or another order): dataset changed?")
+                       f"dataset now gives {len(vocab)}; class {k} is {name(recorded)} there, "
+                       f"{name(vocab)} now: dataset changed?")
   elif jax.process_index() == 0:
     os.makedirs(workdir, exist_ok=True)
     vocab.save(path)
