@@ -14,6 +14,7 @@ import ast
 import importlib.resources
 import importlib.util
 import json
+import math
 import os
 import traceback
 
@@ -341,6 +342,11 @@ RANGES = {
         "seed", "data.synthetic_seed", "image.seed", "image.pretrain.seed", "study.data_seed",
         "study.adv_seed", "study.seeds", "study.balanced.seeds", "study.shortcuts.seed",
         "study.shortcuts.seeds", "answerability.pool_seed", "answerability.study.seeds"), SEED),
+    # A pool ranks its candidate images against each other: two at least.
+    "answerability.pool_size": (2, None, True, int, "a whole number >= 2"),
+    **dict.fromkeys(("answerability.pools_per_image", "answerability.batch_pools"), POSITIVE),
+    "answerability.balance": (0, math.nextafter(1.0, 2.0), True, (int, float),
+                              "a number in [0, 1]"),
 }
 # List keys that must not be empty, and what to give instead: every question is padded to a bucket
 # of train.length_buckets, so none is an IndexError later. (Their order does not matter: every

@@ -104,3 +104,25 @@ def test_values_out_of_range_are_refused_before_any_work(tmp_path, capsys, argv,
   status, lines = _run(capsys, *[str(out) if a == "OUT" else a for a in argv])
   assert status == 2 and len(lines) == 1 and message in lines[0], lines
   assert not out.exists()
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["config", "--config", "configs/answerability_synthetic.py",
+      "--config.answerability.pool_size=1"],
+     "config answerability.pool_size=1: must be a whole number >= 2"),
+    (["config", "--config", "configs/answerability_synthetic.py",
+      "--config.answerability.balance=1.5"], "config answerability.balance=1.5: must be a number "
+     "in [0, 1]"),
+    (["study", "--config", "configs/study_synthetic.py", "--print-config",
+      "--config.study.adversarial=('purple',)"], "config study.adversarial=('purple',): 'purple' "
+     "is not one of random"),
+    (["config", "--config", "configs/study_synthetic.py", "--config.study.seeds=()"],
+     "config study.seeds is empty")])
+def test_configs_are_checked_whole_when_only_shown(argv, message, capsys):
+  assert cli.main(argv) == 2
+  assert message in capsys.readouterr().err
+
+
+def test_a_paper_study_config_is_shown_without_its_paths(capsys):
+  assert cli.main(["config", "--config", "configs/study_paper.py"]) == 0
+  assert '"require_real": true' in capsys.readouterr().out

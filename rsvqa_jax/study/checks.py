@@ -20,8 +20,12 @@ def runs_shortcuts(s):
   return s.synthetic and "shortcuts" in s and s.shortcuts.enabled
 
 
-def check(config):
-  """Raises RSVQAError on the first thing `config` (with its `study` section) gets wrong."""
+def check(config, paths=True):
+  """Raises RSVQAError on the first thing `config` (with its `study` section) gets wrong.
+
+  `paths`: also require the real data and weights a paper study reads (study.require_real);
+  off where a config is only shown (`rsvqa-jax config`, --print-config).
+  """
   if "study" not in config:
     raise RSVQAError("config has no `study` section: use a study config such as "
                      "configs/study_synthetic.py")
@@ -44,7 +48,7 @@ def check(config):
       raise RSVQAError(f"config study.table2_rows: {spec!r} needs "
                        f"study.lm.{names.row_lm(s, spec)}")
   _check_protocol(s)
-  if s.require_real:
+  if s.require_real and paths:
     _check_real(config)
   if runs_shortcuts(s):
     _check_shortcuts(s)
