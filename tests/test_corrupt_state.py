@@ -104,7 +104,7 @@ def test_every_file_of_every_checkpoint_flipped(trained, tmp_path, capsys):
   assert error.startswith(f"rsvqa-jax evaluate: error: {copy}/best: the run's best step {best} "
                           f"has no checkpoint that verifies (checkpoint {copy}/checkpoints/{best}: "
                           "_CHECKPOINT_METADATA unreadable ("), error
-  assert error.endswith("--checkpoint last)"), error
+  assert error.endswith("; no other checkpoint of the run verifies either"), error
 
   status, lines = _evaluate(capsys, "--workdir", copy, "--checkpoint", "last")
   assert status == 2
@@ -117,6 +117,19 @@ def test_every_file_of_every_checkpoint_flipped(trained, tmp_path, capsys):
   assert error.endswith(f"no older checkpoint in {copy}/checkpoints verifies either (move the "
                         "folder away to start over)"), error
   assert sorted(map(int, os.listdir(os.path.join(copy, "checkpoints.corrupted")))) == steps
+
+
+def test_a_damaged_best_step_names_the_newest_checkpoint_that_verifies(trained, tmp_path, capsys):
+  _, steps, best = trained
+  copy = _copy(trained, tmp_path)
+  for folder in ("best", "checkpoints"):
+    for path in _files(os.path.join(copy, folder, str(best))):
+      flip_64_bytes(path)
+  status, lines = _evaluate(capsys, "--workdir", copy)
+  newest = max(s for s in steps if s != best)
+  assert status == 2 and lines[-1].endswith(
+      f"; the newest that does, step {newest}, can be used instead (--checkpoint last)"), lines
+  assert not os.path.exists(os.path.join(copy, "checkpoints.corrupted"))  # nothing set aside
 
 
 ARRAY_DATA = "state/ocdbt.process_0/d/CHUNKS"  # the data file of the largest chunk read

@@ -313,8 +313,13 @@ def test_analyze_shortcuts_needs_predictions_of_the_iid_test_split(bench, tmp_pa
   test = rsvqa_json.read_dataset(source, "lr")["test"]
   preds.write_text("question_id,prediction\n" + "".join(f"{q},yes\n" for q in
                                                       test.question_id.tolist()))
+  report = tmp_path / "report"
+  argv[argv.index("--out") + 1] = str(report)
   assert cli.main([*argv, "--data", source, "--predictions", str(preds)]) == 2
-  assert "is not the iid_test split" in capsys.readouterr().err
+  err = capsys.readouterr().err
+  assert f"--data {source}: its test split" in err and "is not the iid_test split" in err
+  assert err.strip().endswith(f"give --data {os.path.join(out, 'data')}")
+  assert not report.exists()  # refused before any table is written
 
 
 def test_benchmark_row_in_toy_mode():

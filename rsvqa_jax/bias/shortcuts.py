@@ -505,7 +505,7 @@ class Saved:
     have = np.sort(split.question_id)
     if not np.array_equal(have, np.sort(want)):
       raise RSVQAError(f"{what}: its {split.name} split ({len(have)} questions) is not the "
-                       f"{name} split of {self.root} ({len(want)} questions); evaluate on "
+                       f"{name} split of {self.root} ({len(want)} questions); give --data "
                        f"{os.path.join(self.root, DATA_DIR)}")
 
 

@@ -68,6 +68,7 @@ def run(args):
   space = set(dataset[fit].answer.tolist())
   model = _load(args.predictions, evaluated, dataset.name, space, clean=True)
   adversarial = _load(args.adversarial_predictions, evaluated, dataset.name, space, clean=False)
+  benchmark = _shortcut_benchmark(args, dataset, model) if args.shortcuts else None
   label = tables.dataset_label(args.dataset)
   written = []
   for name, split in evaluated.items():
@@ -80,8 +81,8 @@ def run(args):
     n_questions = len(result.levels["question"].subsets)
     if n_questions > MAX_QUESTION_ROWS:
       print(f"{name}: {n_questions} distinct questions, more than {MAX_QUESTION_ROWS}: no per-question table")
-  if args.shortcuts:
-    written.append(_shortcuts(args, dataset, fit, model))
+  if benchmark:
+    written.append(_shortcuts(args, benchmark, dataset, fit, model))
   written.append(plots.answer_distribution(analysis.ordered_splits(dataset),
                                            os.path.join(args.out, "answer_distribution.png"),
                                            title=f"{label}: answers per question type and split", top_k=args.top_k))
@@ -89,13 +90,18 @@ def run(args):
   return 0
 
 
-def _shortcuts(args, dataset, fit, model):
-  """--shortcuts: the test split's predictions scored on the IID and OOD sets; the JSON path."""
+def _shortcut_benchmark(args, dataset, model):
+  """The --shortcuts benchmark, checked against --data and the predictions before any output."""
   if "test" not in model:
     raise RSVQAError("--shortcuts scores the test split (the IID test set): include it in --split")
   saved = shortcuts.load(args.shortcuts)
+  saved.check_split(dataset["test"], "iid_test", f"--data {args.data}")
+  return saved
+
+
+def _shortcuts(args, saved, dataset, fit, model):
+  """--shortcuts: the test split's predictions scored on the IID and OOD sets; the JSON path."""
   test = dataset["test"]
-  saved.check_split(test, "iid_test", args.data)
   result = shortcuts.score(saved, dataset[fit], test, model["test"].correct(test.answer)[0])
   result.update(predictions=os.path.abspath(args.predictions),
                 benchmark=os.path.abspath(args.shortcuts))

@@ -69,6 +69,18 @@ def best_checkpoint(workdir, periodic, like, warn=_log.warning):
       warn(f"{best.directory}: step {step} missing or corrupted; its periodic checkpoint "
            f"{periodic.directory}/{step} (the same state) is used")
       return items, data, step
+  fallback = next((s for s in reversed(periodic.steps()) if s != step and _verifies(periodic, s,
+                                                                                    like)), None)
+  hint = (f"the newest that does, step {fallback}, can be used instead (--checkpoint last)"
+          if fallback is not None else "no other checkpoint of the run verifies either")
   raise RSVQAError(f"{best.directory}: the run's best step {step} has no checkpoint that "
-                   f"verifies{twin}; the last one that does can be used instead (--checkpoint "
-                   "last)")
+                   f"verifies{twin}; {hint}")
+
+
+def _verifies(checkpoints, step, like):
+  """Whether checkpoint `step` restores (only asked once the best one failed)."""
+  try:
+    checkpoints.restore(step, like)
+  except checkpointing.CorruptCheckpoint:
+    return False
+  return True
