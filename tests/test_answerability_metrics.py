@@ -174,6 +174,10 @@ def test_pool_file_errors(tmp_path):
     pools_lib.read_pools(path)
   unlabelled = _write(tmp_path / "u.csv", pools_lib.COLUMNS[:3], [(0, "q", 1)])
   assert pools_lib.read_pools(unlabelled, labelled=False)[3].tolist() == [-1]
+  two = _write(tmp_path / "t.csv", pools_lib.COLUMNS[:3], [(0, "q", 1), (0, "r", 2)])
+  with pytest.raises(RSVQAError, match=r"t\.csv:3: pool 0 asks 'r' here and 'q' on its first "
+                                       "row; a pool ranks images for one question"):
+    pools_lib.read_pools(two, labelled=False)
 
 
 # The generator.

@@ -150,6 +150,8 @@ def test_select_ranks_unlabelled_pairs_by_entropy(task):
   assert all(0 <= float(r["score"]) <= 1 for r in picked)
   with pytest.raises(RSVQAError, match="--top 0"):
     evaluation.select(task["runs"]["reference"]["workdir"], path, 0)
+  with pytest.raises(RSVQAError, match=f"--out {task['tmp']}: is a folder; give the CSV file"):
+    evaluation.select(task["runs"]["reference"]["workdir"], path, 1, str(task["tmp"]))
 
 
 def test_listnet_trains(task):

@@ -201,6 +201,7 @@ def _edit(root, split, kind, fn, layout="xben"):
     ("questions", lambda e: e[0].update(answers_ids=[10**9]), "points to no active answer"),
     ("questions", lambda e: e[0].update(question=" "), "has an empty question string"),
     ("questions", lambda e: e[0].update(answers_ids=[]), r"has answers_ids \[\]: it names no"),
+    ("questions", lambda e: e[0].update(img_id="0"), "has img_id '0': expected an integer id"),
     ("answers", lambda e: e[0].update(answer=None), "is None: expected a non-empty string"),
     ("answers", lambda e: e.append(dict(e[0])), r"id \d+ appears twice \(entries 0 and \d+\)"),
     ("questions", lambda e: e[0].update(active="false"), "has active 'false'"),

@@ -90,6 +90,8 @@ def test_bad_flags_are_one_line_errors(data_dir, tmp_path, capsys):
   assert rc == 2 and "--variants=rot45: expected 'all' or a comma list" in err
   rc, _, err = _features(data_dir, str(tmp_path / "c"), capsys, "--splits", "nope")
   assert rc == 2 and "no split 'nope'" in err
+  rc, _, err = _features(data_dir, str(tmp_path / "c"), capsys, "--splits", ",")
+  assert rc == 2 and "--splits ',': names no split (leave it out for all)" in err
   assert not os.path.exists(tmp_path / "c")
 
 

@@ -90,12 +90,16 @@ def test_score_command(tmp_path, capsys):
   _write_masks(tmp_path / "T", truth)
   _write_masks(tmp_path / "P", predicted)
   (tmp_path / "T" / "index.json").write_text("{}")  # other files are ignored
+  (tmp_path / "P" / "notes.txt").write_text("x")  # ignored and counted
   conf = tmp_path / "c.csv"
   conf.write_text("question_id,confidence\n1,0.9\n2,0.8\n3,0.7\n4,0.1\n")
   out = tmp_path / "O"
   assert cli.main(["grounding", "score", "--predicted", str(tmp_path / "P"), "--truth",
                    str(tmp_path / "T"), "--out", str(out), "--confidence", str(conf)]) == 0
-  assert "mean IoU 0.3750" in capsys.readouterr().out
+  printed = capsys.readouterr().out
+  assert "mean IoU 0.3750" in printed
+  assert (f"--predicted {tmp_path / 'P'}: ignored 1 mask(s) of questions without a truth mask and "
+          "1 file(s) not named {question_id}.png") in printed
   with open(out / "grounding.csv", newline="") as f:
     rows = list(csv.DictReader(f))
   assert list(rows[0]) == ["question_id", "iou", "coverage", "centroid_x", "centroid_y",
@@ -106,7 +110,7 @@ def test_score_command(tmp_path, capsys):
   assert float(by_id[2]["centroid_x"]) == pytest.approx(40 / 64)
   s = json.loads((out / "summary.json").read_text())
   assert (s["n_questions"], s["n_scored"], s["n_empty_truth"], s["n_missing_prediction"],
-          s["n_extra_prediction"]) == (5, 4, 1, 1, 1)
+          s["n_extra_prediction"], s["n_other_files"]) == (5, 4, 1, 1, 1, 1)
   assert s["mean_iou"] == pytest.approx(0.375)
   # ranked 1 (hit), 2 (hit at 0.5), 3 (miss), 5 (no prediction: last, a miss)
   assert s["ap_50"] == pytest.approx(51 / 101) and s["ap_75"] == pytest.approx(26 / 101)

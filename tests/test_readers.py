@@ -261,8 +261,9 @@ DAMAGES = {
     "no answer id": ("questions", _set_first(answers_ids=[]),
                      r"question \d+ has answers_ids \[\]: it names no answer$"),
     "float img_id": ("questions", _float_img_id,
-                     r"question \d+ has img_id \d+\.0 that points to no active image of "
-                     r"LR_split_train_images.json$"),
+                     r"question \d+ has img_id \d+\.0: expected an integer id$"),
+    "string img_id": ("questions", _set_first(img_id="0"),
+                      r"question \d+ has img_id '0': expected an integer id$"),
     "float in questions_ids": ("images", lambda i: _active_image(i).update(questions_ids=[0.0]),
                                r"image \d+ has questions_ids \[0\.0\]" + NOT_IDS),
     "float in answers_ids": ("questions", _set_first(answers_ids=[1.5]),

@@ -209,7 +209,7 @@ def test_rerun_replaces_and_foreign_folders_are_refused(bench, tmp_path):
   assert os.stat(os.path.join(out, "split.json")).st_ino == before  # kept, not rewritten
 
 
-def test_labels_csv_and_refusal_without_labels(bench, tmp_path):
+def test_labels_csv_and_refusal_without_labels(bench, tmp_path, capsys):
   _, out = bench
   data = os.path.join(out, "data")
   bare = tmp_path / "bare"
@@ -225,10 +225,14 @@ def test_labels_csv_and_refusal_without_labels(bench, tmp_path):
     shortcut_report.create(dataset, str(tmp_path / "o"))
   table = tmp_path / "labels.csv"
   ids = sorted(set(dataset["train"].image_id.tolist()))
+  test_ids = sorted(set(dataset["test"].image_id.tolist()))  # not re-split: labels unused
   table.write_text("image_id,label\n" + "".join(f"{i},{'lake' if i % 2 else 'field'}\n"
-                                                for i in ids))
+                                                for i in ids + test_ids))
+  capsys.readouterr()
   assert cli.main(["shortcuts", "--data", str(bare), "--out", str(tmp_path / "o"),
                    "--image-labels", str(table)]) == 0
+  assert (f"{table}: {len(test_ids)} labelled image(s) are not among the "
+          in capsys.readouterr().err)
   kos = {r["ko"] for r in csv.DictReader(open(tmp_path / "o" / "concepts.csv"))}
   assert kos <= {"lake", "field", shortcuts.NONE}
   table.write_text("image_id,label\n1,a+b\n")

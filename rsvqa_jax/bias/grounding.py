@@ -327,6 +327,7 @@ def score_folders(predicted, truth, out, confidence=None):
   missing = sum(q not in predicted_files for q in qids)
   summary = summarize(rows, confidences, n_missing_prediction=missing,
                       n_extra_prediction=len(set(predicted_files) - set(truth_files)),
+                      n_other_files=sum(not _PNG.fullmatch(n) for n in os.listdir(predicted)),
                       predicted=os.path.abspath(predicted), truth=os.path.abspath(truth))
   os.makedirs(out, exist_ok=True)
   write_rows(os.path.join(out, "grounding.csv"), rows)

@@ -271,6 +271,10 @@ def create(dataset, out, *, seed=0, unit="image", labels=None, log=_log.info):
                      f"{dataset.root}'s train and val splits (image ids of another dataset?)")
   log(f"image labels: {described['kind']} from {described['source']} "
       f"({described['images_labelled']} of {described['images']} images labelled)")
+  if described["labelled_images_elsewhere"]:
+    _log.warning(f"{labels.source}: {described['labelled_images_elsewhere']} labelled image(s) "
+                 f"are not among the {len(image_ids)} train and val images the benchmark "
+                 "re-splits; their labels are not used")
   bench = shortcuts.build(dataset, seed, labels.labels, unit)
   log(f"re-split {len(pooled)} questions: " + ", ".join(
       f"{s} {len(bench.splits[s])}" for s in shortcuts.SPLITS) + "; OOD sets: " + ", ".join(

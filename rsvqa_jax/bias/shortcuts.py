@@ -264,8 +264,10 @@ class ImageLabels:
 
   def describe(self, image_ids):
     have = sum(bool(self.labels.get(i)) for i in image_ids)
+    known = set(image_ids)
     return {"kind": self.kind, "source": self.source, "images": len(image_ids),
             "images_labelled": have,
+            "labelled_images_elsewhere": sum(i not in known for i in self.labels),
             "labels": len({x for i in image_ids for x in self.labels.get(i, ())})}
 
 

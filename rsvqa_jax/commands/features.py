@@ -100,7 +100,9 @@ def run(args):
   variants = _names(args.variants, pixels.VARIANTS, "--variants")
   kinds = _names(args.kinds, pixels.KINDS, "--kinds")
   dataset = rsvqa_json.read_dataset(args.data, args.dataset)
-  splits = [s for s in args.splits.split(",") if s] or None
+  splits = [s.strip() for s in args.splits.split(",") if s.strip()] or None
+  if args.splits.strip() and not splits:
+    raise RSVQAError(f"--splits {args.splits!r}: names no split (leave it out for all)")
   for name in splits or ():
     if name not in dataset.splits:
       raise RSVQAError(f"{args.data}: no split {name!r} (has {', '.join(sorted(dataset.splits))})")

@@ -59,6 +59,10 @@ def run(args):
     print(f"{s['n_scored']} of {s['n_questions']} truth masks scored ({s['n_empty_truth']} empty, "
           f"{s['n_missing_prediction']} without a prediction): mean IoU {s['mean_iou']:.4f}"
           f"{extra}; written to {args.out}")
+    if s["n_extra_prediction"] or s["n_other_files"]:
+      print(f"--predicted {args.predicted}: ignored {s['n_extra_prediction']} mask(s) of questions "
+            f"without a truth mask and {s['n_other_files']} file(s) not named "
+            "{question_id}.png")
     return 0
   if args.action == "stats":
     _refuse(args, ("--workdir", "--predicted", "--confidence"), "grounding stats")

@@ -295,10 +295,11 @@ def parse_label(path, line, value):
 
 def read_pools(path, *, labelled=True):
   """(pool ids [N] str, questions [N] str, image ids [N] int64, labels [N] int64 (-1 unlabelled))
-  of a pool file; a pool's rows must stand together, and a (pool, image) pair only once."""
+  of a pool file; a pool's rows must stand together, ask one question, and list a (pool, image)
+  pair only once."""
   rows = read(path, COLUMNS if labelled else COLUMNS[:3], () if labelled else ("label",))
   pools, texts, images, labels = [], [], [], []
-  seen, closed, last = set(), set(), None
+  seen, closed, last, asked = set(), set(), None, {}
   for line, row in rows:
     pool = row["pool_id"]
     if pool != last:
@@ -315,6 +316,10 @@ def read_pools(path, *, labelled=True):
     seen.add((pool, image))
     if not row["question"]:
       raise RSVQAError(f"{path}:{line}: empty question")
+    first = asked.setdefault(pool, row["question"])
+    if row["question"] != first:
+      raise RSVQAError(f"{path}:{line}: pool {pool} asks {row['question']!r} here and {first!r} "
+                       "on its first row; a pool ranks images for one question")
     label = row.get("label")
     pools.append(pool)
     texts.append(row["question"])

@@ -84,7 +84,10 @@ def read_split(root, name, split):
   samples = {}
   for qid, q in questions.items():
     img_id = q["img_id"]
-    if not records.is_id(img_id) or img_id not in images:
+    if not records.is_id(img_id):
+      raise RSVQAError(f"{q_path}: question {qid} has img_id {short_repr(img_id)}: expected an "
+                       "integer id")
+    if img_id not in images:
       raise RSVQAError(f"{q_path}: question {qid} has img_id {short_repr(img_id)} that points to "
                        f"no active image of {os.path.basename(img_path)}")
     samples[qid] = _sample(name, qid, q, answers, answer_ids, q_path, a_path)

@@ -84,6 +84,8 @@ def select(workdir, pool_csv, top, out=None, *, which="best", data_root=None, da
   path and the number written."""
   if top <= 0:
     raise RSVQAError(f"--top {top}: must be positive")
+  if out and os.path.isdir(out):
+    raise RSVQAError(f"--out {out}: is a folder; give the CSV file to write")
   extra = {"select": train_lib.Pools.read(pool_csv, labelled=False)}
   run, pools, state, _ = train_lib.restore(workdir, [], which=which, data_root=data_root,
                                            dataset=dataset, features=features, extra=extra)

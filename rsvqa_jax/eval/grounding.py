@@ -171,7 +171,7 @@ def truth_folder(dataset):
   folder = os.path.join(dataset.root, truth_lib.FOLDER)
   if truth_lib.read_index(dataset.root) is None:
     raise RSVQAError(f"{folder}: no ground-truth groundings (index.json) in this dataset; "
-                     "synthetic datasets written since issue 16 have them: remove the dataset "
+                     "synthetic datasets of this version have them: remove the dataset "
                      "folder and generate it again (rsvqa-jax synth, or train's first stage)")
   return folder
 
@@ -277,8 +277,11 @@ def evaluate(workdir, split, out, *, method="auto", images="own", seed=0, which=
   truth_dir = truth_folder(run.dataset)
   method = "uniform (visual-blind)" if run.model.head.blind else _method(run, method)
   rows_own = predict.clean_rows(run, split)[0]
-  image_rows = rows_own if images == "own" else adversarial.substitution_rows(
-      "random", rows_own, repeats=1, seed=seed)[0]
+  try:
+    image_rows = rows_own if images == "own" else adversarial.substitution_rows(
+        "random", rows_own, repeats=1, seed=seed)[0]
+  except RSVQAError as e:
+    raise RSVQAError(f"--images {images} on split {split}: {e}") from None
   preds, conf, maps = relevance(run, state, split, method, image_rows)
   answers = run.columns[split].columns["answer"]
   correct = (preds == answers) & (answers >= 0)
