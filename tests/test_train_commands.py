@@ -5,6 +5,7 @@ import os
 
 import pytest
 
+from rsvqa_jax import cli
 from rsvqa_jax.commands import train as train_cmd
 from rsvqa_jax.errors import RSVQAError
 from rsvqa_jax import config as config_lib
@@ -78,3 +79,14 @@ def test_real_data_needs_weights_or_explicit_random(tmp_path):
   bert.text.checkpoint = config_lib.RANDOM
   with pytest.raises(RSVQAError, match=r"text.encoder=bert needs a local Hugging Face folder"):
     model_builder.load_text_encoder(bert.text, ["road"], None)
+
+
+def test_a_run_that_fails_before_writing_leaves_no_workdir_behind(tmp_path, capsys):
+  workdir = tmp_path / "w"
+  argv = ["train", "--config", "configs/synthetic_tiny.py", "--workdir", str(workdir),
+          "--config.data.synthetic=false", f"--config.data.root={tmp_path / 'none'}",
+          "--config.text.checkpoint=random", "--config.image.checkpoint=random"]
+  assert cli.main(argv) == 2
+  assert "folder does not exist" in capsys.readouterr().err and not workdir.exists()
+  workdir.mkdir()  # a folder the user made stays
+  assert cli.main(argv) == 2 and workdir.exists()

@@ -21,6 +21,7 @@ import json
 import logging
 import math
 import os
+import shutil
 import time
 
 import jax
@@ -220,8 +221,14 @@ def train(config, workdir, *, dataset=None, features=None, log=_log.info, augmen
   shd.maybe_initialize_distributed()  # before anything asks JAX about processes or devices
   lock = (storage.locked(workdir, "training") if jax.process_index() == 0
           else contextlib.nullcontext())
-  with lock:
-    return _train(config, workdir, dataset, features, augment_features, log)
+  created = not os.path.lexists(workdir)
+  try:
+    with lock:
+      return _train(config, workdir, dataset, features, augment_features, log)
+  except RSVQAError:
+    if created and jax.process_index() == 0 and os.listdir(workdir) == [storage.LOCK]:
+      shutil.rmtree(workdir)  # made by this run, which failed before writing anything in it
+    raise
 
 
 def _train(config, workdir, dataset, features, augment_features, log):
