@@ -273,3 +273,28 @@ def test_config_from_hf_json(tmp_path):
   path.write_text(json.dumps({"model_type": "bert", "vocab_size": 10}))
   with pytest.raises(RSVQAError, match="missing key hidden_size"):
     BertConfig.from_hf_json(path)
+
+
+def test_a_folder_whose_config_vocabulary_or_layers_do_not_fit_its_weights_is_refused(tmp_path):
+  _tiny_hf_model("bert", tmp_path)
+  path = tmp_path / "config.json"
+  good = json.loads(path.read_text())
+  for edit, message in [
+      (dict(num_hidden_layers=1), f"{tmp_path}: the checkpoint holds 2 layers, config.json asks "
+                                  "for 1"),
+      (dict(num_hidden_layers=0), "config.json: BERT config: num_layers 0: expected an integer"),
+      (dict(hidden_size="32"), "config.json: BERT config: hidden_size '32': expected an integer")]:
+    path.write_text(json.dumps({**good, **edit}))
+    with pytest.raises(RSVQAError, match=message):
+      model_builder.pretrained_bert(tmp_path)
+  path.write_text(json.dumps(good))
+  from transformers import BertTokenizer  # pylint: disable=g-import-not-at-top
+  BertTokenizer(vocab={w: i for i, w in enumerate(BERT_VOCAB[:10])}).save_pretrained(tmp_path)
+  with pytest.raises(RSVQAError, match=f"the tokenizer has 10 tokens, the model's word table "
+                                       f"{len(BERT_VOCAB)} rows"):
+    model_builder.pretrained_bert(tmp_path)
+  for name in ("vocab.txt", "tokenizer.json"):
+    if os.path.exists(tmp_path / name):
+      os.remove(tmp_path / name)
+  with pytest.raises(RSVQAError, match="no tokenizer vocabulary"):
+    model_builder.pretrained_bert(tmp_path)

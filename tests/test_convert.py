@@ -153,3 +153,17 @@ def test_convert_bert(main, tmp_path):
   assert meta["kind"] == "bert" and json.loads(meta["config"])["hidden_size"] == 8
   sizes = sorted(v.size for v in checkpoints.flatten(tree).values())
   assert 30 * 8 in sizes and 16 * 8 in sizes
+
+
+def test_convert_refuses_an_out_inside_src_on_a_folder_or_over_a_file(main, tmp_path, capsys):
+  src = tmp_path / "hf"
+  src.mkdir()
+  (tmp_path / "taken.safetensors").write_text("x")
+  (tmp_path / "dir.safetensors").mkdir()
+  for out, message in [
+      (src / "model.safetensors", f"--out {src / 'model.safetensors'}: inside --src {src}"),
+      (tmp_path / "nope" / "w.safetensors", "its folder"),
+      (tmp_path / "dir.safetensors", "is a folder; give a .safetensors file path"),
+      (tmp_path / "taken.safetensors", "exists; remove it or give another path")]:
+    assert main(["convert", "--kind", "bert", "--src", str(src), "--out", str(out)]) == 2
+    assert message in capsys.readouterr().err

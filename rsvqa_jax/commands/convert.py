@@ -7,6 +7,7 @@ directory. Every key and shape is checked on the way in; a mismatch names the ke
 import json
 import os
 
+from rsvqa_jax import errors
 from rsvqa_jax.errors import RSVQAError
 
 KINDS = ("resnet", "bert", "skipthoughts")
@@ -55,8 +56,24 @@ def _skipthoughts(args):
                        "in the dictionary)")
 
 
+def _check_out(args):
+  """--out must not land in or on --src (the weights it converts), nor where a folder stands."""
+  src, out = os.path.realpath(args.src), os.path.realpath(args.out)
+  if out == src or out.startswith(src.rstrip(os.sep) + os.sep):
+    raise RSVQAError(f"--out {args.out}: inside --src {args.src}; write the converted weights "
+                     "elsewhere")
+  parent = os.path.dirname(out)
+  if not os.path.isdir(parent):
+    raise RSVQAError(f"--out {args.out}: its folder {parent} {errors.not_a_folder(parent)}")
+  if args.out.endswith(".safetensors") and os.path.isdir(out):
+    raise RSVQAError(f"--out {args.out}: is a folder; give a .safetensors file path")
+  if os.path.lexists(out):
+    raise RSVQAError(f"--out {args.out}: exists; remove it or give another path")
+
+
 def run(args):
   from rsvqa_jax.models import checkpoints  # pylint: disable=g-import-not-at-top
+  _check_out(args)
   model, metadata, label = {"resnet": _resnet, "bert": _bert,
                             "skipthoughts": _skipthoughts}[args.kind](args)
   tree = checkpoints.state_tree(model)

@@ -115,6 +115,9 @@ class WordTokenizer:
     return pad_batch([self.encode(t) for t in texts], self.pad_id, buckets=buckets, length=length)
 
 
+VOCABULARY_FILES = ("vocab.txt", "tokenizer.json", "vocab.json")  # WordPiece, fast, BPE
+
+
 class HFTokenizer:
   """A Hugging Face tokenizer from a local folder, with special tokens and bucketed padding."""
 
@@ -132,6 +135,9 @@ class HFTokenizer:
     from transformers import AutoTokenizer  # pylint: disable=g-import-not-at-top
     if not os.path.isdir(folder):
       raise RSVQAError(f"{folder}: tokenizer folder {errors.not_a_folder(folder)}")
+    if not any(os.path.isfile(os.path.join(folder, f)) for f in VOCABULARY_FILES):
+      # transformers would build a tokenizer of its 5 special tokens: every word unknown
+      raise RSVQAError(f"{folder}: no tokenizer vocabulary ({', '.join(VOCABULARY_FILES)})")
     try:
       hf = AutoTokenizer.from_pretrained(folder, local_files_only=True)
     except (OSError, ValueError, TypeError) as e:

@@ -9,6 +9,7 @@ products accumulate in float32 on a CPU, models/matmul), while the residual stre
 """
 import dataclasses
 import json
+import os
 
 import jax
 import jax.numpy as jnp
@@ -50,6 +51,12 @@ class BertConfig:
   dropout: float = 0.1
 
   def __post_init__(self):
+    sizes = {"vocab_size": 1, "hidden_size": 1, "num_layers": 1, "num_heads": 1,
+             "intermediate_size": 1, "max_position_embeddings": 1, "type_vocab_size": 0}
+    for name, least in sizes.items():
+      value = getattr(self, name)
+      if not isinstance(value, int) or isinstance(value, bool) or value < least:
+        raise RSVQAError(f"BERT config: {name} {value!r}: expected an integer >= {least}")
     if self.family not in FAMILIES:
       raise RSVQAError(f"BERT config: family {self.family!r} not one of {FAMILIES}")
     if self.hidden_act not in _ACTIVATIONS:
@@ -74,6 +81,19 @@ class BertConfig:
         cfg = json.load(f)
     except (OSError, ValueError) as e:
       raise RSVQAError(f"{path}: cannot read config ({e})") from e
+    if not isinstance(cfg, dict):
+      raise RSVQAError(f"{path}: expected a JSON object of config keys")
+    if "model_type" not in cfg:
+      raise RSVQAError(f"{path}: missing key model_type (distilbert, bert or roberta)")
+    try:
+      return cls._from_dict(cfg, path)
+    except RSVQAError as e:
+      message = str(e)
+      raise RSVQAError(message if message.startswith(os.fspath(path)) else f"{path}: {message}"
+                       ) from None
+
+  @classmethod
+  def _from_dict(cls, cfg, path):
     family = _MODEL_TYPES.get(cfg.get("model_type"))
     if family is None:
       raise RSVQAError(f"{path}: model_type {cfg.get('model_type')!r} is not a DistilBERT, "

@@ -9,6 +9,7 @@ The encoder is built with `nnx.eval_shape` (no initialisation) and filled by
 """
 import json
 import os
+import re
 
 import jax
 import numpy as np
@@ -98,6 +99,9 @@ def _targets(config):
       yield from _norm_targets(ours + norm, base + name)
 
 
+_LAYER_KEY = re.compile(r"(?:encoder|transformer)\.layer\.(\d+)\.")  # BERT / DistilBERT
+
+
 def _prefix(tensors, source):
   prefixes = [k[:-len(_WORD_EMBEDDINGS)] for k in tensors if k.endswith(_WORD_EMBEDDINGS)]
   if not prefixes:
@@ -123,6 +127,11 @@ def hf_tree(model, tensors, source="checkpoint"):
     if value.shape != stored:
       raise RSVQAError(f"{source}: key {key} has shape {value.shape}, model expects {stored}")
     flat[ours] = value.T if transpose else value
+  layers = {int(m.group(1)) for k in tensors if k.startswith(prefix)
+            and (m := _LAYER_KEY.match(k[len(prefix):]))}
+  if layers and max(layers) + 1 != model.config.num_layers:
+    raise RSVQAError(f"{source}: the checkpoint holds {max(layers) + 1} layers, config.json asks "
+                     f"for {model.config.num_layers}")
   return checkpoints.unflatten(flat)
 
 

@@ -45,6 +45,10 @@ def pretrained_bert(folder, *, max_length=None, rngs=None):
   encoder = bert_params.load_bert(folder, rngs=rngs)
   limit = encoder.config.max_tokens
   tokenizer = HFTokenizer.from_folder(folder, max_length=min(limit, max_length or limit))
+  rows = encoder.config.vocab_size
+  if not 0.99 * rows <= tokenizer.vocab_size <= rows:
+    raise RSVQAError(f"{folder}: the tokenizer has {tokenizer.vocab_size} tokens, the model's word "
+                     f"table {rows} rows; a cut or another model's vocabulary file?")
   return encoder, tokenizer
 
 
