@@ -334,3 +334,14 @@ def test_a_dataset_folder_is_refused_as_a_new_workdir(tmp_path, capsys):
   assert (f"--workdir {data} holds a dataset (LR_split_train_questions.json); give a folder of "
           "its own for the run") in capsys.readouterr().err
   assert sorted(os.listdir(data)) == before
+
+
+def test_analyze_refuses_to_write_its_tables_into_a_dataset_folder(tmp_path, capsys):
+  from rsvqa_jax.data import synthetic  # pylint: disable=g-import-not-at-top
+  data = str(tmp_path / "data")
+  synthetic.generate(data, "lr", images=6, seed=0, questions_per_image=4)
+  before = sorted(os.listdir(data))
+  assert cli.main(["analyze", "--data", data, "--dataset", "lr", "--out", data]) == 2
+  assert (f"--out {data} holds a dataset (LR_split_train_questions.json); give a folder of its "
+          "own for the tables") in capsys.readouterr().err
+  assert sorted(os.listdir(data)) == before

@@ -333,3 +333,16 @@ def test_benchmark_row_in_toy_mode():
   assert row["questions"] == 600 and sum(row["split"].values()) == row["pooled_questions"]
   assert targets[0]["status"] in ("PASS", "MISS") and "CPU s" in targets[0]["name"]
   assert "| 600 |" in "\n".join(run.RENDER["shortcuts"](section))
+
+
+def test_an_ood_set_listing_a_question_twice_is_refused(bench, tmp_path):
+  _, out = bench
+  copy = str(tmp_path / "sc")
+  shutil.copytree(out, copy)
+  path = shortcuts.ood_file(copy, shortcuts.CONCEPTS[0])
+  ids = json.load(open(path))
+  assert ids, "the first OOD set is empty"
+  with open(path, "w") as f:
+    json.dump(ids + ids[:1], f)
+  with pytest.raises(RSVQAError, match=f"{path}: question {ids[0]} is listed twice"):
+    shortcuts.load(copy)

@@ -512,9 +512,14 @@ class Saved:
 
 
 def _ids(value, path):
+  """The question ids of a benchmark list; one listed twice would be scored twice: refused."""
   if not isinstance(value, list) or not all(records.is_id(v) for v in value):
     raise RSVQAError(f"{path}: expected a list of question ids")
-  return np.asarray(value, np.int64)
+  ids = np.asarray(value, np.int64)
+  unique, counts = np.unique(ids, return_counts=True)
+  if (counts > 1).any():
+    raise RSVQAError(f"{path}: question {unique[counts > 1][0]} is listed twice")
+  return ids
 
 
 def load(out):

@@ -28,7 +28,7 @@ from rsvqa_jax.bias import shortcut_report
 from rsvqa_jax.bias import shortcuts
 from rsvqa_jax.bias import tables
 from rsvqa_jax.commands import argument_types
-from rsvqa_jax.data import other_datasets
+from rsvqa_jax.data import other_datasets, split_files
 from rsvqa_jax.errors import RSVQAError
 
 DATASETS = ("lr", "hr", "xben", "floodnet", "rsivqa")
@@ -59,6 +59,10 @@ def run(args):
     raise RSVQAError("--adversarial-predictions needs --predictions (IO_AdTest compares the two)")
   if args.shortcuts and not args.predictions:
     raise RSVQAError("--shortcuts scores a model: give its --predictions")
+  found = split_files.dataset_file(args.out)
+  if found:
+    raise RSVQAError(f"--out {args.out} holds a dataset ({os.path.basename(found)}); give a "
+                     "folder of its own for the tables")
   dataset = other_datasets.read_any(args.data, args.dataset)
   fit, eval_names = analysis.default_splits(dataset)
   for name in args.split or ():

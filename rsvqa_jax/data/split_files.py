@@ -44,6 +44,12 @@ def split_file(root, name, split, kind):
   return os.path.join(root, f"{LAYOUTS[name].prefix}_split_{split}_{kind}.json")
 
 
+def dataset_file(folder):
+  """A dataset's train question file that `folder` holds, or None: no output goes there."""
+  return next((p for name in LAYOUTS
+               if os.path.lexists(p := split_file(folder, name, "train", "questions"))), None)
+
+
 def detect_variant(root):
   """Which official layout a folder holds, from its train question file."""
   if not os.path.isdir(root):

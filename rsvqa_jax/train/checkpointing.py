@@ -48,13 +48,6 @@ def differences(a, b, prefix=""):
   return out
 
 
-def _dataset_file(folder):
-  """A dataset's train question file that `folder` holds, or None."""
-  return next((p for name in split_files.LAYOUTS
-               if os.path.lexists(p := split_files.split_file(folder, name, "train", "questions"))),
-              None)
-
-
 def check_or_record_config(workdir, config, *, record=True):
   """Writes workdir/config.json on the first run (if `record`); later runs must match it.
 
@@ -62,7 +55,7 @@ def check_or_record_config(workdir, config, *, record=True):
   (and could replace) the dataset's own.
   """
   path = os.path.join(workdir, CONFIG_FILE)
-  if not os.path.exists(path) and (found := _dataset_file(workdir)):
+  if not os.path.exists(path) and (found := split_files.dataset_file(workdir)):
     raise RSVQAError(f"--workdir {workdir} holds a dataset ({os.path.basename(found)}); give a "
                      "folder of its own for the run")
   ours = config_lib.identity(config)
