@@ -31,6 +31,20 @@ from rsvqa_jax.train import checkpointing, inputs, model_builder, predict, resto
 from rsvqa_jax.train import run as run_lib
 
 
+def _path(value, what):
+  """`value` as a path string, or a one-line error naming `what` (None, a number, a list...)."""
+  if not isinstance(value, (str, os.PathLike)):
+    raise RSVQAError(f"{what}: expected a path (str or os.PathLike), got {type(value).__name__}")
+  return os.fspath(value)
+
+
+def _count(value, what, least):
+  """An int >= least (not a bool, a float or a string), or a one-line error naming `what`."""
+  if not isinstance(value, int) or isinstance(value, bool) or value < least:
+    raise RSVQAError(f"{what}={value!r}: expected an integer >= {least}")
+  return value
+
+
 def _pixels(image):
   """uint8 HxWx3 of an array or an image file (TIFF, or any format PIL reads)."""
   if isinstance(image, (str, os.PathLike)):
@@ -40,10 +54,14 @@ def _pixels(image):
     if path.lower().endswith((".tif", ".tiff")):
       return read_tif(path)
     from PIL import Image  # pylint: disable=g-import-not-at-top
-    with Image.open(path) as im:
-      return np.asarray(im.convert("RGB"))
+    try:
+      with Image.open(path) as im:
+        return np.asarray(im.convert("RGB"))
+    except OSError as e:  # PIL's UnidentifiedImageError among them
+      raise RSVQAError(f"{path}: not an image file ({e})") from None
   array = np.asarray(image)
-  if array.ndim != 3 or array.shape[2] != 3 or array.dtype != np.uint8:
+  if (array.ndim != 3 or array.shape[2] != 3 or array.dtype != np.uint8
+      or not array.shape[0] or not array.shape[1]):
     raise RSVQAError(f"image of shape {array.shape} and dtype {array.dtype}: expected uint8 "
                      "H x W x 3 (or a file path)")
   return array
@@ -76,7 +94,10 @@ class TrainedRun:
     `images`: uint8 H x W x 3 arrays or image file paths, one per question (the same image
     may repeat); they go through the encoder the run was trained with, as its cache did.
     """
-    images, questions = list(images), [str(q) for q in questions]
+    images, questions = list(images), list(questions)
+    odd = [q for q in questions if not isinstance(q, str)]
+    if odd:
+      raise RSVQAError(f"predict: question {odd[0]!r} is a {type(odd[0]).__name__}, not a string")
     if len(images) != len(questions) or not questions:
       raise RSVQAError(f"predict: {len(images)} images for {len(questions)} questions; give one "
                        "image per question (at least one)")
@@ -131,6 +152,10 @@ class TrainedRun:
     `repeats` substitutions, their mean, std and every repeat's values.
     """
     where = dict(which=self._which, data_root=self._data_root)
+    _count(repeats, "repeats", 1)
+    _count(seed, "seed", 0)
+    if adversarial_kind is None and (repeats != 1 or seed or pool != "dataset"):
+      raise RSVQAError("evaluate: repeats, seed and pool apply to an adversarial_kind only")
     with skipthoughts_params.pickle_allowed(self._allow_pickle):
       if adversarial_kind is None:
         return accuracy.evaluate(self.workdir, split, **where)
@@ -144,6 +169,8 @@ def load_run(workdir, *, checkpoint="best", data_root=None, allow_pickle=False):
   `data_root` replaces the recorded dataset folder (moved since training); `allow_pickle` lets
   a pickled Skip-thoughts utable.npy you trust be unpickled (never read from the workdir).
   """
+  workdir = _path(workdir, "load_run workdir")
+  data_root = None if data_root is None else _path(data_root, "load_run data_root")
   with skipthoughts_params.pickle_allowed(allow_pickle):
     splits = [checkpointing.read_config(workdir).data.val_split]
     run, state, step = restore.restore(workdir, splits, which=checkpoint, data_root=data_root)
@@ -159,6 +186,15 @@ def analyze(data_root, dataset, predictions=None, adversarial_predictions=None, 
   to_csv / to_latex render them). Predictions are read and normalised as `rsvqa-jax analyze`
   reads them.
   """
+  data_root = _path(data_root, "analyze data_root")
+  predictions, adversarial_predictions = (
+      None if p is None else _path(p, f"analyze {name}") for p, name in
+      ((predictions, "predictions"), (adversarial_predictions, "adversarial_predictions")))
+  if adversarial_predictions and not predictions:
+    raise RSVQAError("analyze: adversarial_predictions needs predictions (IO_AdTest compares "
+                     "the two)")
+  if split is not None and not isinstance(split, str):
+    raise RSVQAError(f"analyze split={split!r}: expected one split name")
   ds = other_datasets.read_any(data_root, dataset)
   fit, names = analysis_lib.default_splits(ds)
   names = [split] if split else names

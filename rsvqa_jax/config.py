@@ -342,6 +342,9 @@ RANGES = {
         "seed", "data.synthetic_seed", "image.seed", "image.pretrain.seed", "study.data_seed",
         "study.adv_seed", "study.seeds", "study.balanced.seeds", "study.shortcuts.seed",
         "study.shortcuts.seeds", "answerability.pool_seed", "answerability.study.seeds"), SEED),
+    # A synthetic study's dataset: one image per split at least.
+    **dict.fromkeys(("study.images", "study.balanced.images", "study.shortcuts.images"),
+                    (3, None, True, int, "a whole number >= 3 (one image per split)")),
     # A pool ranks its candidate images against each other: two at least.
     "answerability.pool_size": (2, None, True, int, "a whole number >= 2"),
     **dict.fromkeys(("answerability.pools_per_image", "answerability.batch_pools"), POSITIVE),

@@ -60,6 +60,21 @@ def test_predict_agrees_with_evaluate(tiny):
     run.predict(images[:2], ["Is there a road?"])
   with pytest.raises(RSVQAError, match="expected uint8 H x W x 3"):
     run.predict([np.zeros((4, 4), np.uint8)], ["Is there a road?"])
+  with pytest.raises(RSVQAError, match="expected uint8 H x W x 3"):
+    run.predict([np.zeros((0, 0, 3), np.uint8)], ["Is there a road?"])
+  with pytest.raises(RSVQAError, match="question None is a NoneType, not a string"):
+    run.predict(images[:1], [None])
+  text = tiny / "notes.png"
+  text.write_text("not an image")
+  with pytest.raises(RSVQAError, match=f"{text}: not an image file"):
+    run.predict([str(text)], ["Is there a road?"])
+  for kwargs, message in [(dict(adversarial_kind="random", repeats="2"), "repeats='2'"),
+                          (dict(adversarial_kind="random", seed=-1), "seed=-1"),
+                          (dict(repeats=5), "apply to an adversarial_kind only")]:
+    with pytest.raises(RSVQAError, match=message):
+      run.evaluate("test", **kwargs)
+  with pytest.raises(RSVQAError, match="load_run workdir: expected a path"):
+    rsvqa_jax.load_run(None)
 
 
 def test_analyze_returns_tables(tiny):
@@ -73,3 +88,9 @@ def test_analyze_returns_tables(tiny):
   assert out["test"]["analysis"].n_eval == len(rsvqa_json.read_dataset(root, "lr")["test"])
   with pytest.raises(RSVQAError, match="no split 'nosuch'"):
     rsvqa_jax.analyze(root, "lr", split="nosuch")
+  with pytest.raises(RSVQAError, match="analyze data_root: expected a path"):
+    rsvqa_jax.analyze(None, "lr")
+  with pytest.raises(RSVQAError, match="expected one split name"):
+    rsvqa_jax.analyze(root, "lr", split=["test", "val"])
+  with pytest.raises(RSVQAError, match="adversarial_predictions needs predictions"):
+    rsvqa_jax.analyze(root, "lr", adversarial_predictions="a.csv")

@@ -126,3 +126,27 @@ def test_configs_are_checked_whole_when_only_shown(argv, message, capsys):
 def test_a_paper_study_config_is_shown_without_its_paths(capsys):
   assert cli.main(["config", "--config", "configs/study_paper.py"]) == 0
   assert '"require_real": true' in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["evaluate", "--workdir", "w", "--repeats", "3"], "--repeats applies to --adversarial only"),
+    (["evaluate", "--workdir", "w", "--adv-seed", "5"],
+     "--adv-seed applies to --adversarial and --counterfactual only"),
+    (["convert", "--kind", "bert", "--src", "s", "--out", "o.safetensors", "--depth", "50"],
+     "--depth applies to --kind resnet only"),
+    (["convert", "--kind", "resnet", "--src", "s", "--out", "o.safetensors", "--allow-pickle"],
+     "--allow-pickle applies to --kind skipthoughts only"),
+    (["study", "--config", "configs/synthetic_tiny.py", "--print-config"],
+     "config has no `study` section"),
+    (["study", "--config", "configs/study_synthetic.py", "--print-config",
+      "--config.study.images=-5"], "config study.images=-5: must be a whole number >= 3")])
+def test_options_that_do_not_apply_are_refused(argv, message, capsys):
+  assert cli.main(argv) == 2
+  assert message in capsys.readouterr().err
+
+
+def test_an_unknown_dataset_lists_every_layout_read():
+  from rsvqa_jax.data import other_datasets  # pylint: disable=g-import-not-at-top
+  with pytest.raises(RSVQAError, match="unknown dataset 'bogus': expected one of lr, hr, xben, "
+                                       "floodnet, rsivqa$"):
+    other_datasets.read_any("d", "bogus")

@@ -78,13 +78,16 @@ def load_config(args):
   return config
 
 
-def config_for_run(args, workdir_means):
+def config_for_run(args, workdir_means, check=None):
   """The config a run command (train, study) runs with, or None once --print-config showed it.
 
-  `workdir_means` says what --workdir holds, for the error when it is missing.
+  `workdir_means` says what --workdir holds, for the error when it is missing; `check(config)`
+  refuses a config the command cannot run, before it is shown too.
   """
   from rsvqa_jax.errors import RSVQAError  # pylint: disable=g-import-not-at-top
   config = load_config(args)
+  if check:
+    check(config)
   if args.print_config:
     print(config_text(config))
     return None

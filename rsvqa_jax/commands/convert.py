@@ -71,8 +71,15 @@ def _check_out(args):
     raise RSVQAError(f"--out {args.out}: exists; remove it or give another path")
 
 
+OPTIONS_OF = {"depth": "resnet", "data": "skipthoughts", "dataset": "skipthoughts",
+              "allow_pickle": "skipthoughts"}  # the --kind each option belongs to
+
+
 def run(args):
   from rsvqa_jax.models import checkpoints  # pylint: disable=g-import-not-at-top
+  for option, kind in OPTIONS_OF.items():
+    if getattr(args, option) and args.kind != kind:
+      raise RSVQAError(f"--{option.replace('_', '-')} applies to --kind {kind} only")
   _check_out(args)
   model, metadata, label = {"resnet": _resnet, "bert": _bert,
                             "skipthoughts": _skipthoughts}[args.kind](args)

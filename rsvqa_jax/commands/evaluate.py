@@ -38,10 +38,10 @@ def add_arguments(parser):
                       help="dataset folder, when it moved since training (real-data configs)")
   parser.add_argument("--adversarial", choices=("random", "shuffle", "white", "black", "noise"),
                       help="adversarial testing: answer with a substituted image")
-  parser.add_argument("--repeats", type=int, default=10,
+  parser.add_argument("--repeats", type=int, default=None,
                       help="substitutions per question for --adversarial (default: 10)")
-  parser.add_argument("--adv-seed", type=argument_types.seed, default=0,
-                      help="seed of the substitutions (and of the noise images)")
+  parser.add_argument("--adv-seed", type=argument_types.seed, default=None,
+                      help="seed of the substitutions (and of the noise images); default 0")
   parser.add_argument("--pool", choices=("dataset", "split"), default=None,
                       help="images --adversarial random draws from: every image of the dataset "
                            "(default, as the paper) or of the evaluated split")
@@ -144,6 +144,12 @@ def run(args):
     _check_seed_runs(workdirs, args.data_root)
   if args.pool and args.adversarial != "random":
     raise RSVQAError("--pool applies to --adversarial random only")
+  if args.repeats is not None and not args.adversarial:
+    raise RSVQAError("--repeats applies to --adversarial only")
+  if args.adv_seed is not None and not (args.adversarial or args.counterfactual):
+    raise RSVQAError("--adv-seed applies to --adversarial and --counterfactual only")
+  args.repeats = 10 if args.repeats is None else args.repeats
+  args.adv_seed = args.adv_seed or 0
   where = dict(which=args.checkpoint, data_root=args.data_root)
   if args.ood_selection and not args.shortcuts:
     raise RSVQAError("--ood-selection applies to --shortcuts only")

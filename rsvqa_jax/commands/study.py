@@ -16,7 +16,9 @@ def add_arguments(parser):
 
 
 def run(args):
-  config = common.config_for_run(args, WORKDIR)
+  from rsvqa_jax.study import checks  # pylint: disable=g-import-not-at-top
+  config = common.config_for_run(args, WORKDIR,
+                                 check=lambda c: checks.check(c, paths=not args.print_config))
   if config is None:
     return 0
   # Imported here: JAX starts only when a command that needs it runs.

@@ -188,4 +188,7 @@ def read_any(root, name):
     return read_floodnet(root)
   if name == "rsivqa":
     return read_rsivqa(root)
+  if name not in rsvqa_json.LAYOUTS:
+    raise RSVQAError(f"unknown dataset {name!r}: expected one of "
+                     f"{', '.join((*rsvqa_json.LAYOUTS, 'floodnet', 'rsivqa'))}")
   return rsvqa_json.read_dataset(root, name)
