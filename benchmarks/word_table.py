@@ -1,4 +1,4 @@
-"""What a fine-tuned BERT-family step spends on its word table, and what a row-sparse Adam would save.
+"""A fine-tuned BERT-family step's word table: its cost, and what a row-sparse Adam would save.
 
   python -m benchmarks.word_table [--size quick] [--lms distilbert,roberta] [--dtype float32]
                                   [--rounds 7] --out DIR

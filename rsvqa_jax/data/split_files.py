@@ -66,7 +66,8 @@ def detect_variant(root):
 def read_text(path, what):
   """The text of a UTF-8 file `what` ("split file", ...), or a one-line RSVQAError naming it.
 
-  A leading byte-order mark (some Windows editors write one) is dropped. A directory, a symlink loop or an unreadable file must not surface as an OSError traceback.
+  A leading byte-order mark (some Windows editors write one) is dropped. A directory, a
+  symlink loop or an unreadable file must not surface as an OSError traceback.
   """
   try:
     with open(path, "rb") as f:
