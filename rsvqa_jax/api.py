@@ -11,7 +11,9 @@ Everything goes through the library's own layers: a run is restored as `evaluate
 predictions go through its one compiled eval step, images through the encoder its config names.
 """
 import dataclasses
+import logging
 import os
+import reprlib
 
 import numpy as np
 
@@ -29,6 +31,8 @@ from rsvqa_jax.features import image_cache, pixels
 from rsvqa_jax.models import skipthoughts_params
 from rsvqa_jax.train import checkpointing, inputs, model_builder, predict, restore
 from rsvqa_jax.train import run as run_lib
+
+_log = logging.getLogger(__name__)
 
 
 def _path(value, what):
@@ -107,6 +111,10 @@ class TrainedRun:
     empty = [q for q, t in zip(questions, tokens) if not t]
     if empty:
       raise RSVQAError(f"predict: question {empty[0]!r} has no token")
+    unknown = [q for q, t in zip(questions, tokens) if run.tokenizer.only_unknown(t)]
+    if unknown:
+      _log.warning(f"predict: {len(unknown)} question(s) hold no word the model knows (e.g. "
+                   f"{reprlib.repr(unknown[0])}): their answers rest on the image and the question's length alone")
     buckets = tuple(sorted(run.config.train.length_buckets))
     padded, mask = pad_batch(tokens, run.tokenizer.pad_id, buckets=buckets)
     width = padded.shape[1]
@@ -204,7 +212,8 @@ def analyze(data_root, dataset, predictions=None, adversarial_predictions=None, 
   evaluated = {n: ds[n] for n in names}
   space = set(ds[fit].answer.tolist())
   model = (predictions_lib.load(predictions, evaluated, dataset, space) if predictions else {})
-  adv = (predictions_lib.load(adversarial_predictions, evaluated, dataset, space)
+  adv = (predictions_lib.load(adversarial_predictions, evaluated, dataset, space,
+                               adversarial=True)
          if adversarial_predictions else {})
   label = tables.dataset_label(dataset)
   out = {}

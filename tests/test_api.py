@@ -11,6 +11,7 @@ import rsvqa_jax
 from rsvqa_jax import config as config_lib
 from rsvqa_jax.errors import RSVQAError
 from rsvqa_jax.train import loop
+from test_train_support import warnings_of_rsvqa_jax
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -75,6 +76,19 @@ def test_predict_agrees_with_evaluate(tiny):
       run.evaluate("test", **kwargs)
   with pytest.raises(RSVQAError, match="load_run workdir: expected a path"):
     rsvqa_jax.load_run(None)
+
+
+def test_predict_warns_of_questions_without_a_known_word(tiny, caplog):
+  """A question of words the model never saw is all UNK: it is answered, and a WARNING says so."""
+  run = rsvqa_jax.load_run(str(tiny / "runs" / "tiny"))
+  image = np.zeros((32, 32, 3), np.uint8)
+  with warnings_of_rsvqa_jax(caplog):
+    assert len(run.predict([image], ["Is there a road?"])) == 1
+    assert not caplog.records
+    assert len(run.predict([image, image], ["Is there a road?", "Quelle est cette zorgle?"])) == 2
+  assert [r.getMessage() for r in caplog.records] == [
+      "predict: 1 question(s) hold no word the model knows (e.g. 'Quelle est cette zorgle?'): "
+      "their answers rest on the image and the question's length alone"]
 
 
 def test_analyze_returns_tables(tiny):

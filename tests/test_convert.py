@@ -164,6 +164,7 @@ def test_convert_refuses_an_out_inside_src_on_a_folder_or_over_a_file(main, tmp_
       (src / "model.safetensors", f"--out {src / 'model.safetensors'}: inside --src {src}"),
       (tmp_path / "nope" / "w.safetensors", "its folder"),
       (tmp_path / "dir.safetensors", "is a folder; give a .safetensors file path"),
-      (tmp_path / "taken.safetensors", "exists; remove it or give another path")]:
+      (tmp_path / "taken.safetensors", "exists; remove it or give another path"),
+      (tmp_path / "w.SafeTensors", "write the suffix .safetensors in lower case")]:
     assert main(["convert", "--kind", "bert", "--src", str(src), "--out", str(out)]) == 2
     assert message in capsys.readouterr().err

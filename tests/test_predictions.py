@@ -11,6 +11,7 @@ from rsvqa_jax.bias import predictions
 from rsvqa_jax.commands import analyze
 from rsvqa_jax.data import answers, other_datasets, records, rsvqa_json, synthetic
 from rsvqa_jax.errors import RSVQAError
+from test_train_support import warnings_of_rsvqa_jax
 
 YN = "Is the entire road flooded?"
 SC = "How many buildings are in the image?"
@@ -252,3 +253,49 @@ def test_huge_count_predictions_are_binned_and_shown_short():
   assert out.prediction.tolist() == [["more than 1000"] * 2] and out.n_outside == 0
   assert out.correct(split.answer).tolist() == [[True, True]]
   assert len(out.describe("p.csv on test")) < 300
+
+
+def _split_on_images():
+  return records.Split.from_rows("test", [
+      dict(question_id=q, image_id=i, qtype="t", question="q", answer="yes", raw_answer="yes")
+      for q, i in [(1, 10), (2, 10), (3, 11)]])
+
+
+def test_an_image_id_column_must_name_the_datasets_images(tmp_path):
+  """The same question ids over other images are another dataset (LR and HR both number their
+  questions from 0): refused, not scored."""
+  split = _split_on_images()
+  good = write_csv(tmp_path / "good.csv", ["question_id", "image_id", "prediction"],
+                   [[1, 10, "yes"], [2, 10, "no"], [3, 11, "yes"]])
+  out = predictions.load(good, {"test": split})["test"]
+  assert out.correct(split.answer).tolist() == [[True, False, True]]
+  bad = write_csv(tmp_path / "bad.csv", ["question_id", "image_id", "prediction"],
+                  [[1, 10, "yes"], [2, 12, "no"], [3, 13, "yes"]])
+  with pytest.raises(RSVQAError, match=r"bad.csv: 2 question\(s\) on another image than in the "
+                     r"dataset \(question 2: image_id 12 in the file, 10 in the dataset\)"):
+    predictions.load(bad, {"test": split})
+  named = write_csv(tmp_path / "named.csv", ["question_id", "image_id", "prediction"],
+                    [[1, "10.tif", "yes"]])
+  with pytest.raises(RSVQAError, match=r"named.csv:2: image_id '10.tif' is not an integer .*drop "
+                     "the column"):
+    predictions.load(named, {"test": split})
+
+
+def test_an_adversarial_file_without_substituted_images_is_a_warning(tmp_path, caplog):
+  split = _split_on_images()
+  plain = write_csv(tmp_path / "plain.csv", ["question_id", "prediction"],
+                    [[1, "yes"], [2, "no"], [3, "yes"]])
+  with warnings_of_rsvqa_jax(caplog):
+    predictions.load(plain, {"test": split})
+    assert not caplog.records  # a clean file needs no substituted image
+    predictions.load(plain, {"test": split}, adversarial=True)
+  assert [r.getMessage() for r in caplog.records] == [
+      f"{plain}: no substituted_image_id column, so which image each answer was given cannot "
+      "be checked: IO_AdTest assumes the images were swapped"]
+  caplog.clear()
+  swapped = write_csv(tmp_path / "swapped.csv",
+                      ["question_id", "image_id", "substituted_image_id", "prediction"],
+                      [[1, 10, 11, "yes"], [2, 10, 11, "no"], [3, 11, 10, "yes"]])
+  with warnings_of_rsvqa_jax(caplog):
+    predictions.load(swapped, {"test": split}, adversarial=True)
+  assert not caplog.records

@@ -346,3 +346,40 @@ def test_an_ood_set_listing_a_question_twice_is_refused(bench, tmp_path):
     json.dump(ids + ids[:1], f)
   with pytest.raises(RSVQAError, match=f"{path}: question {ids[0]} is listed twice"):
     shortcuts.load(copy)
+
+
+def test_a_folder_edited_or_of_another_version_is_refused(bench, tmp_path):
+  """shortcuts.json records the version and every set's size: files that disagree with it are
+  refused, not scored."""
+  _, out = bench
+  copy = str(tmp_path / "sc")
+  shutil.copytree(out, copy)
+  assert shortcuts.load(copy).manifest["version"] == shortcuts.VERSION
+  path = shortcuts.ood_file(copy, shortcuts.CONCEPTS[0])
+  ids = json.load(open(path))
+  with open(path, "w") as f:
+    json.dump(ids[1:], f)
+  with pytest.raises(RSVQAError, match=f"{path}: {len(ids) - 1} questions in "
+                     f"{shortcuts.CONCEPTS[0]}, shortcuts.json records {len(ids)}: the folder "
+                     "was edited"):
+    shortcuts.load(copy)
+  with open(path, "w") as f:
+    json.dump(ids, f)
+  manifest_path = os.path.join(copy, shortcuts.MANIFEST)
+  manifest = json.load(open(manifest_path))
+  with open(manifest_path, "w") as f:
+    json.dump({**manifest, "version": shortcuts.VERSION + 1}, f)
+  with pytest.raises(RSVQAError, match=f"version {shortcuts.VERSION + 1}, this rsvqa-jax reads "
+                     f"version {shortcuts.VERSION}"):
+    shortcuts.load(copy)
+
+
+def test_the_mean_row_says_how_many_ood_sets_were_empty():
+  row = {"n": 5, "oa": 0.5, "aa": 0.5, "per_type": {"presence": 0.5}, "gap_oa": 0.1,
+         "prior_acc": 0.4}
+  result = {"types": ["presence"], "iid_test": row, "mean_ood_oa": 0.5, "mean_gap_oa": 0.1,
+            "ood": {"qt": row, "kw": {**row, "n": 0, "oa": math.nan}, "ko": row}}
+  label = lambda: shortcut_report.ood_table(result, "c").rows[-1][0]
+  assert label() == "Mean of the OOD sets (2 of 3; 1 empty)"
+  result["ood"]["kw"] = row
+  assert label() == "Mean of the OOD sets"

@@ -44,6 +44,8 @@ def test_word_tokenizer_unknown_words():
   assert tok.unknown_words == ["zebra"]
   assert tok.encode("Is there a zebra?") == [4, 6, 3, 1, 2]
   assert tok.count_unknown(["a zebra and a lion", "a road"]) == 3
+  assert tok.only_unknown(tok.encode("zebra lion?")) and tok.only_unknown([])
+  assert not tok.only_unknown(tok.encode("a zebra?"))
   tokens, mask = tok(["Is there a road?", "road"])
   np.testing.assert_array_equal(tokens, [[4, 6, 3, 5, 2, 0, 0, 0], [5, 0, 0, 0, 0, 0, 0, 0]])
   np.testing.assert_array_equal(mask.sum(1), [5, 1])
@@ -76,6 +78,8 @@ def test_hf_tokenizer_from_folder(tmp_path):
   tokens, mask = tok(["Is there a road?", "road"], buckets=(4, 8))
   np.testing.assert_array_equal(tokens, [[2, 5, 6, 7, 8, 3, 0, 0], [2, 8, 3, 0, 0, 0, 0, 0]])
   np.testing.assert_array_equal(mask.sum(1), [6, 3])
+  assert tok.only_unknown(tok.encode("zebra lion?"))  # [CLS] [UNK] [UNK] ? [SEP]
+  assert not tok.only_unknown(tok.encode("zebra road"))
 
 
 def test_hf_tokenizer_missing_folder(tmp_path):

@@ -13,11 +13,16 @@ changed by it are counted (`mapped`); predictions outside the training answer sp
 counted wrong and listed (`outside`), never silently compared. A question of the evaluated
 split with no row counts as wrong and is reported. A row naming a question in none of the
 evaluated splits, a repeated question id (within a repeat), a missing column, a non-integer id
-or repeat, repeats not numbered 0..K-1 and a file that is not UTF-8 CSV are errors.
+or repeat, repeats not numbered 0..K-1 and a file that is not UTF-8 CSV are errors. An
+optional `image_id` column (ours writes one) must name each question's image in the dataset:
+the same question ids over other images are another dataset or version, refused. An adversarial
+file without `substituted_image_id` is read with a WARNING: which image each answer was given
+cannot be checked.
 """
 import collections
 import csv
 import dataclasses
+import logging
 import reprlib
 
 import numpy as np
@@ -28,7 +33,11 @@ from rsvqa_jax.errors import RSVQAError
 
 REQUIRED = ("question_id", "prediction")
 REPEAT = "repeat"
+IMAGE = "image_id"
+SUBSTITUTED = "substituted_image_id"
 TOP = 5  # most common mapped / outside predictions listed
+
+_log = logging.getLogger(__name__)
 
 
 def _per_repeat(values, shape):
@@ -68,19 +77,22 @@ def _integer(path, line, name, value):
   try:
     out = int(value)
   except (TypeError, ValueError):
-    raise RSVQAError(f"{path}:{line}: {name} {value!r} is not an integer") from None
+    hint = " (the dataset's integer image id; drop the column if yours names images otherwise)"
+    raise RSVQAError(f"{path}:{line}: {name} {value!r} is not an integer"
+                     + (hint if name == IMAGE else "")) from None
   if name == REPEAT and out < 0:
     raise RSVQAError(f"{path}:{line}: repeat {out} is negative")
   return out
 
 
 def _rows(path, reader):
-  """(repeat, question id, prediction) of every row, checked for format and duplicates."""
+  """(repeat, question id, prediction, image id or None) of every row, checked for format and
+  duplicates."""
   missing = [c for c in REQUIRED if c not in (reader.fieldnames or ())]
   if missing:
     raise RSVQAError(f"{path}: missing column(s) {', '.join(missing)} "
                      f"(header: {reader.fieldnames})")
-  has_repeat = REPEAT in reader.fieldnames
+  has_repeat, has_image = REPEAT in reader.fieldnames, IMAGE in reader.fieldnames
   seen = set()
   for row in reader:
     line = reader.line_num
@@ -92,21 +104,38 @@ def _rows(path, reader):
     seen.add((repeat, qid))
     if row["prediction"] is None:
       raise RSVQAError(f"{path}:{line}: row has no prediction value")
-    yield repeat, qid, row["prediction"]
+    image = _integer(path, line, IMAGE, row[IMAGE]) if has_image else None
+    yield repeat, qid, row["prediction"], image
+
+
+@dataclasses.dataclass(frozen=True)
+class File:
+  """A predictions file as read: its answers, the images it names and its columns."""
+
+  by_repeat: list  # [{question id: prediction as written}] per repeat
+  image_ids: dict  # question id -> image_id column (empty without the column)
+  columns: tuple
 
 
 def read(path):
   """[{question id: prediction as written}] per repeat (one dict for a file without repeats)."""
+  return read_file(path).by_repeat
+
+
+def read_file(path):
+  """File of `path`, every row checked (see the module docstring)."""
   try:
     f = open(path, newline="", encoding="utf-8-sig")
   except OSError as e:
     raise RSVQAError(f"{path}: cannot read predictions file ({e.strerror})") from e
-  by_repeat = collections.defaultdict(dict)
+  by_repeat, image_ids = collections.defaultdict(dict), {}
   with f:
     reader = csv.DictReader(f)
     try:
-      for repeat, qid, prediction in _rows(path, reader):
+      for repeat, qid, prediction, image in _rows(path, reader):
         by_repeat[repeat][qid] = prediction
+        if image is not None:
+          image_ids[qid] = image
     except UnicodeDecodeError:
       raise RSVQAError(f"{path}: not UTF-8 text ({_first_bad_byte(path)}); save it as UTF-8 "
                        "CSV") from None
@@ -115,7 +144,8 @@ def read(path):
   repeats = sorted(by_repeat)
   if repeats != list(range(len(repeats))):
     raise RSVQAError(f"{path}: repeats {_listed(repeats)} are not numbered 0..K-1")
-  return [by_repeat[k] for k in repeats] or [{}]
+  return File(by_repeat=[by_repeat[k] for k in repeats] or [{}], image_ids=image_ids,
+              columns=tuple(reader.fieldnames or ()))
 
 
 def _first_bad_byte(path):
@@ -239,6 +269,30 @@ def align(predictions, splits, path, dataset=None, space=None):
   return out
 
 
-def load(path, splits, dataset=None, space=None):
-  """Read `path` and align it along `splits`, normalised for `dataset`, checked against `space`."""
-  return align(read(path), splits, path, dataset, space)
+def check_images(image_ids, splits, path):
+  """Refuses a file whose image_id column puts a question on another image than `splits` do."""
+  wrong = []
+  for split in splits.values():
+    for qid, image in zip(split.question_id.tolist(), split.image_id.tolist()):
+      if qid in image_ids and image_ids[qid] != image:
+        wrong.append((qid, image_ids[qid], image))
+  if wrong:
+    qid, theirs, ours = wrong[0]
+    raise RSVQAError(f"{path}: {len(wrong)} question(s) on another image than in the dataset "
+                     f"(question {qid}: image_id {theirs} in the file, {ours} in the dataset): "
+                     "predictions of another dataset or version? (if your file numbers images "
+                     "its own way, drop its image_id column)")
+
+
+def load(path, splits, dataset=None, space=None, *, adversarial=False):
+  """Read `path` and align it along `splits`, normalised for `dataset`, checked against `space`.
+
+  `adversarial`: the file answers questions over substituted images; without a
+  substituted_image_id column that cannot be checked, which is a WARNING.
+  """
+  file = read_file(path)
+  check_images(file.image_ids, splits, path)
+  if adversarial and SUBSTITUTED not in file.columns:
+    _log.warning(f"{path}: no {SUBSTITUTED} column, so which image each answer was given cannot "
+                 "be checked: IO_AdTest assumes the images were swapped")
+  return align(file.by_repeat, splits, path, dataset, space)

@@ -35,7 +35,7 @@ from rsvqa_jax.errors import RSVQAError
 
 _log = logging.getLogger(__name__)
 
-VERSION = 1
+VERSION = shortcuts.VERSION
 STATS_DIR = "statistics"
 STATS_FILE = "statistics.md"
 ADAPTIVE = "adaptive overfitting"
@@ -321,6 +321,12 @@ def _label(key):
   return "IID test" if key == "iid_test" else f"OOD {NAMES[key]}"
 
 
+def _mean_label(result):
+  """The mean row's label, saying how many OOD sets it averages when some held no question."""
+  n, empty = len(result["ood"]), sum(r["n"] == 0 for r in result["ood"].values())
+  return "Mean of the OOD sets" + (f" ({n - empty} of {n}; {empty} empty)" if empty else "")
+
+
 def ood_table(result, caption):
   """Accuracy per question type, AA, OA on IID test and each OOD set, the gap, Prior_Acc."""
   types = tables.type_order(result["types"])
@@ -328,7 +334,7 @@ def ood_table(result, caption):
   for key, r in [("iid_test", result["iid_test"]), *result["ood"].items()]:
     rows.append((_label(key), r["n"], *(r["per_type"][t] for t in types), r["aa"], r["oa"],
                  "" if key == "iid_test" else r["gap_oa"], r["prior_acc"]))
-  rows.append(("Mean of the OOD sets", "", *[""] * len(types), "", result["mean_ood_oa"],
+  rows.append((_mean_label(result), "", *[""] * len(types), "", result["mean_ood_oa"],
                result["mean_gap_oa"], ""))
   return tables.Table(caption=caption, columns=(
       "set", "N", *(tables.type_name(t) for t in types), "AA (%)", "OA (%)",

@@ -462,6 +462,7 @@ def concept_prior(fit_values, fit, values, split):
 SPLIT_FILE = "split.json"
 CONCEPTS_FILE = "concepts.csv"
 MANIFEST = "shortcuts.json"
+VERSION = 1  # of a benchmark folder's files and rules, recorded in its manifest
 DATA_DIR = "data"
 
 
@@ -522,12 +523,26 @@ def _ids(value, path):
   return ids
 
 
+def _check_counts(out, manifest, counts):
+  """Refuses files whose question counts are not the manifest's: a folder edited or mixed."""
+  for (name, key, entry), n in counts.items():
+    recorded = manifest.get(key, {}).get(entry) if isinstance(manifest.get(key), dict) else None
+    if recorded != n:
+      raise RSVQAError(f"{os.path.join(out, name)}: {n} questions in {entry}, {MANIFEST} records "
+                       f"{recorded!r}: the folder was edited or mixed with another; build it "
+                       "again with rsvqa-jax shortcuts")
+
+
 def load(out):
   """Saved of benchmark folder `out`: a one-line RSVQAError naming a missing or malformed file."""
   manifest = storage.read_json(os.path.join(out, MANIFEST))
   if not isinstance(manifest, dict):
     raise RSVQAError(f"{out}: not a shortcut benchmark folder ({MANIFEST} missing or malformed; "
                      "rsvqa-jax shortcuts writes one)")
+  if manifest.get("version") != VERSION:
+    raise RSVQAError(f"{os.path.join(out, MANIFEST)}: version {manifest.get('version')!r}, this "
+                     f"rsvqa-jax reads version {VERSION}; build the benchmark again with "
+                     "rsvqa-jax shortcuts")
   path = os.path.join(out, SPLIT_FILE)
   split = rsvqa_json.load_json(path, "split file")
   if not isinstance(split, dict) or set(split) != set(SPLITS):
@@ -552,6 +567,9 @@ def load(out):
     stray = np.setdiff1d(ids, split_ids["iid_test"])
     if len(stray):
       raise RSVQAError(f"{ood_file(out, c)}: question {stray[0]} is not in the IID test split")
+  _check_counts(out, manifest, {**{(SPLIT_FILE, "questions", s): len(split_ids[s]) for s in SPLITS},
+                                **{(os.path.basename(ood_file(out, c)), "ood", c): len(ood[c])
+                                   for c in CONCEPTS}})
   return Saved(root=out, manifest=manifest, split_ids=split_ids, concepts=values, ood=ood)
 
 

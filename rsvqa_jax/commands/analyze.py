@@ -119,7 +119,7 @@ def _load(path, evaluated, name, space, *, clean):
   """{split: predictions.Aligned} of a file (empty without one), its counts printed."""
   if not path:
     return {}
-  out = predictions.load(path, evaluated, name, space)
+  out = predictions.load(path, evaluated, name, space, adversarial=not clean)
   for split, aligned in out.items():
     if clean and aligned.repeats > 1:
       raise RSVQAError(f"{path}: {aligned.repeats} repeats (a 'repeat' column); --predictions "

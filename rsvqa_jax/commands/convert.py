@@ -57,7 +57,8 @@ def _skipthoughts(args):
 
 
 def _check_out(args):
-  """--out must not land in or on --src (the weights it converts), nor where a folder stands."""
+  """--out must not land in or on --src (the weights it converts), nor where a folder stands;
+  a .SAFETENSORS suffix would have made an orbax folder of that name."""
   src, out = os.path.realpath(args.src), os.path.realpath(args.out)
   if out == src or out.startswith(src.rstrip(os.sep) + os.sep):
     raise RSVQAError(f"--out {args.out}: inside --src {args.src}; write the converted weights "
@@ -65,6 +66,10 @@ def _check_out(args):
   parent = os.path.dirname(out)
   if not os.path.isdir(parent):
     raise RSVQAError(f"--out {args.out}: its folder {parent} {errors.not_a_folder(parent)}")
+  suffix = os.path.splitext(args.out)[1]
+  if suffix.lower() == ".safetensors" and suffix != ".safetensors":
+    raise RSVQAError(f"--out {args.out}: write the suffix .safetensors in lower case (the loaders "
+                     "read any other name as an orbax folder)")
   if args.out.endswith(".safetensors") and os.path.isdir(out):
     raise RSVQAError(f"--out {args.out}: is a folder; give a .safetensors file path")
   if os.path.lexists(out):

@@ -36,6 +36,11 @@ def word_list(texts, *, lowercase=True):
   return sorted(words)
 
 
+def _is_word(token):
+  """Whether a vocabulary entry holds a letter or digit (not punctuation alone)."""
+  return any(c.isalnum() for c in token)
+
+
 def bucket_length(n, buckets=DEFAULT_BUCKETS):
   """Smallest bucket >= n; beyond the last bucket, the next multiple of the last bucket."""
   for b in buckets:
@@ -107,6 +112,10 @@ class WordTokenizer:
       words = [w for w in words if w != QUESTION_MARK]
     return [self._ids.get(w, self.unk_id) for w in words]
 
+  def only_unknown(self, ids):
+    """True when `ids` (one question's encode) hold no known word (punctuation aside)."""
+    return not any(i != self.unk_id and _is_word(self.vocab[i]) for i in ids)
+
   def count_unknown(self, texts):
     """How many word occurrences in `texts` map to UNK."""
     return sum(ids.count(self.unk_id) for ids in map(self.encode, texts))
@@ -151,6 +160,13 @@ class HFTokenizer:
   def encode(self, text):
     """Ids of one question with the model's special tokens, truncated to max_length."""
     return self.hf(text, truncation=True, max_length=self.max_length)["input_ids"]
+
+  def only_unknown(self, ids):
+    """True when `ids` (one question's encode) hold no known word (special tokens and
+    punctuation aside)."""
+    special = set(self.hf.all_special_ids) | {self.hf.unk_token_id}
+    return not any(i not in special and _is_word(t)
+                   for i, t in zip(ids, self.hf.convert_ids_to_tokens(ids)))
 
   def __call__(self, texts, *, buckets=DEFAULT_BUCKETS, length=None):
     ids = self.hf(list(texts), truncation=True, max_length=self.max_length)["input_ids"]
