@@ -299,3 +299,22 @@ def test_an_adversarial_file_without_substituted_images_is_a_warning(tmp_path, c
   with warnings_of_rsvqa_jax(caplog):
     predictions.load(swapped, {"test": split}, adversarial=True)
   assert not caplog.records
+
+
+def test_a_split_without_any_prediction_is_refused(tmp_path):
+  """Every answer of such a split would count wrong: a file of HR's test split analyzed with
+  test_phili too, or a file with a header alone."""
+  test, phili = _split_on_images(), records.Split.from_rows("test_phili", [
+      dict(question_id=q, image_id=20, qtype="t", question="q", answer="no", raw_answer="no")
+      for q in (7, 8)])
+  splits = {"test": test, "test_phili": phili}
+  header = write_csv(tmp_path / "header.csv", ["question_id", "prediction"], [])
+  with pytest.raises(RSVQAError, match=r"header.csv: no prediction for any question of split\(s\) "
+                     r"test, test_phili$"):
+    predictions.load(header, splits)
+  some = write_csv(tmp_path / "some.csv", ["question_id", "prediction"], [[1, "yes"]])
+  with pytest.raises(RSVQAError, match=r"of split\(s\) test_phili; it answers test: analyze that "
+                     r"alone \(--split test\)"):
+    predictions.load(some, splits)
+  out = predictions.load(some, {"test": test})["test"]
+  assert out.missing == 2  # a split partly answered: the rest counted wrong, and reported

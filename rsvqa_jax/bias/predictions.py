@@ -11,10 +11,10 @@ code's labels mapped, whitespace and case as the readers treat the files), so a 
 in our style, the original code's or with raw counts / areas scores the same. Predictions
 changed by it are counted (`mapped`); predictions outside the training answer space are
 counted wrong and listed (`outside`), never silently compared. A question of the evaluated
-split with no row counts as wrong and is reported. A row naming a question in none of the
-evaluated splits, a repeated question id (within a repeat), a missing column, a non-integer id
-or repeat, repeats not numbered 0..K-1 and a file that is not UTF-8 CSV are errors. An
-optional `image_id` column (ours writes one) must name each question's image in the dataset:
+split with no row counts as wrong and is reported (a split with no row at all is refused). A
+row naming a question in none of the evaluated splits, a repeated question id (within a
+repeat), a missing column, a non-integer id or repeat, repeats not numbered 0..K-1 and a file
+that is not UTF-8 CSV are errors. An optional `image_id` column (ours writes one) must name each question's image in the dataset:
 the same question ids over other images are another dataset or version, refused. An adversarial
 file without `substituted_image_id` is read with a WARNING: which image each answer was given
 cannot be checked.
@@ -288,11 +288,19 @@ def load(path, splits, dataset=None, space=None, *, adversarial=False):
   """Read `path` and align it along `splits`, normalised for `dataset`, checked against `space`.
 
   `adversarial`: the file answers questions over substituted images; without a
-  substituted_image_id column that cannot be checked, which is a WARNING.
+  substituted_image_id column that cannot be checked, which is a WARNING. A split none of whose
+  questions has a row is refused (every answer would count wrong).
   """
   file = read_file(path)
   check_images(file.image_ids, splits, path)
   if adversarial and SUBSTITUTED not in file.columns:
     _log.warning(f"{path}: no {SUBSTITUTED} column, so which image each answer was given cannot "
                  "be checked: IO_AdTest assumes the images were swapped")
-  return align(file.by_repeat, splits, path, dataset, space)
+  out = align(file.by_repeat, splits, path, dataset, space)
+  unanswered = [name for name, a in out.items() if a.missing == a.prediction.size]
+  if unanswered:
+    answered = [name for name in out if name not in unanswered]
+    raise RSVQAError(f"{path}: no prediction for any question of split(s) {', '.join(unanswered)}"
+                     + (f"; it answers {', '.join(answered)}: analyze that alone (--split "
+                        f"{answered[0]})" if answered else ""))
+  return out
