@@ -318,3 +318,5 @@ def test_a_split_without_any_prediction_is_refused(tmp_path):
     predictions.load(some, splits)
   out = predictions.load(some, {"test": test})["test"]
   assert out.missing == 2  # a split partly answered: the rest counted wrong, and reported
+  none = records.Split.from_rows("test_phili", [])
+  assert predictions.load(some, {"test": test, "test_phili": none})["test_phili"].missing == 0

@@ -297,7 +297,8 @@ def load(path, splits, dataset=None, space=None, *, adversarial=False):
     _log.warning(f"{path}: no {SUBSTITUTED} column, so which image each answer was given cannot "
                  "be checked: IO_AdTest assumes the images were swapped")
   out = align(file.by_repeat, splits, path, dataset, space)
-  unanswered = [name for name, a in out.items() if a.missing == a.prediction.size]
+  unanswered = [name for name, a in out.items()
+                if a.prediction.size and a.missing == a.prediction.size]
   if unanswered:
     answered = [name for name in out if name not in unanswered]
     raise RSVQAError(f"{path}: no prediction for any question of split(s) {', '.join(unanswered)}"
