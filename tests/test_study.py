@@ -419,3 +419,19 @@ def test_protocol_settings_are_checked_before_anything_runs(tmp_path, override, 
   with pytest.raises(RSVQAError, match=message):
     study.Study(c, str(tmp_path / "s"))
   assert not os.path.exists(tmp_path / "s")
+
+
+def test_a_training_workdir_or_a_dataset_is_refused_as_the_study_folder(tmp_path):
+  """The study's report, cache and runs would land among their files."""
+  c = micro_config()
+  run = tmp_path / "run"
+  run.mkdir()
+  (run / "config.json").write_text("{}")
+  with pytest.raises(RSVQAError, match=f"--workdir {run} holds a training run \\(config.json\\); "
+                     "give the study a folder of its own"):
+    study.Study(c, str(run))
+  assert sorted(os.listdir(run)) == ["config.json"]
+  data = tmp_path / "data"
+  synthetic.generate(str(data), variant="lr", images=4, seed=0)
+  with pytest.raises(RSVQAError, match=f"--workdir {data} holds a dataset"):
+    study.Study(c, str(data))

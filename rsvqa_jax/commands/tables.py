@@ -161,5 +161,6 @@ def run(args):
   for stem, table in named.items():
     tables.write(table, out, stem)
     print(tables.to_markdown(table))
-  print(f"{len(runs)} workdirs read; wrote {', '.join(named)} (.csv, .md, .tex) to {out}")
+  read = f"{len(runs)} workdir{'' if len(runs) == 1 else 's'} read"
+  print(f"{read}; wrote {', '.join(named)} (.csv, .md, .tex) to {out}")
   return 0

@@ -7,12 +7,25 @@ its output a part of study.json); the grounding and answerability stages are the
 import logging
 import os
 
+from rsvqa_jax.data import split_files
 from rsvqa_jax.errors import RSVQAError
 from rsvqa_jax.study import (balanced_twin, checks, dataset_analysis, grid, journal,
                              language_models, preparation, report, runs, shortcuts, table2)
 from rsvqa_jax.study import settings as settings_lib
+from rsvqa_jax.train import checkpointing
 
 _log = logging.getLogger(__name__)
+
+
+def _check_folder(workdir):
+  """A training run's workdir or a dataset folder is refused: the study's report, cache and
+  runs would land among (and could replace) their files."""
+  if os.path.isfile(os.path.join(workdir, checkpointing.CONFIG_FILE)):
+    raise RSVQAError(f"--workdir {workdir} holds a training run ({checkpointing.CONFIG_FILE}); "
+                     "give the study a folder of its own")
+  if found := split_files.dataset_file(workdir):
+    raise RSVQAError(f"--workdir {workdir} holds a dataset ({os.path.basename(found)}); give the "
+                     "study a folder of its own")
 
 
 class Study:
@@ -25,6 +38,7 @@ class Study:
 
   def __init__(self, config, workdir, log=_log.info):
     checks.check(config)  # before anything is created
+    _check_folder(workdir)
     self.config = config
     self.s = config.study
     self.dir = os.path.abspath(workdir)
