@@ -19,6 +19,8 @@ from unittest import mock
 import pytest
 
 from rsvqa_jax import cli
+from rsvqa_jax.commands import common
+from rsvqa_jax.errors import RSVQAError
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PAGES = ["README.md"] + sorted(
@@ -174,3 +176,24 @@ def test_rules_applied_after_parsing_are_not_checked():
   assert _parse_error(["rsvqa-jax", "train", "--config", "c.py"]) is None  # --workdir
   assert _parse_error(["rsvqa-jax", "grounding", "score", "--out", "o"]) is None  # --predicted
   assert _parse_error(["rsvqa-jax", "evaluate", "--workdir", "w", "--repeats", "3"]) is None
+
+
+CONFIG_COMMANDS = [(where, argv) for where, argv in DOCS_COMMANDS
+                   if argv[0] == "rsvqa-jax" and "--config" in argv
+                   and not any("$" in a for a in argv)]  # a shell loop's variable: no value here
+
+
+@pytest.mark.parametrize("where,argv", CONFIG_COMMANDS, ids=[w for w, _ in CONFIG_COMMANDS])
+def test_docs_config_and_its_overrides_load(where, argv, monkeypatch):
+  """The config a docs line names loads, and each --config.KEY=VALUE names a real key with a
+  value of its type (a misspelt key is refused when the command runs, after argparse)."""
+  monkeypatch.chdir(ROOT)
+  args = cli.build_parser(argv[1:]).parse_args(argv[1:])
+  try:
+    common.load_config(args)
+  except RSVQAError as e:
+    pytest.fail(f"{where}: {shlex.join(argv)}\n{e}")
+
+
+def test_enough_config_lines_are_loaded():
+  assert len(CONFIG_COMMANDS) >= 5, CONFIG_COMMANDS
