@@ -68,8 +68,8 @@ def _check_out(args):
     raise RSVQAError(f"--out {args.out}: its folder {parent} {errors.not_a_folder(parent)}")
   suffix = os.path.splitext(args.out)[1]
   if suffix.lower() == ".safetensors" and suffix != ".safetensors":
-    raise RSVQAError(f"--out {args.out}: write the suffix .safetensors in lower case (the loaders "
-                     "read any other name as an orbax folder)")
+    raise RSVQAError(f"--out {args.out}: write the suffix .safetensors in lower case (any other "
+                     "--out is written as an orbax folder)")
   if args.out.endswith(".safetensors") and os.path.isdir(out):
     raise RSVQAError(f"--out {args.out}: is a folder; give a .safetensors file path")
   if os.path.lexists(out):
