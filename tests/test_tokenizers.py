@@ -43,7 +43,7 @@ def test_word_tokenizer_unknown_words():
   assert tok.vocab == ["<pad>", "UNK", "?", "a", "is", "road", "there"]
   assert tok.unknown_words == ["zebra"]
   assert tok.encode("Is there a zebra?") == [4, 6, 3, 1, 2]
-  assert tok.count_unknown(["a zebra and a lion", "a road"]) == 3
+  assert tok.encode("a zebra and a lion").count(tok.unk_id) == 3
   assert tok.only_unknown(tok.encode("zebra lion?")) and tok.only_unknown([])
   assert not tok.only_unknown(tok.encode("a zebra?"))
   tokens, mask = tok(["Is there a road?", "road"])
@@ -63,7 +63,7 @@ def test_word_tokenizer_strips_question_marks_as_the_original_code():
   tok = tokenizers.WordTokenizer.build(words, strip_question_mark=True)
   assert "?" not in tok.vocab and tok.strip_question_mark
   assert tok.encode("Is there a road?") == tok.encode("Is there a road")
-  assert tok.count_unknown(["Is there a road?"]) == 0
+  assert tok.unk_id not in tok.encode("Is there a road?")
   kept = tokenizers.WordTokenizer.build(words)
   assert len(kept.encode("Is there a road?")) == 5 and kept.vocab != tok.vocab
 

@@ -116,10 +116,6 @@ class WordTokenizer:
     """True when `ids` (one question's encode) hold no known word (punctuation aside)."""
     return not any(i != self.unk_id and _is_word(self.vocab[i]) for i in ids)
 
-  def count_unknown(self, texts):
-    """How many word occurrences in `texts` map to UNK."""
-    return sum(ids.count(self.unk_id) for ids in map(self.encode, texts))
-
   def __call__(self, texts, *, buckets=DEFAULT_BUCKETS, length=None):
     return pad_batch([self.encode(t) for t in texts], self.pad_id, buckets=buckets, length=length)
 
