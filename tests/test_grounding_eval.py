@@ -6,9 +6,11 @@ class), so a model learns where the objects are in seconds, without a ResNet. Th
 model then grounds presence questions well above the centre-prior and uniform floors, and
 answering each question with another image's map falls to the floor.
 """
+import csv
 import dataclasses
 import json
 import os
+import shutil
 
 import numpy as np
 import pytest
@@ -21,7 +23,7 @@ from rsvqa_jax.eval import grounding
 from rsvqa_jax.features.image_cache import ImageFeatures
 from rsvqa_jax.models.vqa import RSVQAModel, make_head
 from rsvqa_jax.train import loop
-from test_train_support import tiny_config
+from test_train_support import tiny_config, warnings_of_rsvqa_jax
 
 QUIET = dict(log=lambda m: None)
 GRID = 8
@@ -107,19 +109,42 @@ def test_attention_grounds_presence_above_the_floors_and_shuffled_images_fall(ta
   assert shuffled["floors"]["uniform"]["mean_iou"] == own["floors"]["uniform"]["mean_iou"]
 
 
-def test_written_maps_rescore_to_the_summary(task, trained, tmp_path):
-  """`grounding score` on the written PNGs and confidences gives the evaluation's numbers."""
+def _listed(path):
+  with open(path, newline="") as f:
+    return sorted(int(r["question_id"]) for r in csv.DictReader(f))
+
+
+def test_written_maps_rescore_to_the_summary(task, trained, tmp_path, capsys):
+  """`grounding score` on the written PNGs and confidences, against the truth of the questions
+  confidence.csv lists (as the docs say), gives the evaluation's numbers."""
   dataset, _ = task
   out = tmp_path / "own"
   summary = _evaluate(task, trained, out)
-  assert cli.main(["grounding", "score", "--predicted", str(out / "maps"), "--truth",
-                   os.path.join(dataset.root, "Grounding"), "--out", str(tmp_path / "s"),
-                   "--confidence", str(out / "confidence.csv")]) == 0
+  truth = tmp_path / "truth"
+  truth.mkdir()
+  for qid in _listed(out / "confidence.csv"):
+    shutil.copy(os.path.join(dataset.root, "Grounding", f"{qid}.png"), truth)
+  assert cli.main(["grounding", "score", "--predicted", str(out / "maps"), "--truth", str(truth),
+                   "--out", str(tmp_path / "s"), "--confidence", str(out / "confidence.csv")]) == 0
   rescored = json.loads((tmp_path / "s" / "summary.json").read_text())
-  # The truth folder holds every split: questions outside the test split have no map (IoU 0).
+  assert rescored["n_missing_prediction"] == 0 and "count as IoU 0" not in capsys.readouterr().out
+  for key in ("n_questions", "n_scored", "n_empty_truth"):
+    assert rescored[key] == summary[key], key
+  for key in ("mean_iou", "ap_25", "ap_50", "ap_75", "map_50_95"):
+    assert rescored[key] == pytest.approx(summary[key], abs=1e-9), key
+  # The whole truth folder holds every split: questions outside the test split have no map, each
+  # counts as IoU 0, and the command says so.
+  assert cli.main(["grounding", "score", "--predicted", str(out / "maps"), "--truth",
+                   os.path.join(dataset.root, "Grounding"), "--out", str(tmp_path / "s2"),
+                   "--confidence", str(out / "confidence.csv")]) == 0
+  whole = json.loads((tmp_path / "s2" / "summary.json").read_text())
   n_test = len(dataset["test"])
-  assert rescored["n_missing_prediction"] == rescored["n_questions"] - n_test
+  assert whole["n_missing_prediction"] == whole["n_questions"] - n_test > 0
+  assert whole["mean_iou"] < summary["mean_iou"]
+  assert (f"{whole['n_missing_prediction']} truth mask(s) without a predicted map count as IoU 0"
+          in capsys.readouterr().out)
   written = json.loads((out / "summary.json").read_text())
+  assert written["warnings"] == []
   for key in ("ap_25", "ap_50", "ap_75", "map_50_95"):
     assert written[key] is not None
   assert written["n_scored"] + written["n_empty_truth"] == n_test
@@ -147,6 +172,7 @@ def test_gradcam_for_the_attention_and_the_pooled_model_and_a_uniform_blind_map(
   floor = _evaluate(task, blind, tmp_path / "blind_maps")
   assert floor["method"].startswith("uniform")
   assert floor["mean_iou"] == pytest.approx(floor["floors"]["uniform"]["mean_iou"])
+  assert floor["warnings"] == []  # its 1 x 1 map is uniform by design, not too coarse
 
 
 def test_a_dataset_without_groundings_is_refused(task, trained, tmp_path):
@@ -154,3 +180,46 @@ def test_a_dataset_without_groundings_is_refused(task, trained, tmp_path):
   bare = dataclasses.replace(dataset, root=str(tmp_path))
   with pytest.raises(RSVQAError, match="no ground-truth groundings"):
     grounding.evaluate(trained, "test", str(tmp_path / "o"), dataset=bare, features=feats)
+
+
+def test_a_second_evaluation_replaces_the_maps_whole_and_foreign_files_are_refused(task, trained,
+                                                                                    tmp_path):
+  """Run on another split into the same OUT, the maps are that split's only, as confidence.csv
+  says; a maps folder holding a file the evaluation would not write is refused untouched."""
+  dataset, feats = task
+  out = tmp_path / "g"
+  _evaluate(task, trained, out)
+  grounding.evaluate(trained, "val", str(out), dataset=dataset, features=feats)
+  val = sorted(dataset["val"].question_id.tolist())
+  assert sorted(int(n[:-4]) for n in os.listdir(out / "maps")) == val
+  assert _listed(out / "confidence.csv") == val
+  assert json.loads((out / "summary.json").read_text())["split"] == "val"
+  assert not [n for n in os.listdir(out) if n.startswith((".tmp-", ".old-"))]
+  (out / "maps" / "notes.txt").write_text("mine")
+  (out / "maps" / "sub").mkdir()
+  before = sorted(os.listdir(out / "maps"))
+  with pytest.raises(RSVQAError, match=r"maps/ holds notes\.txt \(and 1 more\), not a map of an "
+                                       r"earlier grounding evaluation; move them"):
+    _evaluate(task, trained, out)
+  assert sorted(os.listdir(out / "maps")) == before
+  assert json.loads((out / "summary.json").read_text())["split"] == "val"
+
+
+def test_a_one_cell_map_warns_that_it_is_the_uniform_floor(task, tmp_path, caplog):
+  """A 1 x 1 feature map (a 32 px tile through a ResNet) cannot localise: one WARNING, recorded
+  in summary.json, and the model's row is the uniform floor."""
+  dataset, feats = task
+  one = ImageFeatures(feats.features, feats.image_ids, "<memory>",
+                      feats.feature_map.mean(axis=(1, 2), keepdims=True))
+  c = _config()
+  c.train.num_epochs = 1
+  workdir = str(tmp_path / "one")
+  loop.train(c, workdir, dataset=dataset, features=one, **QUIET)
+  with warnings_of_rsvqa_jax(caplog):
+    result = grounding.evaluate(workdir, "test", str(tmp_path / "g"), dataset=dataset,
+                                features=one)
+  coarse = [r.getMessage() for r in caplog.records if "cannot localise" in r.getMessage()]
+  assert len(coarse) == 1 and "relevance maps of 1 x 1 cells" in coarse[0], caplog.records
+  assert result["map_size"] == [1, 1]
+  assert json.loads((tmp_path / "g" / "summary.json").read_text())["warnings"] == coarse
+  assert result["mean_iou"] == pytest.approx(result["floors"]["uniform"]["mean_iou"])

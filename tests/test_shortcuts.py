@@ -209,6 +209,31 @@ def test_rerun_replaces_and_foreign_folders_are_refused(bench, tmp_path):
   assert os.stat(os.path.join(out, "split.json")).st_ino == before  # kept, not rewritten
 
 
+def test_an_earlier_benchmark_holding_other_files_is_refused_untouched(bench, tmp_path):
+  """The folder is replaced whole, so notes or a run's workdir in it would be deleted."""
+  source, out = bench
+  copy = tmp_path / "sc1"
+  shutil.copytree(out, copy)
+  (copy / "notes.txt").write_text("hi")
+  (copy / "runs" / "a").mkdir(parents=True)
+  (copy / "runs" / "a" / "metrics.jsonl").write_text("x")
+  (copy / "zz.csv").write_text("y")
+  before = sorted(os.listdir(copy))
+  split = (copy / "split.json").read_text()
+  dataset = rsvqa_json.read_dataset(source, "lr")
+  with pytest.raises(RSVQAError, match=r"holds notes\.txt \(and 2 more\) besides an earlier "
+                                       r"benchmark; move them or give another --out"):
+    shortcut_report.create(dataset, str(copy), seed=3)
+  assert sorted(os.listdir(copy)) == before and (copy / "split.json").read_text() == split
+  assert (copy / "runs" / "a" / "metrics.jsonl").read_text() == "x"
+  assert not [n for n in os.listdir(tmp_path) if n.startswith((".tmp-", ".old-"))]
+  shutil.rmtree(copy / "runs")
+  os.remove(copy / "notes.txt")
+  os.remove(copy / "zz.csv")
+  assert shortcut_report.create(dataset, str(copy), seed=3, log=lambda m: None)["seed"] == 3
+  assert sorted(os.listdir(copy)) == sorted(shortcut_report.own_entries())
+
+
 def test_labels_csv_and_refusal_without_labels(bench, tmp_path, capsys):
   _, out = bench
   data = os.path.join(out, "data")

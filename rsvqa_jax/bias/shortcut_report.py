@@ -2,7 +2,8 @@
 tables of a model scored on it (IID vs OOD, Table 4's selection comparison, Table 2's layout).
 
 `create` writes a benchmark folder O whole or not at all (built beside it, renamed into place;
-an earlier benchmark there is replaced, any other folder refused):
+an earlier benchmark there is replaced, any other folder, or an earlier benchmark holding
+anything else too, refused):
   data/                    the re-split dataset in the source's official layout (data/resplit.py;
                            its test split is the IID test set)
   split.json               {"train", "val", "iid_test"}: question ids of the source dataset
@@ -251,6 +252,19 @@ def _check_out(out, source):
                                 not os.path.isfile(os.path.join(out, shortcuts.MANIFEST))):
     raise RSVQAError(f"{out}: holds files that are not a shortcut benchmark (no "
                      f"{shortcuts.MANIFEST}); refusing to write over it")
+  # The folder is replaced whole: anything else in it (notes, a run's workdir) would be lost.
+  foreign = sorted(set(os.listdir(out)) - set(own_entries()))
+  if foreign:
+    more = f" (and {len(foreign) - 1} more)" if len(foreign) > 1 else ""
+    raise RSVQAError(f"--out {out} holds {foreign[0]}{more} besides an earlier benchmark; move "
+                     "them or give another --out")
+
+
+def own_entries():
+  """The names `create` writes at the top of a benchmark folder (all it may replace)."""
+  return (shortcuts.MANIFEST, shortcuts.SPLIT_FILE, shortcuts.CONCEPTS_FILE, shortcuts.DATA_DIR,
+          STATS_DIR, STATS_FILE,
+          *(os.path.basename(shortcuts.ood_file("", c)) for c in shortcuts.CONCEPTS))
 
 
 def create(dataset, out, *, seed=0, unit="image", labels=None, log=_log.info):

@@ -7,7 +7,7 @@
 `score` and `stats` read folders of `{question_id}.png` masks (a synthetic dataset's Grounding/,
 or anyone's) and need no model (bias/grounding.py says what they write). The workdir form
 computes a trained model's relevance maps on a split and scores them against the dataset's
-Grounding/ masks (eval/grounding.py).
+Grounding/ masks (eval/grounding.py); O/maps is replaced whole, so it holds that split's maps only.
 """
 from rsvqa_jax.commands import common
 from rsvqa_jax.errors import RSVQAError
@@ -23,7 +23,9 @@ def add_arguments(parser):
   parser.add_argument("--predicted", metavar="P",
                       help="score: folder of predicted {question_id}.png masks or 8-bit relevance "
                            "maps (min-max normalised, thresholded at 0.5, resized to the truth)")
-  parser.add_argument("--truth", metavar="T", help="folder of {question_id}.png truth masks")
+  parser.add_argument("--truth", metavar="T",
+                      help="folder of {question_id}.png truth masks (score: each one without a "
+                           "predicted mask counts as IoU 0)")
   parser.add_argument("--confidence", metavar="C.csv",
                       help="score: CSV question_id,confidence ranking the predictions for AP")
   parser.add_argument("--workdir", help="a trained workdir (the relevance-map form)")
@@ -59,6 +61,10 @@ def run(args):
     print(f"{s['n_scored']} of {s['n_questions']} truth masks scored ({s['n_empty_truth']} empty, "
           f"{s['n_missing_prediction']} without a prediction): mean IoU {s['mean_iou']:.4f}"
           f"{extra}; written to {args.out}")
+    if s["n_missing_prediction"]:
+      print(f"--truth {args.truth}: {s['n_missing_prediction']} truth mask(s) without a predicted "
+            "map count as IoU 0 and AP misses; to score one evaluation's maps alone, give --truth "
+            "the masks of the questions its confidence.csv lists (docs/audits/grounding.md)")
     if s["n_extra_prediction"] or s["n_other_files"]:
       print(f"--predicted {args.predicted}: ignored {s['n_extra_prediction']} mask(s) of questions "
             f"without a truth mask and {s['n_other_files']} file(s) not named "

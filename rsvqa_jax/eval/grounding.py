@@ -11,8 +11,11 @@ Relevance maps, one per question, over the image feature map's h x w positions:
   auto       attention where the model has it, else Grad-CAM.
 A visual-blind model never sees the image: its map is uniform (the whole image, the floor).
 Maps are upsampled to the image (bilinear), written as 8-bit PNGs and binarized as
-bias/grounding.py says, so `rsvqa-jax grounding score --predicted O/maps --truth
-DATA/Grounding --confidence O/confidence.csv` reproduces the IoU and AP of O/summary.json.
+bias/grounding.py says, so `rsvqa-jax grounding score --predicted O/maps --truth T --confidence
+O/confidence.csv` reproduces the IoU and AP of O/summary.json when T holds the truth masks of the
+questions confidence.csv lists (the split's); with the whole DATA/Grounding the other splits'
+masks have no map and each scores IoU 0. A map of fewer than 2 cells along a side (a 32 px input
+to a ResNet: 1 x 1) cannot localise the answer: a WARNING says so, also in summary.json.
 
 Scored against DATA/Grounding/{question_id}.png (data/grounding.py; a synthetic dataset's):
 mean IoU over every question whose truth is not empty and over the correctly answered ones,
@@ -23,17 +26,22 @@ With images="shuffled" each question is answered with a random other image of th
 adversarial testing draws it) and its map scored against its own truth: a model that grounds
 its answers falls to the floor there.
 
-Written to OUT (replaced file by file): maps/{question_id}.png, grounding.csv (one row per
-question), confidence.csv, summary.json, by_type.{csv,md,tex} and examples.png (the best and
-the worst scored questions: image, truth, map).
+Written to OUT (replaced file by file, summary.json last): maps/{question_id}.png (the folder
+replaced whole, so an earlier evaluation's maps never mix in; one holding other files is
+refused), grounding.csv (one row per question), confidence.csv, summary.json,
+by_type.{csv,md,tex} and examples.png (the best and the worst scored questions: image, truth,
+map).
 
 The study's grounding stage (`study_stage`, study.grounding) runs this on every run of the
 study's grid, into RUN/eval/SPLIT/grounding_METHOD/ (a run with its summary.json there is
 skipped), and keeps each run's mean IoU (all, correct answers, per question type) and the floors
 for the report (bias/grounding_report.py).
 """
+import contextlib
+import logging
 import math
 import os
+import shutil
 import time
 
 import jax
@@ -52,10 +60,13 @@ from rsvqa_jax.train import inputs, predict, restore
 from rsvqa_jax.train import sharding as shd
 from rsvqa_jax.train import steps as steps_lib
 
+_log = logging.getLogger(__name__)
+
 METHODS = ("auto", "attention", "gradcam")
 IMAGES = ("own", "shuffled")
 CENTRE_SIGMA = 0.25  # of the image side
 EXAMPLES = 3  # best and worst questions shown in examples.png
+MAPS = "maps"
 ROW_COLUMNS = ("question_id", "image_id", "type", "answer", "prediction", "correct", "confidence",
                "iou", "iou_centre", "iou_uniform") + metrics.STATISTICS
 
@@ -176,9 +187,49 @@ def truth_folder(dataset):
   return folder
 
 
-def score(records, preds_text, correct, conf, maps, truth_dir, out_dir):
-  """Rows of ROW_COLUMNS; writes each map as out_dir/maps/{qid}.png. `maps` [N, h, w]."""
-  os.makedirs(os.path.join(out_dir, "maps"), exist_ok=True)
+def check_maps(out):
+  """RSVQAError unless OUT/maps is absent or holds only the {question_id}.png maps an earlier
+  evaluation wrote: it is replaced whole, and a file of someone else's would be lost."""
+  folder = os.path.join(out, MAPS)
+  if not os.path.lexists(folder):
+    return
+  if not os.path.isdir(folder):
+    raise RSVQAError(f"--out {out}: {folder} is not a folder of maps; move it or give another "
+                     "--out")
+  ours = {os.path.basename(p) for p in metrics.mask_files(folder, "--out").values()}
+  foreign = sorted(n for n in os.listdir(folder)
+                   if n not in ours or not os.path.isfile(os.path.join(folder, n)))
+  if foreign:
+    more = f" (and {len(foreign) - 1} more)" if len(foreign) > 1 else ""
+    raise RSVQAError(f"--out {out}: {MAPS}/ holds {foreign[0]}{more}, not a map of an earlier "
+                     "grounding evaluation; move them or give another --out")
+
+
+@contextlib.contextmanager
+def replacing_maps(out):
+  """Yields an empty folder that becomes OUT/maps when the block completes, replacing an earlier
+  evaluation's maps whole (check_maps first), so OUT's maps are one evaluation's."""
+  aside = os.path.join(out, f".old-{MAPS}-{os.getpid()}-{time.time_ns()}")
+  with storage.building(out, MAPS) as tmp:
+    yield tmp
+    if os.path.lexists(os.path.join(out, MAPS)):
+      os.rename(os.path.join(out, MAPS), aside)
+  shutil.rmtree(aside, ignore_errors=True)
+
+
+def map_size_warning(workdir, run, shape):
+  """The WARNING text when the relevance maps are too coarse to localise anything, else None."""
+  h, w = shape
+  if run.model.head.blind or min(h, w) >= 2:
+    return None
+  return (f"{workdir}: relevance maps of {h} x {w} cells (the image feature map) cannot "
+          "localise the answer (a 1 x 1 map is constant: it scores the uniform floor, or 0); "
+          f"train with a larger image.image_size (now {run.config.image.image_size})")
+
+
+def score(records, preds_text, correct, conf, maps, truth_dir, maps_dir):
+  """Rows of ROW_COLUMNS; writes each map as maps_dir/{qid}.png. `maps` [N, h, w]."""
+  os.makedirs(maps_dir, exist_ok=True)
   rows, centre, uniform = [], None, None
   for k, qid in enumerate(records.question_id.tolist()):
     path = os.path.join(truth_dir, f"{qid}.png")
@@ -189,7 +240,7 @@ def score(records, preds_text, correct, conf, maps, truth_dir, out_dir):
       centre = metrics.binarize(centre_prior(truth.shape))
       uniform = np.ones(truth.shape, bool)
     png = metrics.to_uint8(metrics.resize(maps[k], truth.shape))
-    metrics.write_png(os.path.join(out_dir, "maps", f"{qid}.png"), png)
+    metrics.write_png(os.path.join(maps_dir, f"{qid}.png"), png)
     rows.append({"question_id": qid, "image_id": int(records.image_id[k]),
                  "type": records.qtype[k], "answer": records.answer[k],
                  "prediction": preds_text[k], "correct": bool(correct[k]),
@@ -233,7 +284,7 @@ def type_table(summary, caption):
                            floors["uniform"]["mean_iou"])))
 
 
-def examples_figure(path, rows, dataset, records, out_dir, truth_dir, title):
+def examples_figure(path, rows, dataset, records, maps_dir, truth_dir, title):
   """The EXAMPLES best and worst scored questions: image, truth, relevance map (over the image)."""
   scored = sorted((r for r in rows if not math.isnan(r["iou"])),
                   key=lambda r: (-r["iou"], r["question_id"]))
@@ -247,7 +298,7 @@ def examples_figure(path, rows, dataset, records, out_dir, truth_dir, title):
   for ax_row, r in zip(axes, picked):
     image = load(r["image_id"])
     truth = metrics.read_mask(os.path.join(truth_dir, f"{r['question_id']}.png"))
-    rel = metrics.read_mask(os.path.join(out_dir, "maps", f"{r['question_id']}.png"))
+    rel = metrics.read_mask(os.path.join(maps_dir, f"{r['question_id']}.png"))
     ax_row[0].imshow(image)
     ax_row[0].set_title(f"{text[r['question_id']]}\nanswer {r['answer']}, predicted "
                         f"{r['prediction']}", fontsize=7, loc="left")
@@ -272,6 +323,7 @@ def evaluate(workdir, split, out, *, method="auto", images="own", seed=0, which=
   `tables` (tables.Table objects, also written under OUT)."""
   if images not in IMAGES:
     raise RSVQAError(f"--images {images}: choose one of {', '.join(IMAGES)}")
+  check_maps(out)
   run, state, step = restore.restore(workdir, [split], which=which, data_root=data_root,
                                      dataset=dataset, features=features)
   truth_dir = truth_folder(run.dataset)
@@ -283,25 +335,32 @@ def evaluate(workdir, split, out, *, method="auto", images="own", seed=0, which=
   except RSVQAError as e:
     raise RSVQAError(f"--images {images} on split {split}: {e}") from None
   preds, conf, maps = relevance(run, state, split, method, image_rows)
+  coarse = map_size_warning(workdir, run, maps.shape[1:])
+  if coarse:
+    _log.warning(coarse)
   answers = run.columns[split].columns["answer"]
   correct = (preds == answers) & (answers >= 0)
   records = run.dataset[split]
   os.makedirs(out, exist_ok=True)
-  rows = score(records, run.vocab.decode(preds), correct, conf, maps, truth_dir, out)
-  summary = summarize(rows)
-  summary.update(workdir=os.path.abspath(workdir), split=split, checkpoint=which, step=step,
-                 method=method, images=images, map_size=list(maps.shape[1:]),
-                 accuracy=float(correct.mean()), truth=os.path.abspath(truth_dir))
-  caption = (f"Mean IoU by question type: {os.path.basename(os.path.abspath(workdir))}, {split}, "
-             f"{method}, {images} images")
-  table = type_table(summary, caption)
-  tables.write(table, out, "by_type")
-  metrics.write_rows(os.path.join(out, "grounding.csv"), rows, ROW_COLUMNS)
-  with storage.replacing(os.path.join(out, "confidence.csv")) as f:
-    f.write("question_id,confidence\n" + "".join(f"{r['question_id']},{r['confidence']!r}\n"
-                                                 for r in rows))
-  examples_figure(os.path.join(out, "examples.png"), rows, run.dataset, records, out, truth_dir,
-                  caption)
+  with replacing_maps(out) as maps_dir:
+    rows = score(records, run.vocab.decode(preds), correct, conf, maps, truth_dir, maps_dir)
+    summary = summarize(rows)
+    summary.update(workdir=os.path.abspath(workdir), split=split, checkpoint=which, step=step,
+                   method=method, images=images, map_size=list(maps.shape[1:]),
+                   accuracy=float(correct.mean()), truth=os.path.abspath(truth_dir),
+                   warnings=[coarse] if coarse else [])
+    caption = (f"Mean IoU by question type: {os.path.basename(os.path.abspath(workdir))}, "
+               f"{split}, {method}, {images} images")
+    table = type_table(summary, caption)
+    tables.write(table, out, "by_type")
+    metrics.write_rows(os.path.join(out, "grounding.csv"), rows, ROW_COLUMNS)
+    with storage.replacing(os.path.join(out, "confidence.csv")) as f:
+      f.write("question_id,confidence\n" + "".join(f"{r['question_id']},{r['confidence']!r}\n"
+                                                   for r in rows))
+    examples = os.path.join(out, "examples.png")
+    if examples_figure(examples, rows, run.dataset, records, maps_dir, truth_dir,
+                       caption) is None and os.path.exists(examples):
+      os.remove(examples)  # an earlier evaluation's, which this one would be read as
   storage.write_json(os.path.join(out, "summary.json"), metrics.json_safe(summary))
   summary["tables"] = [table]
   return summary
