@@ -11,6 +11,7 @@ derived paths of a run (its cache folder and what lives there) are resolved here
 commands that write a cache and the ones that read it agree.
 """
 import ast
+import copy
 import importlib.resources
 import importlib.util
 import json
@@ -644,14 +645,56 @@ def to_dict(config):
 
 def identity(config):
   """The config as a dict without the run-control keys: equal identities = the same run."""
-  d = to_dict(config)
+  return recorded_identity(to_dict(config))
+
+
+def recorded_identity(recorded):
+  """identity() of a config.json as read (a nested dict): the run-control keys and the record of
+  where the workdir was (train/checkpointing.py RECORDED_IN) left out."""
+  d = copy.deepcopy(recorded)
+  d.pop("recorded_in", None)
   for key in RUN_CONTROL_KEYS:
     *path, last = key.split(".")
     node = d
     for part in path:
-      node = node.get(part, {})
-    node.pop(last, None)
+      node = node.get(part, {}) if isinstance(node, dict) else {}
+    if isinstance(node, dict):
+      node.pop(last, None)
   return d
+
+
+def differences(a, b, prefix=""):
+  """Dotted keys whose values differ between two nested dicts: [(key, value in a, in b)]."""
+  out = []
+  for key in sorted(set(a) | set(b)):
+    va, vb = a.get(key, "<missing>"), b.get(key, "<missing>")
+    if isinstance(va, dict) and isinstance(vb, dict):
+      out += differences(va, vb, f"{prefix}{key}.")
+    elif va != vb:
+      out.append((f"{prefix}{key}", va, vb))
+  return out
+
+
+def unlike_seed_runs(runs):
+  """Why runs [(workdir, identity)] are not one model over distinct seeds, or None.
+
+  A mean (std) over seeds (evaluate --seeds, Table 2 of `tables`) is refused over anything else.
+  """
+  first, ours = runs[0]
+  seeds = {ours.get("seed"): first}
+  for name, theirs in runs[1:]:
+    seed = theirs.get("seed")
+    if seed in seeds:
+      return (f"{seeds[seed]} and {name} were both trained with seed {seed}; a mean over seeds "
+              "needs runs of distinct seeds")
+    seeds[seed] = name
+    diff = [d for d in differences(ours, theirs) if d[0] != "seed"]
+    if diff:
+      key, mine, other = diff[0]
+      more = f" and {len(diff) - 1} more key(s)" if len(diff) > 1 else ""
+      return (f"{name} is not {first}'s model over another seed: {key} is {other!r} there, "
+              f"{mine!r} in {first}{more}")
+  return None
 
 
 # Keys older workdirs recorded that no longer exist. text.allow_pickle was an opt-in to unpickle

@@ -22,7 +22,7 @@ from rsvqa_jax.data import records, scenes
 from rsvqa_jax.errors import RSVQAError
 from rsvqa_jax.eval import answerability as evaluation
 from rsvqa_jax.train import answerability as train_lib
-from rsvqa_jax.train import loop
+from rsvqa_jax.train import loop, restore
 from rsvqa_jax.train.inputs import Features
 
 QUIET = dict(log=lambda m: None)
@@ -172,3 +172,11 @@ def test_bad_settings_are_one_line_errors(task):
   with pytest.raises(RSVQAError, match="answerability.loss='pairwise'"):
     train_lib.train(c, str(task["tmp"] / "bad"), dataset=task["dataset"],
                     features=task["features"], **QUIET)
+
+
+def test_an_answerability_workdir_is_not_evaluated_as_an_answer_model(task):
+  """Its checkpoints hold no answer head: the plain evaluation says which command scores it."""
+  workdir = str(task["tmp"] / "reference")
+  with pytest.raises(RSVQAError, match=f"{workdir}: an answerability workdir .*; score it with "
+                     "rsvqa-jax evaluate --answerability"):
+    restore.restore(workdir, ["test"], dataset=task["dataset"], features=task["features"])

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from rsvqa_jax.bias import tables
+from rsvqa_jax.data.answers import AnswerVocab
 from rsvqa_jax.eval import accuracy
 from rsvqa_jax.errors import RSVQAError
 from rsvqa_jax.train import checkpointing, loop
@@ -92,7 +93,14 @@ def test_a_refused_batch_size_leaves_the_workdir_free_for_a_fixed_config(task, t
   with pytest.raises(RSVQAError, match=r"train.batch_size=4096: larger than the (\d+) training "
                      r"samples; set train.batch_size to \1 or less"):
     loop.train(c, workdir, dataset=task[0], features=task[1])
+  # The folder it made (lock and answer classes only) is gone: a run on other data may use it.
+  assert not os.path.exists(workdir)
+  os.makedirs(workdir)  # one the user made stays, without a recorded config
+  with pytest.raises(RSVQAError, match="larger than the"):
+    loop.train(c, workdir, dataset=task[0], features=task[1])
   assert not os.path.exists(os.path.join(workdir, checkpointing.CONFIG_FILE))
+  # The refused run's answer classes are not a trained run's: other data may train there.
+  AnswerVocab(["a", "b"]).save(os.path.join(workdir, "answers.json"))
   c.train.batch_size, c.train.num_epochs = len(task[0]["train"]), 1
   assert loop.train(c, workdir, dataset=task[0], features=task[1], log=lambda m: None)["finished"]
 

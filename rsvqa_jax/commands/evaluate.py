@@ -118,21 +118,10 @@ def _check_seed_runs(workdirs, data_root):
   """
   from rsvqa_jax import config as config_lib  # pylint: disable=g-import-not-at-top
   from rsvqa_jax.train import checkpointing  # pylint: disable=g-import-not-at-top
-  first = workdirs[0]
-  ours = config_lib.identity(checkpointing.read_config(first, data_root))
-  seeds = {ours["seed"]: first}
-  for w in workdirs[1:]:
-    theirs = config_lib.identity(checkpointing.read_config(w, data_root))
-    if theirs["seed"] in seeds:
-      raise RSVQAError(f"--seeds: {seeds[theirs['seed']]} and {w} were both trained with seed "
-                       f"{theirs['seed']}; a mean over seeds needs runs of distinct seeds")
-    seeds[theirs["seed"]] = w
-    diff = [d for d in checkpointing.differences(ours, theirs) if d[0] != "seed"]
-    if diff:
-      key, mine, other = diff[0]
-      more = f" and {len(diff) - 1} more key(s)" if len(diff) > 1 else ""
-      raise RSVQAError(f"--seeds: {w} is not {first}'s model over another seed: {key} is "
-                       f"{other!r} there, {mine!r} in {first}{more}")
+  problem = config_lib.unlike_seed_runs(
+      [(w, config_lib.identity(checkpointing.read_config(w, data_root))) for w in workdirs])
+  if problem:
+    raise RSVQAError(f"--seeds: {problem}")
 
 
 def run(args):

@@ -36,18 +36,6 @@ RECORDED_IN = "recorded_in"  # config.json's extra key: the workdir's absolute p
 PATH_KEYS = ("data.root", "data.cache_dir", "text.checkpoint", "image.checkpoint")
 
 
-def differences(a, b, prefix=""):
-  """Dotted keys whose values differ between two nested dicts."""
-  out = []
-  for key in sorted(set(a) | set(b)):
-    va, vb = a.get(key, "<missing>"), b.get(key, "<missing>")
-    if isinstance(va, dict) and isinstance(vb, dict):
-      out += differences(va, vb, f"{prefix}{key}.")
-    elif va != vb:
-      out.append((f"{prefix}{key}", va, vb))
-  return out
-
-
 def check_or_record_config(workdir, config, *, record=True):
   """Writes workdir/config.json on the first run (if `record`); later runs must match it.
 
@@ -61,7 +49,7 @@ def check_or_record_config(workdir, config, *, record=True):
   ours = config_lib.identity(config)
   if os.path.exists(path):
     theirs = config_lib.identity(_load_recorded(workdir))
-    diff = differences(theirs, ours)
+    diff = config_lib.differences(theirs, ours)
     if diff:
       key, old, new = diff[0]
       more = f" and {len(diff) - 1} more key(s)" if len(diff) > 1 else ""

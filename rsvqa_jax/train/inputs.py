@@ -35,6 +35,7 @@ from rsvqa_jax.data.answers import AnswerVocab
 from rsvqa_jax.data.tokenizers import WordTokenizer, bucket_length, pad_batch, word_list
 from rsvqa_jax.errors import RSVQAError
 from rsvqa_jax.features import image_cache, pixels, question_cache
+from rsvqa_jax.train import checkpointing
 
 ANSWERS_FILE = "answers.json"
 QUESTION_ENCODER_FILE = "question_encoder.json"
@@ -89,10 +90,11 @@ def synthetic_params(config):
 
 
 def answer_vocab(dataset, config, workdir):
-  """The vocabulary of the train split; recorded in the workdir and checked on later runs."""
+  """The vocabulary of the train split; recorded in the workdir and checked on later runs (once
+  a config is recorded there: before, the file is a refused run's, which trained nothing)."""
   vocab = AnswerVocab.for_dataset(dataset, dataset[config.data.train_split])
   path = os.path.join(workdir, ANSWERS_FILE)
-  if os.path.exists(path):
+  if os.path.exists(path) and os.path.exists(os.path.join(workdir, checkpointing.CONFIG_FILE)):
     recorded = AnswerVocab.load(path)
     if recorded != vocab:
       k = next((i for i, (a, b) in enumerate(zip(recorded.answers, vocab.answers)) if a != b),

@@ -226,8 +226,9 @@ def train(config, workdir, *, dataset=None, features=None, log=_log.info, augmen
     with lock:
       return _train(config, workdir, dataset, features, augment_features, log)
   except RSVQAError:
-    if created and jax.process_index() == 0 and os.listdir(workdir) == [storage.LOCK]:
-      shutil.rmtree(workdir)  # made by this run, which failed before writing anything in it
+    if (created and jax.process_index() == 0
+        and set(os.listdir(workdir)) <= {storage.LOCK, inputs.ANSWERS_FILE}):
+      shutil.rmtree(workdir)  # made by this run, which failed before its config was recorded
     raise
 
 

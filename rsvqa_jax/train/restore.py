@@ -25,6 +25,9 @@ def restore(workdir, splits, *, which="best", data_root=None, dataset=None, feat
   if which not in CHECKPOINTS:
     raise RSVQAError(f"checkpoint {which!r}: choose one of {', '.join(CHECKPOINTS)}")
   config = checkpointing.read_config(workdir, data_root)
+  if "answerability" in config:  # its head ranks pools: the answer head's arrays are not there
+    raise RSVQAError(f"{workdir}: an answerability workdir (its config has an answerability "
+                     "section); score it with rsvqa-jax evaluate --answerability")
   run = run_lib.build(config, workdir, splits, dataset=dataset, features=features)
   like = run_lib.new_state(run)
   periodic = checkpointing.Checkpoints(os.path.join(workdir, "checkpoints"),
