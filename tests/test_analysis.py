@@ -177,6 +177,31 @@ def test_empty_type_and_type_unseen_in_train():
   assert "absent from train" in table.caption
 
 
+def test_a_type_absent_from_train_is_noted_wherever_table_3_is_rendered(result):
+  """Its "most common answer" is the overall prior: the analysis table and the study report's
+  Table 3 say so with the same note (tables.absent_types_note), naming the type."""
+  from rsvqa_jax.bias import report  # pylint: disable=g-import-not-at-top
+  from rsvqa_jax.study import dataset_analysis  # pylint: disable=g-import-not-at-top
+  train = make_split("train", [r for r in TRAIN if r[0] != "presence"])
+  evaluated = analysis.analyze(train, make_split("test", TEST, first_id=100))
+  note = tables.absent_types_note(evaluated)
+  assert note == "4 sample(s) of types absent from train (Presence) predicted by the overall prior"
+  assert note in tables.type_table(evaluated, "toy").caption
+  assert tables.absent_types_note(result) == ""  # every type seen in train: no note
+  per_type = {t: 0.5 for t in evaluated.types}
+  run = {"accuracy": {"oa": 0.5, "aa": 0.5, "per_type": per_type, "n": 13}, "val_oa": 0.5,
+         "adversarial": {}}
+  study = {"cells": [{"label": "LM", "weights": "frozen", "reference": [run], "blind": [run]}],
+           "split": "test", "adversarial": [], "repeats": 1,
+           "analysis": {"fit_split": "train", **dataset_analysis.table3_inputs(evaluated)}}
+  columns = report.columns_of(study["cells"])
+  t3, _ = report.table3(study, columns, report.Flags(report.counts_of(study["cells"], columns), 0))
+  assert t3.caption.endswith("; " + note)
+  assert note in tables.to_markdown(t3)  # report.md and analysis/table3_test.md
+  presence = next(r for r in t3.rows if r[0] == "Presence")
+  assert presence[3] == evaluated.levels["all"].subsets[0].prior  # the overall prior, noted
+
+
 def test_empty_split_is_an_error():
   with pytest.raises(RSVQAError):
     analysis.analyze(make_split("train", TRAIN), make_split("test", []))

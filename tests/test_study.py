@@ -6,11 +6,12 @@ import shutil
 import numpy as np
 import pytest
 
-from rsvqa_jax import study
+from rsvqa_jax import storage, study
 from rsvqa_jax.bias import report, shortcut_report, shortcuts, tables
 from rsvqa_jax.data import synthetic
 from rsvqa_jax import config as config_lib
 from rsvqa_jax.errors import RSVQAError
+from rsvqa_jax.study import recorded, reuse
 from rsvqa_jax.train import checkpointing
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -228,6 +229,20 @@ def test_moved_study_resumes_and_reevaluates_in_its_new_place(done, tmp_path):
     os.rename(hidden, workdir)
 
 
+def test_copied_study_resumes_on_its_own_files_beside_the_original(done, tmp_path):
+  """A copy refused its runs ("another config": their cache paths named the original's) while
+  the original stayed in place."""
+  workdir, _, _ = done
+  copy = str(tmp_path / "copy")
+  shutil.copytree(workdir, copy)
+  acc = os.path.join(copy, "runs", RUNS[1], "seed0", "eval", "test", "accuracy.json")
+  os.remove(acc)
+  result = study.run_study(micro_config(), copy, log=lambda _: None)
+  assert result["trained_this_call"] == 0 and os.path.exists(acc)
+  run = os.path.join(copy, "runs", RUNS[0], "seed0")
+  assert checkpointing.read_config(run).data.cache_dir.startswith(copy)
+
+
 def _run(oa, aa, a, b, adv=None, val=0.5):
   out = {"accuracy": {"oa": oa, "aa": aa, "per_type": {"comp": a, "rural_urban": b}, "n": 100,
                       "per_type_n": {"comp": 90, "rural_urban": 10}},
@@ -435,3 +450,72 @@ def test_a_training_workdir_or_a_dataset_is_refused_as_the_study_folder(tmp_path
   synthetic.generate(str(data), variant="lr", images=4, seed=0)
   with pytest.raises(RSVQAError, match=f"--workdir {data} holds a dataset"):
     study.Study(c, str(data))
+
+
+def test_an_evaluation_is_reused_only_with_the_settings_the_study_reports():
+  s = micro_config().study
+  wanted = reuse.adversarial_settings(s, "random")
+  recorded = {"kind": "random", "split": "test", "checkpoint": "best", "repeats": 2,
+              "pool": "dataset", "seed": 0, "oa": 0.5}
+  assert reuse.stale(recorded, wanted) == ""
+  assert reuse.stale(None, wanted) == reuse.MISSING
+  assert reuse.stale({**recorded, "repeats": 10}, wanted) == "repeats 10 recorded, 2 now"
+  assert reuse.stale({**recorded, "pool": "split"}, wanted) == "pool split recorded, dataset now"
+  assert reuse.stale({**recorded, "seed": 7}, wanted) == "seed 7 recorded, 0 now"
+  assert reuse.adversarial_settings(s, "white")["pool"] is None  # only random draws from a pool
+  clean = {"split": "test", "checkpoint": "last", "oa": 0.9}  # `evaluate --checkpoint last`
+  assert reuse.stale(clean, reuse.accuracy_settings("test")) == "checkpoint last recorded, best now"
+
+
+def test_rerun_evaluates_again_what_other_settings_or_checkpoints_wrote(done, tmp_path):
+  """A changed study.repeats / adv_seed, or `evaluate --checkpoint last` over a run's accuracy
+  file, is computed again: the report describes what was computed, not what is on disk."""
+  copy, hidden = str(tmp_path / "copy"), done[0] + ".away"
+  shutil.copytree(done[0], copy)
+  os.rename(done[0], hidden)  # run configs follow a copy only where the old paths are gone
+  try:
+    _rerun_with_other_settings(copy)
+  finally:
+    os.rename(hidden, done[0])
+
+
+def _rerun_with_other_settings(copy):
+  run = os.path.join(copy, "runs", RUNS[0], "seed0", "eval", "test")
+  acc_path = os.path.join(run, "accuracy.json")
+  adv_path = os.path.join(run, "adversarial_random.json")
+  best = storage.read_json(acc_path)
+  storage.write_json(acc_path, {**best, "checkpoint": "last", "oa": 0.0})
+  c = micro_config()
+  config_lib.apply_overrides(c, ["study.repeats=3", "study.adv_seed=7"])
+  lines = []
+  result = study.run_study(c, copy, log=lines.append)
+  assert result["trained_this_call"] == 0
+  assert storage.read_json(acc_path)["checkpoint"] == "best"
+  assert result["cells"][0]["reference"][0]["accuracy"]["oa"] == best["oa"]
+  adv = storage.read_json(adv_path)
+  assert (adv["repeats"], adv["seed"], adv["pool"]) == (3, 7, "dataset")
+  assert any(f"{RUNS[0]}/seed0: evaluated again (checkpoint last recorded, best now" in l
+             for l in lines)
+  assert sum("evaluated again: repeats 2 recorded, 3 now" in l for l in lines) == 2  # + balanced
+  assert "K = 3 draws per question (pool: dataset, seed 7)" in open(
+      os.path.join(copy, "report.md")).read()
+
+
+def test_a_changed_data_size_is_refused_naming_the_study_key_before_regenerating(done):
+  workdir, _, _ = done
+  manifest = synthetic.read_manifest(os.path.join(workdir, "data", "main"))
+  c = micro_config()
+  config_lib.apply_overrides(c, ["study.images=31"])
+  with pytest.raises(RSVQAError, match=r"holds a study made with study.images=30 \(now 31\) "
+                     r"\(study_config.json\); use another --workdir, or the same settings"):
+    study.run_study(c, workdir, log=lambda _: None)
+  assert synthetic.read_manifest(os.path.join(workdir, "data", "main")) == manifest  # kept
+  assert storage.read_json(os.path.join(workdir, recorded.FILE))["images"] == 30
+  section = config_lib.to_dict(micro_config().study)
+  now = config_lib.to_dict(micro_config().study)
+  now.update(repeats=5, seeds=[0, 1], adv_pool="split")  # evaluated or trained again: allowed
+  now["lm"]["skipthoughts"]["label"] = "another label"
+  now["lm"]["bert"] = {"encoder": "bert"}  # a language model added
+  assert recorded.changed(section, now) == []
+  now["lm"]["skipthoughts"]["word_dim"] = 16
+  assert recorded.changed(section, now) == [("study.lm.skipthoughts.word_dim", 32, 16)]

@@ -14,10 +14,10 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def _workdir(root, name, *, lm="distilbert", frozen=False, fusion="mult", blind=False,
-             head="paper", text_lr=1e-6, val=(0.5, 0.7), test=None):
+             head="paper", text_lr=1e-6, val=(0.5, 0.7), test=None, seed=0, checkpoint="best"):
   """A workdir as `train` and `evaluate` leave it (config.json, metrics.jsonl, accuracy.json)."""
   c = config_lib.paper_config("lr", lm, fusion, frozen)
-  c.model.blind, c.optim.text_lr = blind, text_lr
+  c.model.blind, c.optim.text_lr, c.seed = blind, text_lr, seed
   if "head" in c.model:
     c.model.head = head
   d = config_lib.to_dict(c)
@@ -35,7 +35,8 @@ def _workdir(root, name, *, lm="distilbert", frozen=False, fusion="mult", blind=
     comp, count = test
     os.makedirs(os.path.join(w, "eval", "test"))
     acc = {"oa": (comp * 60 + count * 40) / 100, "aa": (comp + count) / 2, "n": 100,
-           "per_type": {"count": count, "comp": comp}, "per_type_n": {"count": 40, "comp": 60}}
+           "per_type": {"count": count, "comp": comp}, "per_type_n": {"count": 40, "comp": 60},
+           "checkpoint": checkpoint}
     with open(os.path.join(w, "eval", "test", "accuracy.json"), "w") as f:
       json.dump(acc, f)
   return w
@@ -49,7 +50,7 @@ def _run(root, capsys, *more):
 def test_tables_from_a_folder_of_workdirs(tmp_path, capsys):
   runs = tmp_path / "runs"
   _workdir(runs, "db_ft/seed0", val=(0.8, 0.85), test=(0.9, 0.6))
-  _workdir(runs, "db_ft/seed1", val=(0.87,), test=(0.8, 0.7))
+  _workdir(runs, "db_ft/seed1", val=(0.87,), test=(0.8, 0.7), seed=1)
   _workdir(runs, "st_frozen_mutan/seed0", lm="skipthoughts", frozen=True, fusion="mutan",
            text_lr=0.0, val=(0.7,))  # trained, never evaluated
   _workdir(runs, "baseline/seed0", lm="skipthoughts", frozen=True, head="original", val=(0.6,),
@@ -148,3 +149,28 @@ def test_a_split_no_workdir_was_evaluated_on_and_unreadable_metrics_are_said(tmp
   rc, out = _run(runs, capsys)
   assert rc == 0
   assert "metrics.jsonl: 4 of 7 lines unreadable (the first: line 3), skipped" in out.err
+
+
+def test_table2_averages_only_seeds_of_one_model_evaluated_on_the_best(tmp_path, capsys):
+  """Runs on other data, a copied seed and a last-checkpoint evaluation were averaged into a
+  row as if they were seeds of one model's best checkpoint."""
+  runs = tmp_path / "runs"
+  _workdir(runs, "db_ft/seed0", test=(0.9, 0.6))
+  last = _workdir(runs, "db_ft/seed1", test=(0.1, 0.1), seed=1, checkpoint="last")
+  rc, out = _run(runs, capsys)
+  assert rc == 0
+  assert (f"{last}/eval/test/accuracy.json: scores the 'last' checkpoint, Table 2 the best: left "
+          f"out (rsvqa-jax evaluate --workdir {last} scores the best)") in out.err
+  row = next(l for l in (runs / "tables" / "table2.md").read_text().splitlines()
+             if l.startswith("| Transformer distilBERT | fine-tuned"))
+  assert "| 90.00 (0.00) | 60.00 (0.00) |" in row  # seed0's alone, no mean with the last's
+  copy = _workdir(runs, "db_ft/seed0_copy", test=(0.9, 0.6))
+  rc, out = _run(runs, capsys)
+  assert rc == 2 and "were both trained with seed 0" in out.err
+  assert "Table 2 row 'Transformer distilBERT'" in out.err and "move one out of --runs" in out.err
+  config = json.load(open(os.path.join(copy, "config.json")))
+  config["seed"], config["data"]["root"] = 2, "/elsewhere"
+  json.dump(config, open(os.path.join(copy, "config.json"), "w"))
+  rc, out = _run(runs, capsys)
+  assert rc == 2 and (f"{copy} is not {runs / 'db_ft' / 'seed0'}'s model over another seed: "
+                      "data.root is '/elsewhere' there") in out.err

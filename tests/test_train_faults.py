@@ -1,5 +1,6 @@
 """What a damaged or contested workdir does: corrupted checkpoints are named and skipped, a best
 checkpoint lost between two commits is rebuilt, a run diverging stops, one run per workdir."""
+import dataclasses
 import json
 import logging
 import os
@@ -212,3 +213,27 @@ def test_the_command_line_reports_a_full_disk_in_one_line(tmp_path, capsys, monk
   assert cli.main(["synth", "--out", str(tmp_path / "d"), "--images", "4"]) == 2
   err = capsys.readouterr().err.strip().splitlines()
   assert len(err) == 1 and "x.json: no space left on device" in err[0]
+
+
+def test_training_data_changed_since_is_refused_on_resume_and_evaluate(task, reference,
+                                                                        tmp_path):
+  """A yes and a no swapped keep every size and the answer classes, so the data position and
+  answers.json still fit: the recorded fingerprint of the train and validation splits tells."""
+  dataset, features = task
+  train = dataset["train"]
+  swapped = train.answer.copy()
+  yes, no = np.flatnonzero(swapped == "yes")[0], np.flatnonzero(swapped == "no")[0]
+  swapped[[yes, no]] = swapped[[no, yes]]
+  changed = dataclasses.replace(dataset, splits={**dataset.splits, "train": dataclasses.replace(
+      train, answer=swapped)})
+  workdir = str(tmp_path / "w")
+  loop.train(_config(stop_after_steps=4), workdir, dataset=dataset, features=features, **QUIET)
+  recorded = json.load(open(os.path.join(workdir, "data.json")))
+  assert set(recorded) == {"train", "val"} and recorded["train"]["questions"] == len(train)
+  message = lambda w: (f"data.json: split train of {dataset.root} is not the one {w} trained "
+                       f"on \\({len(train)} questions then, {len(train)} now, other contents\\)")
+  with pytest.raises(RSVQAError, match=message(workdir)):
+    loop.train(_config(), workdir, dataset=changed, features=features, **QUIET)
+  with pytest.raises(RSVQAError, match=message(reference[0])):
+    accuracy.evaluate(reference[0], "test", dataset=changed, features=features)
+  assert accuracy.evaluate(reference[0], "test", dataset=dataset, features=features)["n"] > 0

@@ -12,7 +12,9 @@ import os
 
 import numpy as np
 
+from rsvqa_jax import config as config_lib
 from rsvqa_jax import storage
+from rsvqa_jax.errors import RSVQAError
 
 TYPE_NAMES = {
     "comp": "Comparison", "count": "Counting", "presence": "Presence", "rural_urban": "Rural/urban",
@@ -179,10 +181,20 @@ def type_table(analysis, dataset):
   for name, scores in (("predictions", analysis.accuracy), ("adversarial predictions", analysis.adversarial)):
     if scores is not None and scores.missing:
       notes.append(f"{scores.missing} sample(s) without a row in the {name} file counted as wrong")
-  unseen = analysis.levels["type"].unseen_samples
-  if unseen:
-    notes.append(f"{unseen} sample(s) of types absent from {analysis.fit_split} predicted by the overall prior")
+  if note := absent_types_note(analysis):
+    notes.append(note)
   return Table(caption="; ".join(notes), columns=tuple(columns), rows=tuple(rows))
+
+
+def absent_types_note(analysis):
+  """The note of every Table 3 / 5 whose evaluated types include one absent from the fit split:
+  its "most common answer" is then the overall prior, not the type's ("" when none is)."""
+  level = analysis.levels["type"]
+  absent = [t for t in analysis.types if analysis.type_counts[t] and (t,) not in level.fit_priors]
+  if not absent:
+    return ""
+  return (f"{level.unseen_samples} sample(s) of types absent from {analysis.fit_split} "
+          f"({', '.join(type_name(t) for t in absent)}) predicted by the overall prior")
 
 
 def objects_patterns_table(analysis, dataset):
@@ -266,6 +278,7 @@ class RunRecord:
   text_lr: float
   val_oa: float  # best validation OA (NaN when none was recorded)
   accuracy: dict | None  # eval/SPLIT/accuracy.json (bias/metrics.accuracy_table), if evaluated
+  identity: dict | None = None  # config.identity of its config (None: not compared)
 
   @property
   def weights(self):
@@ -315,6 +328,15 @@ def _row_key(run):
   return (run.original, run.lm, run.frozen, run.fusion)
 
 
+def _check_alike(runs, label):
+  """Refuses a row's mean over runs that are not one model over distinct seeds."""
+  compared = [(r.workdir, r.identity) for r in runs if r.identity is not None]
+  problem = config_lib.unlike_seed_runs(compared) if len(compared) > 1 else None
+  if problem:
+    raise RSVQAError(f"Table 2 row {label!r}: {problem} (evaluate --seeds refuses them too); move "
+                     "one out of --runs")
+
+
 def table2(runs, split="test"):
   """Table 2: test accuracy per type, AA, OA, mean (std) over seeds; the paper's five rows
   first (MISSING or "not evaluated" where so), then any other reference model found."""
@@ -337,6 +359,7 @@ def table2(runs, split="test"):
     lead = (label, "frozen" if frozen else "fine-tuned", FUSION_LABELS.get(fusion, fusion),
             str(len(mine)))
     done = [r.accuracy for r in mine if r.accuracy]
+    _check_alike([r for r in mine if r.accuracy], label)
     if not mine or not done:
       rows.append((*lead, *([MISSING if not mine else "not evaluated"] * (len(types) + 2))))
       continue

@@ -7,7 +7,9 @@ rate), its metrics.jsonl the best validation OA (Table 1, Figure 8), and eval/SP
 written by `rsvqa-jax evaluate`, its test accuracy (Table 2). Cells without a run read "missing";
 Table 2 rows whose runs were never evaluated read "not evaluated"; a --split that no workdir
 was evaluated on, while some were on others, is refused (a misspelt split would read "not
-evaluated" everywhere). Writes table1, table2 and,
+evaluated" everywhere), as is a Table 2 row over runs that are not one model over distinct seeds
+(evaluate --seeds's rule); an evaluation of the last checkpoint is left out of Table 2 with a
+WARNING. Writes table1, table2 and,
 when the fine-tuned runs of a language model differ in its learning rate (configs/lr_sweep.py),
 figure8_lr (bias/tables.py layouts) as CSV, Markdown and LaTeX under --out, and prints the
 Markdown.
@@ -117,6 +119,7 @@ def workdirs(root):
 
 def read_run(workdir, split):
   """A bias/tables.RunRecord of one workdir."""
+  from rsvqa_jax import config as config_lib  # pylint: disable=g-import-not-at-top
   from rsvqa_jax.bias import tables  # pylint: disable=g-import-not-at-top
   config = _json(os.path.join(workdir, CONFIG_FILE))
   try:
@@ -126,10 +129,23 @@ def read_run(workdir, split):
         blind=bool(model.get("blind", False)), original=model.get("head", "paper") == "original",
         text_lr=float(config["optim"]["text_lr"]),
         val_oa=tables.best_validation_oa(_records(os.path.join(workdir, METRICS_FILE))),
-        accuracy=_accuracy(os.path.join(workdir, "eval", split, "accuracy.json")))
-  except (KeyError, TypeError, ValueError) as e:
+        accuracy=_best_accuracy(os.path.join(workdir, "eval", split, "accuracy.json"), workdir),
+        identity=config_lib.recorded_identity(config))
+  except (KeyError, TypeError, ValueError, AttributeError) as e:
     raise RSVQAError(f"{workdir}/{CONFIG_FILE}: not a training config ({e!r} missing or wrong)") \
         from None
+
+
+def _best_accuracy(path, workdir):
+  """_accuracy of the best checkpoint; an evaluation of another (evaluate --checkpoint last
+  writes the same file) is left out of Table 2 with a WARNING, not averaged as the best's."""
+  table = _accuracy(path)
+  which = table.get("checkpoint", "best") if table else "best"
+  if which != "best":
+    _log.warning(f"{path}: scores the {which!r} checkpoint, Table 2 the best: left out (rsvqa-jax "
+                 f"evaluate --workdir {workdir} scores the best)")
+    return None
+  return table
 
 
 def _evaluated_splits(workdir):

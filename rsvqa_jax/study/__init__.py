@@ -25,15 +25,20 @@ Layout of DIR:
                                synthetic only): each grid run's relevance maps, scored
   analysis/, figures/          tables (CSV / Markdown / LaTeX) and PNGs
   study.json, timings.json, report.md
-An interrupted study resumes: a run whose evaluation files exist is skipped, a finished run is
-only evaluated, an unfinished one resumes from its last checkpoint (train/loop.py).
+  study_config.json            the study section, recorded at the folder's first study
+An interrupted study resumes: a run whose evaluation files record the study's settings is
+skipped (reuse.py: files of another K, pool, seed or checkpoint are evaluated again), a finished
+run is only evaluated, an unfinished one resumes from its last checkpoint (train/loop.py). A
+rerun changing what the folder's data or runs were made with is refused first (recorded.py).
 
 The stages are the library's own steps, composed, one module each, in protocol.py's order:
   checks.py             the config, checked whole before anything is created
+  recorded.py           the folder's study section: a rerun of other data or runs refused
   preparation.py        datasets, the image encoder's pretraining (train/prepare.py), features
   language_models.py    each language model's checkpoint, or its random-init stand-in folder
   runs.py               one run: config, training (train/loop.py), evaluation (eval/accuracy.py)
   adversarial_tests.py  one reference run's adversarial tests (eval/adversarial.py)
+  reuse.py              whether an evaluation file found stands for the study's settings
   grid.py, table2.py    the reference / blind cells over seeds; Table 2's other rows
   dataset_analysis.py   priors, tables and Figure 7 (bias/)
   balanced_twin.py      the balanced twin's pair and analysis

@@ -1,13 +1,14 @@
 """The adversarial tests of one reference run: its images swapped at inference (study.adversarial:
 a random image of the dataset, in-batch shuffle, white, black, noise), K draws per question.
 
-A kind whose result file exists is read back, not drawn again.
+A kind whose result file records the study's settings (reuse.py) is read back, not drawn again;
+one of other settings (K, pool, seed, checkpoint) is drawn again.
 """
-import os
 import time
 
 from rsvqa_jax import storage
 from rsvqa_jax.eval import adversarial, outputs
+from rsvqa_jax.study import reuse
 
 
 def attack(study, workdir, ds, feats, label):
@@ -16,12 +17,14 @@ def attack(study, workdir, ds, feats, label):
   results = {}
   for kind in s.adversarial:
     json_path, _ = outputs.adversarial_paths(workdir, s.split, kind)
-    if not os.path.exists(json_path):
+    why = reuse.stale(storage.read_json(json_path), reuse.adversarial_settings(s, kind))
+    if why:
       started = time.time()
       adversarial.evaluate(workdir, s.split, kind, repeats=s.repeats, seed=s.adv_seed,
                            pool=s.adv_pool, dataset=ds, features=feats)
       study.timings.record(f"adversarial_{kind}/{label}", time.time() - started)
+      again = "" if why == reuse.MISSING else f", evaluated again: {why}"
       study.progress(f"{label}: adversarial {kind} x{s.repeats} "
-                     f"({time.time() - started:.1f}s)")
+                     f"({time.time() - started:.1f}s{again})")
     results[kind] = storage.read_json(json_path)
   return results

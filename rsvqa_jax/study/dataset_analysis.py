@@ -23,9 +23,15 @@ def analyse(study, ds, name, prefix=""):
                             title=f"{label}{' (balanced)' if prefix else ''}: answers per "
                                   "question type and split")
   study.progress(f"dataset analysis{' (balanced)' if prefix else ''} written to {out_dir}")
+  return {"fit_split": fit, "type_table": main, "objects_table": objects,
+          "figure": os.path.relpath(figure, study.dir), **table3_inputs(result)}
+
+
+def table3_inputs(result):
+  """What the report's Table 3 takes of an analysis.Analysis: its type rows, its types and the
+  note on types absent from the fit split (tables.absent_types_note, as the analysis table's)."""
   rows = {r.label: {"n": r.n, "n_answers": r.n_answers, "prior": r.prior,
                     "prior_acc": r.prior_acc, "uni_acc": r.uni_acc}
           for r in result.type_rows()}
-  return {"fit_split": fit, "type_table": main, "objects_table": objects,
-          "figure": os.path.relpath(figure, study.dir), "rows": rows,
-          "types": list(result.types)}
+  return {"rows": rows, "types": list(result.types),
+          "absent_note": tables.absent_types_note(result)}

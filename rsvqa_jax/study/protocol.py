@@ -10,7 +10,8 @@ import os
 from rsvqa_jax.data import split_files
 from rsvqa_jax.errors import RSVQAError
 from rsvqa_jax.study import (balanced_twin, checks, dataset_analysis, grid, journal,
-                             language_models, preparation, report, runs, shortcuts, table2)
+                             language_models, preparation, recorded, report, runs, shortcuts,
+                             table2)
 from rsvqa_jax.study import settings as settings_lib
 from rsvqa_jax.train import checkpointing
 
@@ -78,6 +79,7 @@ class Study:
   def run(self):
     """Runs (or resumes) every stage; the study's results, also in DIR/study.json."""
     s = self.s
+    recorded.check_or_record(s, self.dir)  # a changed data size is refused before regenerating
     if s.compilation_cache:
       preparation.use_compilation_cache(self.cache)
     self.progress(f"study in {self.dir}")

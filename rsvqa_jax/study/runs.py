@@ -1,10 +1,10 @@
 """One run of a study: its training config (the study config's training keys, specialised),
 then train (or resume), evaluate on the study split and, for a reference model, attack.
 
-A run whose accuracy file exists is only read back; a finished one is only evaluated; an
-unfinished one resumes from its last checkpoint (train/loop.py).
+A run whose accuracy file records the study's evaluation (reuse.py: the best checkpoint, the
+study split) is only read back; a finished run without one (or with one of another checkpoint)
+is only evaluated; an unfinished one resumes from its last checkpoint (train/loop.py).
 """
-import os
 import time
 
 from rsvqa_jax import config as config_lib
@@ -12,7 +12,7 @@ from rsvqa_jax import storage
 from rsvqa_jax.bias import tables
 from rsvqa_jax.errors import RSVQAError
 from rsvqa_jax.eval import accuracy, outputs
-from rsvqa_jax.study import adversarial_tests
+from rsvqa_jax.study import adversarial_tests, reuse
 from rsvqa_jax.train import checkpointing, loop
 
 
@@ -55,7 +55,8 @@ def run_one(study, cfg, workdir, ds, feats, label, attack=True):
   split = study.s.split
   acc_path, _ = outputs.accuracy_paths(workdir, split)
   checkpointing.check_or_record_config(workdir, cfg, record=False)  # loop.train records it
-  if not os.path.exists(acc_path):
+  why = reuse.stale(storage.read_json(acc_path), reuse.accuracy_settings(split))
+  if why:  # missing, or of another checkpoint (`rsvqa-jax evaluate --checkpoint last` over it)
     started = time.time()
     summary = loop.train(cfg, workdir, dataset=ds, features=feats, log=study.progress)
     if not summary["finished"]:
@@ -64,8 +65,10 @@ def run_one(study, cfg, workdir, ds, feats, label, attack=True):
       study.trained += 1
       study.timings.record(f"train/{label}", time.time() - started)
     accuracy.evaluate(workdir, split, dataset=ds, features=feats)
-    study.progress(f"{label}: trained and evaluated ({time.time() - started:.1f}s), best "
-                   f"validation OA {summary['best_oa']:.4f}")
+    took = f"{time.time() - started:.1f}s"
+    done = (f"trained and evaluated ({took})" if why == reuse.MISSING
+            else f"evaluated again ({why}; {took})")
+    study.progress(f"{label}: {done}, best validation OA {summary['best_oa']:.4f}")
   else:
     study.progress(f"{label}: done before, skipped")
   out = {"workdir": workdir, "accuracy": storage.read_json(acc_path),

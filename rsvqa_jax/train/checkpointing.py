@@ -3,6 +3,7 @@
 Layout of a workdir:
   config.json       the run's config (and where the workdir was); another config is refused
   answers.json      the answer vocabulary the model's classes follow
+  data.json         sizes and sha256 of the train and validation splits; other data is refused
   checkpoints/N/    every `checkpoint_every_steps` and at each epoch end, the last k kept
   best/N/           the checkpoint with the best validation OA so far (one kept)
 Each checkpoint holds the state items (params, frozen, opt_state, step, rng) and a JSON item
@@ -96,9 +97,10 @@ def read_config(workdir, data_root=None):
 def _load_recorded(workdir):
   """workdir/config.json as a ConfigDict, with paths relocated.
 
-  A recorded path (PATH_KEYS) that no longer exists, while the same path relative to the
-  workdir's new place does, is taken there: a study folder (runs, data and caches side by side)
-  or a workdir with its data beside it can be moved or copied and still resume and evaluate.
+  A recorded path (PATH_KEYS) whose place relative to the workdir exists beside the workdir's
+  new place is taken there (whether or not the old one still exists): a study folder (runs,
+  data and caches side by side) or a workdir with its data beside it can be moved or copied and
+  still resume and evaluate, a copy on its own files.
   """
   path = os.path.join(workdir, CONFIG_FILE)
   try:
@@ -116,7 +118,7 @@ def _load_recorded(workdir):
       section, name = key.split(".")
       entries = recorded.get(section)
       value = entries.get(name) if isinstance(entries, dict) else None
-      if not isinstance(value, str) or not os.path.isabs(value) or os.path.exists(value):
+      if not isinstance(value, str) or not os.path.isabs(value):
         continue
       moved = os.path.normpath(os.path.join(new, os.path.relpath(value, old)))
       if os.path.exists(moved):

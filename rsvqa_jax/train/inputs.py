@@ -38,6 +38,7 @@ from rsvqa_jax.features import image_cache, pixels, question_cache
 from rsvqa_jax.train import checkpointing
 
 ANSWERS_FILE = "answers.json"
+DATA_FILE = "data.json"  # the trained and selected-on splits' sizes and fingerprints
 QUESTION_ENCODER_FILE = "question_encoder.json"
 HF_TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
                       "vocab.txt", "vocab.json", "merges.txt")
@@ -107,6 +108,43 @@ def answer_vocab(dataset, config, workdir):
     os.makedirs(workdir, exist_ok=True)
     vocab.save(path)
   return vocab
+
+
+def split_fingerprint(split):
+  """sha256 of a split's rows (ids, type, question, answer, in order): equal for the same data."""
+  h = hashlib.sha256()
+  for ids in (split.question_id, split.image_id):
+    h.update(np.ascontiguousarray(ids, np.int64).tobytes())
+  for column in (split.qtype, split.question, split.answer):
+    h.update("\x1f".join(map(str, column.tolist())).encode("utf-8", "surrogatepass") + b"\x1e")
+  return h.hexdigest()
+
+
+def check_or_record_data(workdir, dataset, config, *, record):
+  """Refuses a dataset whose train or validation split is not the one `workdir` trained on.
+
+  Recorded in workdir/data.json by the first training (`record`); a resume on changed data
+  would continue another run's optimisation, an evaluation would score questions it trained on
+  as unseen ones (a rebuilt shortcut benchmark re-splits the same questions). A workdir trained
+  before the file existed is not checked.
+  """
+  names = dict.fromkeys([config.data.train_split, config.data.val_split])
+  ours = {s: {"questions": len(dataset[s]), "sha256": split_fingerprint(dataset[s])}
+          for s in names if s in dataset.splits}
+  path = os.path.join(workdir, DATA_FILE)
+  if os.path.exists(path):
+    recorded = storage.read_json(path)
+    if not isinstance(recorded, dict):
+      raise RSVQAError(f"{path}: unreadable; the workdir's record of its training data is damaged")
+    for s, now in ours.items():
+      then = recorded.get(s)
+      if isinstance(then, dict) and then.get("sha256") != now["sha256"]:
+        raise RSVQAError(f"{path}: split {s} of {dataset.root} is not the one {workdir} trained "
+                         f"on ({then.get('questions')} questions then, {now['questions']} now, "
+                         "other contents): give the data it trained on, or train in another "
+                         "--workdir")
+  elif record and jax.process_index() == 0:
+    storage.write_json(path, ours)
 
 
 def image_features(config, dataset, workdir, splits, *, variant="none", kind="clean",
