@@ -98,6 +98,12 @@ class TrainedRun:
     `images`: uint8 H x W x 3 arrays or image file paths, one per question (the same image
     may repeat); they go through the encoder the run was trained with, as its cache did.
     """
+    one = (isinstance(images, (str, bytes, os.PathLike))
+           or isinstance(images, np.ndarray) and images.ndim == 3, isinstance(questions, str))
+    for single, name in zip(one, ("images", "questions")):
+      if single:  # a path or a question would be read character by character
+        raise RSVQAError(f"predict: {name} is one {name[:-1]}; give a list, one entry per "
+                         "question")
     images, questions = list(images), list(questions)
     odd = [q for q in questions if not isinstance(q, str)]
     if odd:
@@ -164,6 +170,10 @@ class TrainedRun:
     _count(seed, "seed", 0)
     if adversarial_kind is None and (repeats != 1 or seed or pool != "dataset"):
       raise RSVQAError("evaluate: repeats, seed and pool apply to an adversarial_kind only")
+    for value, name, choices in ((adversarial_kind, "adversarial_kind", adversarial.KINDS),
+                                 (pool, "pool", adversarial.POOLS)):
+      if value is not None and value not in choices:
+        raise RSVQAError(f"evaluate {name}={value!r}: choose one of {', '.join(choices)}")
     with skipthoughts_params.pickle_allowed(self._allow_pickle):
       if adversarial_kind is None:
         return accuracy.evaluate(self.workdir, split, **where)

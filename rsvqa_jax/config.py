@@ -566,6 +566,15 @@ def _parse_literal(text):
     return text
 
 
+def _items(text):
+  """A list written without Python's quotes: `a,b`, `(a)`, `[8, 16]`; each item read as a
+  literal where it is one (8 -> 8), else kept as text (a word)."""
+  inner = text.strip()
+  if inner[:1] + inner[-1:] in ("()", "[]"):
+    inner = inner[1:-1]
+  return [_parse_literal(item.strip()) for item in inner.split(",") if item.strip()]
+
+
 def _nullable(config, key):
   """Whether `key` may be unset (None), as data.root and text.checkpoint are by default."""
   node = config
@@ -596,9 +605,7 @@ def _value(key, text, old, field_type):
   if old is None:
     return None if text.lower() == "none" else value
   if isinstance(old, (tuple, list)):
-    if not isinstance(value, (tuple, list)):
-      raise RSVQAError(f"--config.{key}={text}: expected a list such as (1, 2)")
-    return type(old)(value)
+    return type(old)(value if isinstance(value, (tuple, list)) else _items(text))
   if isinstance(old, float) and isinstance(value, int) and not isinstance(value, bool):
     return float(value)
   if type(value) is not type(old):

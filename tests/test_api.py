@@ -63,13 +63,23 @@ def test_predict_agrees_with_evaluate(tiny):
     run.predict([np.zeros((4, 4), np.uint8)], ["Is there a road?"])
   with pytest.raises(RSVQAError, match="expected uint8 H x W x 3"):
     run.predict([np.zeros((0, 0, 3), np.uint8)], ["Is there a road?"])
+  with pytest.raises(RSVQAError, match="predict: images is one image; give a list"):
+    run.predict(images[0], ["Is there a road?"])
+  with pytest.raises(RSVQAError, match="predict: questions is one question; give a list"):
+    run.predict(images[:1], "Is there a road?")
+  with pytest.raises(RSVQAError, match="predict: images is one image"):
+    run.predict(np.zeros((8, 8, 3), np.uint8), ["Is there a road?"])
+  assert len(run.predict(np.zeros((1, 8, 8, 3), np.uint8), np.array(["Is there a road?"]))) == 1
   with pytest.raises(RSVQAError, match="question None is a NoneType, not a string"):
     run.predict(images[:1], [None])
   text = tiny / "notes.png"
   text.write_text("not an image")
   with pytest.raises(RSVQAError, match=f"{text}: not an image file"):
     run.predict([str(text)], ["Is there a road?"])
-  for kwargs, message in [(dict(adversarial_kind="random", repeats="2"), "repeats='2'"),
+  for kwargs, message in [(dict(adversarial_kind="xyz"), "evaluate adversarial_kind='xyz': "
+                           "choose one of"), (dict(adversarial_kind="random", pool="all"),
+                                              "evaluate pool='all'"),
+                          (dict(adversarial_kind="random", repeats="2"), "repeats='2'"),
                           (dict(adversarial_kind="random", seed=-1), "seed=-1"),
                           (dict(repeats=5), "apply to an adversarial_kind only")]:
     with pytest.raises(RSVQAError, match=message):

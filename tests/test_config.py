@@ -102,6 +102,19 @@ def test_every_documented_key_overrides_on_every_config(name, config):
       config_lib.override(config, full, _text(old) if placeholder else value)
 
 
+@pytest.mark.parametrize("text,expected", [
+    ("skipthoughts,", ("skipthoughts",)), ("(skipthoughts)", ("skipthoughts",)),
+    ("skipthoughts, distilbert", ("skipthoughts", "distilbert")),
+    ("('skipthoughts',)", ("skipthoughts",)), ('["bert"]', ("bert",)), ("()", ())])
+def test_a_list_of_words_needs_no_quotes(text, expected):
+  """`=skipthoughts,` was refused as "expected a list" while `train.length_buckets=8,16` passed."""
+  c = config_lib.load(os.path.join(ROOT, "configs", "study_synthetic.py"))
+  config_lib.override(c, "study.language_models", text)
+  assert c.study.language_models == expected
+  config_lib.override(c, "train.length_buckets", "[8, 16]")
+  assert c.train.length_buckets == (8, 16)
+
+
 def test_issue_examples_and_numeric_looking_paths():
   c = config_lib.load(os.path.join(ROOT, "configs", "lr_table1.py") + ":distilbert,mutan,finetuned")
   config_lib.apply_overrides(c, ["image.batch_size=64", "image.image_size=224",

@@ -237,3 +237,13 @@ def test_training_data_changed_since_is_refused_on_resume_and_evaluate(task, ref
   with pytest.raises(RSVQAError, match=message(reference[0])):
     accuracy.evaluate(reference[0], "test", dataset=changed, features=features)
   assert accuracy.evaluate(reference[0], "test", dataset=dataset, features=features)["n"] > 0
+
+
+def test_scoring_the_split_the_checkpoint_was_chosen_on_warns(task, reference, caplog):
+  with warnings_of_rsvqa_jax(caplog):
+    accuracy.evaluate(reference[0], "test", dataset=task[0], features=task[1])
+    assert not caplog.records
+    accuracy.evaluate(reference[0], "val", dataset=task[0], features=task[1])
+  assert [r.getMessage() for r in caplog.records] == [
+      f"{reference[0]}: split val is the one its best checkpoint was chosen on "
+      "(data.val_split=val): this score is optimistic"]

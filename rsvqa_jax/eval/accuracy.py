@@ -6,12 +6,15 @@ answer) and accuracy.json (bias/metrics.accuracy_table: OA, AA, per-type accurac
 under "predictions" the audit `analyze` applies to the same file: how many predictions the
 answer normalisation maps and how many fall outside the training answer space).
 """
+import logging
 import os
 
 from rsvqa_jax import storage
 from rsvqa_jax.bias import predictions as predictions_lib
 from rsvqa_jax.eval import outputs
 from rsvqa_jax.train import predict, restore
+
+_log = logging.getLogger(__name__)
 
 
 def write_results(run, split, preds, table, json_path, csv_path, *, repeats, **extra):
@@ -38,6 +41,9 @@ def evaluate(workdir, split, *, which="best", data_root=None, dataset=None, feat
   """
   run, state, step = restore.restore(workdir, [split], which=which, data_root=data_root,
                                      dataset=dataset, features=features)
+  if which == "best" and split == run.config.data.val_split:
+    _log.warning(f"{workdir}: split {split} is the one its best checkpoint was chosen on "
+                 f"(data.val_split={split}): this score is optimistic")
   preds = predict.predict(run, state, split)
   table = predict.accuracy(run, split, preds)
   table.update(split=split, checkpoint=which, step=step, workdir=os.path.abspath(workdir))
