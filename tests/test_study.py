@@ -519,3 +519,23 @@ def test_a_changed_data_size_is_refused_naming_the_study_key_before_regenerating
   assert recorded.changed(section, now) == []
   now["lm"]["skipthoughts"]["word_dim"] = 16
   assert recorded.changed(section, now) == [("study.lm.skipthoughts.word_dim", 32, 16)]
+
+
+def test_a_split_of_one_image_is_refused_for_swaps_before_any_run():
+  """It was refused only when the adversarial stage ran, after the grid had trained."""
+  from rsvqa_jax.data import records  # pylint: disable=g-import-not-at-top
+  from rsvqa_jax.study import checks  # pylint: disable=g-import-not-at-top
+  s = micro_config().study
+  one = records.Split.from_rows(s.split, [
+      dict(question_id=q, image_id=7, qtype="comp", question="q", answer="yes", raw_answer="yes")
+      for q in range(3)])
+  ds = records.Dataset(name="lr", root="<memory>", splits={s.split: one})
+  s.adversarial, s.adv_pool = ("random",), "dataset"
+  checks.check_split(s, ds)  # the dataset pool holds other images
+  s.adv_pool = "split"
+  with pytest.raises(RSVQAError, match=f"split {s.split} holds 1 image\\(s\\), so random "
+                     "substitution has no other image to give"):
+    checks.check_split(s, ds)
+  s.adversarial = ("shuffle",)
+  with pytest.raises(RSVQAError, match="so shuffle substitution"):
+    checks.check_split(s, ds)

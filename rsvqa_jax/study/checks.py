@@ -78,6 +78,18 @@ def _check_protocol(s):
                        "the same run twice in the mean (std)")
 
 
+def check_split(s, dataset):
+  """Refuses, before any run trains, image substitutions the study split cannot give: with
+  fewer than two images no other image exists to swap in."""
+  images = len(set(dataset[s.split].image_id.tolist()))
+  swapping = [k for k in s.adversarial if k == "shuffle" or (k == "random" and s.adv_pool ==
+                                                              "split")]
+  if swapping and images < 2:
+    raise RSVQAError(f"config study.adversarial={tuple(s.adversarial)!r}: split {s.split} holds "
+                     f"{images} image(s), so {swapping[0]} substitution has no other image to give "
+                     "(raise study.images, or drop that kind)")
+
+
 def _check_shortcuts(s):
   sc = s.shortcuts
   if sc.language_model not in s.lm:

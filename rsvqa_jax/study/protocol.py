@@ -89,6 +89,7 @@ class Study:
       self.dataset(balanced=True)  # generated now: one too small is refused before runs train
     if s.split not in ds.splits:
       raise RSVQAError(f"config study.split={s.split}: the dataset has {sorted(ds.splits)}")
+    checks.check_split(s, ds)
     feats = self.features(ds, root, name)
     runs_dir = os.path.join(self.dir, "runs")
     grid_cells = [(lm, w) for lm in s.language_models for w in s.lm_weights]
