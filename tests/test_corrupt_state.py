@@ -228,7 +228,8 @@ def test_an_answer_vocabulary_that_makes_no_sense_is_named(tmp_path, content, me
 
 
 def test_resuming_on_other_training_data_names_the_checkpoint(tmp_path):
-  """One training question less: the saved data position no longer fits (it was a ValueError)."""
+  """One training question less: data.json's record says so; in a workdir trained before that
+  record existed, the saved data position no longer fits (it was a ValueError)."""
   dataset, features = tiny_task(n_images=40)
   workdir = str(tmp_path / "w")
   c = tiny_config(batch_size=16, num_epochs=3, checkpoint_every_steps=4)
@@ -238,6 +239,11 @@ def test_resuming_on_other_training_data_names_the_checkpoint(tmp_path):
   train = dataset.splits["train"]
   fewer = dataclasses.replace(dataset, splits={
       **dataset.splits, "train": train.select(np.arange(len(train)) > 0)})
+  with pytest.raises(RSVQAError, match=rf"data.json: split train of <memory> is not the one "
+                                       rf"{workdir} trained on \({len(train)} questions then, "
+                                       rf"{len(train) - 1} now"):
+    loop.train(c, workdir, dataset=fewer, features=features, **QUIET)
+  os.remove(os.path.join(workdir, "data.json"))
   with pytest.raises(RSVQAError, match=rf"checkpoint {workdir}/checkpoints/4: its data position "
                                        r"does not fit the training data now .* dataset changed"):
     loop.train(c, workdir, dataset=fewer, features=features, **QUIET)

@@ -70,6 +70,7 @@ def test_an_answer_vocabulary_that_changed_names_the_first_class_that_differs(tm
   config = tiny_config()
   vocab = AnswerVocab.for_dataset(dataset, dataset[config.data.train_split])
   path = tmp_path / inputs.ANSWERS_FILE
+  (tmp_path / "config.json").write_text("{}")  # a trained workdir's (before: a refused run's)
   AnswerVocab(vocab.answers[:1] + ("purple",) + vocab.answers[2:]).save(str(path))
   with pytest.raises(RSVQAError, match=rf"trained on {len(vocab)} answer classes, the dataset "
                                        rf"now gives {len(vocab)}; class 1 is 'purple' there, "
