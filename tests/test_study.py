@@ -470,21 +470,16 @@ def test_an_evaluation_is_reused_only_with_the_settings_the_study_reports():
 def test_rerun_evaluates_again_what_other_settings_or_checkpoints_wrote(done, tmp_path):
   """A changed study.repeats / adv_seed, or `evaluate --checkpoint last` over a run's accuracy
   file, is computed again: the report describes what was computed, not what is on disk."""
-  copy, hidden = str(tmp_path / "copy"), done[0] + ".away"
+  copy = str(tmp_path / "copy")
   shutil.copytree(done[0], copy)
-  os.rename(done[0], hidden)  # run configs follow a copy only where the old paths are gone
-  try:
-    _rerun_with_other_settings(copy)
-  finally:
-    os.rename(hidden, done[0])
-
-
-def _rerun_with_other_settings(copy):
   run = os.path.join(copy, "runs", RUNS[0], "seed0", "eval", "test")
   acc_path = os.path.join(run, "accuracy.json")
   adv_path = os.path.join(run, "adversarial_random.json")
   best = storage.read_json(acc_path)
   storage.write_json(acc_path, {**best, "checkpoint": "last", "oa": 0.0})
+  shortcut_path = os.path.join(copy, "shortcuts", "runs", "skipthoughts_finetuned_reference",
+                               "seed0", "eval", "shortcuts", "shortcuts.json")
+  storage.write_json(shortcut_path, {**storage.read_json(shortcut_path), "checkpoint": "last"})
   c = micro_config()
   config_lib.apply_overrides(c, ["study.repeats=3", "study.adv_seed=7"])
   lines = []
@@ -499,6 +494,7 @@ def _rerun_with_other_settings(copy):
   assert sum("evaluated again: repeats 2 recorded, 3 now" in l for l in lines) == 2  # + balanced
   assert "K = 3 draws per question (pool: dataset, seed 7)" in open(
       os.path.join(copy, "report.md")).read()
+  assert storage.read_json(shortcut_path)["checkpoint"] == "best"
 
 
 def test_a_changed_data_size_is_refused_naming_the_study_key_before_regenerating(done):

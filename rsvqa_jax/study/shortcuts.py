@@ -15,7 +15,7 @@ from rsvqa_jax import storage
 from rsvqa_jax.bias import shortcut_report
 from rsvqa_jax.data import rsvqa_json, synthetic
 from rsvqa_jax.eval import shortcuts as shortcut_eval
-from rsvqa_jax.study import language_models, names, preparation, runs
+from rsvqa_jax.study import language_models, names, preparation, reuse, runs
 
 
 def stage(study):
@@ -80,7 +80,8 @@ def _scored(study, workdir, bench, ds, feats, label):
   sc = study.s.shortcuts
   path = os.path.join(shortcut_eval.folder(workdir), "shortcuts.json")
   result = storage.read_json(path)
-  if not result or (sc.ood_selection and "selection" not in result):
+  stale = reuse.stale(result, {"checkpoint": reuse.CHECKPOINT})  # evaluate --checkpoint last
+  if stale or (sc.ood_selection and "selection" not in result):
     started = time.time()
     shortcut_eval.evaluate(workdir, bench, ood_selection=sc.ood_selection, dataset=ds,
                            features=feats)
