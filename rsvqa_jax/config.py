@@ -682,6 +682,12 @@ def differences(a, b, prefix=""):
   return out
 
 
+# Keys that say how a run was carried out, not which model it trains: seeds of one model may
+# differ in them.
+BOOKKEEPING_KEYS = ("train.eval_batch_size", "train.log_every_steps",
+                    "train.checkpoint_every_steps", "train.keep_checkpoints")
+
+
 def unlike_seed_runs(runs):
   """Why runs [(workdir, identity)] are not one model over distinct seeds, or None.
 
@@ -690,17 +696,17 @@ def unlike_seed_runs(runs):
   first, ours = runs[0]
   seeds = {ours.get("seed"): first}
   for name, theirs in runs[1:]:
-    seed = theirs.get("seed")
-    if seed in seeds:
-      return (f"{seeds[seed]} and {name} were both trained with seed {seed}; a mean over seeds "
-              "needs runs of distinct seeds")
-    seeds[seed] = name
-    diff = [d for d in differences(ours, theirs) if d[0] != "seed"]
+    diff = [d for d in differences(ours, theirs) if d[0] not in ("seed", *BOOKKEEPING_KEYS)]
     if diff:
       key, mine, other = diff[0]
       more = f" and {len(diff) - 1} more key(s)" if len(diff) > 1 else ""
       return (f"{name} is not {first}'s model over another seed: {key} is {other!r} there, "
               f"{mine!r} in {first}{more}")
+    seed = theirs.get("seed")
+    if seed in seeds:
+      return (f"{seeds[seed]} and {name} were both trained with seed {seed}; a mean over seeds "
+              "needs runs of distinct seeds")
+    seeds[seed] = name
   return None
 
 

@@ -223,3 +223,16 @@ def test_a_one_cell_map_warns_that_it_is_the_uniform_floor(task, tmp_path, caplo
   assert result["map_size"] == [1, 1]
   assert json.loads((tmp_path / "g" / "summary.json").read_text())["warnings"] == coarse
   assert result["mean_iou"] == pytest.approx(result["floors"]["uniform"]["mean_iou"])
+
+
+def test_a_dataset_or_a_training_workdir_is_refused_as_out(tmp_path):
+  """Their own files would have had summary.json and maps/ written among them."""
+  data = tmp_path / "data"
+  synthetic.generate(str(data), variant="lr", images=4, seed=0)
+  with pytest.raises(RSVQAError, match=f"--out {data} holds a dataset"):
+    grounding.check_maps(str(data))
+  (tmp_path / "run").mkdir()
+  (tmp_path / "run" / "config.json").write_text("{}")
+  with pytest.raises(RSVQAError, match="holds a training run \\(config.json\\)"):
+    grounding.check_maps(str(tmp_path / "run"))
+  grounding.check_maps(str(tmp_path / "fresh"))  # absent: fine

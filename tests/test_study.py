@@ -450,6 +450,12 @@ def test_a_training_workdir_or_a_dataset_is_refused_as_the_study_folder(tmp_path
   synthetic.generate(str(data), variant="lr", images=4, seed=0)
   with pytest.raises(RSVQAError, match=f"--workdir {data} holds a dataset"):
     study.Study(c, str(data))
+  runs = tmp_path / "runs"  # a folder of workdirs, or a study's runs/: not a study's folder
+  (runs / "a" / "seed0").mkdir(parents=True)
+  (runs / "a" / "seed0" / "config.json").write_text("{}")
+  with pytest.raises(RSVQAError, match=f"--workdir {runs} holds training runs "
+                     f"\({runs / 'a' / 'seed0'}\)"):
+    study.Study(c, str(runs))
 
 
 def test_an_evaluation_is_reused_only_with_the_settings_the_study_reports():

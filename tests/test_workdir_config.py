@@ -16,7 +16,7 @@ def _config(root, cache):
   return c
 
 
-def test_paths_follow_a_moved_tree_and_only_when_the_old_ones_are_gone(tmp_path):
+def test_paths_follow_a_moved_tree_and_shared_ones_stay(tmp_path):
   old = tmp_path / "old"
   for sub in ("data", "cache", "runs/a"):
     os.makedirs(old / sub)
@@ -60,6 +60,23 @@ def test_data_root_replaces_the_recorded_folder_and_is_refused_where_none_is_rea
   with pytest.raises(RSVQAError, match=r"trains on the synthetic dataset its config generates "
                                        r"\(.*synthetic_lr_12_0\), not on a dataset folder"):
     checkpointing.read_config(synthetic, str(elsewhere))
+
+
+def test_paths_follow_a_copied_tree_while_the_original_stays(tmp_path):
+  """A copy resumes on its own files: the synthetic ResNet's folder (image.pretrained_dir) and
+  the data follow it, though the original's are still there."""
+  old = tmp_path / "old"
+  for sub in ("data", "cache/resnet", "runs/a"):
+    os.makedirs(old / sub)
+  workdir = str(old / "runs" / "a")
+  c = _config(str(old / "data"), str(old / "cache"))
+  c.image.pretrained_dir = str(old / "cache" / "resnet")
+  checkpointing.check_or_record_config(workdir, c)
+  shutil.copytree(old, tmp_path / "copy")
+  config = checkpointing.read_config(str(tmp_path / "copy" / "runs" / "a"))
+  assert (config.data.root, config.data.cache_dir, config.image.pretrained_dir) == (
+      str(tmp_path / "copy" / "data"), str(tmp_path / "copy" / "cache"),
+      str(tmp_path / "copy" / "cache" / "resnet"))
 
 
 def test_an_answer_vocabulary_that_changed_names_the_first_class_that_differs(tmp_path):

@@ -7,6 +7,7 @@ int and str print as they are; "" is a blank cell.
 import csv
 import dataclasses
 import io
+import logging
 import math
 import os
 
@@ -14,7 +15,8 @@ import numpy as np
 
 from rsvqa_jax import config as config_lib
 from rsvqa_jax import storage
-from rsvqa_jax.errors import RSVQAError
+
+_log = logging.getLogger(__name__)
 
 TYPE_NAMES = {
     "comp": "Comparison", "count": "Counting", "presence": "Presence", "rural_urban": "Rural/urban",
@@ -328,13 +330,18 @@ def _row_key(run):
   return (run.original, run.lm, run.frozen, run.fusion)
 
 
-def _check_alike(runs, label):
-  """Refuses a row's mean over runs that are not one model over distinct seeds."""
+UNLIKE = "unlike runs"
+
+
+def _unlike(runs, label):
+  """True (with a WARNING naming them) when a row's runs are not one model over distinct seeds:
+  its cells then read UNLIKE instead of a mean over them."""
   compared = [(r.workdir, r.identity) for r in runs if r.identity is not None]
   problem = config_lib.unlike_seed_runs(compared) if len(compared) > 1 else None
   if problem:
-    raise RSVQAError(f"Table 2 row {label!r}: {problem} (evaluate --seeds refuses them too); move "
-                     "one out of --runs")
+    _log.warning(f"Table 2 row {label!r}: {problem} (evaluate --seeds refuses them too); its cells "
+                 f"read {UNLIKE!r}: keep one model's seeds under --runs")
+  return bool(problem)
 
 
 def table2(runs, split="test"):
@@ -356,18 +363,19 @@ def table2(runs, split="test"):
     mine = [r for r in ref if _row_key(r) == key]
     label = labels.get(key) or (("RSVQA baseline (" if original else "") + LM_LABELS.get(lm, lm)
                                 + (")" if original else ""))
-    lead = (label, "frozen" if frozen else "fine-tuned", FUSION_LABELS.get(fusion, fusion),
-            str(len(mine)))
     done = [r.accuracy for r in mine if r.accuracy]
-    _check_alike([r for r in mine if r.accuracy], label)
-    if not mine or not done:
-      rows.append((*lead, *([MISSING if not mine else "not evaluated"] * (len(types) + 2))))
+    count = str(len(mine)) if len(done) in (0, len(mine)) else f"{len(done)} of {len(mine)}"
+    lead = (label, "frozen" if frozen else "fine-tuned", FUSION_LABELS.get(fusion, fusion), count)
+    if not mine or not done or _unlike([r for r in mine if r.accuracy], label):
+      cell = MISSING if not mine else "not evaluated" if not done else UNLIKE
+      rows.append((*lead, *([cell] * (len(types) + 2))))
       continue
     value = lambda acc, c: acc[c.lower()] if c in ("AA", "OA") else acc["per_type"].get(c, math.nan)
     rows.append((*lead, *(pct(*mean_std([value(a, c) for a in done]))
                           for c in [*types, "AA", "OA"])))
   return Table(caption=f"Table 2 layout: {split} accuracy (%), mean (std) over seeds (runs: how "
-                       "many workdirs; rows without an evaluation say so)",
+                       "many workdirs, 'E of N' when E of them were evaluated; rows without an "
+                       f"evaluation say so, rows of unlike runs read {UNLIKE!r})",
                columns=("Language model", "LM weights", "fusion", "runs",
                         *(type_name(t) for t in types), "AA", "OA"), rows=tuple(rows))
 

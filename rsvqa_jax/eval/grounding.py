@@ -53,10 +53,11 @@ from rsvqa_jax import storage
 from rsvqa_jax.bias import grounding as metrics
 from rsvqa_jax.bias import tables
 from rsvqa_jax.data import grounding as truth_lib
+from rsvqa_jax.data import split_files
 from rsvqa_jax.errors import RSVQAError
 from rsvqa_jax.eval import adversarial, outputs
 from rsvqa_jax.features import pixels
-from rsvqa_jax.train import inputs, predict, restore
+from rsvqa_jax.train import checkpointing, inputs, predict, restore
 from rsvqa_jax.train import sharding as shd
 from rsvqa_jax.train import steps as steps_lib
 
@@ -189,7 +190,14 @@ def truth_folder(dataset):
 
 def check_maps(out):
   """RSVQAError unless OUT/maps is absent or holds only the {question_id}.png maps an earlier
-  evaluation wrote: it is replaced whole, and a file of someone else's would be lost."""
+  evaluation wrote: it is replaced whole, and a file of someone else's would be lost. A dataset
+  folder or a training workdir is refused as OUT: the results would land among their files."""
+  if found := split_files.dataset_file(out):
+    raise RSVQAError(f"--out {out} holds a dataset ({os.path.basename(found)}); give the "
+                     "evaluation a folder of its own")
+  if os.path.isfile(os.path.join(out, checkpointing.CONFIG_FILE)):
+    raise RSVQAError(f"--out {out} holds a training run ({checkpointing.CONFIG_FILE}); give the "
+                     "evaluation a folder of its own")
   folder = os.path.join(out, MAPS)
   if not os.path.lexists(folder):
     return

@@ -24,9 +24,25 @@ def _check_folder(workdir):
   if os.path.isfile(os.path.join(workdir, checkpointing.CONFIG_FILE)):
     raise RSVQAError(f"--workdir {workdir} holds a training run ({checkpointing.CONFIG_FILE}); "
                      "give the study a folder of its own")
+  if not os.path.exists(os.path.join(workdir, recorded.FILE)):  # not a study's folder yet
+    for run in _runs_within(workdir, depth=2):
+      raise RSVQAError(f"--workdir {workdir} holds training runs ({run}); give the study a folder "
+                       "of its own")
   if found := split_files.dataset_file(workdir):
     raise RSVQAError(f"--workdir {workdir} holds a dataset ({os.path.basename(found)}); give the "
                      "study a folder of its own")
+
+
+def _runs_within(folder, depth):
+  """Training workdirs (folders with config.json) up to `depth` levels below `folder`."""
+  if depth == 0 or not os.path.isdir(folder):
+    return
+  for name in sorted(os.listdir(folder)):
+    sub = os.path.join(folder, name)
+    if os.path.isfile(os.path.join(sub, checkpointing.CONFIG_FILE)):
+      yield sub
+    else:
+      yield from _runs_within(sub, depth - 1)
 
 
 class Study:

@@ -34,7 +34,8 @@ _log = logging.getLogger(__name__)
 
 CONFIG_FILE = "config.json"
 RECORDED_IN = "recorded_in"  # config.json's extra key: the workdir's absolute path when written
-PATH_KEYS = ("data.root", "data.cache_dir", "text.checkpoint", "image.checkpoint")
+PATH_KEYS = ("data.root", "data.cache_dir", "text.checkpoint", "image.checkpoint",
+             "image.pretrained_dir")
 
 
 def check_or_record_config(workdir, config, *, record=True):

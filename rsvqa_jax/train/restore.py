@@ -3,7 +3,7 @@ import logging
 import os
 
 from rsvqa_jax.errors import RSVQAError
-from rsvqa_jax.train import checkpointing, inputs
+from rsvqa_jax.train import checkpointing
 from rsvqa_jax.train import run as run_lib
 
 _log = logging.getLogger(__name__)
@@ -29,7 +29,6 @@ def restore(workdir, splits, *, which="best", data_root=None, dataset=None, feat
     raise RSVQAError(f"{workdir}: an answerability workdir (its config has an answerability "
                      "section); score it with rsvqa-jax evaluate --answerability")
   run = run_lib.build(config, workdir, splits, dataset=dataset, features=features)
-  inputs.check_or_record_data(workdir, run.dataset, config, record=False)
   like = run_lib.new_state(run)
   periodic = checkpointing.Checkpoints(os.path.join(workdir, "checkpoints"),
                                        config.train.keep_checkpoints)
