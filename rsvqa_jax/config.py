@@ -655,11 +655,14 @@ def identity(config):
   return recorded_identity(to_dict(config))
 
 
+RECORDED_IN = "recorded_in"  # config.json's extra key: the workdir's absolute path when written
+
+
 def recorded_identity(recorded):
   """identity() of a config.json as read (a nested dict): the run-control keys and the record of
-  where the workdir was (train/checkpointing.py RECORDED_IN) left out."""
+  where the workdir was (RECORDED_IN) left out."""
   d = copy.deepcopy(recorded)
-  d.pop("recorded_in", None)
+  d.pop(RECORDED_IN, None)
   for key in RUN_CONTROL_KEYS:
     *path, last = key.split(".")
     node = d

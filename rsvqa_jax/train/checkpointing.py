@@ -33,7 +33,7 @@ from rsvqa_jax.errors import RSVQAError
 _log = logging.getLogger(__name__)
 
 CONFIG_FILE = "config.json"
-RECORDED_IN = "recorded_in"  # config.json's extra key: the workdir's absolute path when written
+RECORDED_IN = config_lib.RECORDED_IN
 PATH_KEYS = ("data.root", "data.cache_dir", "text.checkpoint", "image.checkpoint",
              "image.pretrained_dir")
 

@@ -120,31 +120,42 @@ def split_fingerprint(split):
   return h.hexdigest()
 
 
-def check_or_record_data(workdir, dataset, config, *, record):
+def _data_record(dataset, config):
+  """{split: {questions, sha256}} of the splits a run trains and selects its checkpoint on."""
+  names = dict.fromkeys([config.data.train_split, config.data.val_split])
+  return {s: {"questions": len(dataset[s]), "sha256": split_fingerprint(dataset[s])}
+          for s in names if s in dataset.splits}
+
+
+def check_data(workdir, dataset, config):
   """Refuses a dataset whose train or validation split is not the one `workdir` trained on.
 
-  Recorded in workdir/data.json by the first training (`record`); a resume on changed data
-  would continue another run's optimisation, an evaluation would score questions it trained on
-  as unseen ones (a rebuilt shortcut benchmark re-splits the same questions). A workdir trained
-  before the file existed is not checked.
+  Compared with workdir/data.json (record_data): a resume on changed data would continue another
+  run's optimisation, an evaluation would score questions it trained on as unseen ones (a
+  rebuilt shortcut benchmark re-splits the same questions). A workdir trained before the file
+  existed is not checked.
   """
-  names = dict.fromkeys([config.data.train_split, config.data.val_split])
-  ours = {s: {"questions": len(dataset[s]), "sha256": split_fingerprint(dataset[s])}
-          for s in names if s in dataset.splits}
   path = os.path.join(workdir, DATA_FILE)
-  if os.path.exists(path):
-    recorded = storage.read_json(path)
-    if not isinstance(recorded, dict):
-      raise RSVQAError(f"{path}: unreadable; the workdir's record of its training data is damaged")
-    for s, now in ours.items():
-      then = recorded.get(s)
-      if isinstance(then, dict) and then.get("sha256") != now["sha256"]:
-        raise RSVQAError(f"{path}: split {s} of {dataset.root} is not the one {workdir} trained "
-                         f"on ({then.get('questions')} questions then, {now['questions']} now, "
-                         "other contents): give the data it trained on, or train in another "
-                         "--workdir")
-  elif record and jax.process_index() == 0:
-    storage.write_json(path, ours)
+  if not os.path.exists(path):
+    return
+  recorded = storage.read_json(path)
+  if not isinstance(recorded, dict):
+    raise RSVQAError(f"{path}: unreadable; the workdir's record of its training data is damaged")
+  for s, now in _data_record(dataset, config).items():
+    then = recorded.get(s)
+    if isinstance(then, dict) and then.get("sha256") != now["sha256"]:
+      raise RSVQAError(f"{path}: split {s} of {dataset.root} is not the one {workdir} trained "
+                       f"on ({then.get('questions')} questions then, {now['questions']} now, "
+                       "other contents): give the data it trained on, or train in another "
+                       "--workdir")
+
+
+def record_data(workdir, dataset, config):
+  """Writes workdir/data.json at the first training (one recorded already was checked when the
+  run was built)."""
+  path = os.path.join(workdir, DATA_FILE)
+  if not os.path.exists(path) and jax.process_index() == 0:
+    storage.write_json(path, _data_record(dataset, config))
 
 
 def image_features(config, dataset, workdir, splits, *, variant="none", kind="clean",

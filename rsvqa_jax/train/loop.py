@@ -238,7 +238,7 @@ def _train(config, workdir, dataset, features, augment_features, log):
   train_cols = run.columns[config.data.train_split]
   layout, steps_per_epoch, total_steps = _schedule(config, len(train_cols.lengths), run.mesh)
   checkpointing.check_or_record_config(workdir, config)  # recorded once the config proved usable
-  inputs.check_or_record_data(workdir, run.dataset, config, record=True)
+  inputs.record_data(workdir, run.dataset, config)
   periodic = checkpointing.Checkpoints(os.path.join(workdir, "checkpoints"), t.keep_checkpoints)
   best = checkpointing.Checkpoints(os.path.join(workdir, "best"), 1)
   iterator = pipeline.batch_iterator(

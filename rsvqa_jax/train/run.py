@@ -96,7 +96,7 @@ def build(config, workdir, splits, *, dataset=None, features=None):
     if s not in dataset.splits:
       raise RSVQAError(f"split {s!r}: the dataset at {dataset.root} has splits "
                        f"{sorted(dataset.splits)}")
-  inputs.check_or_record_data(workdir, dataset, config, record=False)  # before the answers' check
+  inputs.check_data(workdir, dataset, config)  # before the answers' check: its message is clearer
   vocab = inputs.answer_vocab(dataset, config, workdir)
   if features is None:  # every split's images: one cache entry serves training and evaluation
     features = inputs.image_features(config, dataset, workdir, None)
