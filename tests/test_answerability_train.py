@@ -180,3 +180,32 @@ def test_an_answerability_workdir_is_not_evaluated_as_an_answer_model(task):
   with pytest.raises(RSVQAError, match=f"{workdir}: an answerability workdir .*; score it with "
                      "rsvqa-jax evaluate --answerability"):
     restore.restore(workdir, ["test"], dataset=task["dataset"], features=task["features"])
+
+
+def test_pools_other_than_those_trained_on_are_refused(task, tmp_path):
+  """data.json records the train and val pools: the same pools with their labels swapped (0 <->
+  2) are refused at evaluation, where they were scored beside the trained model unnoticed."""
+  workdir = str(task["tmp"] / "reference")
+  with open(os.path.join(workdir, "data.json")) as f:
+    assert set(json.load(f)) == {"train", "val"}
+  folder, moved = str(tmp_path / "pools"), str(tmp_path / "reference")
+  os.makedirs(folder)
+  for split in SPLITS:
+    with open(pools_lib.pool_file(task["folder"], split)) as f:
+      rows = list(csv.DictReader(f))
+    if split == "train":
+      for row in rows:
+        row["label"] = str(2 - int(row["label"]))
+    with open(pools_lib.pool_file(folder, split), "w", newline="") as f:
+      writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+      writer.writeheader()
+      writer.writerows(rows)
+  os.makedirs(moved)
+  for name in ("data.json", "config.json"):
+    with open(os.path.join(workdir, name)) as f:
+      text = f.read()
+    with open(os.path.join(moved, name), "w") as f:
+      f.write(text.replace(json.dumps(task["folder"]), json.dumps(folder)))
+  with pytest.raises(RSVQAError, match=rf"data.json: split train of {folder} is not the one "
+                     rf"{moved} trained on \(1050 questions then, 1050 now, other contents\)"):
+    evaluation.evaluate(moved, "test", dataset=task["dataset"], features=task["features"])

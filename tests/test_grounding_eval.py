@@ -185,10 +185,14 @@ def test_a_dataset_without_groundings_is_refused(task, trained, tmp_path):
 def test_a_second_evaluation_replaces_the_maps_whole_and_foreign_files_are_refused(task, trained,
                                                                                     tmp_path):
   """Run on another split into the same OUT, the maps are that split's only, as confidence.csv
-  says; a maps folder holding a file the evaluation would not write is refused untouched."""
+  says, and what a killed evaluation left in OUT is removed; a maps folder holding a file the
+  evaluation would not write is refused untouched."""
   dataset, feats = task
   out = tmp_path / "g"
   _evaluate(task, trained, out)
+  for left in (".tmp-maps-killed", ".old-maps-123-456"):  # killed while writing, while swapping
+    (out / left).mkdir()
+    (out / left / "7.png").write_bytes(b"half")
   grounding.evaluate(trained, "val", str(out), dataset=dataset, features=feats)
   val = sorted(dataset["val"].question_id.tolist())
   assert sorted(int(n[:-4]) for n in os.listdir(out / "maps")) == val

@@ -281,7 +281,7 @@ def test_an_image_id_column_must_name_the_datasets_images(tmp_path):
     predictions.load(named, {"test": split})
 
 
-def test_an_adversarial_file_without_substituted_images_is_a_warning(tmp_path, caplog):
+def test_an_adversarial_file_that_does_not_show_swapped_images_is_a_warning(tmp_path, caplog):
   split = _split_on_images()
   plain = write_csv(tmp_path / "plain.csv", ["question_id", "prediction"],
                     [[1, "yes"], [2, "no"], [3, "yes"]])
@@ -299,6 +299,17 @@ def test_an_adversarial_file_without_substituted_images_is_a_warning(tmp_path, c
   with warnings_of_rsvqa_jax(caplog):
     predictions.load(swapped, {"test": split}, adversarial=True)
   assert not caplog.records
+  own = write_csv(tmp_path / "own.csv",
+                  ["question_id", "repeat", "image_id", "substituted_image_id", "prediction"],
+                  [[q, r, i, i, "yes"] for r in (0, 1) for q, i in ((1, 10), (2, 10), (3, 11))])
+  with warnings_of_rsvqa_jax(caplog):
+    predictions.load(own, {"test": split})
+    assert not caplog.records  # read as a clean file, its images are what they should be
+    predictions.load(own, {"test": split}, adversarial=True)
+  assert [r.getMessage() for r in caplog.records] == [
+      f"{own}: every row's substituted_image_id is its own image_id: unless the images' pixels "
+      "were replaced (white, black, noise), IO_AdTest compares the model with itself on clean "
+      "images"]
 
 
 def test_a_split_without_any_prediction_is_refused(tmp_path):

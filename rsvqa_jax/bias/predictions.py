@@ -17,7 +17,8 @@ repeat), a missing column, a non-integer id or repeat, repeats not numbered 0..K
 that is not UTF-8 CSV are errors. An optional `image_id` column (ours writes one) must name each question's image in the dataset:
 the same question ids over other images are another dataset or version, refused. An adversarial
 file without `substituted_image_id` is read with a WARNING: which image each answer was given
-cannot be checked.
+cannot be checked; so is one where it is every question's own `image_id` (right only for the
+pixel kinds).
 """
 import collections
 import csv
@@ -86,13 +87,14 @@ def _integer(path, line, name, value):
 
 
 def _rows(path, reader):
-  """(repeat, question id, prediction, image id or None) of every row, checked for format and
-  duplicates."""
+  """(repeat, question id, prediction, image id or None, substituted image id or None) of every
+  row, checked for format and duplicates."""
   missing = [c for c in REQUIRED if c not in (reader.fieldnames or ())]
   if missing:
     raise RSVQAError(f"{path}: missing column(s) {', '.join(missing)} "
                      f"(header: {reader.fieldnames})")
   has_repeat, has_image = REPEAT in reader.fieldnames, IMAGE in reader.fieldnames
+  has_substituted = SUBSTITUTED in reader.fieldnames
   seen = set()
   for row in reader:
     line = reader.line_num
@@ -105,7 +107,8 @@ def _rows(path, reader):
     if row["prediction"] is None:
       raise RSVQAError(f"{path}:{line}: row has no prediction value")
     image = _integer(path, line, IMAGE, row[IMAGE]) if has_image else None
-    yield repeat, qid, row["prediction"], image
+    substituted = _integer(path, line, SUBSTITUTED, row[SUBSTITUTED]) if has_substituted else None
+    yield repeat, qid, row["prediction"], image, substituted
 
 
 @dataclasses.dataclass(frozen=True)
@@ -115,6 +118,7 @@ class File:
   by_repeat: list  # [{question id: prediction as written}] per repeat
   image_ids: dict  # question id -> image_id column (empty without the column)
   columns: tuple
+  swapped: int = None  # rows whose substituted_image_id is not their image_id (None: no columns)
 
 
 def read(path):
@@ -128,14 +132,15 @@ def read_file(path):
     f = open(path, newline="", encoding="utf-8-sig")
   except OSError as e:
     raise RSVQAError(f"{path}: cannot read predictions file ({e.strerror})") from e
-  by_repeat, image_ids = collections.defaultdict(dict), {}
+  by_repeat, image_ids, swapped = collections.defaultdict(dict), {}, 0
   with f:
     reader = csv.DictReader(f)
     try:
-      for repeat, qid, prediction, image in _rows(path, reader):
+      for repeat, qid, prediction, image, substituted in _rows(path, reader):
         by_repeat[repeat][qid] = prediction
         if image is not None:
           image_ids[qid] = image
+        swapped += substituted != image
     except UnicodeDecodeError:
       raise RSVQAError(f"{path}: not UTF-8 text ({_first_bad_byte(path)}); save it as UTF-8 "
                        "CSV") from None
@@ -144,8 +149,9 @@ def read_file(path):
   repeats = sorted(by_repeat)
   if repeats != list(range(len(repeats))):
     raise RSVQAError(f"{path}: repeats {_listed(repeats)} are not numbered 0..K-1")
+  columns = tuple(reader.fieldnames or ())
   return File(by_repeat=[by_repeat[k] for k in repeats] or [{}], image_ids=image_ids,
-              columns=tuple(reader.fieldnames or ()))
+              columns=columns, swapped=swapped if {IMAGE, SUBSTITUTED} <= set(columns) else None)
 
 
 def _first_bad_byte(path):
@@ -296,6 +302,10 @@ def load(path, splits, dataset=None, space=None, *, adversarial=False):
   if adversarial and SUBSTITUTED not in file.columns:
     _log.warning(f"{path}: no {SUBSTITUTED} column, so which image each answer was given cannot "
                  "be checked: IO_AdTest assumes the images were swapped")
+  if adversarial and file.swapped == 0 and file.image_ids:
+    _log.warning(f"{path}: every row's {SUBSTITUTED} is its own {IMAGE}: unless the images' "
+                 "pixels were replaced (white, black, noise), IO_AdTest compares the model with "
+                 "itself on clean images")
   out = align(file.by_repeat, splits, path, dataset, space)
   unanswered = [name for name, a in out.items()
                 if a.prediction.size and a.missing == a.prediction.size]

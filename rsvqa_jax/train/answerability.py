@@ -149,6 +149,15 @@ def _read(folder, split):
   return Pools.read(path)
 
 
+def _trained_pools(folder, known, config):
+  """records.Dataset of the folder's train and validation pools, as data.json records them: a
+  pool file whose labels changed after training is refused (inputs.check_data)."""
+  names = dict.fromkeys([config.data.train_split, config.data.val_split])
+  return records.Dataset("pools", folder, {s: known[pools_lib.pool_file(folder, s)].records(s)
+                                           for s in names
+                                           if pools_lib.pool_file(folder, s) in known})
+
+
 def build(config, workdir, splits, *, dataset=None, features=None, extra=None):
   """(run.Run whose columns hold the pairs of `splits`, {split: Pools}).
 
@@ -162,10 +171,12 @@ def build(config, workdir, splits, *, dataset=None, features=None, extra=None):
   dataset = dataset if dataset is not None else inputs.load_dataset(config, workdir)
   folder, _ = pools_folder(config, dataset, workdir)
   pools = {s: _read(folder, s) for s in splits}
+  known = {p: Pools.read(p) for p in sorted(glob.glob(pools_lib.pool_file(glob.escape(folder),
+                                                                           "*")))}
+  inputs.check_data(workdir, _trained_pools(folder, known, config), config)
   pools.update(extra or {})
-  known = [Pools.read(p).questions.tolist()
-           for p in sorted(glob.glob(pools_lib.pool_file(glob.escape(folder), "*")))]
-  words = word_list([*inputs.dataset_words(dataset), *(q for qs in known for q in qs)])
+  words = word_list([*inputs.dataset_words(dataset),
+                     *(q for p in known.values() for q in p.questions.tolist())])
   if features is None:
     features = inputs.image_features(config, dataset, workdir, None)
   vqa, tokenizer = model_builder.build(config, words=words, num_answers=1,
@@ -304,6 +315,7 @@ def _train(config, workdir, dataset, features, log):
   run, pools = build(config, workdir, [train_split, val_split], dataset=dataset,
                      features=features)
   checkpointing.check_or_record_config(workdir, config)
+  inputs.record_data(workdir, run.dataset, config)
   first, size = pools[train_split].starts()
   layout = shd.batch_layout(a.batch_pools, run.mesh, "answerability.batch_pools")
   steps_per_epoch = len(first) // jax.process_count() // layout.local
