@@ -6,7 +6,7 @@ The requirements below are ranges: the tested versions as lower bounds, the next
 as the upper bound (for 0.x packages the next minor: their minor releases break APIs). The exact
 tested set is constraints.txt, which CI and the README's commands install with `-c`.
 The configs/ folder is installed as the package rsvqa_jax.configs, so `--config
-configs/study_synthetic.py` finds it from any folder (rsvqa_jax/config.py: `load`).
+configs/study_synthetic.py` finds it from any folder (rsvqa_jax/config/loading.py: `load`).
 """
 import re
 

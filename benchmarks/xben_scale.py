@@ -12,7 +12,7 @@ a shared machine) and its peak RSS (VmHWM at its end, the interpreter and import
   epoch      training's input pipeline with cached image features: answer vocabulary, word
              tokenizer, train/run.py's encode_split of train and val against the sorted image
              ids (the rows of a feature cache), then every batch of one shuffled train epoch
-             from pipeline.batch_iterator (batch size, lengths and buckets of config.py); the
+             from pipeline.batch_iterator (batch size, lengths and buckets of the config's defaults); the
              model step is not run
 Targets: generation under 10 minutes, every stage after it under 4 GiB peak RSS, validate
 under 5 minutes, analyze and the epoch under 10 minutes each (wall, on a shared machine).

@@ -1,0 +1,141 @@
+"""What a config may hold: closed choices, numeric intervals and named weights, checked before a
+run creates or records anything, so a bad value is one line instead of a late traceback."""
+import math
+
+import ml_collections
+
+from rsvqa_jax.config.defaults import FUSIONS, LANGUAGE_MODELS, RANDOM
+from rsvqa_jax.errors import RSVQAError
+
+# Keys with a closed set of values: checked before anything is created (check()).
+CHOICES = {
+    "data.name": ("lr", "hr", "xben"),
+    "text.encoder": LANGUAGE_MODELS,
+    "model.fusion": FUSIONS,
+    "model.head": ("paper", "original", "attention"),
+    "optim.name": ("adam", "sgd"),
+    "train.compute_dtype": ("float32", "bfloat16"),
+    "study.adv_pool": ("dataset", "split"),
+}
+
+
+# Numeric keys and the interval each must lie in: (low, high (excluded) or None, whether low itself
+# is allowed, the types allowed, what the error says the value must be). A value outside (a
+# negative size, a dropout of 1, a null from a hand-edited config.json) is one line here instead of
+# a traceback deep in the model build or the first step. A key holding a list (study.seeds) has
+# each entry checked.
+POSITIVE = (0, None, False, (int, float), "positive")
+NON_NEGATIVE = (0, None, True, (int, float), "a number >= 0")
+FRACTION = (0, 1, True, (int, float), "a number in [0, 1)")
+# Token widths (train.length_buckets): data/tokenizers.bucket_length pads a question to the
+# smallest width that holds it, beyond the largest to a multiple of it (0: a division by zero).
+WIDTH = (0, None, False, int, "a positive integer")
+# Seeds: numpy refuses a negative one and JAX overflows past 64 bits, both late; a 32-bit JAX key
+# (no x64) keeps only the low 32 bits, so a larger seed would silently repeat a smaller one.
+SEED = (0, 2**32, True, int, "an integer in [0, 2**32)")
+RANGES = {
+    **dict.fromkeys((
+        "data.synthetic_questions_per_image", "image.batch_size", "image.width",
+        "image.pretrain.batch_size", "image.pretrain.depth", "image.pretrain.epochs",
+        "image.pretrain.image_size", "image.pretrain.width", "model.attention_dim",
+        "model.classifier_dim", "model.hidden_dim", "model.mutan_dim", "model.mutan_rank",
+        "text.hidden_dim", "text.max_length", "text.word_dim", "optim.eps", "train.batch_size",
+        "train.eval_batch_size", "train.num_epochs", "train.log_every_steps",
+        "train.checkpoint_every_steps", "train.keep_checkpoints", "train.divergence_factor",
+        "train.divergence_steps"), POSITIVE),
+    **dict.fromkeys((
+        "data.synthetic_images", "image.pretrain.learning_rate",
+        "image.pretrain.weight_decay", "image.pretrain.fraction_weight", "optim.lr",
+        "optim.text_lr", "train.stop_after_steps"), NON_NEGATIVE),
+    **dict.fromkeys(("model.dropout", "text.dropout", "optim.b1", "optim.b2"), FRACTION),
+    "study.repeats": (1, None, True, int, "a whole number >= 1"),
+    # Pixels per side the images are resized to: RSVQA's are 120 to 512; 100000 filled the memory.
+    "image.image_size": (0, 4097, True, int, "a whole number from 0 (native size) to 4096"),
+    **dict.fromkeys(("study.min_questions", "study.shortcuts.min_questions", "study.reading.close",
+                     "study.reading.margin", "study.reading.guess"), NON_NEGATIVE),
+    "train.length_buckets": WIDTH,
+    **dict.fromkeys((
+        "seed", "data.synthetic_seed", "image.seed", "image.pretrain.seed", "study.data_seed",
+        "study.adv_seed", "study.seeds", "study.balanced.seeds", "study.shortcuts.seed",
+        "study.shortcuts.seeds", "answerability.pool_seed", "answerability.study.seeds"), SEED),
+    # A synthetic study's dataset: one image per split at least.
+    **dict.fromkeys(("study.images", "study.balanced.images", "study.shortcuts.images"),
+                    (3, None, True, int, "a whole number >= 3 (one image per split)")),
+    # A pool ranks its candidate images against each other: two at least.
+    "answerability.pool_size": (2, None, True, int, "a whole number >= 2"),
+    **dict.fromkeys(("answerability.pools_per_image", "answerability.batch_pools"), POSITIVE),
+    "answerability.balance": (0, math.nextafter(1.0, 2.0), True, (int, float),
+                              "a number in [0, 1]"),
+}
+# List keys that must not be empty, and what to give instead: every question is padded to a bucket
+# of train.length_buckets, so none is an IndexError later. (Their order does not matter: every
+# reader sorts them.)
+NON_EMPTY = {"train.length_buckets": "one token width at least, such as (64,) for a single width"}
+
+
+def _lookup(config, key):
+  """The value of a dotted key, or None where the config lacks it."""
+  node = config
+  for part in key.split("."):
+    node = node[part] if isinstance(node, ml_collections.ConfigDict) and part in node else None
+    if node is None:
+      return None
+  return node
+
+
+def _outside(value, interval):
+  """Whether one value lies outside an interval of RANGES (or is not of its types; a NaN, which
+  no comparison holds for, lies outside every interval)."""
+  low, high, low_ok, types, _ = interval
+  return (not isinstance(value, types) or isinstance(value, bool) or
+          not (value > low or (low_ok and value == low)) or (high is not None and not value < high))
+
+
+def check(config):
+  """One-line RSVQAError for a value outside its key's choices (see CHOICES) or its interval (see
+  RANGES, NON_EMPTY), before a run creates or records anything. Keys the config lacks (the study
+  keys of a training config) are skipped."""
+  for key, allowed in CHOICES.items():
+    node = _lookup(config, key)
+    if node is not None and node not in allowed:
+      raise RSVQAError(f"config {key}={node!r}: choose one of {', '.join(allowed)}")
+  for key, interval in RANGES.items():
+    section, _, name = key.rpartition(".")
+    node = _lookup(config, section) if section else config
+    if node is None or name not in node:
+      continue
+    value = node[name]
+    listed = isinstance(value, (tuple, list))
+    for entry in value if listed else (value,):
+      if _outside(entry, interval):
+        which = f"{entry!r} " if listed else ""
+        raise RSVQAError(f"config {key}={value!r}: {which}must be {interval[-1]}")
+    if listed and not value and key in NON_EMPTY:
+      raise RSVQAError(f"config {key}={value!r}: give {NON_EMPTY[key]}")
+
+
+def is_random(checkpoint):
+  """Whether a text/image checkpoint setting means random init (unset or RANDOM)."""
+  return not checkpoint or checkpoint == RANDOM
+
+
+def check_weights(config, *, image=True):
+  """Real-data runs name their pretrained weights, or ask for random init with RANDOM.
+
+  Random weights are what synthetic configs use, but on real data they silently give a
+  meaningless result, so an unset text.checkpoint (Skip-thoughts) or image.checkpoint (ResNet;
+  checked when `image`, i.e. when the features come from the config) is an RSVQAError.
+  """
+  if config.data.synthetic:
+    return
+  if config.text.encoder == "skipthoughts" and not config.text.checkpoint:
+    raise RSVQAError(
+        "config text.checkpoint is not set: give the Skip-thoughts folder (uni_skip.npz, "
+        "utable.npy, dictionary.txt) with --config.text.checkpoint=PATH, or ask for a randomly "
+        f"initialised encoder with --config.text.checkpoint={RANDOM}")
+  arch = config.image.arch
+  if image and arch != "synthetic_resnet" and not config.image.checkpoint:
+    raise RSVQAError(
+        f"config image.checkpoint is not set: give the {arch} weights (torchvision file or "
+        "Hugging Face folder) with --config.image.checkpoint=PATH, or ask for random-init "
+        f"features with --config.image.checkpoint={RANDOM}")

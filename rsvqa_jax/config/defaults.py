@@ -1,0 +1,269 @@
+"""Every config section's defaults: one source for what a run, a study and an answerability run
+read. A config file starts from these (`base_config()`, `study_defaults()`, ...)."""
+import ml_collections
+
+# text.checkpoint / image.checkpoint value asking for randomly initialised weights.
+RANDOM = "random"
+LANGUAGE_MODELS = ("skipthoughts", "distilbert", "bert", "roberta")
+FUSIONS = ("mult", "concat", "mutan")
+# Folders under a run's cache directory (data.cache_dir, default beside the workdir).
+FEATURES_DIR, QUESTIONS_DIR, PRETRAINED_DIR = "features", "questions", "synthetic_resnet"
+
+
+def _typed_none(field_type):
+  return ml_collections.FieldReference(None, field_type=field_type)
+
+
+def data_section():
+  c = ml_collections.ConfigDict()
+  c.name = "lr"  # lr | hr | xben
+  c.root = _typed_none(str)
+  c.synthetic = False  # generate (or reuse) a synthetic dataset instead of reading root
+  c.synthetic_variant = "lr"
+  c.synthetic_images = 0
+  c.synthetic_seed = 0
+  c.synthetic_questions_per_image = 100
+  c.cache_dir = _typed_none(str)  # default: rsvqa_cache beside the workdir
+  c.train_split = "train"
+  c.val_split = "val"
+  # Training-time image augmentation (off when empty): feature-cache variants such as
+  # ("hflip", "vflip", "rot90", "rot180", "rot270"); each training sample whose question has no
+  # positional word reads the features of one of them, drawn per sample and step.
+  c.augment_variants = ()
+  return c
+
+
+def pretrain_section():
+  """The synthetic ResNet's pretraining (features/pretrain.py): small and fast.
+
+  595 train images at 64x64 x 8 epochs took 110 s on two shared CPU cores.
+  """
+  c = ml_collections.ConfigDict()
+  c.depth = 18
+  c.width = 16  # stem width; pooled features are 8 * width = 128-d
+  c.image_size = 64
+  c.epochs = 8
+  c.batch_size = 32
+  c.learning_rate = 3e-3
+  c.weight_decay = 1e-4
+  c.fraction_weight = 1.0  # weight of the per-class pixel-fraction loss
+  c.seed = 0
+  return c
+
+
+def image_section():
+  """The frozen image encoder and how its features are computed (features/encoder.py).
+
+  arch: "resnet18" ... "resnet152" (checkpoint = a weights file or Hugging Face folder;
+    "random" or empty = random init from `seed` at stem `width`, which real-data runs must ask
+    for explicitly, see check_weights) or "synthetic_resnet" (the small ResNet pretrained on the
+    synthetic scenes' land cover with `pretrain`, stored in `pretrained_dir`, default
+    CACHE/synthetic_resnet).
+  image_size: side the tiles are resized to before the encoder (0 = native size; for
+    synthetic_resnet 0 means the size it was pretrained at).
+  map: also keep the final spatial map in the cache (the spatial branch of the grounding work).
+  """
+  c = ml_collections.ConfigDict()
+  c.arch = "resnet152"
+  c.checkpoint = ""
+  c.pretrained_dir = ""
+  c.batch_size = 32
+  c.map = False
+  c.image_size = 0
+  c.width = 64
+  c.seed = 0
+  c.pretrain = pretrain_section()
+  return c
+
+
+def text_section():
+  c = ml_collections.ConfigDict()
+  c.encoder = "skipthoughts"  # skipthoughts | distilbert | bert | roberta
+  # Skip-thoughts folder or Hugging Face folder; "random": random init (must be explicit on
+  # real data; None means random init only for synthetic data, see check_weights).
+  c.checkpoint = _typed_none(str)
+  c.frozen = False
+  # Frozen and deterministic (no text dropout): encode each distinct question once and train on
+  # the cached vectors (features/question_cache.py) instead of running the encoder every step.
+  c.cache_questions = True
+  c.max_length = 50  # the paper's question embedding length
+  c.bayesian = False  # Skip-thoughts variational dropout
+  c.dropout = 0.0
+  c.word_dim = 620  # Skip-thoughts sizes when no checkpoint is given
+  c.hidden_dim = 2400
+  # Drop "?" from Skip-thoughts questions, as the original RSVQA code's tokenizer does.
+  c.strip_question_mark = False
+  return c
+
+
+def model_section():
+  """The fusion + classifier (models/vqa.py), the paper's settings."""
+  c = ml_collections.ConfigDict()
+  c.fusion = "mult"  # mult | concat | mutan
+  c.hidden_dim = 1200
+  c.classifier_dim = 256
+  c.dropout = 0.5
+  c.mutan_rank = 5
+  c.mutan_dim = 1200
+  c.mutan_normalize = False
+  c.blind = False  # visual blind: question vector straight into the classifier
+  # "paper": pooled image vector, the fusion above; "original": the original RSVQA code's
+  # e-mult head, a trainable 1x1 conv over the image map (needs image.map; models/vqa.py).
+  # "attention": question-guided softmax attention over the map's positions, then the fusion
+  # above (needs image.map; models/attention.py), of width attention_dim.
+  c.head = "paper"
+  c.attention_dim = 512
+  return c
+
+
+def optim_section():
+  c = ml_collections.ConfigDict()
+  c.name = "adam"  # adam | sgd
+  c.lr = 1e-5  # fusion + classifier
+  c.text_lr = 1e-4  # fine-tuned language model (paper: 1e-4 Skip-thoughts, 1e-6 BERTs)
+  c.b1 = 0.9
+  c.b2 = 0.999
+  c.eps = 1e-8
+  return c
+
+
+def train_section():
+  c = ml_collections.ConfigDict()
+  c.batch_size = 70  # global, over all devices and hosts (topped up with masked rows when
+  # the devices do not divide it: sharding.batch_layout)
+  c.eval_batch_size = 280
+  c.num_epochs = 50
+  c.compute_dtype = "float32"  # float32 | bfloat16 (parameters stay float32)
+  c.checkpoint_every_steps = 1000
+  c.keep_checkpoints = 2
+  c.log_every_steps = 50
+  c.length_buckets = (8, 16, 24, 32, 48, 64)
+  c.stop_after_steps = 0  # >0: stop (as if killed) after this many steps in this call
+  c.progress_bar = True
+  # Divergence stop (train/loop.py Divergence): the loss above divergence_factor x its early
+  # level for divergence_steps steps in a row, or a non-finite loss or gradient (0 = factor off).
+  c.divergence_factor = 10.0
+  c.divergence_steps = 20
+  return c
+
+
+def base_config():
+  """Every key a training run reads, at its default (the paper's settings where it gives them)."""
+  c = ml_collections.ConfigDict()
+  c.seed = 0
+  c.data = data_section()
+  c.image = image_section()
+  c.text = text_section()
+  c.model = model_section()
+  c.optim = optim_section()
+  c.train = train_section()
+  return c
+
+
+def study_defaults():
+  """The `study` section every study config carries (rsvqa_jax/study/ reads it)."""
+  s = ml_collections.ConfigDict()
+  s.synthetic = True  # generate the dataset; False: read config.data.root (config.data.name)
+  s.variant = "lr"
+  s.images = 300
+  s.questions_per_image = 40
+  s.data_seed = 0
+  s.prior_strength = 1.0
+  s.balanced_data = False  # the main dataset itself balanced
+  s.language_models = ("skipthoughts", "distilbert")  # keys of `lm`, in report order
+  s.lm = ml_collections.ConfigDict()
+  s.lm_weights = ("frozen", "finetuned")
+  s.seeds = (0, 1, 2)
+  s.fusion = "mult"  # Figure 5: e-mult everywhere
+  s.split = "test"
+  s.adversarial = ("random",)  # any of random, shuffle, white, black, noise
+  s.repeats = 10
+  s.adv_seed = 0
+  s.adv_pool = "dataset"  # random images from every split ("split": the evaluated one)
+  s.balanced = ml_collections.ConfigDict()
+  s.balanced.enabled = True  # synthetic only: a reference / blind pair on a balanced twin
+  s.balanced.images = 200
+  s.balanced.questions_per_image = 30
+  s.balanced.language_model = "skipthoughts"
+  s.balanced.lm_weights = "finetuned"
+  s.balanced.seeds = (0,)
+  s.compilation_cache = True  # XLA cache under DIR/cache/xla: seeds reuse compiled steps
+  s.frozen_epochs = 0  # >0: epochs of the frozen-LM runs (cached question vectors: cheap); 0: train's
+  # Table 2's rows besides the grid's reference models: "LM,frozen|finetuned,FUSION" or "baseline"
+  # (study.baseline); empty: the grid's reference models (Figure 5's e-mult ones).
+  s.table2_rows = ()
+  s.baseline = ml_collections.ConfigDict()
+  s.baseline.language_model = "skipthoughts"  # a key of `lm`, frozen, e-mult
+  s.baseline.label = "RSVQA baseline (original code's head)"
+  s.baseline.overrides = ()  # "key=value" settings of its runs (configs/rsvqa_baseline.py's)
+  s.require_real = False  # refuse to run without real data and pretrained weights (study_paper)
+  s.min_questions = 40  # report: cells with fewer test questions are flagged
+  s.reading = ml_collections.ConfigDict()  # thresholds of the report's reading, in points
+  s.reading.close = 2.0  # a blind model within this of its reference: a strong bias
+  s.reading.margin = 5.0  # a reference model this far above the prior "clearly beats" it
+  s.reading.guess = 3.0  # a balanced-twin blind model within this of the prior: "a guess"
+  # The shortcuts stage (DESIGN.md 6.1; synthetic studies only, a real-data one skips it): a set
+  # with a planted shortcut, its shortcut OOD benchmark, a reference / blind pair
+  # (study/shortcuts.py).
+  s.shortcuts = ml_collections.ConfigDict()
+  s.shortcuts.enabled = False
+  s.shortcuts.plant = ("kw:parking=yes@0.9+1",)  # data/questions.PLANT_SYNTAX; () = none
+  s.shortcuts.balanced = True  # balanced besides the plant: the plant is its one language shortcut
+  s.shortcuts.images = 400
+  s.shortcuts.questions_per_image = 12
+  s.shortcuts.seed = 0  # of the 70 / 5 / 25 re-split (by image)
+  s.shortcuts.language_model = "skipthoughts"  # a key of `lm`
+  s.shortcuts.lm_weights = "finetuned"
+  s.shortcuts.seeds = (0,)
+  s.shortcuts.ood_selection = False  # also the paper's Table 4 comparison (adaptive overfitting)
+  s.shortcuts.min_questions = 20  # the reading ranks the gaps of OOD sets at least this large
+  # The grounding stage (DESIGN.md 6.2; synthetic studies only): every grid run's relevance maps
+  # scored against the dataset's groundings (eval/grounding.study_stage), beside the floors.
+  s.grounding = ml_collections.ConfigDict()
+  s.grounding.enabled = False
+  s.grounding.method = "auto"  # eval/grounding.METHODS; auto: attention if any, else Grad-CAM
+  return s
+
+
+def answerability_section():
+  """The `answerability` section (ChiQA ranking, DESIGN.md 6.3): pools, head loss, study stage.
+
+  Read by data/, train/ and eval/answerability.py; configs/answerability_*.py add it.
+  """
+  c = ml_collections.ConfigDict()
+  # Folder of Answerability_{split}.csv; unset: the dataset folder if it holds them, else (a
+  # synthetic dataset) CACHE/answerability/pools_KEY, generated by `answerability train`.
+  c.pools = _typed_none(str)
+  c.pool_size = 5  # candidate images per question (a split too small: the most it fills, >= 2)
+  c.pools_per_image = 2.0  # questions per image of a split
+  c.balance = 1.0  # 0: candidates as the scenes fall; 1: labels uniform whatever the question
+  c.pool_seed = 0
+  c.loss = "bce"  # bce: pointwise, targets 1 / 0.5 / 0 | listnet: softmax over a pool
+  c.batch_pools = 16  # pools per training batch (x pool_size pairs)
+  c.select_metric = "ndcg@3"  # validation metric that picks the best checkpoint
+  c.study = ml_collections.ConfigDict()  # the study stage (eval/answerability.py)
+  c.study.enabled = False
+  c.study.language_models = ("skipthoughts", "distilbert")  # keys of study.lm
+  c.study.weights = "finetuned"
+  c.study.seeds = (0,)
+  c.study.num_epochs = 0  # 0: train.num_epochs
+  c.study.no_info = True  # also pools at balance 1, where the wording carries no label information
+  c.study.word_min_count = 20
+  c.study.top_words = 10
+  return c
+
+
+def lm_entry(encoder, label, text_lr, checkpoint="", **sizes):
+  """One language model of a study: encoder name, report label, fine-tuning lr, weights.
+
+  An empty checkpoint means random init: Skip-thoughts at `word_dim` / `hidden_dim`, a
+  DistilBERT-architecture encoder at `dim`, `layers`, `heads`, `hidden_dim`, `dropout`.
+  """
+  e = ml_collections.ConfigDict()
+  e.encoder = encoder
+  e.label = label
+  e.text_lr = text_lr
+  e.checkpoint = checkpoint
+  for k, v in sizes.items():
+    e[k] = v
+  return e

@@ -1,0 +1,34 @@
+"""What a config implies beyond its keys: where its caches live and whether its question vectors
+come from one, resolved here so the commands that write a cache and those that read it agree."""
+import os
+
+import ml_collections
+
+from rsvqa_jax.config.defaults import PRETRAINED_DIR
+
+def caches_questions(config):
+  """Whether the question vectors come from the cache (frozen, deterministic text encoder)."""
+  t = config.text
+  return bool(t.frozen and t.cache_questions and not t.bayesian and not t.dropout)
+
+
+def cache_dir(config, workdir):
+  """Where synthetic datasets and caches live: data.cache_dir, else rsvqa_cache beside workdir."""
+  if config.data.cache_dir:
+    return config.data.cache_dir
+  return os.path.join(os.path.dirname(os.path.abspath(workdir)), "rsvqa_cache")
+
+
+def image_config(image, cache):
+  """A copy of an image section with its derived path set: pretrained_dir under `cache`."""
+  out = ml_collections.ConfigDict(image.to_dict())
+  if out.arch == "synthetic_resnet" and not out.pretrained_dir:
+    out.pretrained_dir = os.path.join(cache, PRETRAINED_DIR)
+  return out
+
+
+def synthetic_root(config, workdir):
+  """The folder of the synthetic dataset a config generates (data.synthetic)."""
+  d = config.data
+  name = f"synthetic_{d.synthetic_variant}_{d.synthetic_images}_{d.synthetic_seed}"
+  return os.path.join(cache_dir(config, workdir), name)

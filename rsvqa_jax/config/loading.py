@@ -1,0 +1,116 @@
+"""Loading `configs/*.py`: a config named as `path.py` or `path.py:arg` (or an installed config's
+name), run in isolation, with anything it gets wrong or any key no part of rsvqa-jax reads as one
+RSVQAError naming the file."""
+import importlib.resources
+import importlib.util
+import os
+import traceback
+
+import ml_collections
+
+from rsvqa_jax.config.defaults import answerability_section, base_config, study_defaults
+from rsvqa_jax.errors import RSVQAError
+
+def config_path(name):
+  """The file a config name denotes: the path itself, else the installed configs/ file of that
+  name (`configs/hr.py`, `hr.py` and `hr` all find it from any folder after `pip install .`)."""
+  if os.path.isfile(name):
+    return name
+  base = os.path.basename(name)
+  base = base if base.endswith(".py") else base + ".py"
+  try:
+    packaged = importlib.resources.files("rsvqa_jax.configs") / base
+  except ModuleNotFoundError:
+    packaged = None
+  if packaged is not None and packaged.is_file():
+    return str(packaged)
+  if os.path.isdir(name):
+    raise RSVQAError(f"{name}: is a folder; give a config file (.py)")
+  raise RSVQAError(f"{name}: config file not found (nor an installed config named {base})")
+
+
+def load(spec):
+  """ConfigDict from `path.py` or `path.py:arg` (arg passed to get_config as a string).
+
+  A config file is code someone edits by hand: anything it gets wrong (a syntax error, a failing
+  import, an exception or a value of the wrong type in get_config, a result that is not a
+  ConfigDict) is one RSVQAError naming the file and, where known, its line. An RSVQAError the file
+  raises on purpose (apply_flags, argument_error) goes through unchanged.
+  """
+  name, _, arg = spec.partition(":")
+  path = config_path(name)
+  if not path.endswith(".py"):  # importlib finds no loader for another suffix
+    raise RSVQAError(f"{path}: not a config file: give a Python file (.py) defining get_config()")
+  try:
+    module_spec = importlib.util.spec_from_file_location(
+        "rsvqa_config_" + os.path.splitext(os.path.basename(path))[0], path)
+    module = importlib.util.module_from_spec(module_spec)
+    module_spec.loader.exec_module(module)
+    if not hasattr(module, "get_config"):
+      raise RSVQAError(f"{path}: defines no get_config()")
+    config = module.get_config(arg) if arg else module.get_config()
+  except RSVQAError:
+    raise
+  except Exception as e:  # pylint: disable=broad-exception-caught
+    raise _failure(path, e) from None
+  if not isinstance(config, ml_collections.ConfigDict):
+    got = "None" if config is None else f"a {type(config).__name__}"
+    raise RSVQAError(f"{path}: get_config() returned {got}, not an "
+                     "ml_collections.ConfigDict (start from config.base_config())")
+  unknown = unknown_key(config)
+  if unknown:
+    raise RSVQAError(f"{path}: get_config() sets {unknown}, which no part of rsvqa-jax reads "
+                     "(a misspelt key? `rsvqa-jax config` lists the keys)")
+  return config
+
+
+# Sections whose keys are the config's own to choose: study.lm holds one entry per language
+# model, named and sized by the config (lm_entry).
+FREE_SECTIONS = ("study.lm",)
+
+
+def _template(config):
+  """The keys a config may set: base_config's, and the study / answerability sections' it has."""
+  template = base_config()
+  if "study" in config:
+    template.study = study_defaults()
+  if "answerability" in config:
+    template.answerability = answerability_section()
+  return template
+
+
+def unknown_key(config):
+  """The first dotted key of a config that no part of rsvqa-jax reads (a misspelt key), or None."""
+  return _unknown_key(config, _template(config))
+
+
+def sections():
+  """The names of base_config's sections (data, image, ...): every recorded config has each."""
+  return [k for k, v in base_config().items() if isinstance(v, ml_collections.ConfigDict)]
+
+
+def _unknown_key(config, template, prefix=""):
+  """The first dotted key of `config` that `template` lacks (a silent typo: c.trian = 1), or
+  None."""
+  for key in config.keys():
+    name = f"{prefix}{key}"
+    if key not in template:
+      return name
+    if (isinstance(config[key], ml_collections.ConfigDict) and name not in FREE_SECTIONS
+        and isinstance(template[key], ml_collections.ConfigDict)):
+      found = _unknown_key(config[key], template[key], f"{name}.")
+      if found:
+        return found
+  return None
+
+
+def _failure(path, error):
+  """RSVQAError 'PATH line N: Type: message' of an exception raised while a config file ran; N is
+  the innermost line of the file on the way (a SyntaxError in the file: its own line)."""
+  same = lambda f: f is not None and os.path.abspath(f) == os.path.abspath(path)
+  lines = [f.lineno for f in traceback.extract_tb(error.__traceback__) if same(f.filename)]
+  message = str(error)
+  if isinstance(error, SyntaxError) and same(error.filename):
+    lines, message = [error.lineno], error.msg
+  where = f" line {lines[-1]}" if lines and lines[-1] else ""
+  return RSVQAError(f"{path}{where}: {type(error).__name__}: {' '.join(message.split())}")

@@ -1,0 +1,93 @@
+"""Command-line overrides (`--config.a.b=value`): a key the config does not have, or a value of
+the wrong type, is an RSVQAError naming it."""
+import ast
+
+import ml_collections
+
+from rsvqa_jax.config.defaults import base_config
+from rsvqa_jax.errors import RSVQAError
+
+def _parse_literal(text):
+  try:
+    return ast.literal_eval(text)
+  except (ValueError, SyntaxError):
+    return text
+
+
+def _items(text):
+  """A list written without Python's quotes: `a,b`, `(a)`, `[8, 16]`; each item read as a
+  literal where it is one (8 -> 8), else kept as text (a word)."""
+  inner = text.strip()
+  if inner[:1] + inner[-1:] in ("()", "[]"):
+    inner = inner[1:-1]
+  return [_parse_literal(item.strip()) for item in inner.split(",") if item.strip()]
+
+
+def _nullable(config, key):
+  """Whether `key` may be unset (None), as data.root and text.checkpoint are by default."""
+  node = config
+  for part in key.split("."):
+    if not isinstance(node, ml_collections.ConfigDict) or part not in node:
+      return False
+    node = node[part]
+  return node is None
+
+
+def describe_type(field_type):
+  """What a key of `field_type` takes, for a message: "an integer", "a number", ..."""
+  kinds = {bool: "true or false", int: "an integer", float: "a number", str: "a string",
+           tuple: "a list such as (1, 2)", list: "a list such as (1, 2)"}
+  return kinds.get(field_type, f"a {field_type.__name__}")
+
+
+def _value(key, text, old, field_type):
+  """The value `text` gives a key whose current value is `old` (declared type `field_type`)."""
+  if field_type is bool:
+    if str(text).lower() in ("true", "false", "1", "0"):
+      return str(text).lower() in ("true", "1")
+    raise RSVQAError(f"--config.{key}={text}: expected true or false")
+  if field_type is str:  # paths and names stay text, even "2024" or "1e-3"
+    unset = text.lower() == "none" and (old is None or _nullable(base_config(), key))
+    return None if unset else text
+  value = _parse_literal(text)
+  if old is None:
+    return None if text.lower() == "none" else value
+  if isinstance(old, (tuple, list)):
+    return type(old)(value if isinstance(value, (tuple, list)) else _items(text))
+  if isinstance(old, float) and isinstance(value, int) and not isinstance(value, bool):
+    return float(value)
+  if type(value) is not type(old):
+    raise RSVQAError(f"--config.{key}={text}: expected {describe_type(type(old))}")
+  return value
+
+
+def override(config, key, text):
+  """Sets `config.<key>` from its command-line text, checking the key exists and the type fits."""
+  parts = key.split(".")
+  node = config
+  for i, part in enumerate(parts):
+    where = ".".join(parts[:i]) or "the config"
+    if not isinstance(node, ml_collections.ConfigDict) or part not in node:
+      known = ", ".join(sorted(node.keys())) if isinstance(node, ml_collections.ConfigDict) else ""
+      raise RSVQAError(f"--config.{key}: no key {part!r} in {where} (it has: {known})")
+    if i < len(parts) - 1:
+      node = node[part]
+  name = parts[-1]
+  old = node[name]
+  if isinstance(old, ml_collections.ConfigDict):
+    raise RSVQAError(f"--config.{key}: is a section, set one of its keys instead")
+  value = _value(key, text, old, node.get_type(name))
+  try:
+    node[name] = value
+  except TypeError as e:
+    raise RSVQAError(f"--config.{key}={text}: {e}") from None
+
+
+def apply_overrides(config, pairs):
+  """Applies `key=value` strings in order; returns the config."""
+  for pair in pairs:
+    key, sep, text = pair.partition("=")
+    if not sep:
+      raise RSVQAError(f"--config.{key}: give a value as --config.{key}=VALUE")
+    override(config, key, text)
+  return config
