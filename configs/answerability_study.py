@@ -15,7 +15,16 @@ import os
 from rsvqa_jax import config
 
 
+# configs/study_synthetic.py's flags, checked here so an unknown one is named as this file's
+STUDY_FLAGS = ("balanced", "adv_all", "quick")
+
+
 def get_config(arg=""):
+  for flag in filter(None, (arg or "").split(",")):
+    if flag not in STUDY_FLAGS:
+      raise config.argument_error("configs/answerability_study.py", arg,
+                                  f"unknown flag {flag!r} ({', '.join(STUDY_FLAGS)}: those of "
+                                  "configs/study_synthetic.py)")
   c = config.load(os.path.join(os.path.dirname(os.path.abspath(__file__)),
                                "study_synthetic.py") + (f":{arg}" if arg else ""))
   c.answerability = config.answerability_section()

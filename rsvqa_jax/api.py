@@ -10,6 +10,7 @@ For notebooks and scripts, so nothing internal has to be assembled by hand:
 Everything goes through the library's own layers: a run is restored as `evaluate` restores it,
 predictions go through its one compiled eval step, images through the encoder its config names.
 """
+import collections.abc
 import dataclasses
 import logging
 import os
@@ -39,20 +40,25 @@ def _path(value, what):
   """`value` as a path string, or a one-line error naming `what` (None, a number, a list...)."""
   if not isinstance(value, (str, os.PathLike)):
     raise RSVQAError(f"{what}: expected a path (str or os.PathLike), got {type(value).__name__}")
+  if not os.fspath(value):  # "" would read as "not given"
+    raise RSVQAError(f"{what}: an empty path")
   return os.fspath(value)
 
 
 def _count(value, what, least):
-  """An int >= least (not a bool, a float or a string), or a one-line error naming `what`."""
-  if not isinstance(value, int) or isinstance(value, bool) or value < least:
+  """An int >= least (a NumPy integer too; not a bool, a float or a string), or a one-line error
+  naming `what`."""
+  if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < least:
     raise RSVQAError(f"{what}={value!r}: expected an integer >= {least}")
-  return value
+  return int(value)
 
 
 def _pixels(image):
   """uint8 HxWx3 of an array or an image file (TIFF, or any format PIL reads)."""
   if isinstance(image, (str, os.PathLike)):
     path = os.fspath(image)
+    if os.path.isdir(path):
+      raise RSVQAError(f"{path}: a folder, not an image file")
     if not os.path.isfile(path):
       raise RSVQAError(f"{path}: image file not found")
     if path.lower().endswith((".tif", ".tiff")):
@@ -104,6 +110,10 @@ class TrainedRun:
       if single:  # a path or a question would be read character by character
         raise RSVQAError(f"predict: {name} is one {name[:-1]}; give a list, one entry per "
                          "question")
+    for value, name in ((images, "images"), (questions, "questions")):
+      if not isinstance(value, collections.abc.Iterable):
+        raise RSVQAError(f"predict: {name} is a {type(value).__name__}; give a list, one entry "
+                         "per question")
     images, questions = list(images), list(questions)
     odd = [q for q in questions if not isinstance(q, str)]
     if odd:
@@ -166,8 +176,9 @@ class TrainedRun:
     `repeats` substitutions, their mean, std and every repeat's values.
     """
     where = dict(which=self._which, data_root=self._data_root)
-    _count(repeats, "repeats", 1)
-    _count(seed, "seed", 0)
+    if not isinstance(split, str) or not split:
+      raise RSVQAError(f"evaluate split={split!r}: expected one split name")
+    repeats, seed = _count(repeats, "repeats", 1), _count(seed, "seed", 0)
     if adversarial_kind is None and (repeats != 1 or seed or pool != "dataset"):
       raise RSVQAError("evaluate: repeats, seed and pool apply to an adversarial_kind only")
     for value, name, choices in ((adversarial_kind, "adversarial_kind", adversarial.KINDS),
@@ -211,7 +222,7 @@ def analyze(data_root, dataset, predictions=None, adversarial_predictions=None, 
   if adversarial_predictions and not predictions:
     raise RSVQAError("analyze: adversarial_predictions needs predictions (IO_AdTest compares "
                      "the two)")
-  if split is not None and not isinstance(split, str):
+  if split is not None and (not isinstance(split, str) or not split):
     raise RSVQAError(f"analyze split={split!r}: expected one split name")
   ds = other_datasets.read_any(data_root, dataset)
   fit, names = analysis_lib.default_splits(ds)

@@ -76,14 +76,25 @@ def test_predict_agrees_with_evaluate(tiny):
   text.write_text("not an image")
   with pytest.raises(RSVQAError, match=f"{text}: not an image file"):
     run.predict([str(text)], ["Is there a road?"])
+  with pytest.raises(RSVQAError, match=f"{tiny}: a folder, not an image file"):
+    run.predict([str(tiny)], ["Is there a road?"])
+  with pytest.raises(RSVQAError, match="predict: images is a NoneType; give a list"):
+    run.predict(None, ["Is there a road?"])
+  with pytest.raises(RSVQAError, match="predict: questions is a int; give a list"):
+    run.predict(images[:1], 3)
   for kwargs, message in [(dict(adversarial_kind="xyz"), "evaluate adversarial_kind='xyz': "
                            "choose one of"), (dict(adversarial_kind="random", pool="all"),
                                               "evaluate pool='all'"),
                           (dict(adversarial_kind="random", repeats="2"), "repeats='2'"),
                           (dict(adversarial_kind="random", seed=-1), "seed=-1"),
-                          (dict(repeats=5), "apply to an adversarial_kind only")]:
+                          (dict(repeats=5), "apply to an adversarial_kind only"),
+                          (dict(split=["test"]), r"evaluate split=\['test'\]: expected one "
+                                                 "split name"),
+                          (dict(split=""), "evaluate split='': expected one split name")]:
     with pytest.raises(RSVQAError, match=message):
-      run.evaluate("test", **kwargs)
+      run.evaluate(**{"split": "test", **kwargs})
+  seeded = run.evaluate("test", adversarial_kind="random", seed=np.int64(1))
+  assert seeded["seed"] == 1
   with pytest.raises(RSVQAError, match="load_run workdir: expected a path"):
     rsvqa_jax.load_run(None)
 
@@ -116,5 +127,9 @@ def test_analyze_returns_tables(tiny):
     rsvqa_jax.analyze(None, "lr")
   with pytest.raises(RSVQAError, match="expected one split name"):
     rsvqa_jax.analyze(root, "lr", split=["test", "val"])
+  with pytest.raises(RSVQAError, match="analyze split='': expected one split name"):
+    rsvqa_jax.analyze(root, "lr", split="")
+  with pytest.raises(RSVQAError, match="analyze predictions: an empty path"):
+    rsvqa_jax.analyze(root, "lr", predictions="")
   with pytest.raises(RSVQAError, match="adversarial_predictions needs predictions"):
     rsvqa_jax.analyze(root, "lr", adversarial_predictions="a.csv")

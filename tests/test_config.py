@@ -147,6 +147,7 @@ def test_print_config_shows_the_effective_config_and_runs_nothing(tmp_path, caps
     ("text.dropout=-0.1", "config text.dropout=-0.1: must be a number in [0, 1)"),
     ("optim.b2=1.0", "config optim.b2=1.0: must be a number in [0, 1)"),
     ("train.stop_after_steps=-1", "config train.stop_after_steps=-1: must be a number >= 0"),
+    ("optim.lr=1e999", "config optim.lr=inf: must be finite (a number >= 0)"),
 ])
 def test_numbers_outside_their_interval_are_one_line(override, message):
   c = config_lib.base_config()
@@ -213,6 +214,13 @@ def test_a_config_files_own_error_goes_through_unchanged(tmp_path, capsys):
   with pytest.raises(RSVQAError, match=r"^c\.py:bad: unknown flag 'bad' \(blind, frozen\)$"):
     config_lib.load(f"{path}:bad")
   assert cli.main(["config", "--config", str(tmp_path / "x.json")]) == 2  # missing: as before
+  (tmp_path / "plain.py").write_text(_FROM + "def get_config():\n  return config.base_config()\n")
+  with pytest.raises(RSVQAError, match=r"plain\.py: takes no argument \(given :blind\); give the "
+                     "file alone$"):
+    config_lib.load(f"{tmp_path / 'plain.py'}:blind")
+  with pytest.raises(RSVQAError, match=r"^configs/answerability_study\.py:foo: unknown flag 'foo' "
+                     r"\(balanced, adv_all, quick: those of configs/study_synthetic\.py\)$"):
+    config_lib.load(os.path.join(ROOT, "configs", "answerability_study.py:foo"))
   (tmp_path / "d.py").write_text("def get_config(:\n")
   assert cli.main(["config", "--config", str(tmp_path / "d.py")]) == 2
   assert capsys.readouterr().err.splitlines()[-1] == (

@@ -20,6 +20,24 @@ def test_configs_are_found_by_name_from_any_folder(tmp_path, monkeypatch):
     config_lib.load("configs/nosuch.py")
 
 
+def test_a_path_into_another_folder_is_not_replaced_by_the_installed_config(tmp_path,
+                                                                            monkeypatch):
+  """A mistyped folder (myexpp/ for myexp/) ran the installed config of the same file name in
+  place of the user's own edited copy, silently."""
+  monkeypatch.chdir(tmp_path)
+  (tmp_path / "myexp").mkdir()
+  with open(os.path.join(ROOT, "configs", "synthetic_tiny.py")) as f:
+    (tmp_path / "myexp" / "synthetic_tiny.py").write_text(
+        f.read().replace("c.train.num_epochs = 5", "c.train.num_epochs = 77"))
+  assert config_lib.load("myexp/synthetic_tiny.py").train.num_epochs == 77
+  for typo in ("myexpp/synthetic_tiny.py", str(tmp_path / "myexpp" / "synthetic_tiny.py")):
+    with pytest.raises(RSVQAError, match=r"synthetic_tiny.py: config file not found \(the "
+                       r"installed config of that name is found as synthetic_tiny.py or "
+                       r"configs/synthetic_tiny.py\)"):
+      config_lib.load(typo + ":blind")
+  assert config_lib.load("./configs/synthetic_tiny.py").train.num_epochs == 5
+
+
 def test_a_plain_install_ships_configs_and_no_benchmarks(tmp_path):
   # built from a copy: setuptools leaves build/ in the tree it builds, whose stale files a later
   # build of the checkout would ship

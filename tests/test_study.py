@@ -426,11 +426,44 @@ def test_reading_compares_which_settings_win_by_aa_and_by_oa():
     ("study.seeds=(0, 0)", r"config study.seeds=\(0, 0\): a seed given twice"),
     ("study.repeats=0", "config study.repeats=0: must be a whole number >= 1"),
     ("study.min_questions=-5", "config study.min_questions=-5: must be a number >= 0"),
-    ("study.reading.margin=-1.0", "config study.reading.margin=-1.0: must be a number >= 0")])
+    ("study.reading.margin=-1.0", "config study.reading.margin=-1.0: must be a number >= 0"),
+    ("study.variant=foo", "config study.variant='foo': choose one of lr, hr"),
+    ("study.balanced.lm_weights=x", "config study.balanced.lm_weights='x': choose one of frozen"),
+    ("study.lm.skipthoughts.text_lr=-1", r"config study.lm.skipthoughts.text_lr=-1.0: must be a "
+     "finite number >= 0"),
+    ("study.lm.skipthoughts.word_dim=-5", r"config study.lm.skipthoughts \(frozen runs\): config "
+     "text.word_dim=-5: must be positive"),
+    ("study.table2_rows=('baseline',);study.baseline.overrides=('foo',)",
+     r"config study.baseline.overrides: 'foo' is not a usable KEY=VALUE setting of its runs "
+     r"\(--config.foo: give a value"),
+    ("study.table2_rows=('baseline',);study.baseline.overrides=('model.dropout=2',)",
+     r"'model.dropout=2' is not a usable KEY=VALUE setting of its runs \(config model.dropout="
+     r"2.0: must be a number in \[0, 1\)\)"),
+])
 def test_protocol_settings_are_checked_before_anything_runs(tmp_path, override, message):
-  """Each was refused (or not at all) only by the stage using it, after the runs before it."""
+  """Each was refused (or not at all) only by the stage using it, after the runs before it (and
+  after the folder recorded its study section, which then refused the corrected rerun)."""
   c = micro_config()
-  config_lib.apply_overrides(c, [override])
+  config_lib.apply_overrides(c, override.split(";"))
+  with pytest.raises(RSVQAError, match=message):
+    study.Study(c, str(tmp_path / "s"))
+  assert not os.path.exists(tmp_path / "s")
+
+
+@pytest.mark.parametrize("encoder,sizes,message", [
+    ("distilbert", dict(dim=10, layers=1, heads=3, hidden_dim=8),
+     "config study.lm.mini: dim=10 is not a multiple of heads=3"),
+    ("distilbert", dict(dim=8, layers=0, heads=2, hidden_dim=8),
+     r"config study.lm.mini.layers=0: must be a positive integer \(the random-init encoder's"),
+    ("bert", {}, "config study.lm.mini.checkpoint is empty: random init is offered for "
+     "skipthoughts and distilbert only"),
+    ("skipthoughts", {}, "config study.lm.mini has no word_dim: a random-init Skip-thoughts")])
+def test_a_random_init_language_model_is_checked_before_anything_runs(tmp_path, encoder, sizes,
+                                                                       message):
+  c = micro_config()
+  c.study.lm.mini = config_lib.lm_entry(encoder, "mini", 0.1, **sizes)
+  c.study.language_models = ("mini",)
+  c.study.table2_rows = ()
   with pytest.raises(RSVQAError, match=message):
     study.Study(c, str(tmp_path / "s"))
   assert not os.path.exists(tmp_path / "s")
@@ -454,7 +487,7 @@ def test_a_training_workdir_or_a_dataset_is_refused_as_the_study_folder(tmp_path
   (runs / "a" / "seed0").mkdir(parents=True)
   (runs / "a" / "seed0" / "config.json").write_text("{}")
   with pytest.raises(RSVQAError, match=f"--workdir {runs} holds training runs "
-                     f"\({runs / 'a' / 'seed0'}\)"):
+                     rf"\({runs / 'a' / 'seed0'}\)"):
     study.Study(c, str(runs))
 
 

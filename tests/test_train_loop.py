@@ -12,7 +12,7 @@ from rsvqa_jax.bias import tables
 from rsvqa_jax.data.answers import AnswerVocab
 from rsvqa_jax.eval import accuracy
 from rsvqa_jax.errors import RSVQAError
-from rsvqa_jax.train import checkpointing, loop
+from rsvqa_jax.train import checkpointing, loop, restore
 from rsvqa_jax.train.inputs import Features
 from test_train_support import tiny_config, tiny_task
 
@@ -76,11 +76,38 @@ def _config_stop(n):
   return c
 
 
+def test_a_run_stopped_before_its_first_validation_names_its_last_checkpoint(task, tmp_path):
+  """It has periodic checkpoints and no best one yet: 'no checkpoint' would be wrong."""
+  workdir = str(tmp_path / "w")
+  loop.train(_config_stop(11), workdir, dataset=task[0], features=task[1], log=lambda m: None)
+  assert checkpointing.Checkpoints(os.path.join(workdir, "best"), 1).latest_step() is None
+  with pytest.raises(RSVQAError, match=r"w: no best checkpoint yet \(no validation has run\); "
+                     r"checkpoint 'last' \(--checkpoint last\) uses step 8$"):
+    restore.restore(workdir, ["test"], dataset=task[0], features=task[1])
+  assert restore.restore(workdir, ["test"], which="last", dataset=task[0],
+                         features=task[1])[2] == 8
+
+
 def test_workdir_of_another_config_is_refused(task, finished):
   c = _config()
   c.model.fusion = "mutan"
-  with pytest.raises(RSVQAError, match=r"holds a run of another config: model.fusion is 'mult' there"):
+  with pytest.raises(RSVQAError, match=r"holds a run of another config: model.fusion is 'mult' "
+                     r"there, 'mutan' now; use another --workdir or the same config$"):
     loop.train(c, finished[0], dataset=task[0], features=task[1])
+
+
+def test_a_workdir_without_a_checkpoint_says_deleting_it_loses_nothing(tmp_path):
+  """A run that diverged before its first checkpoint leaves its config alone: the rerun with a
+  lower learning rate is refused, and the message says the folder holds nothing to keep."""
+  workdir = str(tmp_path / "diverged")
+  checkpointing.check_or_record_config(workdir, _config())
+  os.makedirs(os.path.join(workdir, "checkpoints"))
+  lower = _config()
+  lower.optim.lr = _config().optim.lr / 10
+  with pytest.raises(RSVQAError, match=r"holds a run of another config: optim.lr .*; use another "
+                     r"--workdir or the same config; it holds no checkpoint, so deleting it loses "
+                     r"nothing$"):
+    checkpointing.check_or_record_config(workdir, lower)
 
 
 def test_a_refused_batch_size_leaves_the_workdir_free_for_a_fixed_config(task, tmp_path):

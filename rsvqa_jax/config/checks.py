@@ -16,6 +16,7 @@ CHOICES = {
     "optim.name": ("adam", "sgd"),
     "train.compute_dtype": ("float32", "bfloat16"),
     "study.adv_pool": ("dataset", "split"),
+    "study.variant": ("lr", "hr"),
 }
 
 
@@ -107,8 +108,10 @@ def check(config):
     value = node[name]
     listed = isinstance(value, (tuple, list))
     for entry in value if listed else (value,):
+      which = f"{entry!r} " if listed else ""
+      if isinstance(entry, float) and math.isinf(entry):  # 1e999: no learning rate or size
+        raise RSVQAError(f"config {key}={value!r}: {which}must be finite ({interval[-1]})")
       if _outside(entry, interval):
-        which = f"{entry!r} " if listed else ""
         raise RSVQAError(f"config {key}={value!r}: {which}must be {interval[-1]}")
     if listed and not value and key in NON_EMPTY:
       raise RSVQAError(f"config {key}={value!r}: give {NON_EMPTY[key]}")

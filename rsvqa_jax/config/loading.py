@@ -3,6 +3,7 @@ name), run in isolation, with anything it gets wrong or any key no part of rsvqa
 RSVQAError naming the file."""
 import importlib.resources
 import importlib.util
+import inspect
 import os
 import traceback
 
@@ -13,20 +14,30 @@ from rsvqa_jax.errors import RSVQAError
 
 def config_path(name):
   """The file a config name denotes: the path itself, else the installed configs/ file of that
-  name (`configs/hr.py`, `hr.py` and `hr` all find it from any folder after `pip install .`)."""
+  name (`configs/hr.py`, `hr.py` and `hr` all find it from any folder after `pip install .`).
+
+  Only a bare name or one under `configs/` falls back to the installed file: a path into another
+  folder that does not hold the file (a mistyped `myexp/hr.py`) would otherwise run the installed
+  config of the same file name in place of the user's own, silently.
+  """
   if os.path.isfile(name):
     return name
+  if os.path.isdir(name):
+    raise RSVQAError(f"{name}: is a folder; give a config file (.py)")
   base = os.path.basename(name)
   base = base if base.endswith(".py") else base + ".py"
   try:
     packaged = importlib.resources.files("rsvqa_jax.configs") / base
   except ModuleNotFoundError:
     packaged = None
-  if packaged is not None and packaged.is_file():
-    return str(packaged)
-  if os.path.isdir(name):
-    raise RSVQAError(f"{name}: is a folder; give a config file (.py)")
-  raise RSVQAError(f"{name}: config file not found (nor an installed config named {base})")
+  installed = packaged is not None and packaged.is_file()
+  if os.path.normpath(os.path.dirname(name)) in (".", "configs"):
+    if installed:
+      return str(packaged)
+    raise RSVQAError(f"{name}: config file not found (nor an installed config named {base})")
+  raise RSVQAError(f"{name}: config file not found" + (
+      f" (the installed config of that name is found as {base} or configs/{base})"
+      if installed else ""))
 
 
 def load(spec):
@@ -48,6 +59,8 @@ def load(spec):
     module_spec.loader.exec_module(module)
     if not hasattr(module, "get_config"):
       raise RSVQAError(f"{path}: defines no get_config()")
+    if arg and not _takes_argument(module.get_config):
+      raise RSVQAError(f"{path}: takes no argument (given :{arg}); give the file alone")
     config = module.get_config(arg) if arg else module.get_config()
   except RSVQAError:
     raise
@@ -62,6 +75,15 @@ def load(spec):
     raise RSVQAError(f"{path}: get_config() sets {unknown}, which no part of rsvqa-jax reads "
                      "(a misspelt key? `rsvqa-jax config` lists the keys)")
   return config
+
+
+def _takes_argument(get_config):
+  """Whether a config file's get_config accepts the `:arg` of its name."""
+  try:
+    inspect.signature(get_config).bind("arg")
+  except (TypeError, ValueError):
+    return False
+  return True
 
 
 # Sections whose keys are the config's own to choose: study.lm holds one entry per language

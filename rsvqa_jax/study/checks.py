@@ -48,6 +48,7 @@ def check(config, paths=True):
       raise RSVQAError(f"config study.table2_rows: {spec!r} needs "
                        f"study.lm.{names.row_lm(s, spec)}")
   _check_protocol(s)
+  _check_runs(config)
   if s.require_real and paths:
     _check_real(config)
   if runs_shortcuts(s):
@@ -76,6 +77,84 @@ def _check_protocol(s):
     if len(set(values)) != len(values):
       raise RSVQAError(f"config study.{key}={tuple(values)!r}: a seed given twice would count "
                        "the same run twice in the mean (std)")
+
+
+# A random-init entry's sizes (language_models.py; Skip-thoughts' are range-checked as its runs'
+# text.word_dim / text.hidden_dim).
+DISTILBERT_SIZES = ("dim", "layers", "heads", "hidden_dim")
+SKIPTHOUGHTS_SIZES = ("word_dim", "hidden_dim")
+
+
+def _check_runs(config):
+  """Every run config the study trains, checked as a training run's is: a bad study.lm entry,
+  study.balanced.lm_weights or baseline override would otherwise fail only after the runs before
+  it trained, and the folder's record (recorded.py) would then refuse the corrected rerun."""
+  from rsvqa_jax.study import runs  # pylint: disable=g-import-not-at-top
+  s = config.study
+  if s.balanced.enabled and s.balanced.lm_weights not in names.WEIGHTS:
+    raise RSVQAError(f"config study.balanced.lm_weights={s.balanced.lm_weights!r}: choose one "
+                     f"of {', '.join(names.WEIGHTS)}")
+  lms = set(s.language_models) | {names.row_lm(s, r) for r in s.table2_rows}
+  lms |= {s.balanced.language_model} if s.balanced.enabled else set()
+  lms |= {s.shortcuts.language_model} if runs_shortcuts(s) else set()
+  for lm in sorted(lms):
+    if not s.require_real:  # a paper study names every checkpoint (_check_real)
+      _check_random_lm(lm, s.lm[lm])
+    _check_text_lr(lm, s.lm[lm].text_lr)
+    for weights in names.WEIGHTS:
+      try:
+        config_lib.check(runs.config_for(config, "cache", lm, weights, "reference", s.seeds[0],
+                                         "data", config.data.name, _checkpoint(s, lm)))
+      except RSVQAError as e:
+        raise RSVQAError(f"config study.lm.{lm} ({weights} runs): {e}") from None
+  if names.BASELINE in s.table2_rows:
+    for entry in s.baseline.overrides:
+      try:
+        config_lib.check(runs.config_for(config, "cache", s.baseline.language_model, "frozen",
+                                         "reference", s.seeds[0], "data", config.data.name,
+                                         _checkpoint(s, s.baseline.language_model),
+                                         overrides=(entry,)))
+      except RSVQAError as e:
+        raise RSVQAError(f"config study.baseline.overrides: {entry!r} is not a usable KEY=VALUE "
+                         f"setting of its runs ({e})") from None
+
+
+def _checkpoint(s, lm):
+  """The entry's checkpoint as config_for takes it; a paper study's, still to be given where
+  only the config is shown, stands as a placeholder (_check_real requires it to run)."""
+  return s.lm[lm].checkpoint or ("<checkpoint>" if s.require_real else "")
+
+
+def _check_text_lr(lm, lr):
+  if not isinstance(lr, (int, float)) or isinstance(lr, bool) or not 0 <= lr < float("inf"):
+    raise RSVQAError(f"config study.lm.{lm}.text_lr={lr!r}: must be a finite number >= 0")
+
+
+def _check_random_lm(lm, e):
+  """A study.lm entry without a checkpoint is initialised at random (language_models.py):
+  offered for Skip-thoughts and DistilBERT, the latter at the entry's sizes."""
+  if e.checkpoint:
+    return
+  if e.encoder == "skipthoughts":
+    for key in SKIPTHOUGHTS_SIZES:
+      if key not in e:
+        raise RSVQAError(f"config study.lm.{lm} has no {key}: a random-init Skip-thoughts "
+                         "encoder needs word_dim and hidden_dim (or give its checkpoint)")
+    return
+  if e.encoder != "distilbert":
+    raise RSVQAError(f"config study.lm.{lm}.checkpoint is empty: random init is offered for "
+                     f"skipthoughts and distilbert only; give a local {e.encoder} Hugging Face "
+                     "folder")
+  for key in DISTILBERT_SIZES:
+    value = e.get(key)
+    if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+      raise RSVQAError(f"config study.lm.{lm}.{key}={value!r}: must be a positive integer (the "
+                       "random-init encoder's size; or give its checkpoint)")
+  if e.dim % e.heads:
+    raise RSVQAError(f"config study.lm.{lm}: dim={e.dim} is not a multiple of heads={e.heads}")
+  dropout = e.get("dropout", 0.1)
+  if not isinstance(dropout, (int, float)) or isinstance(dropout, bool) or not 0 <= dropout < 1:
+    raise RSVQAError(f"config study.lm.{lm}.dropout={dropout!r}: must be a number in [0, 1)")
 
 
 def check_split(s, dataset):

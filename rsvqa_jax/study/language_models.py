@@ -9,14 +9,13 @@ import os
 import numpy as np
 
 from rsvqa_jax import storage
-from rsvqa_jax.errors import RSVQAError
 from rsvqa_jax.train import inputs
 
 
 def checkpoint(lm, e, dataset, cache):
   """The text.checkpoint of language model `lm` (study.lm entry `e`): its configured one, or a
   random-init folder (Skip-thoughts: with `update_bias` in its entry; without, the model's own
-  init)."""
+  init; DistilBERT at the entry's sizes, which study/checks.py checked)."""
   if e.checkpoint or (e.encoder == "skipthoughts" and "update_bias" not in e):
     return e.checkpoint
   words = inputs.dataset_words(dataset)
@@ -25,10 +24,6 @@ def checkpoint(lm, e, dataset, cache):
                  seed=e.get("init_seed", 0))
     key = storage.identity_key({"words": words, "skipthoughts": True, **sizes})
     return random_skipthoughts(os.path.join(cache, "lm", f"{lm}_random_{key}"), words, **sizes)
-  if e.encoder != "distilbert":
-    raise RSVQAError(f"config study.lm.{lm}.checkpoint is empty: random init is offered for "
-                     f"skipthoughts and distilbert only; give a local {e.encoder} Hugging Face "
-                     "folder")
   sizes = dict(dim=e.dim, layers=e.layers, heads=e.heads, hidden_dim=e.hidden_dim,
                dropout=e.get("dropout", 0.1))
   key = storage.identity_key({"words": words, "seed": e.get("init_seed", 0), **sizes})

@@ -405,5 +405,5 @@ def restore(workdir, splits, *, which="best", data_root=None, dataset=None, feat
   found = (kept.restore_latest(like.checkpoint_items(), warn) if which == "last" else
            best(workdir, kept, like.checkpoint_items(), warn))
   if found is None:
-    raise RSVQAError(f"{workdir}: no checkpoint to score (has training run?)")
+    raise restore_lib.no_checkpoint(workdir, which, kept, "score")
   return run, pools, like.replace(**found[0]), int(found[2])

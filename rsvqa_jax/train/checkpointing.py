@@ -55,8 +55,10 @@ def check_or_record_config(workdir, config, *, record=True):
     if diff:
       key, old, new = diff[0]
       more = f" and {len(diff) - 1} more key(s)" if len(diff) > 1 else ""
+      empty = ("; it holds no checkpoint, so deleting it loses nothing"
+               if not _holds_checkpoint(workdir) else "")
       raise RSVQAError(f"{workdir} holds a run of another config: {key} is {old!r} there, {new!r} "
-                       f"now{more}; use another --workdir or the same config")
+                       f"now{more}; use another --workdir or the same config{empty}")
     return False
   if not record:
     return True
@@ -65,6 +67,14 @@ def check_or_record_config(workdir, config, *, record=True):
     storage.write_json(path, {**config_lib.to_dict(config), RECORDED_IN: os.path.abspath(workdir)},
                        sort_keys=True)
   return True
+
+
+def _holds_checkpoint(workdir):
+  """Whether a training wrote any checkpoint into `workdir` (a run that diverged or was refused
+  before its first one leaves only its config)."""
+  return any(os.path.isdir(os.path.join(workdir, folder)) and any(
+      name.isdigit() for name in os.listdir(os.path.join(workdir, folder)))
+             for folder in ("checkpoints", "best"))
 
 
 def read_config(workdir, data_root=None):

@@ -37,9 +37,19 @@ def restore(workdir, splits, *, which="best", data_root=None, dataset=None, feat
   else:
     found = best_checkpoint(workdir, periodic, like.checkpoint_items(), warn)
   if found is None:
-    raise RSVQAError(f"{workdir}: no checkpoint to evaluate (has training run?)")
+    raise no_checkpoint(workdir, which, periodic, "evaluate")
   items, _, step = found
   return run, like.replace(**items), int(step)
+
+
+def no_checkpoint(workdir, which, periodic, verb):
+  """The RSVQAError when `which` found nothing: a run stopped before its first validation has
+  periodic checkpoints but no best one yet, and the last one can be named."""
+  steps = periodic.steps()
+  if which == "best" and steps:
+    return RSVQAError(f"{workdir}: no best checkpoint yet (no validation has run); checkpoint "
+                      f"'last' (--checkpoint last) uses step {steps[-1]}")
+  return RSVQAError(f"{workdir}: no checkpoint to {verb} (has training run?)")
 
 
 def best_checkpoint(workdir, periodic, like, warn=_log.warning):
