@@ -35,7 +35,7 @@ COMMANDS = {
                  " seeds; --adversarial swaps the images."),
     "study": ("Run the whole language-bias study in one command and write report.md: models with"
               " and without images, over seeds, image swaps, dataset analysis."),
-    "convert": "Convert a ResNet, BERT-family or Skip-thoughts checkpoint to our safetensors/orbax format.",
+    "convert": "Convert a ResNet, BERT-family or Skip-thoughts checkpoint to our safetensors format.",
     "analyze": ("How far the questions alone predict the answers (most common answer per question"
                 " type, per question); scores prediction files against it."),
     "config": "Print every setting of a config file, with your --config.KEY=VALUE overrides.",

@@ -193,6 +193,17 @@ def test_missing_and_mismatched_keys(tmp_path):
     bert_params.load_bert(tmp_path)
 
 
+def test_non_finite_weights_are_refused_by_the_checkpoint_key(tmp_path):
+  """A NaN weight would make every question's features NaN; the file's own key is named."""
+  tensors = _hand_made_bert_folder(tmp_path)
+  key = "bert.encoder.layer.0.intermediate.dense.weight"
+  tensors[key][3, 1] = np.nan
+  save_file(tensors, tmp_path / "model.safetensors")
+  with pytest.raises(RSVQAError, match=rf"^{tmp_path}: key '{key}': 1 of 128 values are not "
+                                       r"finite \(NaN or inf\)"):
+    bert_params.load_bert(tmp_path)
+
+
 def test_padding_invariance_jit_and_dropout(hand_made):
   _, _, model, tok = hand_made
   both = nnx.jit(lambda m, t, k: (m(t, k), m.hidden_states(t, k)))

@@ -1,4 +1,4 @@
-"""`rsvqa-jax convert`: original checkpoints -> our safetensors / orbax files, through the CLI."""
+"""`rsvqa-jax convert`: original checkpoints -> our safetensors files, through the CLI."""
 import json
 
 import numpy as np
@@ -47,14 +47,35 @@ def test_convert_resnet_to_safetensors_and_back(main, torchvision_file, tmp_path
   np.testing.assert_array_equal(model.layer4[1].bn2.var[...], flat["layer4.1.bn2.var"])
 
 
-def test_convert_resnet_to_orbax(main, torchvision_file, tmp_path):
-  src, flat = torchvision_file
-  out = tmp_path / "orbax_ckpt"
-  assert main(["convert", "--kind", "resnet", "--src", str(src), "--out", str(out),
-               "--depth", "18"]) == 0
-  got = checkpoints.flatten(checkpoints.load_orbax(out))
-  assert set(got) == set(flat)
-  np.testing.assert_array_equal(got["fc.kernel"], flat["fc.kernel"])
+def test_convert_refuses_an_out_that_is_not_safetensors(main, torchvision_file, tmp_path, capsys):
+  """Any other --out once became an orbax folder that no loader reads (x.pth a folder too)."""
+  src, _ = torchvision_file
+  for out in (tmp_path / "r18_orbax", tmp_path / "x.pth"):
+    assert main(["convert", "--kind", "resnet", "--src", str(src), "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.strip().splitlines() == [
+        f"rsvqa-jax convert: error: --out {out}: give a file path ending in .safetensors "
+        "(lower case); convert writes no other form"]
+    assert not out.exists()
+
+
+def test_convert_refuses_non_finite_weights(main, torchvision_file, tmp_path, capsys):
+  """A NaN (or inf) array is named with the file and the checkpoint's own key; nothing written."""
+  import safetensors.numpy  # pylint: disable=g-import-not-at-top
+  src, _ = torchvision_file
+  state_dict = safetensors.numpy.load_file(str(src))
+  for value in (np.nan, np.inf):
+    bad = tmp_path / "bad.safetensors"
+    state_dict["conv1.weight"] = np.full_like(state_dict["conv1.weight"], value)
+    safetensors.numpy.save_file(state_dict, str(bad))
+    out = tmp_path / "out.safetensors"
+    assert main(["convert", "--kind", "resnet", "--src", str(bad), "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    size = state_dict["conv1.weight"].size
+    assert err.strip().splitlines() == [
+        f"rsvqa-jax convert: error: {bad}: key 'conv1.weight': {size} of {size} values are not "
+        "finite (NaN or inf); the weights are damaged: export or download them again"]
+    assert not out.exists()
 
 
 def test_convert_errors_name_the_key(main, torchvision_file, tmp_path, capsys):
@@ -165,6 +186,6 @@ def test_convert_refuses_an_out_inside_src_on_a_folder_or_over_a_file(main, tmp_
       (tmp_path / "nope" / "w.safetensors", "its folder"),
       (tmp_path / "dir.safetensors", "is a folder; give a .safetensors file path"),
       (tmp_path / "taken.safetensors", "exists; remove it or give another path"),
-      (tmp_path / "w.SafeTensors", "write the suffix .safetensors in lower case")]:
+      (tmp_path / "w.SafeTensors", "give a file path ending in .safetensors (lower case)")]:
     assert main(["convert", "--kind", "bert", "--src", str(src), "--out", str(out)]) == 2
     assert message in capsys.readouterr().err

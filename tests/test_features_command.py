@@ -95,6 +95,40 @@ def test_bad_flags_are_one_line_errors(data_dir, tmp_path, capsys):
   assert not os.path.exists(tmp_path / "c")
 
 
+def test_variants_without_the_clean_kind_are_refused(data_dir, tmp_path, capsys):
+  """Variants augment clean images only: with white alone, hflip was silently dropped."""
+  for variants, kinds in (("hflip", "white"), ("none,rot90", "white,noise")):
+    rc, out, err = _features(data_dir, str(tmp_path / "c"), capsys, "--variants", variants,
+                             "--kinds", kinds)
+    assert rc == 2 and out == ""
+    assert err.strip().splitlines() == [
+        f"rsvqa-jax features: error: --variants {variants} --kinds {kinds}: the variants augment "
+        "clean images only (white, black and noise are never flipped or rotated); add clean to "
+        "--kinds or leave --variants out"]
+  assert not os.path.exists(tmp_path / "c")
+
+
+def test_non_finite_weights_are_refused_before_any_feature_is_cached(data_dir, tmp_path, capsys):
+  """NaN weights once gave an all-NaN entry with rc 0, and training then blamed the lr."""
+  import safetensors.numpy  # pylint: disable=g-import-not-at-top
+  from rsvqa_jax.models import resnet_params  # pylint: disable=g-import-not-at-top
+  model = nnx.eval_shape(lambda r: resnet.ResNet(18, rngs=r, width=8), nnx.Rngs(0))
+  flat = {k: np.full(s, np.nan if k == "conv1.kernel" else 0.5, np.float32)
+          for k, s in checkpoints.flat_shapes(model).items()}
+  weights = tmp_path / "r18_nan.safetensors"
+  safetensors.numpy.save_file({k: np.ascontiguousarray(v) for k, v in
+                               resnet_params.to_torchvision(checkpoints.unflatten(flat)).items()},
+                              str(weights))
+  cache = str(tmp_path / "c")
+  rc, out, err = _features(data_dir, cache, capsys, "--checkpoint", str(weights))
+  assert rc == 2 and out == ""
+  assert err.strip().splitlines() == [
+      f"rsvqa-jax features: error: {weights}: key 'conv1.weight': 1176 of 1176 values are not "
+      "finite (NaN or inf); the weights are damaged: export or download them again"]
+  assert [n for n in os.listdir(os.path.join(cache, "features"))
+          if not n.startswith(".")] == [image_cache.DIGESTS_DIR]
+
+
 def test_real_data_needs_a_named_or_explicitly_random_checkpoint(real_dir, data_dir, tmp_path,
                                                                  capsys):
   cache = str(tmp_path / "cache")

@@ -13,6 +13,7 @@ from rsvqa_jax.data.images import read_tif, write_tif
 from rsvqa_jax.errors import RSVQAError
 from rsvqa_jax.models import checkpoints, resnet
 from rsvqa_jax import config as config_lib
+from rsvqa_jax import storage
 from rsvqa_jax.features import encoder, image_cache, pixels
 from rsvqa_jax.features import pretrain as pretrain_resnet
 
@@ -244,6 +245,50 @@ def test_interrupted_run_leaves_no_entry(tmp_path, monkeypatch, model_dir):
   monkeypatch.setattr(encoder.ImageEncoder, "encode", original)
   entry = image_cache.image_features(ds, None, _cfg(model_dir), cache)
   assert entry.features.shape == (5, 32)
+
+
+def test_non_finite_features_are_never_cached(tmp_path, monkeypatch, model_dir):
+  """NaN features (damaged weights or pixels) are an error naming the first image, not an entry."""
+  ds = _dataset(tmp_path / "data")
+  cache = str(tmp_path / "cache")
+  original = encoder.ImageEncoder.encode
+
+  def nan_in_row_2(self, images):  # rows 2 and 3 of the first batch: images 16 and 19
+    pooled = np.array(original(self, images)["pooled"])
+    pooled[2:, 0] = np.nan
+    return {"pooled": pooled}
+
+  monkeypatch.setattr(encoder.ImageEncoder, "encode", nan_in_row_2)
+  with pytest.raises(RSVQAError, match=r"^features lr_synthetic_resnet_none_clean: image 16 gives "
+                                       r"NaN or inf features: the encoder weights \(image\."
+                                       r"checkpoint\) or the image's pixels are damaged; nothing "
+                                       "was cached$"):
+    image_cache.image_features(ds, None, _cfg(model_dir), cache)
+  monkeypatch.setattr(encoder.ImageEncoder, "encode",
+                      lambda self, images: {"pooled": np.full((len(images), 32), np.inf)})
+  with pytest.raises(RSVQAError, match="_none_white: image 10 gives NaN or inf features"):
+    image_cache.image_features(ds, None, _cfg(model_dir), cache, kind="white")
+  assert [n for n in os.listdir(cache) if n != image_cache.DIGESTS_DIR
+          and not n.endswith(".lock")] == []
+
+
+def test_an_entry_holding_nan_is_rebuilt(tmp_path, calls, model_dir):
+  """An entry written before NaN features were refused is not served (checksum or no)."""
+  ds = _dataset(tmp_path / "data")
+  cache = str(tmp_path / "cache")
+  good = image_cache.image_features(ds, None, _cfg(model_dir), cache)
+  expected, path = np.array(good.features), good.path
+  del good
+  feats = os.path.join(path, "features.npy")
+  np.save(feats, np.full_like(expected, np.nan))
+  with open(os.path.join(path, "manifest.json"), encoding="utf-8") as f:
+    manifest = json.load(f)
+  manifest["features_sha256"] = storage.file_sha256(feats)
+  with open(os.path.join(path, "manifest.json"), "w", encoding="utf-8") as f:
+    json.dump(manifest, f)
+  again = image_cache.image_features(ds, None, _cfg(model_dir), cache)
+  assert calls["n"] == 4  # two batches each time
+  np.testing.assert_array_equal(again.features, expected)
 
 
 def test_variants_are_separate_entries(tmp_path, model_dir):

@@ -5,6 +5,7 @@ import pytest
 from flax import nnx
 
 from rsvqa_jax.data import tokenizers
+from rsvqa_jax.errors import RSVQAError
 from rsvqa_jax.models import checkpoints, skipthoughts_params
 from rsvqa_jax.models.skipthoughts import SkipThoughts
 from rsvqa_jax.train import model_builder
@@ -66,3 +67,25 @@ def test_every_parameter_comes_from_the_files(folder):
     np.testing.assert_array_equal(embedding[tok.vocab.index(word)], table[DICTIONARY.index(word)])
   assert set(checkpoints.flatten(checkpoints.state_tree(model))) == {
       "W", "U", "b", "Wx", "Ux", "bx", "embed.embedding"}
+
+
+def test_non_finite_arrays_are_refused_naming_the_file_and_key(folder):
+  """A NaN in uni_skip.npz is named by its key there; one in a word's utable row by the table."""
+  with np.load(folder / "uni_skip.npz") as npz:
+    arrays = dict(npz)
+  good = {k: v.copy() for k, v in arrays.items()}
+  arrays["encoder_Ux"][0, 0] = np.inf
+  np.savez(folder / "uni_skip.npz", **arrays)
+  with pytest.raises(RSVQAError, match=r"uni_skip\.npz: key 'encoder_Ux': 1 of 9 values are not "
+                                       r"finite \(NaN or inf\)"):
+    _load(folder)
+  np.savez(folder / "uni_skip.npz", **good)
+  table = np.load(folder / "utable.npy")
+  table[DICTIONARY.index("road"), 2] = np.nan
+  np.save(folder / "utable.npy", table)
+  with pytest.raises(RSVQAError, match=r"utable\.npy: the rows of the vocabulary's words: 1 of "):
+    _load(folder)
+  table[DICTIONARY.index("road"), 2] = 0.0
+  table[DICTIONARY.index("<eos>")] = np.nan  # a row no word of the vocabulary reads
+  np.save(folder / "utable.npy", table)
+  _load(folder)

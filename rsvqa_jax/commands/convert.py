@@ -1,8 +1,9 @@
 """`rsvqa-jax convert`: turn an original checkpoint into a file of our parameter tree.
 
 The output is a safetensors file (`--out X.safetensors`, flattened "a.b.c" keys, the
-architecture in its header so `load_resnet` can read it back) or else an orbax checkpoint
-directory. Every key and shape is checked on the way in; a mismatch names the key and shapes.
+architecture in its header so `load_resnet` can read it back); no other form is written, as
+nothing would read it. Every key, shape and value is checked on the way in: a mismatch names
+the key and shapes, a NaN or an inf the key.
 """
 import json
 import os
@@ -20,7 +21,7 @@ def add_arguments(parser):
                            "bert: HF folder; skipthoughts: folder with uni_skip.npz, "
                            "utable.npy (or utable_f32.npy), dictionary.txt")
   parser.add_argument("--out", required=True,
-                      help="FILE.safetensors, or a directory for an orbax checkpoint")
+                      help="FILE.safetensors to write")
   parser.add_argument("--depth", type=int, choices=(18, 34, 50, 101, 152),
                       help="resnet depth (default: inferred from the checkpoint)")
   parser.add_argument("--data", help="skipthoughts: dataset folder whose questions give the words kept")
@@ -57,20 +58,19 @@ def _skipthoughts(args):
 
 
 def _check_out(args):
-  """--out must not land in or on --src (the weights it converts), nor where a folder stands;
-  a .SAFETENSORS suffix would have made an orbax folder of that name."""
+  """--out must be a new .safetensors file (the one form `load_resnet` reads back; an orbax folder
+  was read by nothing), neither in nor on --src (the weights it converts)."""
   src, out = os.path.realpath(args.src), os.path.realpath(args.out)
+  if not args.out.endswith(".safetensors"):
+    raise RSVQAError(f"--out {args.out}: give a file path ending in .safetensors (lower case); "
+                     "convert writes no other form")
   if out == src or out.startswith(src.rstrip(os.sep) + os.sep):
     raise RSVQAError(f"--out {args.out}: inside --src {args.src}; write the converted weights "
                      "elsewhere")
   parent = os.path.dirname(out)
   if not os.path.isdir(parent):
     raise RSVQAError(f"--out {args.out}: its folder {parent} {errors.not_a_folder(parent)}")
-  suffix = os.path.splitext(args.out)[1]
-  if suffix.lower() == ".safetensors" and suffix != ".safetensors":
-    raise RSVQAError(f"--out {args.out}: write the suffix .safetensors in lower case (any other "
-                     "--out is written as an orbax folder)")
-  if args.out.endswith(".safetensors") and os.path.isdir(out):
+  if os.path.isdir(out):
     raise RSVQAError(f"--out {args.out}: is a folder; give a .safetensors file path")
   if os.path.lexists(out):
     raise RSVQAError(f"--out {args.out}: exists; remove it or give another path")
@@ -90,9 +90,6 @@ def run(args):
                             "skipthoughts": _skipthoughts}[args.kind](args)
   tree = checkpoints.state_tree(model)
   flat = checkpoints.flatten(tree)
-  if args.out.endswith(".safetensors"):
-    checkpoints.save_safetensors(args.out, tree, metadata)
-  else:
-    checkpoints.save_orbax(args.out, tree)
+  checkpoints.save_safetensors(args.out, tree, metadata)
   count = sum(v.size for v in flat.values())
   print(f"{label}: {len(flat)} arrays, {count:,} values -> {args.out}")

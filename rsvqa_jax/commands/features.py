@@ -5,6 +5,9 @@
        --arch synthetic_resnet --pretrain]
       [--variants none,hflip,vflip,rot90,rot180,rot270] [--kinds clean,white,black,noise]
 
+The variants augment the clean images; the other kinds replace the pixels and are computed
+once, unaugmented (variant none), so variants without the clean kind are an error.
+
 CACHE is the folder a training config names as data.cache_dir (default with --config: its
 data.cache_dir): entries go to CACHE/features and a synthetic_resnet to CACHE/synthetic_resnet,
 where training and evaluation look for them. The image settings come from the config's `image`
@@ -39,8 +42,8 @@ def add_arguments(parser):
                                        "and data.cache_dir are used")
   parser.add_argument("--splits", default="", help="comma list of splits (default: all)")
   parser.add_argument("--variants", default="none",
-                      help="augmentation variants: 'all' or a comma list of none, hflip, vflip, "
-                           "rot90, rot180, rot270")
+                      help="augmentation variants of the clean kind: 'all' or a comma list of "
+                           "none, hflip, vflip, rot90, rot180, rot270")
   parser.add_argument("--kinds", default="clean",
                       help="pixel kinds: 'all' or a comma list of clean, white, black, noise")
   parser.add_argument("--noise-seed", type=argument_types.seed, default=0,
@@ -99,6 +102,10 @@ def run(args):
   from rsvqa_jax.train import prepare  # pylint: disable=g-import-not-at-top
   variants = _names(args.variants, pixels.VARIANTS, "--variants")
   kinds = _names(args.kinds, pixels.KINDS, "--kinds")
+  if "clean" not in kinds and set(variants) != {"none"}:
+    raise RSVQAError(f"--variants {args.variants} --kinds {args.kinds}: the variants augment "
+                     "clean images only (white, black and noise are never flipped or rotated); "
+                     "add clean to --kinds or leave --variants out")
   dataset = rsvqa_json.read_dataset(args.data, args.dataset)
   splits = [s.strip() for s in args.splits.split(",") if s.strip()] or None
   if args.splits.strip() and not splits:

@@ -10,7 +10,9 @@ preprocessing, input size, variant, kind, dataset root and every image file's co
 Anything that changes the features changes the key, so an old entry is simply never looked up.
 Entries are built through storage.cached (by one process at a time, renamed into place when
 complete); on open, the manifest, array shapes and the features checksum are verified, and a
-bad entry is rebuilt.
+bad entry is rebuilt. Features that are not finite (NaN or inf: damaged weights, or an image
+that overflows the encoder) are never written, and an entry holding any is rebuilt, so the
+error names the image instead of a training run diverging at its first step.
 A cache hit reads files only: the encoder is built on a miss.
 """
 import dataclasses
@@ -74,9 +76,19 @@ def _open_entry(path, key, n):
         return None
   except (TypeError, KeyError, ValueError):
     return None
-  if feats is None or ids.shape != (n,):
+  if feats is None or ids.shape != (n,) or not np.isfinite(feats).all():
     return None
   return ImageFeatures(feats, ids, path, fmap)
+
+
+def _check_finite(out, ids, desc):
+  """RSVQAError naming the first image of `ids` whose encoder outputs hold a NaN or an inf."""
+  for value in out.values():
+    finite = np.isfinite(value.reshape(len(value), -1)).all(axis=1)
+    if not finite.all():
+      raise RSVQAError(f"features {desc}: image {ids[np.argmin(finite)]} gives NaN or inf "
+                       "features: the encoder weights (image.checkpoint) or the image's pixels "
+                       "are damaged; nothing was cached")
 
 
 def _compute_entry(tmp, encoder, load, image_ids, constant, desc):
@@ -85,6 +97,7 @@ def _compute_entry(tmp, encoder, load, image_ids, constant, desc):
   arrays = {}
   if constant:  # white / black: every row is the same image
     out = encoder.encode(np.stack([load(image_ids[0])]))
+    _check_finite(out, image_ids[:1], desc)
     for name, value in out.items():
       arr = np.lib.format.open_memmap(os.path.join(tmp, f"{name}.npy"), mode="w+",
                                       dtype=np.float32, shape=(n,) + value.shape[1:])
@@ -95,6 +108,7 @@ def _compute_entry(tmp, encoder, load, image_ids, constant, desc):
     with progress.bar(total=n, desc=f"features {desc}", unit="img") as bar:
       for batch in pixels.batches(load, image_ids, encoder.batch_size):
         out = encoder.encode(batch)
+        _check_finite(out, image_ids[start:start + len(batch)], desc)
         if not arrays:
           row_bytes = sum(v[0].nbytes for v in out.values())
           storage.ensure_free(tmp, n * row_bytes + (1 << 20), f"the features of {n} images")

@@ -110,13 +110,14 @@ def _prefix(tensors, source):
 
 
 def hf_tree(model, tensors, source="checkpoint"):
-  """Hugging Face tensors -> our parameter tree for `model` (possibly abstract).
+  """Hugging Face tensors -> (our parameter tree for `model` (possibly abstract), names).
 
-  A missing or mismatched checkpoint key raises RSVQAError naming it.
+  `names` maps our keys to the checkpoint's, so `checkpoints.load_into` names a NaN by the key
+  the file holds. A missing or mismatched checkpoint key raises RSVQAError naming it.
   """
   prefix = _prefix(tensors, source)
   shapes = checkpoints.flat_shapes(model)
-  flat = {}
+  flat, names = {}, {}
   for ours, candidates, transpose in _targets(model.config):
     stored = shapes[ours][::-1] if transpose else shapes[ours]
     key = next((prefix + c for c in candidates if prefix + c in tensors), None)
@@ -126,13 +127,13 @@ def hf_tree(model, tensors, source="checkpoint"):
     value = np.asarray(tensors[key], np.float32)
     if value.shape != stored:
       raise RSVQAError(f"{source}: key {key} has shape {value.shape}, model expects {stored}")
-    flat[ours] = value.T if transpose else value
+    flat[ours], names[ours] = (value.T if transpose else value), key
   layers = {int(m.group(1)) for k in tensors if k.startswith(prefix)
             and (m := _LAYER_KEY.match(k[len(prefix):]))}
   if layers and max(layers) + 1 != model.config.num_layers:
     raise RSVQAError(f"{source}: the checkpoint holds {max(layers) + 1} layers, config.json asks "
                      f"for {model.config.num_layers}")
-  return checkpoints.unflatten(flat)
+  return checkpoints.unflatten(flat), names
 
 
 def load_bert(folder, *, rngs=None, dtype=None):
@@ -145,6 +146,7 @@ def load_bert(folder, *, rngs=None, dtype=None):
   folder = os.fspath(folder)
   config = BertConfig.from_hf_json(os.path.join(folder, "config.json"))
   model = nnx.eval_shape(lambda: BertEncoder(config, rngs=nnx.Rngs(0), dtype=dtype))
-  checkpoints.load_into(model, hf_tree(model, read_hf_weights(folder), folder), folder)
+  tree, names = hf_tree(model, read_hf_weights(folder), folder)
+  checkpoints.load_into(model, tree, folder, names)
   checkpoints.finish_abstract(model, rngs if rngs is not None else nnx.Rngs(0), folder)
   return model

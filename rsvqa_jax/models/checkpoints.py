@@ -3,10 +3,10 @@
 A tree is a nested dict of arrays as `nnx.to_pure_dict` gives it (list positions are int keys);
 flattening joins the path with "." and unflattening turns all-digit parts back into ints.
 `state_tree` / `load_into` move the parameters and BatchNorm statistics of an NNX module in
-and out of that form, checking every key and shape; files are safetensors (flattened "a.b.c"
-keys) or orbax checkpoints. `jit_init` builds a randomly initialised module in one compiled
-program: eager construction compiles and runs every initializer op by itself, which takes tens
-of seconds for a small ResNet on a CPU.
+and out of that form, checking every key, shape and value (a NaN or an inf is refused on the way
+in, not blamed later on training); files are safetensors (flattened "a.b.c" keys). `jit_init`
+builds a randomly initialised module in one compiled program: eager construction compiles and
+runs every initializer op by itself, which takes tens of seconds for a small ResNet on a CPU.
 """
 import hashlib
 import os
@@ -37,9 +37,9 @@ def flatten(tree):
   return {name: np.asarray(value) for name, value in _dotted(tree).items()}
 
 
-def unflatten(flat, int_keys=True):
-  """{"a.0.c": x} -> {"a": {0: {"c": x}}} (or {"a": {"0": ...}} with int_keys=False)."""
-  split = lambda name: tuple(int(p) if int_keys and p.isdigit() else p for p in name.split("."))
+def unflatten(flat):
+  """{"a.0.c": x} -> {"a": {0: {"c": x}}}."""
+  split = lambda name: tuple(int(p) if p.isdigit() else p for p in name.split("."))
   return traverse_util.unflatten_dict({split(name): value for name, value in flat.items()})
 
 
@@ -91,8 +91,13 @@ def flat_shapes(model):
   return {name: tuple(v.shape) for name, v in _dotted(state_tree(model)).items()}
 
 
-def load_into(model, tree, source):
-  """Copy `tree` into `model` in place; RSVQAError naming the key on a missing/extra/mismatched key."""
+def load_into(model, tree, source, names=None):
+  """Copy `tree` into `model` in place; RSVQAError naming the key on a missing/extra/mismatched key.
+
+  A non-finite value (NaN or inf) is refused too: it would turn every output into NaN, and the
+  first sign of it would otherwise be a training run that "diverges" at its first step. `names`
+  maps our keys to the checkpoint's own names, which the messages then use.
+  """
   state = nnx.state(model, _SAVED)
   shapes = flat_shapes(model)
   given = flatten(tree)
@@ -102,11 +107,24 @@ def load_into(model, tree, source):
     if given[key].shape != shapes[key]:
       raise RSVQAError(f"{source}: key {key!r} has shape {given[key].shape}, "
                        f"the model expects {shapes[key]}")
+    check_finite(given[key], f"{source}: key {(names or {}).get(key, key)!r}")
   extra = sorted(set(given) - set(shapes))
   if extra:
     raise RSVQAError(f"{source}: {len(extra)} unexpected key(s), first {extra[0]!r}")
   nnx.replace_by_pure_dict(state, unflatten({k: jnp.asarray(v) for k, v in given.items()}))
   nnx.update(model, state)
+
+
+def check_finite(value, what):
+  """RSVQAError "`what`: N of M values are not finite" when a float array holds a NaN or an inf."""
+  value = np.asarray(value)
+  if not np.issubdtype(value.dtype, np.inexact):
+    return
+  finite = np.isfinite(value)
+  if not finite.all():
+    raise RSVQAError(f"{what}: {finite.size - np.count_nonzero(finite)} of {finite.size} values "
+                     "are not finite (NaN or inf); the weights are damaged: export or download "
+                     "them again")
 
 
 def save_safetensors(path, tree, metadata=None):
@@ -127,25 +145,6 @@ def load_safetensors(path):
   except (OSError, safetensors.SafetensorError) as e:
     raise RSVQAError(f"{path}: not a readable safetensors file ({e})") from None
   return unflatten(flat), metadata
-
-
-def save_orbax(path, tree):
-  """Write a tree as an orbax checkpoint directory (keys stored as strings)."""
-  import orbax.checkpoint as ocp  # pylint: disable=g-import-not-at-top  (slow import)
-  str_keys = unflatten(flatten(tree), int_keys=False)
-  with ocp.StandardCheckpointer() as ckptr:
-    ckptr.save(os.path.abspath(path), str_keys)
-
-
-def load_orbax(path):
-  """Read a tree written by `save_orbax` as numpy arrays, list positions as int keys again."""
-  import orbax.checkpoint as ocp  # pylint: disable=g-import-not-at-top
-  path = os.path.abspath(path)
-  if not os.path.isdir(path):
-    raise RSVQAError(f"{path}: no such orbax checkpoint directory")
-  with ocp.StandardCheckpointer() as ckptr:
-    restored = ckptr.restore(path)
-  return unflatten(flatten(restored))
 
 
 def finish_abstract(model, rngs, source):

@@ -212,7 +212,8 @@ def load_resnet(path, depth=None, *, rngs=None, dtype=jnp.float32):
   width = int(np.shape(state_dict["conv1.weight"])[0])
   num_classes = int(np.shape(state_dict["fc.weight"])[0]) if "fc.weight" in state_dict else None
   model = _abstract(depth, width, num_classes, dtype, rngs)
-  checkpoints.load_into(model, from_torchvision(state_dict, model, source), source)
+  names = {key: torchvision_name(key) for key in checkpoints.flat_shapes(model)}
+  checkpoints.load_into(model, from_torchvision(state_dict, model, source), source, names)
   return model
 
 

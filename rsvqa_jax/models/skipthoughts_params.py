@@ -193,6 +193,7 @@ def load_skipthoughts(folder_or_files, vocab, *, dictionary=None, allow_pickle=F
   if UNK in dictionary:
     needed.append(dictionary[UNK])
   table = read_table_rows(files["utable"], needed, allow_pickle=allow_pickle)
+  checkpoints.check_finite(table, f"{files['utable']}: the rows of the vocabulary's words")
   word_dim, hidden_dim = arrays["W"].shape[0], arrays["Ux"].shape[0]
   if table.shape[1] != word_dim:
     raise RSVQAError(f"{files['utable']}: word vectors of size {table.shape[1]}, "
@@ -205,6 +206,6 @@ def load_skipthoughts(folder_or_files, vocab, *, dictionary=None, allow_pickle=F
       len(vocab), word_dim=word_dim, hidden_dim=hidden_dim, dropout=dropout,
       bayesian=bayesian, rngs=nnx.Rngs(0)))
   checkpoints.load_into(model, uni_skip_tree(model, arrays, word_rows, files["uni_skip"]),
-                        files["uni_skip"])
+                        files["uni_skip"], ENCODER_KEYS)
   checkpoints.finish_abstract(model, rngs, files["uni_skip"])
   return model
