@@ -200,6 +200,8 @@ def load_run(workdir, *, checkpoint="best", data_root=None, allow_pickle=False):
   """
   workdir = _path(workdir, "load_run workdir")
   data_root = None if data_root is None else _path(data_root, "load_run data_root")
+  if data_root is not None and not os.path.isdir(data_root):
+    raise RSVQAError(f"load_run data_root={data_root!r}: not a folder")
   with skipthoughts_params.pickle_allowed(allow_pickle):
     splits = [checkpointing.read_config(workdir).data.val_split]
     run, state, step = restore.restore(workdir, splits, which=checkpoint, data_root=data_root)

@@ -97,6 +97,8 @@ def test_predict_agrees_with_evaluate(tiny):
   assert seeded["seed"] == 1
   with pytest.raises(RSVQAError, match="load_run workdir: expected a path"):
     rsvqa_jax.load_run(None)
+  with pytest.raises(RSVQAError, match=r"load_run data_root='.*nosuch': not a folder$"):
+    rsvqa_jax.load_run(str(tiny / "runs" / "tiny"), data_root=str(tiny / "nosuch"))
 
 
 def test_predict_warns_of_questions_without_a_known_word(tiny, caplog):

@@ -195,6 +195,10 @@ def test_validate_names_a_missing_image_folder_once_and_caps_the_listed_problems
                              "layout keeps its images there); --skip-images checks the JSON "
                              "files alone")
   assert _run_validate(broken, capsys, "--skip-images")[0] == 0
+  with open(folder, "w") as f:
+    f.write("not a folder")
+  assert _run_validate(broken, capsys)[1].startswith(
+      f"rsvqa-jax validate: error: {folder}: a file, not the image folder (the LR layout")
 
 
 def test_a_file_where_a_folder_or_a_config_is_expected_is_named_as_such(lr, tmp_path, capsys):

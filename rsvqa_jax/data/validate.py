@@ -102,8 +102,9 @@ def validate(root, name=None, images="decode"):
   if images != "skip":
     folder = os.path.join(root, rsvqa_json.LAYOUTS[dataset.name].image_dir)
     if not os.path.isdir(folder):
-      raise RSVQAError(f"{folder}: image folder missing (the {dataset.name.upper()} layout keeps "
-                       f"its images there); --skip-images checks the JSON files alone")
+      what = "a file, not the image folder" if os.path.exists(folder) else "image folder missing"
+      raise RSVQAError(f"{folder}: {what} (the {dataset.name.upper()} layout keeps its images "
+                       "there); --skip-images checks the JSON files alone")
     problems = image_problems(dataset, images)
     if problems:
       raise ImageProblems(problems, len(_image_ids(dataset)))
