@@ -58,9 +58,49 @@ def test_map_divides_by_min_k_r():
   assert out["map@5"] == pytest.approx((1 + 1 + 0 + 3 / 4) / 3)
 
 
-def test_ties_rank_in_file_order():
-  assert m.ranking(["a", "a"], [0, 2], [0.5, 0.5])["ndcg@1"] == 0.0
-  assert m.ranking(["a", "a"], [2, 0], [0.5, 0.5])["ndcg@1"] == 1.0
+def test_a_tie_scores_the_mean_of_its_orders():
+  # Orders 2, 0 (NDCG@1 1, NDCG@3 1, AP@1 1, AP@3 1) and 0, 2 (0, 1/log2 3, 0, P@2 = 1/2).
+  for labels in ([2, 0], [0, 2]):
+    out = m.ranking(["a", "a"], labels, [0.5, 0.5])
+    assert out["ndcg@1"] == 0.5 and out["map@1"] == 0.5 and out["map@3"] == 0.75
+    assert out["ndcg@3"] == pytest.approx((1 + 1 / LOG3) / 2)
+
+
+def test_a_tie_below_the_top_by_hand():
+  # Label 1 first, then labels 2 and 0 tied: orders 1, 2, 0 and 1, 0, 2. Gains 1, 3, 0; ideal
+  # DCG@3 3 + 1/log2 3. AP@3 (R = 1): P@2 = 1/2 or P@3 = 1/3.
+  ideal = 3 + 1 / LOG3
+  for order in ([0, 1, 2], [0, 2, 1], [2, 1, 0]):
+    out = m.ranking(["a"] * 3, np.array([1, 2, 0])[order], np.array([0.9, 0.5, 0.5])[order])
+    assert out["ndcg@1"] == pytest.approx(1 / 3)
+    assert out["ndcg@3"] == pytest.approx(((1 + 3 / LOG3) / ideal + (1 + 3 / 2) / ideal) / 2)
+    assert out["map@1"] == 0.0 and out["map@3"] == pytest.approx((1 / 2 + 1 / 3) / 2)
+
+
+def test_map_of_a_tie_is_its_expectation_over_orders():
+  # Labels 2, 2, 0 all tied, R = 2: orders 220 (AP 1), 202 ((1 + 2/3) / 2), 022 ((1/2 + 2/3) / 2),
+  # each a third of the orders: 29/36.
+  assert m.ranking(["a"] * 3, [2, 0, 2], [0.5] * 3)["map@3"] == pytest.approx(29 / 36)
+
+
+def test_equal_scores_give_one_value_in_any_row_order():
+  labels = np.array([2, 1, 0, 0, 2, 1, 1, 0])
+  ids = ["a"] * 5 + ["b"] * 3
+  first = m.ranking(ids, labels, [0.5] * 8)
+  # Pool a: mean gain (3 + 1 + 3) / 5 at every position, ideal@1 3; pool b: 2/3 against 1.
+  assert first["ndcg@1"] == pytest.approx((7 / 5 / 3 + 2 / 3) / 2)
+  assert first["map@1"] == pytest.approx(2 / 5)  # pool b has no label 2: left out
+  for order in ([4, 3, 2, 1, 0, 7, 6, 5], [1, 3, 0, 2, 4, 5, 7, 6]):
+    assert m.ranking(ids, labels[order], [0.5] * 8) == first
+
+
+def test_reversed_rows_change_no_metric():
+  rng = np.random.default_rng(3)
+  ids = np.repeat(np.arange(40), 5)
+  labels = rng.integers(0, 3, 200)
+  scores = rng.integers(0, 4, 200) / 3  # many ties
+  forward = m.ranking(ids, labels, scores)
+  assert forward == pytest.approx(m.ranking(ids[::-1], labels[::-1], scores[::-1]), abs=1e-12)
 
 
 def test_ternary_cuts_and_paper_majority_f1():
@@ -111,7 +151,9 @@ def test_baselines():
   assert set(np.unique(r).tolist()) == {0.0, 0.5, 1.0}
   assert np.array_equal(r, m.random_scores(300, 0))
   base = m.baselines([0, 0, 1], ["a"] * 3, [2, 1, 0], [2, 0, 0])
-  assert base["Majority"]["ndcg@1"] == pytest.approx(1.0)  # file order happens to be right
+  # One score for all: every order as likely, mean gain (3 + 1 + 0) / 3 against the ideal 3.
+  assert base["Majority"]["ndcg@1"] == pytest.approx(4 / 9)
+  assert m.baselines([0, 0, 1], ["a"] * 3, [0, 1, 2], [2, 0, 0])["Majority"] == base["Majority"]
   assert set(base) == {"Random", "Majority"}
 
 

@@ -114,7 +114,7 @@ def test_reference_beats_question_only_and_baselines(task):
 def test_question_only_stays_near_majority_when_wording_says_nothing(task):
   blind = task["runs"]["blind"]["metrics"]
   majority = evaluation.baselines(task["runs"]["blind"])["Majority"]
-  assert blind["ndcg@1"] == pytest.approx(majority["ndcg@1"])  # both rank in file order
+  assert blind["ndcg@1"] == pytest.approx(majority["ndcg@1"])  # both tie a whole pool: its mean
   assert abs(blind["ternary_acc"] - majority["ternary_acc"]) < 0.1
   assert abs(blind["binary_f1"] - majority["binary_f1"]) < 0.1
 

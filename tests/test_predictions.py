@@ -92,6 +92,22 @@ def test_bad_csv(tmp_path, header, rows, message):
     predictions.read(path)
 
 
+def test_a_json_file_or_a_long_header_is_a_short_error(tmp_path):
+  """A one-line JSON file is one CSV row: its whole text was quoted as the header."""
+  questions = tmp_path / "questions.json"
+  questions.write_text(json.dumps({"questions": [{"id": i, "question": "Is there a road?" * 9}
+                                                 for i in range(200)]}))
+  with pytest.raises(RSVQAError) as info:
+    predictions.read(str(questions))
+  assert str(info.value) == (f"{questions}: not a CSV file (it looks like JSON); give a CSV with "
+                             "the columns question_id, prediction")
+  path = write_csv(tmp_path / "wide.csv", ["id"] + [f"column_{i}" for i in range(100)], [])
+  with pytest.raises(RSVQAError, match=r"missing column\(s\) question_id, prediction \(header: "
+                                       r"'id,column_0,.*\.\.\.'\)$") as info:
+    predictions.read(path)
+  assert len(str(info.value)) < len(path) + 160
+
+
 def test_unreadable_bytes_are_one_line_errors(tmp_path):
   latin = tmp_path / "latin.csv"
   latin.write_bytes("question_id,prediction\n1,r\u00e9sidentiel\n".encode("latin-1"))

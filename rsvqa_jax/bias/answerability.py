@@ -1,12 +1,19 @@
 """Answerability ranking metrics (ChiQA, DESIGN.md 6.3) of any model's scores, and their tables.
 
 A pool is one question's candidate images, each labelled 2 (answers it), 1 (partly) or 0, and
-scored in [0, 1] by a model. Ranking within a pool: by score, ties in the order the rows stand
-in the file (a question-only model scores a pool's candidates alike, so it ranks them as listed).
+scored in [0, 1] by a model. Ranking within a pool: by score; candidates of equal score are in
+no order, so NDCG and MAP are their expected values over the random orders of each tie group
+(McSherry & Najork 2008), exact and independent of the rows' order in the file: a question-only
+model, scoring a pool's candidates alike, scores as a random ranking does. Without ties they are
+the plain values.
   NDCG@k  gain 2^rel - 1, discount log2(i + 1), ideal DCG from the pool's own labels; a pool with
-          no label > 0 has no ideal ranking and is left out (counted).
+          no label > 0 has no ideal ranking and is left out (counted). Ties: each position of a
+          tie group gains the group's mean gain (the expected gain there).
   MAP@k   label 2 relevant; AP@k = sum_{i <= k} P@i rel_i / min(k, R), R the pool's relevant
-          candidates; a pool with R = 0 is left out (counted).
+          candidates; a pool with R = 0 is left out (counted). Ties: P@i rel_i is replaced by
+          its expectation, E[C_i rel_i] / i with C_i the relevant candidates in the first i: at
+          position j (from 0) of a group of n holding r relevant, after c relevant above it,
+          E[C_i rel_i] = r/n (c + 1) + j r (r - 1) / (n (n - 1)).
   ternary scores cut at 1/3 and 2/3 into 0 / 1 / 2; accuracy and macro-F1 over the three labels
           (a label never predicted right scores F1 0, as the paper's Majority row: 23.95 = 71.9/3).
   binary  2 against 1 / 0, positive when score >= t, t the validation score that maximises F1 on
@@ -52,25 +59,38 @@ def pools(pool_ids):
 
 
 def ranked(labels, scores):
-  """A pool's labels by descending score, ties in their given order."""
-  return np.asarray(labels)[np.argsort(-np.asarray(scores, np.float64), kind="stable")]
+  """(a pool's labels by descending score, each position's tie group: 0, 1, ... down the
+  ranking, positions of equal score sharing one); the order within a group is arbitrary."""
+  scores = np.asarray(scores, np.float64)
+  order = np.argsort(-scores, kind="stable")
+  s = scores[order]
+  return np.asarray(labels)[order], np.concatenate([[0], np.cumsum(s[1:] != s[:-1])])
 
 
-def ndcg_at(ranked_labels, k):
-  """NDCG@k of one ranking, or None when no label is > 0."""
+def ndcg_at(ranked_labels, groups, k):
+  """Expected NDCG@k of one ranking over the orders of its tie groups, or None when no label is
+  > 0; a position's expected gain is its group's mean (exactly the gain when untied)."""
   gains = 2.0 ** np.asarray(ranked_labels, np.float64) - 1
+  expected = (np.bincount(groups, weights=gains) / np.bincount(groups))[groups]
   discount = 1 / np.log2(np.arange(2, min(k, len(gains)) + 2))
   ideal = (np.sort(gains)[::-1][:k] * discount).sum()
-  return None if ideal == 0 else float((gains[:k] * discount).sum() / ideal)
+  return None if ideal == 0 else float((expected[:k] * discount).sum() / ideal)
 
 
-def average_precision_at(ranked_labels, k):
-  """AP@k with label 2 relevant, or None when the pool has none."""
+def average_precision_at(ranked_labels, groups, k):
+  """Expected AP@k (label 2 relevant) of one ranking over the orders of its tie groups (the
+  module's closed form), or None when the pool has none relevant."""
   rel = np.asarray(ranked_labels) == 2
   if not rel.any():
     return None
-  precision = np.cumsum(rel[:k]) / np.arange(1, min(k, len(rel)) + 1)
-  return float((precision * rel[:k]).sum() / min(k, rel.sum()))
+  n = np.bincount(groups)[groups].astype(np.float64)  # size of each position's group
+  r = np.bincount(groups, weights=rel)[groups]  # relevant candidates in it
+  first = np.flatnonzero(np.diff(groups, prepend=-1))[groups]  # its first position
+  above = np.concatenate([[0], np.cumsum(rel)])[first]  # relevant candidates above it
+  j = np.arange(len(rel)) - first
+  hits = r / n * (above + 1) + j * r * (r - 1) / (n * np.maximum(n - 1, 1))  # E[C_i rel_i]
+  precision = hits[:k] / np.arange(1, min(k, len(rel)) + 1)
+  return float(precision.sum() / min(k, rel.sum()))
 
 
 def ranking(pool_ids, labels, scores):
@@ -78,9 +98,9 @@ def ranking(pool_ids, labels, scores):
   per = {key: [] for key in RANKING_KEYS}
   left = {"ndcg": 0, "map": 0}
   for rows in pools(pool_ids):
-    order = ranked(np.asarray(labels)[rows], np.asarray(scores)[rows])
+    order, groups = ranked(np.asarray(labels)[rows], np.asarray(scores)[rows])
     for name, fn in (("ndcg", ndcg_at), ("map", average_precision_at)):
-      values = [fn(order, k) for k in KS]
+      values = [fn(order, groups, k) for k in KS]
       if values[0] is None:
         left[name] += 1
         continue
@@ -353,9 +373,9 @@ def summary(sets, split, seconds=None):
                    f"'{w}' {100 * a:.0f} / {100 * b:.0f} / {100 * c:.0f}% ({100 * d:.1f} points)"
                    for w, _, a, b, c, d, *_ in rows) + ".")
     out.append(text)
-  out.append("A question-only model scores every candidate of a pool alike, so it ranks them as "
-             "listed: its NDCG and MAP are the file order's, like Majority's, and its bias shows "
-             "in the ternary and binary metrics."
+  out.append("A question-only model scores every candidate of a pool alike, so its NDCG and MAP "
+             "are those expected of a random order of the pool, like Majority's, and its bias "
+             "shows in the ternary and binary metrics."
              + (f" The {sum(len(r['runs']) for s in sets for r in s['rows'])} models took "
                 f"{seconds / 60:.1f} min to train and evaluate (timings.json)." if seconds else ""))
   return "\n\n".join(textwrap.fill(p, 100, break_long_words=False, break_on_hyphens=False)

@@ -30,6 +30,7 @@ import numpy as np
 
 from rsvqa_jax import storage
 from rsvqa_jax.data import answers as answers_lib
+from rsvqa_jax.data import csv_columns
 from rsvqa_jax.errors import RSVQAError
 
 REQUIRED = ("question_id", "prediction")
@@ -89,10 +90,7 @@ def _integer(path, line, name, value):
 def _rows(path, reader):
   """(repeat, question id, prediction, image id or None, substituted image id or None) of every
   row, checked for format and duplicates."""
-  missing = [c for c in REQUIRED if c not in (reader.fieldnames or ())]
-  if missing:
-    raise RSVQAError(f"{path}: missing column(s) {', '.join(missing)} "
-                     f"(header: {reader.fieldnames})")
+  csv_columns.check(path, REQUIRED, reader.fieldnames)
   has_repeat, has_image = REPEAT in reader.fieldnames, IMAGE in reader.fieldnames
   has_substituted = SUBSTITUTED in reader.fieldnames
   seen = set()

@@ -6,11 +6,12 @@
           (pool_id,image_id,label) -> O/metrics.json; the binary threshold comes from the
           validation files only, and without them no binary metric is reported
   select  --workdir W --pool U.csv --top N [--out F.csv]  the N unlabelled pairs of highest
-          predictive entropy
+          predictive entropy; F a new file or an earlier selection (never the pool, a
+          workdir's or a dataset's folder: eval/answerability._check_select_out)
   study   --config C --workdir DIR [--docs docs/audits/answerability.md]  a study's
           answerability stage alone
-This module also holds `synth --answerability` (its flags and the call) and prints
-`evaluate --workdir W --answerability`.
+This module also holds `synth --answerability` (its flags, refused without it, and the call)
+and prints `evaluate --workdir W --answerability`.
 """
 import os
 
@@ -40,7 +41,8 @@ def add_arguments(parser):
   p.add_argument("--pool", required=True,
                  help="CSV pool_id,question,image_id (a label column is ignored)")
   p.add_argument("--top", type=int, required=True, help="how many pairs to keep")
-  p.add_argument("--out", help="CSV to write (default WORKDIR/eval/answerability/selected.csv)")
+  p.add_argument("--out", help="CSV to write: a new file or an earlier selection (default "
+                               "WORKDIR/eval/answerability/selected.csv)")
   p.add_argument("--checkpoint", choices=("best", "last"), default="best",
                  help="best-on-validation or the last checkpoint")
   common.add_pickle_argument(p)
@@ -132,19 +134,43 @@ def _quote_in_docs(page, folder):
 # Hooks of other commands.
 
 def add_synth_arguments(parser):
-  """`synth` flags: --answerability and the pool knobs."""
+  """`synth` flags: --answerability and the pool knobs (None when not given: see check_synth)."""
   parser.add_argument("--answerability", action="store_true",
                       help="also write answerability pools Answerability_{split}.csv "
                            "(pool_id,question,image_id,label) into --out")
-  parser.add_argument("--pool-size", type=argument_types.int_at_least(2), default=5,
+  parser.add_argument("--pool-size", type=argument_types.int_at_least(2),
                       help="with --answerability: candidate images per question (default 5; "
                            "a split too small for it gets the most it can fill, down to 2, "
                            "with a warning)")
-  parser.add_argument("--pools-per-image", type=argument_types.positive_float, default=2.0,
-                      help="with --answerability: questions per image of a split (default 2)")
-  parser.add_argument("--answerability-balance", type=argument_types.fraction, default=1.0,
+  parser.add_argument("--pools-per-image", type=argument_types.positive_float,
+                      help="with --answerability: questions per image of a split (default 2, "
+                           "at most 100)")
+  parser.add_argument("--answerability-balance", type=argument_types.fraction,
                       help="with --answerability: 1 = labels uniform whatever the question "
                            "(default), 0 = candidate tiles as the scenes fall")
+
+
+def _pool_knobs(args):
+  """{data/answerability.params keyword: value} of the pool flags given (the rest default)."""
+  given = {"pool_size": args.pool_size, "pools_per_image": args.pools_per_image,
+           "balance": args.answerability_balance}
+  return {k: v for k, v in given.items() if v is not None}
+
+
+def check_synth(args):
+  """Before `synth` writes anything: the pool flags need --answerability (else they would be
+  ignored) and must make valid parameters."""
+  from rsvqa_jax.data import answerability  # pylint: disable=g-import-not-at-top
+  if not args.answerability:
+    flags = [f for f, v in (("--pool-size", args.pool_size),
+                            ("--pools-per-image", args.pools_per_image),
+                            ("--answerability-balance", args.answerability_balance))
+             if v is not None]
+    if flags:
+      raise RSVQAError(f"{', '.join(flags)} {'needs' if len(flags) == 1 else 'need'} "
+                       "--answerability (they shape its pools)")
+    return
+  answerability.params(**_pool_knobs(args), seed=args.seed)
 
 
 def synth(args, generated):
@@ -152,9 +178,7 @@ def synth(args, generated):
   from rsvqa_jax.data import answerability  # pylint: disable=g-import-not-at-top
   ids = {name: np.unique(split.image_id) for name, split in generated.splits.items()
          if len(split)}
-  manifest = answerability.generate(args.out, args.out, ids, pool_size=args.pool_size,
-                                    pools_per_image=args.pools_per_image,
-                                    balance=args.answerability_balance, seed=args.seed)
+  manifest = answerability.generate(args.out, args.out, ids, **_pool_knobs(args), seed=args.seed)
   for name, s in manifest["splits"].items():
     print(f"answerability {name}: {s['pools']} pools of {s['pool_size']} candidates, "
           f"{s['pairs']} pairs; labels 0 / 1 / 2: "

@@ -64,7 +64,10 @@ RANGES = {
                     (3, None, True, int, "a whole number >= 3 (one image per split)")),
     # A pool ranks its candidate images against each other: two at least.
     "answerability.pool_size": (2, None, True, int, "a whole number >= 2"),
-    **dict.fromkeys(("answerability.pools_per_image", "answerability.batch_pools"), POSITIVE),
+    "answerability.batch_pools": POSITIVE,
+    # data/answerability.MAX_POOLS_PER_IMAGE: pools are drawn one question at a time.
+    "answerability.pools_per_image": (0, math.nextafter(100.0, 101.0), False, (int, float),
+                                      "above 0 and at most 100"),
     "answerability.balance": (0, math.nextafter(1.0, 2.0), True, (int, float),
                               "a number in [0, 1]"),
 }

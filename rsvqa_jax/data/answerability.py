@@ -31,6 +31,7 @@ import os
 import numpy as np
 
 from rsvqa_jax import storage
+from rsvqa_jax.data import csv_columns
 from rsvqa_jax.data import questions as questions_lib
 from rsvqa_jax.data import rsvqa_json, scenes, synthetic
 from rsvqa_jax.errors import RSVQAError
@@ -46,6 +47,9 @@ RELATION_PROB = 0.35
 BUILDING_WORD_PROB = 0.4  # a house or office asked about as "building"
 TRIES_PER_POOL = 60
 SPLIT_ORDER = ("train", "val", "test")
+# Pools per image at most (100 x K pairs per image, K x the questions of RSVQA's sets): pools are
+# drawn one question at a time, so 1e9 ran for ever before writing anything.
+MAX_POOLS_PER_IMAGE = 100
 
 
 def pool_file(folder, split):
@@ -56,8 +60,9 @@ def params(pool_size=5, pools_per_image=2.0, balance=1.0, seed=0):
   """The pool generator's parameters (what the manifest records), checked."""
   if pool_size < 2:
     raise RSVQAError(f"pool size {pool_size}: a pool needs at least 2 candidate images")
-  if pools_per_image <= 0:
-    raise RSVQAError(f"pools per image {pools_per_image}: must be positive")
+  if not 0 < pools_per_image <= MAX_POOLS_PER_IMAGE:
+    raise RSVQAError(f"pools per image {pools_per_image:g}: must be above 0 and at most "
+                     f"{MAX_POOLS_PER_IMAGE} (each pool a distinct question of K images)")
   if not 0 <= balance <= 1:
     raise RSVQAError(f"answerability balance {balance}: must be in [0, 1]")
   return {"version": VERSION, "pool_size": int(pool_size),
@@ -265,10 +270,7 @@ def read(path, required, optional=()):
   try:
     with open(path, newline="", encoding="utf-8-sig") as f:
       reader = csv.DictReader(f)
-      missing = [c for c in required if c not in (reader.fieldnames or ())]
-      if missing:
-        raise RSVQAError(f"{path}: missing column(s) {', '.join(missing)} "
-                         f"(header: {reader.fieldnames})")
+      csv_columns.check(path, required, reader.fieldnames)
       wanted = tuple(required) + tuple(optional)
       rows = []
       for row in reader:

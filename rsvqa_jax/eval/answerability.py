@@ -7,7 +7,8 @@ evaluated splits through one compiled step (train/answerability.py), writes the 
   WORKDIR/eval/answerability/{split}_scores.csv  pool_id,image_id,score (pool file order)
   WORKDIR/eval/answerability/metrics.json        bias/answerability.KEYS, nothing else
   WORKDIR/eval/answerability/evaluation.json     what was scored: split, step, files, counts
-`select` ranks unlabelled pairs by predictive entropy (ChiQA's active-learning step).
+`select` ranks unlabelled pairs by predictive entropy (ChiQA's active-learning step); it writes
+a new file or over an earlier selection only (never the pool, a workdir's or a dataset's folder).
 `study_stage` runs the answerability part of a study (a rsvqa_jax.study.Study passed in: eval/
 never imports the study): pools on the study's dataset, reference and question-only models per
 language model, Random and Majority, the Table 4 layout and the language-bias reading.
@@ -21,11 +22,13 @@ from rsvqa_jax import storage
 from rsvqa_jax.bias import answerability as metrics_lib
 from rsvqa_jax.bias import tables
 from rsvqa_jax.data import answerability as pools_lib
+from rsvqa_jax.data import split_files, synthetic
 from rsvqa_jax.errors import RSVQAError
 from rsvqa_jax.train import answerability as train_lib
 from rsvqa_jax.train import checkpointing
 
 FOLDER = "answerability"
+SELECT_COLUMNS = ("pool_id", "question", "image_id", "score", "entropy")
 ROLES = ("reference", "blind")
 ROLE_LABELS = {"reference": "reference", "blind": "question-only"}
 
@@ -80,12 +83,12 @@ def select(workdir, pool_csv, top, out=None, *, which="best", data_root=None, da
            features=None):
   """Writes the `top` pairs of `pool_csv` (pool_id,question,image_id; labels ignored) with the
   highest predictive entropy of the model's score, highest first (ties in file order), to `out`
-  (default WORKDIR/eval/answerability/selected.csv) with their score and entropy; returns the
-  path and the number written."""
+  (default WORKDIR/eval/answerability/selected.csv; _check_select_out) with their score and
+  entropy; returns the path and the number written."""
   if top <= 0:
     raise RSVQAError(f"--top {top}: must be positive")
-  if out and os.path.isdir(out):
-    raise RSVQAError(f"--out {out}: is a folder; give the CSV file to write")
+  out = out or os.path.join(folder(workdir), "selected.csv")
+  _check_select_out(out, pool_csv)
   extra = {"select": train_lib.Pools.read(pool_csv, labelled=False)}
   run, pools, state, _ = train_lib.restore(workdir, [], which=which, data_root=data_root,
                                            dataset=dataset, features=features, extra=extra)
@@ -93,14 +96,51 @@ def select(workdir, pool_csv, top, out=None, *, which="best", data_root=None, da
   values = train_lib.scores(run, state, "select")
   entropy = metrics_lib.binary_entropy(values)
   order = np.argsort(-entropy, kind="stable")[:top]
-  out = out or os.path.join(folder(workdir), "selected.csv")
   os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
   rows = ((p.pool_ids[i], p.questions[i], p.image_ids[i], values[i], entropy[i])
           for i in order.tolist())
   pools_lib.write(out, ((pool, q, int(im), repr(float(v)), repr(float(h)))
                         for pool, q, im, v, h in rows),
-                  columns=("pool_id", "question", "image_id", "score", "entropy"))
+                  columns=SELECT_COLUMNS)
   return out, len(order)
+
+
+def _is_selection(path):
+  """Whether `path` starts with select's exact header line (an earlier selection)."""
+  try:
+    with open(path, encoding="utf-8", newline="") as f:
+      return f.readline().rstrip("\r\n") == ",".join(SELECT_COLUMNS)
+  except (OSError, UnicodeDecodeError):
+    return False
+
+
+def _is_dataset(path):
+  """Whether folder `path` holds a dataset: a generator's manifest or an official split file."""
+  return (any(os.path.exists(os.path.join(path, name))
+              for name in (synthetic.MANIFEST, pools_lib.MANIFEST))
+          or any(os.path.lexists(split_files.split_file(path, n, "train", "questions"))
+                 for n in split_files.LAYOUTS))
+
+
+def _check_select_out(out, pool_csv):
+  """select writes only a new file or over an earlier selection, never over the pool it ranks
+  nor into a workdir's or a dataset's own folder: nothing it did not write is lost."""
+  if os.path.isdir(out):
+    raise RSVQAError(f"--out {out}: is a folder; give the CSV file to write")
+  real = os.path.realpath(out)
+  if real == os.path.realpath(pool_csv) or (
+      os.path.exists(out) and os.path.exists(pool_csv) and os.path.samefile(out, pool_csv)):
+    raise RSVQAError(f"--out {out}: is the --pool file {pool_csv}; write the selection elsewhere")
+  parent = os.path.dirname(real)
+  if os.path.exists(os.path.join(parent, checkpointing.CONFIG_FILE)):
+    raise RSVQAError(f"--out {out}: in a workdir's own folder ({parent} holds "
+                     f"{checkpointing.CONFIG_FILE}); give a path elsewhere (default: "
+                     f"WORKDIR/eval/{FOLDER}/selected.csv)")
+  if _is_dataset(parent):
+    raise RSVQAError(f"--out {out}: in a dataset folder ({parent}); give a path elsewhere")
+  if os.path.lexists(out) and not _is_selection(out):
+    raise RSVQAError(f"--out {out}: exists and is not an earlier selection (header "
+                     f"{','.join(SELECT_COLUMNS)}); remove it or give another path")
 
 
 # The study stage.

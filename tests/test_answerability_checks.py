@@ -1,0 +1,123 @@
+"""Refusals of the answerability commands before any work: `select --out` never writes over a
+file it did not write, `synth`'s pool flags need --answerability and a bounded pools per image,
+and a JSON file given for a CSV is named so in one short line (audit 4, findings B to E)."""
+import json
+import os
+
+import pytest
+
+from rsvqa_jax import cli
+from rsvqa_jax import config as config_lib
+from rsvqa_jax.data import answerability as pools_lib
+from rsvqa_jax.errors import RSVQAError
+from rsvqa_jax.eval import answerability as evaluation
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+POOL = "pool_id,question,image_id\n0,Is there a road?,1\n0,Is there a road?,2\n"
+
+
+def _error(capsys, argv):
+  """The one error line of a refused command (exit status 2)."""
+  assert cli.main(argv) == 2
+  lines = capsys.readouterr().err.strip().splitlines()
+  assert len(lines) == 1, lines
+  return lines[0]
+
+
+@pytest.fixture(name="files")
+def fixture_files(tmp_path):
+  """A workdir (config.json), a dataset folder (answerability.json) and a pool file."""
+  workdir, dataset = tmp_path / "run", tmp_path / "ds"
+  workdir.mkdir()
+  dataset.mkdir()
+  (workdir / "config.json").write_text('{"x": 1}')
+  (dataset / pools_lib.MANIFEST).write_text("{}")
+  (tmp_path / "pool.csv").write_text(POOL)
+  return tmp_path
+
+
+def _select(files, out):
+  return ["answerability", "select", "--workdir", str(files / "run"), "--pool",
+          str(files / "pool.csv"), "--top", "3", "--out", str(out)]
+
+
+@pytest.mark.parametrize("out, message", [
+    ("pool.csv", "is the --pool file"),
+    ("ds/../pool.csv", "is the --pool file"),
+    ("link/pool.csv", "is the --pool file"),
+    ("hard.csv", "is the --pool file"),
+    ("run/config.json", "in a workdir's own folder"),
+    ("run/selected.csv", "in a workdir's own folder"),
+    ("ds/selected.csv", "in a dataset folder"),
+    ("notes.csv", "exists and is not an earlier selection (header "
+                  "pool_id,question,image_id,score,entropy); remove it or give another path"),
+])
+def test_select_out_never_replaces_what_it_did_not_write(files, capsys, out, message):
+  os.symlink(files, files / "link")
+  os.link(files / "pool.csv", files / "hard.csv")
+  (files / "notes.csv").write_text("pool_id,question,image_id\n")
+  before = {p: p.read_bytes() for p in files.rglob("*") if p.is_file()}
+  line = _error(capsys, _select(files, files / out))
+  assert line.startswith(f"rsvqa-jax answerability: error: --out {files / out}: {message}")
+  assert {p: p.read_bytes() for p in files.rglob("*") if p.is_file()} == before
+
+
+def test_select_may_replace_an_earlier_selection(files):
+  earlier = files / "top.csv"
+  earlier.write_text(",".join(evaluation.SELECT_COLUMNS) + "\n0,q,1,0.5,1.0\n")
+  check = evaluation._check_select_out  # pylint: disable=protected-access
+  for out in (earlier, files / "new.csv"):
+    check(str(out), str(files / "pool.csv"))  # no error
+
+
+def test_pool_flags_need_answerability(tmp_path, capsys):
+  out = tmp_path / "ds"
+  assert _error(capsys, ["synth", "--out", str(out), "--images", "30", "--pool-size", "3"]) == (
+      "rsvqa-jax synth: error: --pool-size needs --answerability (they shape its pools)")
+  assert _error(capsys, ["synth", "--out", str(out), "--images", "30", "--pools-per-image", "2",
+                         "--answerability-balance", "0.5"]) == (
+      "rsvqa-jax synth: error: --pools-per-image, --answerability-balance need --answerability "
+      "(they shape its pools)")
+  assert not out.exists()
+
+
+def test_pools_per_image_is_bounded_before_anything_is_written(tmp_path, capsys):
+  out = tmp_path / "ds"
+  assert _error(capsys, ["synth", "--out", str(out), "--images", "30", "--answerability",
+                         "--pools-per-image", "1e9"]) == (
+      "rsvqa-jax synth: error: pools per image 1e+09: must be above 0 and at most 100 (each pool "
+      "a distinct question of K images)")
+  assert not out.exists()
+  assert pools_lib.params(pools_per_image=100)["pools_per_image"] == 100.0
+  for bad in (100.5, 0, float("nan")):
+    with pytest.raises(RSVQAError, match="must be above 0 and at most 100"):
+      pools_lib.params(pools_per_image=bad)
+  c = config_lib.load(os.path.join(ROOT, "configs", "answerability_synthetic.py:skipthoughts"))
+  c.answerability.pools_per_image = 100.0
+  config_lib.check(c)
+  c.answerability.pools_per_image = 1e9  # a config is checked before its run creates anything
+  with pytest.raises(RSVQAError, match=r"^config answerability.pools_per_image=1000000000.0: must "
+                     "be above 0 and at most 100$"):
+    config_lib.check(c)
+
+
+def test_a_json_file_for_a_csv_is_named_in_one_short_line(files, capsys):
+  data = files / "pool.json"
+  data.write_text(json.dumps([{"pool_id": i, "question": "Is there a road?" * 20, "image_id": i}
+                              for i in range(100)]))
+  assert _error(capsys, _select(files, files / "sel.csv")[:5] + [str(data), "--top", "3"]) == (
+      f"rsvqa-jax answerability: error: {data}: not a CSV file (it looks like JSON); give a CSV "
+      "with the columns pool_id, question, image_id")
+  labels = files / "labels.csv"
+  labels.write_text("pool_id,image_id,label\n0,1,2\n")
+  data.write_text("\n  " + json.dumps({"scores": list(range(500))}))  # blank first: still JSON
+  line = _error(capsys, ["answerability", "score", "--scores", str(data), "--labels",
+                         str(labels), "--out", str(files / "o")])
+  assert line.endswith("not a CSV file (it looks like JSON); give a CSV with the columns "
+                       "pool_id, image_id, score")
+  wide = files / "wide.csv"
+  wide.write_text(",".join(f"column_{i}" for i in range(100)) + "\n")
+  line = _error(capsys, ["answerability", "score", "--scores", str(wide), "--labels",
+                         str(labels), "--out", str(files / "o")])
+  assert line.endswith("missing column(s) pool_id, image_id, score (header: "
+                       f"'{','.join(f'column_{i}' for i in range(100))[:77]}...')")
