@@ -148,6 +148,7 @@ def test_print_config_shows_the_effective_config_and_runs_nothing(tmp_path, caps
     ("optim.b2=1.0", "config optim.b2=1.0: must be a number in [0, 1)"),
     ("train.stop_after_steps=-1", "config train.stop_after_steps=-1: must be a number >= 0"),
     ("optim.lr=1e999", "config optim.lr=inf: must be finite (a number >= 0)"),
+    ("train.divergence_factor=-1.0", "config train.divergence_factor=-1.0: must be a number >= 0"),
 ])
 def test_numbers_outside_their_interval_are_one_line(override, message):
   c = config_lib.base_config()
@@ -156,6 +157,13 @@ def test_numbers_outside_their_interval_are_one_line(override, message):
   with pytest.raises(RSVQAError) as refused:
     config_lib.check(c)
   assert str(refused.value) == message
+
+
+def test_the_divergence_factor_can_be_switched_off():
+  """0 is its documented 'off' (train/loop.Divergence); inf, its one other way, is refused."""
+  c = config_lib.base_config()
+  config_lib.apply_overrides(c, ["train.divergence_factor=0"])
+  config_lib.check(c)
 
 
 def test_every_ranged_key_exists():

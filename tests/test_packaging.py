@@ -36,6 +36,10 @@ def test_a_path_into_another_folder_is_not_replaced_by_the_installed_config(tmp_
                        r"configs/synthetic_tiny.py\)"):
       config_lib.load(typo + ":blind")
   assert config_lib.load("./configs/synthetic_tiny.py").train.num_epochs == 5
+  (tmp_path / "synthetic_tiny").mkdir()  # a workdir named after its config
+  assert config_lib.load("synthetic_tiny").train.num_epochs == 5
+  with pytest.raises(RSVQAError, match="myexp: is a folder; give a config file"):
+    config_lib.load("myexp")
 
 
 def test_a_plain_install_ships_configs_and_no_benchmarks(tmp_path):

@@ -138,6 +138,11 @@ def test_divergence_rule_by_hand():
   assert d.check([(5, high)]) == (5, "loss 11 stayed above 10 x its early level 1 for 2 steps")
   bad = loop.Divergence(c, {"early_loss": 1.0})
   assert bad.check([(7, {"loss": 1.0, "finite_grads": False})]) == (7, "a gradient is not finite")
+  c.train.divergence_factor = 0.0  # off: a high loss goes on, a non-finite gradient still stops
+  off = loop.Divergence(c, {"early_loss": 1.0})
+  assert off.check([(8, high), (9, high), (10, high)]) is None
+  assert off.check([(11, {"loss": 1.0, "finite_grads": False})]) == (11, "a gradient is not "
+                                                                         "finite")
 
 
 def test_one_run_per_workdir_and_a_dead_owner_is_taken_over(tmp_path, caplog):

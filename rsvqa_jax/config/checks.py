@@ -42,8 +42,9 @@ RANGES = {
         "model.classifier_dim", "model.hidden_dim", "model.mutan_dim", "model.mutan_rank",
         "text.hidden_dim", "text.max_length", "text.word_dim", "optim.eps", "train.batch_size",
         "train.eval_batch_size", "train.num_epochs", "train.log_every_steps",
-        "train.checkpoint_every_steps", "train.keep_checkpoints", "train.divergence_factor",
-        "train.divergence_steps"), POSITIVE),
+        "train.checkpoint_every_steps", "train.keep_checkpoints", "train.divergence_steps"),
+        POSITIVE),
+    "train.divergence_factor": NON_NEGATIVE,  # 0: the factor test off (train/loop.Divergence)
     **dict.fromkeys((
         "data.synthetic_images", "image.pretrain.learning_rate",
         "image.pretrain.weight_decay", "image.pretrain.fraction_weight", "optim.lr",

@@ -22,8 +22,6 @@ def config_path(name):
   """
   if os.path.isfile(name):
     return name
-  if os.path.isdir(name):
-    raise RSVQAError(f"{name}: is a folder; give a config file (.py)")
   base = os.path.basename(name)
   base = base if base.endswith(".py") else base + ".py"
   try:
@@ -31,9 +29,12 @@ def config_path(name):
   except ModuleNotFoundError:
     packaged = None
   installed = packaged is not None and packaged.is_file()
-  if os.path.normpath(os.path.dirname(name)) in (".", "configs"):
-    if installed:
-      return str(packaged)
+  nameable = os.path.normpath(os.path.dirname(name)) in (".", "configs")
+  if nameable and installed:  # even beside a folder of that name (a workdir named after it)
+    return str(packaged)
+  if os.path.isdir(name):
+    raise RSVQAError(f"{name}: is a folder; give a config file (.py)")
+  if nameable:
     raise RSVQAError(f"{name}: config file not found (nor an installed config named {base})")
   raise RSVQAError(f"{name}: config file not found" + (
       f" (the installed config of that name is found as {base} or configs/{base})"
