@@ -118,8 +118,7 @@ def _is_dataset(path):
   """Whether folder `path` holds a dataset: a generator's manifest or an official split file."""
   return (any(os.path.exists(os.path.join(path, name))
               for name in (synthetic.MANIFEST, pools_lib.MANIFEST))
-          or any(os.path.lexists(split_files.split_file(path, n, "train", "questions"))
-                 for n in split_files.LAYOUTS))
+          or split_files.dataset_file(path) is not None)
 
 
 def _check_select_out(out, pool_csv):
