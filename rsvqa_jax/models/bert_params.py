@@ -11,7 +11,6 @@ import json
 import os
 import re
 
-import jax
 import numpy as np
 from flax import nnx
 
