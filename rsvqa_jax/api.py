@@ -200,10 +200,8 @@ def load_run(workdir, *, checkpoint="best", data_root=None, allow_pickle=False):
   """
   workdir = _path(workdir, "load_run workdir")
   data_root = None if data_root is None else _path(data_root, "load_run data_root")
-  if data_root is not None and not os.path.isdir(data_root):
-    raise RSVQAError(f"load_run data_root={data_root!r}: not a folder")
   with skipthoughts_params.pickle_allowed(allow_pickle):
-    splits = [checkpointing.read_config(workdir).data.val_split]
+    splits = [checkpointing.read_config(workdir, data_root, "load_run data_root").data.val_split]
     run, state, step = restore.restore(workdir, splits, which=checkpoint, data_root=data_root)
   return TrainedRun(os.path.abspath(workdir), step, run, state, checkpoint, data_root,
                     allow_pickle)
@@ -234,9 +232,11 @@ def analyze(data_root, dataset, predictions=None, adversarial_predictions=None, 
       raise RSVQAError(f"{data_root}: no split {name!r} (has {', '.join(sorted(ds.splits))})")
   evaluated = {n: ds[n] for n in names}
   space = set(ds[fit].answer.tolist())
-  model = (predictions_lib.load(predictions, evaluated, dataset, space) if predictions else {})
+  chosen = split is not None
+  model = (predictions_lib.load(predictions, evaluated, dataset, space, chosen=chosen)
+           if predictions else {})
   adv = (predictions_lib.load(adversarial_predictions, evaluated, dataset, space,
-                               adversarial=True)
+                               adversarial=True, chosen=chosen)
          if adversarial_predictions else {})
   label = tables.dataset_label(dataset)
   out = {}

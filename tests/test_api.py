@@ -97,7 +97,8 @@ def test_predict_agrees_with_evaluate(tiny):
   assert seeded["seed"] == 1
   with pytest.raises(RSVQAError, match="load_run workdir: expected a path"):
     rsvqa_jax.load_run(None)
-  with pytest.raises(RSVQAError, match=r"load_run data_root='.*nosuch': not a folder$"):
+  with pytest.raises(RSVQAError, match=r"^load_run data_root .*nosuch: .*tiny trains on the "
+                     r"synthetic dataset .*; leave load_run data_root out$"):
     rsvqa_jax.load_run(str(tiny / "runs" / "tiny"), data_root=str(tiny / "nosuch"))
 
 

@@ -2,6 +2,7 @@
 import argparse
 import csv
 import json
+import logging
 import os
 
 import pytest
@@ -328,9 +329,10 @@ def test_an_adversarial_file_that_does_not_show_swapped_images_is_a_warning(tmp_
       "images"]
 
 
-def test_a_split_without_any_prediction_is_refused(tmp_path):
+def test_a_split_without_any_prediction_is_refused(tmp_path, caplog):
   """Every answer of such a split would count wrong: a file of HR's test split analyzed with
-  test_phili too, or a file with a header alone."""
+  --split test_phili too, or a file with a header alone. Among the default splits (no --split)
+  an unanswered one is left unscored, with a line saying so."""
   test, phili = _split_on_images(), records.Split.from_rows("test_phili", [
       dict(question_id=q, image_id=20, qtype="t", question="q", answer="no", raw_answer="no")
       for q in (7, 8)])
@@ -345,5 +347,11 @@ def test_a_split_without_any_prediction_is_refused(tmp_path):
     predictions.load(some, splits)
   out = predictions.load(some, {"test": test})["test"]
   assert out.missing == 2  # a split partly answered: the rest counted wrong, and reported
+  with warnings_of_rsvqa_jax(caplog, logging.INFO):
+    defaults = predictions.load(some, splits, chosen=False)  # HR's default test splits
+  assert list(defaults) == ["test"] and defaults["test"].missing == 2
+  assert f"{some} answers no question of test_phili: scored on test only" in caplog.text
+  with pytest.raises(RSVQAError, match=r"header.csv: no prediction for any question"):
+    predictions.load(header, splits, chosen=False)  # answering none is refused all the same
   none = records.Split.from_rows("test_phili", [])
   assert predictions.load(some, {"test": test, "test_phili": none})["test_phili"].missing == 0

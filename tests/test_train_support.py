@@ -27,15 +27,15 @@ OBJECTS = ("road", "forest", "water area", "building")
 
 
 @contextlib.contextmanager
-def warnings_of_rsvqa_jax(caplog):
-  """caplog gets the rsvqa_jax logger's WARNINGs, also after the CLI gave it a handler of its own
+def warnings_of_rsvqa_jax(caplog, level=logging.WARNING):
+  """caplog gets the rsvqa_jax logger's WARNINGs (or records from `level` up), also after the CLI gave it a handler of its own
   (which stops them from reaching the root logger's capture); once each, whether or not a CLI
   test ran before (propagation to root, where caplog also listens, is off meanwhile)."""
   logger = logging.getLogger("rsvqa_jax")
   logger.addHandler(caplog.handler)
   propagate, logger.propagate = logger.propagate, False
   try:
-    with caplog.at_level(logging.WARNING, logger="rsvqa_jax"):
+    with caplog.at_level(level, logger="rsvqa_jax"):
       yield
   finally:
     logger.removeHandler(caplog.handler)

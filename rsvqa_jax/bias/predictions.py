@@ -288,12 +288,14 @@ def check_images(image_ids, splits, path):
                      "its own way, drop its image_id column)")
 
 
-def load(path, splits, dataset=None, space=None, *, adversarial=False):
+def load(path, splits, dataset=None, space=None, *, adversarial=False, chosen=True):
   """Read `path` and align it along `splits`, normalised for `dataset`, checked against `space`.
 
   `adversarial`: the file answers questions over substituted images; without a
   substituted_image_id column that cannot be checked, which is a WARNING. A split none of whose
-  questions has a row is refused (every answer would count wrong).
+  questions has a row is refused (every answer would count wrong) when `chosen` (the user named
+  the splits); when they are the defaults (HR: test and test_phili) it is left out of the result with
+  an INFO line, as long as the file answers another (evaluate writes one split per file).
   """
   file = read_file(path)
   check_images(file.image_ids, splits, path)
@@ -307,8 +309,12 @@ def load(path, splits, dataset=None, space=None, *, adversarial=False):
   out = align(file.by_repeat, splits, path, dataset, space)
   unanswered = [name for name, a in out.items()
                 if a.prediction.size and a.missing == a.prediction.size]
+  answered = [name for name in out if name not in unanswered]
+  if unanswered and answered and not chosen:
+    _log.info(f"{path} answers no question of {', '.join(unanswered)}: scored on "
+              f"{', '.join(answered)} only")
+    return {name: out[name] for name in answered}
   if unanswered:
-    answered = [name for name in out if name not in unanswered]
     raise RSVQAError(f"{path}: no prediction for any question of split(s) {', '.join(unanswered)}"
                      + (f"; it answers {', '.join(answered)}: analyze that alone (--split "
                         f"{answered[0]})" if answered else ""))

@@ -12,7 +12,9 @@ and answer_distribution.png (Figure 7, all splits). The question-type table is p
 Prediction files are normalised as the dataset's answers are (bias/predictions.py); for each
 file and split a line says how many predictions the normalisation mapped, how many fall
 outside the training answer space (counted wrong; the most common listed) and how many are
-missing. An adversarial file of K repeats (a `repeat` column) is averaged over the repeats as
+missing. Among the default splits (no --split), one a file answers nothing of (HR's test_phili
+beside evaluate's test file) is analysed without that file, with a line saying so. An
+adversarial file of K repeats (a `repeat` column) is averaged over the repeats as
 `rsvqa-jax evaluate` does.
 
 With --shortcuts O (a `rsvqa-jax shortcuts` folder; --data its O/data, on which the model was
@@ -70,8 +72,10 @@ def run(args):
       raise RSVQAError(f"{args.data}: no split {name!r} (has {', '.join(sorted(dataset.splits))})")
   evaluated = {name: dataset[name] for name in (args.split or eval_names)}
   space = set(dataset[fit].answer.tolist())
-  model = _load(args.predictions, evaluated, dataset.name, space, clean=True)
-  adversarial = _load(args.adversarial_predictions, evaluated, dataset.name, space, clean=False)
+  chosen = bool(args.split)
+  model = _load(args.predictions, evaluated, dataset.name, space, clean=True, chosen=chosen)
+  adversarial = _load(args.adversarial_predictions, evaluated, dataset.name, space, clean=False,
+                      chosen=chosen)
   benchmark = _shortcut_benchmark(args, dataset, model) if args.shortcuts else None
   label = tables.dataset_label(args.dataset)
   written = []
@@ -115,11 +119,11 @@ def _shortcuts(args, saved, dataset, fit, model):
   return os.path.join(args.out, "shortcuts.json")
 
 
-def _load(path, evaluated, name, space, *, clean):
+def _load(path, evaluated, name, space, *, clean, chosen):
   """{split: predictions.Aligned} of a file (empty without one), its counts printed."""
   if not path:
     return {}
-  out = predictions.load(path, evaluated, name, space, adversarial=not clean)
+  out = predictions.load(path, evaluated, name, space, adversarial=not clean, chosen=chosen)
   for split, aligned in out.items():
     if clean and aligned.repeats > 1:
       raise RSVQAError(f"{path}: {aligned.repeats} repeats (a 'repeat' column); --predictions "

@@ -23,7 +23,6 @@ split at random by synthetic.SPLIT_SHARES; each split file lists only its own sp
 Question id = answer id, numbered by image.
 """
 import json
-import os
 
 import numpy as np
 

@@ -77,13 +77,14 @@ def _holds_checkpoint(workdir):
              for folder in ("checkpoints", "best"))
 
 
-def read_config(workdir, data_root=None):
+def read_config(workdir, data_root=None, named="--data-root"):
   """The config recorded in a workdir, its paths following a move of the folders (see below).
 
   Its values are checked as a run's are (config.check): a damaged file fails here, naming
   itself and the key, not deep in the model build. `data_root` (evaluate's --data-root) replaces
   the recorded dataset folder; a workdir of generated synthetic data has none to replace, and
-  ignoring it would evaluate on another dataset than the one named.
+  ignoring it would evaluate on another dataset than the one named. `named`: how the caller's
+  user spells it, for the errors.
   """
   path = os.path.join(workdir, CONFIG_FILE)
   if not os.path.exists(path):
@@ -96,11 +97,11 @@ def read_config(workdir, data_root=None):
   if data_root:
     if config.data.synthetic:
       raise RSVQAError(
-          f"--data-root {data_root}: {workdir} trains on the synthetic dataset its config "
+          f"{named} {data_root}: {workdir} trains on the synthetic dataset its config "
           f"generates ({config_lib.synthetic_root(config, workdir)}), not on a dataset folder; "
-          "leave --data-root out")
+          f"leave {named} out")
     if not os.path.isdir(data_root):
-      raise RSVQAError(f"--data-root {data_root}: not a folder")
+      raise RSVQAError(f"{named} {data_root}: not a folder")
     config.data.root = data_root
   return config
 
