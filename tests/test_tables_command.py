@@ -151,6 +151,35 @@ def test_a_split_no_workdir_was_evaluated_on_and_unreadable_metrics_are_said(tmp
   assert "metrics.jsonl: 4 of 7 lines unreadable (the first: line 3), skipped" in out.err
 
 
+def test_table1_pools_seeds_and_learning_rates_of_one_model_only(tmp_path, capsys):
+  """Two runs of one seed on other datasets were averaged into a Table 1 cell as if seeds."""
+  runs = tmp_path / "runs"
+  _workdir(runs, "db/seed0", val=(0.8,))
+  _workdir(runs, "db/lr1e-5", val=(0.6,), text_lr=1e-5)  # the sweep's runs pool, as before
+  other = _workdir(runs, "elsewhere/seed0", val=(0.2,))
+  config = json.load(open(os.path.join(other, "config.json")))
+  config["data"]["root"], config["train"]["batch_size"] = "/elsewhere", 35
+  json.dump(config, open(os.path.join(other, "config.json"), "w"))
+  cell = lambda: (runs / "tables" / "table1.md").read_text().splitlines()[-1].split(" | ")[7]
+  rc, out = _run(runs, capsys)
+  assert rc == 0 and cell() == "unlike runs"
+  assert ("Table 1 cell 'distilBERT e-mult, LM fine-tuned': " in out.err
+          and f"{other} is not " in out.err and "model over another seed: data.root is "
+          "'/elsewhere' there" in out.err and "and 1 more key(s)" in out.err)
+  config["data"]["root"] = json.load(open(os.path.join(runs, "db", "seed0",
+                                                      "config.json")))["data"]["root"]
+  config["train"]["batch_size"] = 70
+  json.dump(config, open(os.path.join(other, "config.json"), "w"))
+  rc, out = _run(runs, capsys)
+  assert rc == 0 and cell() == "unlike runs"
+  assert "were both trained with seed 0 (and the same optim.text_lr)" in out.err
+  config["seed"] = 1
+  json.dump(config, open(os.path.join(other, "config.json"), "w"))
+  rc, out = _run(runs, capsys)
+  assert rc == 0 and "unlike" not in out.err
+  assert cell() == tables.pct(*tables.mean_std([0.8, 0.6, 0.2]))
+
+
 def test_table2_averages_only_seeds_of_one_model_evaluated_on_the_best(tmp_path, capsys):
   """Runs on other data, a copied seed and a last-checkpoint evaluation were averaged into a
   row as if they were seeds of one model's best checkpoint."""
@@ -168,7 +197,7 @@ def test_table2_averages_only_seeds_of_one_model_evaluated_on_the_best(tmp_path,
   copy = _workdir(runs, "db_ft/seed0_copy", test=(0.9, 0.6))
   rc, out = _run(runs, capsys)
   assert rc == 0 and "were both trained with seed 0" in out.err
-  assert "Table 2 row 'Transformer distilBERT'" in out.err and "read 'unlike runs'" in out.err
+  assert "Table 2 row 'Transformer distilBERT'" in out.err and "reads 'unlike runs'" in out.err
   assert row().endswith("| unlike runs | unlike runs |")
   assert "| RNN Skip-thoughts | fine-tuned | e-mult | 1 | 50.00 (0.00) |" in (
       runs / "tables" / "table2.md").read_text()  # the other rows as before

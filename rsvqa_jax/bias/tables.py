@@ -310,20 +310,28 @@ def table1(runs):
   """Table 1: validation OA per LM x fusion x frozen / fine-tuned (24 cells), MISSING marked.
 
   Cells are the paper's models (not the original head, not visual blind): mean (std) over the
-  runs of a cell when there are several (seeds or learning rates: one cell, every run).
+  runs of a cell when there are several (seeds or learning rates: one cell, every run). Runs
+  that differ in more than those (another dataset, batch size, ...) or repeat a seed at one
+  learning rate make the cell read UNLIKE, with a WARNING.
   """
   columns = [f"{LM_LABELS[lm]} {FUSION_LABELS[f]}" for lm in LM_ORDER for f in FUSION_ORDER]
   rows = []
   for frozen in (True, False):
+    weights = "frozen" if frozen else "fine-tuned"
     cells = []
     for lm in LM_ORDER:
       for fusion in FUSION_ORDER:
-        cells.append(_seeds_cell([r.val_oa for r in _reference(runs) if not r.original and
-                                  (r.lm, r.frozen, r.fusion) == (lm, frozen, fusion)]))
-    rows.append(("LM frozen" if frozen else "LM fine-tuned", *cells))
+        mine = [r for r in _reference(runs) if not r.original and
+                (r.lm, r.frozen, r.fusion) == (lm, frozen, fusion)]
+        label = f"Table 1 cell '{LM_LABELS[lm]} {FUSION_LABELS[fusion]}, LM {weights}'"
+        cells.append(UNLIKE if _unlike(mine, label, free=(LR_KEY,))
+                     else _seeds_cell([r.val_oa for r in mine]))
+    rows.append((f"LM {weights}", *cells))
   missing = sum(c == MISSING for row in rows for c in row[1:])
-  return Table(caption=f"Table 1 layout: validation OA (%), mean (std) over the runs of a cell; "
-                       f"{missing} of 24 cells {MISSING}", columns=("", *columns), rows=tuple(rows))
+  return Table(caption=f"Table 1 layout: validation OA (%), mean (std) over the runs of a cell "
+                       f"(seeds and language-model learning rates; cells over other differences "
+                       f"read {UNLIKE!r}); {missing} of 24 cells {MISSING}",
+               columns=("", *columns), rows=tuple(rows))
 
 
 def _row_key(run):
@@ -331,16 +339,17 @@ def _row_key(run):
 
 
 UNLIKE = "unlike runs"
+LR_KEY = "optim.text_lr"  # the language model's learning rate, swept by configs/lr_sweep.py
 
 
-def _unlike(runs, label):
-  """True (with a WARNING naming them) when a row's runs are not one model over distinct seeds:
-  its cells then read UNLIKE instead of a mean over them."""
+def _unlike(runs, label, free=()):
+  """True (with a WARNING naming them) when runs are not one model over distinct seeds (and
+  values of the `free` keys): the cells over them then read UNLIKE instead of a mean."""
   compared = [(r.workdir, r.identity) for r in runs if r.identity is not None]
-  problem = config_lib.unlike_seed_runs(compared) if len(compared) > 1 else None
+  problem = config_lib.unlike_seed_runs(compared, free) if len(compared) > 1 else None
   if problem:
-    _log.warning(f"Table 2 row {label!r}: {problem} (evaluate --seeds refuses them too); its cells "
-                 f"read {UNLIKE!r}: keep one model's seeds under --runs")
+    _log.warning(f"{label}: {problem}; it reads {UNLIKE!r} instead of a mean: keep one model's "
+                 "runs under --runs")
   return bool(problem)
 
 
@@ -366,7 +375,8 @@ def table2(runs, split="test"):
     done = [r.accuracy for r in mine if r.accuracy]
     count = str(len(mine)) if len(done) in (0, len(mine)) else f"{len(done)} of {len(mine)}"
     lead = (label, "frozen" if frozen else "fine-tuned", FUSION_LABELS.get(fusion, fusion), count)
-    if not mine or not done or _unlike([r for r in mine if r.accuracy], label):
+    if not mine or not done or _unlike([r for r in mine if r.accuracy],
+                                       f"Table 2 row {label!r} (evaluate --seeds refuses its runs too)"):
       cell = MISSING if not mine else "not evaluated" if not done else UNLIKE
       rows.append((*lead, *([cell] * (len(types) + 2))))
       continue

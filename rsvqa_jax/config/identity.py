@@ -58,26 +58,37 @@ BOOKKEEPING_KEYS = ("train.eval_batch_size", "train.log_every_steps",
                     "train.checkpoint_every_steps", "train.keep_checkpoints")
 
 
-def unlike_seed_runs(runs):
+def unlike_seed_runs(runs, free=()):
   """Why runs [(workdir, identity)] are not one model over distinct seeds, or None.
 
   A mean (std) over seeds (evaluate --seeds, Table 2 of `tables`) is refused over anything else.
+  `free`: dotted keys the runs may differ in as well (Table 1 pools a sweep's learning rates);
+  runs equal in them must still have distinct seeds.
   """
   first, ours = runs[0]
-  seeds = {ours.get("seed"): first}
+  tag = lambda identity: (identity.get("seed"), *(_at(identity, key) for key in free))
+  seeds = {tag(ours): first}
   for name, theirs in runs[1:]:
-    diff = [d for d in differences(ours, theirs) if d[0] not in ("seed", *BOOKKEEPING_KEYS)]
+    diff = [d for d in differences(ours, theirs)
+            if d[0] not in ("seed", *BOOKKEEPING_KEYS, *free)]
     if diff:
       key, mine, other = diff[0]
       more = f" and {len(diff) - 1} more key(s)" if len(diff) > 1 else ""
       return (f"{name} is not {first}'s model over another seed: {key} is {other!r} there, "
               f"{mine!r} in {first}{more}")
-    seed = theirs.get("seed")
-    if seed in seeds:
-      return (f"{seeds[seed]} and {name} were both trained with seed {seed}; a mean over seeds "
-              "needs runs of distinct seeds")
-    seeds[seed] = name
+    if tag(theirs) in seeds:
+      same = f" (and the same {', '.join(free)})" if free else ""
+      return (f"{seeds[tag(theirs)]} and {name} were both trained with seed "
+              f"{theirs.get('seed')}{same}; a mean over seeds needs runs of distinct seeds")
+    seeds[tag(theirs)] = name
   return None
+
+
+def _at(nested, dotted):
+  """The value of a dotted key in nested dicts ("<missing>" where there is none)."""
+  for part in dotted.split("."):
+    nested = nested.get(part, "<missing>") if isinstance(nested, dict) else "<missing>"
+  return nested
 
 
 # Keys older workdirs recorded that no longer exist. text.allow_pickle was an opt-in to unpickle
