@@ -8,6 +8,7 @@ evaluation of a bfloat16 run agree exactly when the substitution is the identity
 import argparse
 import csv
 import dataclasses
+import functools
 import json
 import os
 import types
@@ -146,6 +147,12 @@ def test_blind_workdir_and_bad_kind_refused(trained, tmp_path):
     adversarial.evaluate(workdir, "test", "sepia", dataset=dataset, features=feats)
   with pytest.raises(RSVQAError, match="split 'nosuch'"):
     accuracy.evaluate(workdir, "nosuch", dataset=dataset, features=feats)
+  empty = dataclasses.replace(dataset, splits={**dataset.splits,
+                                               "test": Split.from_rows("test", [])})
+  for evaluate in (accuracy.evaluate, functools.partial(adversarial.evaluate, kind="random")):
+    with pytest.raises(RSVQAError, match=r"split 'test' has no active question: nothing to "
+                       r"evaluate on$"):  # it read n/a everywhere and exited 0
+      evaluate(workdir, "test", dataset=empty, features=feats)
   blind = str(tmp_path / "blind")
   c = tiny_config(batch_size=16, num_epochs=1)
   c.model.blind = True

@@ -136,6 +136,18 @@ def test_score_errors_are_one_line(tmp_path, capsys):
   assert cli.main(["grounding", "score", "--truth", str(tmp_path / "T"), "--out", "x"]) == 2
   assert cli.main(["grounding", "stats", "--truth", str(tmp_path / "nope"), "--out", "x"]) == 2
   assert "--truth" in capsys.readouterr().err
+  # a predictions folder with no mask of a truth question scored mean IoU 0 and exited 0
+  (tmp_path / "E").mkdir()
+  (tmp_path / "P" / "1.png").unlink()
+  _write_masks(tmp_path / "P", {7: box(0, 0, 4, 4)})
+  for folder, message in (("E", f"--predicted {tmp_path / 'E'}: holds no {{question_id}}.png "
+                                "mask"),
+                          ("P", f"--predicted {tmp_path / 'P'}: none of its 1 mask(s) is of a "
+                                "question of --truth (e.g. 7.png there, 1.png in --truth)")):
+    base[3] = str(tmp_path / folder)
+    assert cli.main(base) == 2
+    assert capsys.readouterr().err.strip().endswith(message)
+  assert not (tmp_path / "O").exists()
 
 
 def test_stats_command(tmp_path, capsys):

@@ -221,6 +221,14 @@ def mask_files(folder, flag):
           if (m := _PNG.fullmatch(name))}
 
 
+def required_masks(folder, flag):
+  """mask_files of a folder that must hold some (every score over none would read 0 or n/a)."""
+  files = mask_files(folder, flag)
+  if not files:
+    raise RSVQAError(f"{flag} {folder}: holds no {{question_id}}.png mask")
+  return files
+
+
 def read_confidence(path):
   """{question id: confidence} of a CSV with columns question_id,confidence."""
   try:
@@ -302,11 +310,13 @@ def summarize(rows, confidences=None, **extra):
 
 def score_folders(predicted, truth, out, confidence=None):
   """`rsvqa-jax grounding score`: O/grounding.csv, O/summary.json and O/iou_by_coverage.png."""
-  truth_files = mask_files(truth, "--truth")
-  if not truth_files:
-    raise RSVQAError(f"--truth {truth}: holds no {{question_id}}.png mask")
-  predicted_files = mask_files(predicted, "--predicted")
+  truth_files = required_masks(truth, "--truth")
+  predicted_files = required_masks(predicted, "--predicted")
   qids = sorted(truth_files)
+  if not set(qids) & set(predicted_files):  # every IoU would read 0
+    raise RSVQAError(f"--predicted {predicted}: none of its {len(predicted_files)} mask(s) is of "
+                     f"a question of --truth (e.g. {min(predicted_files)}.png there, {qids[0]}.png "
+                     "in --truth)")
   conf = read_confidence(confidence) if confidence else None
 
   def pairs():
@@ -391,9 +401,7 @@ def stats_folder(truth, out):
 
   The masks' statistics (empty masks counted apart), as the paper's Table 1 and Figure 2.
   """
-  files = mask_files(truth, "--truth")
-  if not files:
-    raise RSVQAError(f"--truth {truth}: holds no {{question_id}}.png mask")
+  files = required_masks(truth, "--truth")
   rows = [{"question_id": q, **statistics(binarize(read_mask(files[q])))} for q in sorted(files)]
   kept = [r for r in rows if r["coverage"] > 0]
   stats = {"n": len(rows), "n_empty": len(rows) - len(kept)}

@@ -96,6 +96,9 @@ def build(config, workdir, splits, *, dataset=None, features=None):
     if s not in dataset.splits:
       raise RSVQAError(f"split {s!r}: the dataset at {dataset.root} has splits "
                        f"{sorted(dataset.splits)}")
+    if not len(dataset[s]):  # every score over it would read n/a
+      raise RSVQAError(f"{dataset.root}: split {s!r} has no active question: nothing to "
+                       "evaluate on")
   inputs.check_data(workdir, dataset, config)  # before the answers' check: its message is clearer
   vocab = inputs.answer_vocab(dataset, config, workdir)
   if features is None:  # every split's images: one cache entry serves training and evaluation
