@@ -110,6 +110,9 @@ def test_ternary_cuts_and_paper_majority_f1():
   acc, f1 = m.ternary(labels, [0.0] * 25)
   assert acc == pytest.approx(14 / 25)
   assert f1 == pytest.approx((2 * 14 / (2 * 14 + 11)) / 3)
+  # label 1 in neither the truth nor the predictions: averaged over 0 and 2 (it read 0.667)
+  assert m.ternary([2, 0, 2], [1.0, 0.0, 1.0]) == (1.0, 1.0)
+  assert m.ternary([2, 0, 2], [1.0, 0.5, 1.0])[1] == pytest.approx((1 + 0 + 0) / 3)
 
 
 def test_threshold_from_validation_differs_from_the_test_pick():

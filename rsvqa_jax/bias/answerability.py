@@ -15,7 +15,9 @@ the plain values.
           position j (from 0) of a group of n holding r relevant, after c relevant above it,
           E[C_i rel_i] = r/n (c + 1) + j r (r - 1) / (n (n - 1)).
   ternary scores cut at 1/3 and 2/3 into 0 / 1 / 2; accuracy and macro-F1 over the three labels
-          (a label never predicted right scores F1 0, as the paper's Majority row: 23.95 = 71.9/3).
+          (a label never predicted right scores F1 0, as the paper's Majority row: 23.95 = 71.9/3;
+          one in neither the truth nor the predictions is left out of the mean, as scikit-learn's
+          f1_score leaves it).
   binary  2 against 1 / 0, positive when score >= t, t the validation score that maximises F1 on
           the validation pairs (ties: the highest such t), applied unchanged to the test pairs;
           precision (and F1) 0 when nothing is predicted positive. Without validation scores the
@@ -120,7 +122,8 @@ def ternary(labels, scores):
   """(accuracy, macro-F1 over labels 0, 1, 2) of the scores cut at TERNARY_CUTS."""
   labels = np.asarray(labels)
   pred = np.searchsorted(np.asarray(TERNARY_CUTS), np.asarray(scores, np.float64), side="right")
-  f1 = [_f1(labels == c, pred == c) for c in pools_lib.LABELS]
+  f1 = [_f1(labels == c, pred == c) for c in pools_lib.LABELS if (labels == c).any() or
+        (pred == c).any()]  # a label in neither has no F1 (0 would lower a perfect scorer's)
   return float((pred == labels).mean()), float(np.mean(f1))
 
 
