@@ -126,7 +126,8 @@ def test_huge_non_number_is_a_short_error():
     ("lr", "count", " between 10 and 100 ", "between 11 and 100"),  # the original code's
     ("lr", "count", "more than 1000", "more than 1000"), ("lr", "count", "0", "0"),
     ("hr", "area", "between 100m2 and 1000m2", "between 101m2 and 1000m2"),
-    ("hr", "area", "0m2", "0m2"), ("lr", "presence", "between 0 and 10", "between 1 and 10"),
+    ("hr", "area", "0m2", "0m2"), ("lr", "presence", " YES ", "yes"), ("hr", "comp", "No", "no"),
+    ("lr", "rural_urban", "Urban", "urban"),  # closed answer sets: case folded
     ("floodnet", "Yes_No", " Yes ", "yes"), ("xben", "LC", " Water bodies ", "Water bodies"),
 ])
 def test_binned_and_original_labels_keep_their_bin(dataset, qtype, raw, expected):
@@ -139,10 +140,23 @@ def test_binned_and_original_labels_keep_their_bin(dataset, qtype, raw, expected
     ("hr", "area", "407m2", "between 101m2 and 1000m2"),
     ("lr", "count", "42", "between 11 and 100"),
     ("floodnet", "Simple_Counting", "Three", "three"),
-    ("lr", "presence", "Yes", "Yes"),  # the LR reader keeps case
+    ("lr", "presence", "12", "12"), ("lr", "rural_urban", " Yes", "Yes"),  # outside the set
+    ("lr", "presence", "between 0 and 10", "between 1 and 10"),  # original label: still mapped
+    ("xben", "yes_no", "Yes", "Yes"),  # the RSVQAxBEN reader keeps case
 ])
 def test_predictions_of_the_wrong_form_stay_text(dataset, qtype, raw, expected):
   assert answers.normalise_prediction(dataset, qtype, raw) == expected
+
+
+@pytest.mark.parametrize("dataset,qtype,raw,message", [
+    ("lr", "presence", "12", "presence answer '12' is not one of yes, no"),
+    ("hr", "comp", "maybe", "comp answer 'maybe' is not one of yes, no"),
+    ("lr", "rural_urban", "yes", "rural_urban answer 'yes' is not one of rural, urban"),
+])
+def test_closed_answer_sets_refuse_other_answers(dataset, qtype, raw, message):
+  """They became classes of their own: a dataset's 'Yes ' and 'yes' were two answers."""
+  with pytest.raises(ValueError, match=f"^{message}$"):
+    answers.normalise(dataset, qtype, raw)
 
 
 def test_readers_and_normalise_agree(tmp_path):

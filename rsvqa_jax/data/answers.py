@@ -20,7 +20,9 @@ Where this differs from the original PyTorch RSVQA code (DESIGN.md section 3), a
   binned (our labels or the original code's, `ORIGINAL_LABELS`), so a model's predictions,
   in our style, the original code's or as raw counts / areas, go through the very function
   the readers apply to the files (`normalise_prediction`). Whitespace is stripped, and case
-  folded for FloodNet only, as its reader does. Counts are binned by their digits, so an
+  folded for FloodNet, as its reader does, and for the LR / HR types whose answers are a closed
+  set (yes / no, rural / urban: `CLOSED_ANSWERS`), where any other answer is an error too ("12"
+  to a presence question is no class of its own). Counts are binned by their digits, so an
   answer of 10^400 falls in the top bin instead of overflowing a float.
 - Vocabulary order. The original orders answers by training frequency with ties left in
   dictionary order; here ties are broken alphabetically so ids are reproducible.
@@ -53,6 +55,11 @@ ORIGINAL_LABELS = {
     "between 10m2 and 100m2": "between 11m2 and 100m2",
     "between 100m2 and 1000m2": "between 101m2 and 1000m2",
 }
+
+# LR / HR question types whose answer set is closed: another answer is an error, as a count
+# answer that is not a number is, instead of becoming a class of its own; case is folded.
+CLOSED_ANSWERS = {"presence": ("yes", "no"), "comp": ("yes", "no"),
+                  "rural_urban": ("rural", "urban")}
 
 _AREA_RE = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*m2\s*$")
 
@@ -114,7 +121,8 @@ def normalise(dataset, qtype, raw):
   """The class label of a raw answer: binned for LR counts and HR areas, else stripped text.
 
   An answer already binned (ours or `ORIGINAL_LABELS`) keeps its bin. Raises ValueError for a
-  count/area answer that is not a number (readers add the file name).
+  count/area answer that is not a number, or a closed type's answer outside its set (readers
+  add the file name).
   """
   text = _surface(dataset, raw)
   if dataset == "lr" and qtype == "count":
@@ -123,6 +131,11 @@ def normalise(dataset, qtype, raw):
     return text if text in HR_AREA_BINS else bin_area_hr(text)
   if dataset == "hr" and qtype == "count":
     return count_digits(text)
+  if dataset in ("lr", "hr") and qtype in CLOSED_ANSWERS:
+    if text.lower() not in CLOSED_ANSWERS[qtype]:
+      raise ValueError(f"{qtype} answer {_shown(raw)} is not one of "
+                       f"{', '.join(CLOSED_ANSWERS[qtype])}")
+    return text.lower()
   return text
 
 
