@@ -179,15 +179,15 @@ def test_empty_type_and_type_unseen_in_train():
 
 def test_a_type_absent_from_train_is_noted_wherever_table_3_is_rendered(result):
   """Its "most common answer" is the overall prior: the analysis table and the study report's
-  Table 3 say so with the same note (tables.absent_types_note), naming the type."""
+  Table 3 say so with the same note (tables.analysis_note), naming the type."""
   from rsvqa_jax.bias import report  # pylint: disable=g-import-not-at-top
   from rsvqa_jax.study import dataset_analysis  # pylint: disable=g-import-not-at-top
   train = make_split("train", [r for r in TRAIN if r[0] != "presence"])
   evaluated = analysis.analyze(train, make_split("test", TEST, first_id=100))
-  note = tables.absent_types_note(evaluated)
+  note = tables.analysis_note(evaluated)
   assert note == "4 sample(s) of types absent from train (Presence) predicted by the overall prior"
   assert note in tables.type_table(evaluated, "toy").caption
-  assert tables.absent_types_note(result) == ""  # every type seen in train: no note
+  assert tables.analysis_note(result) == ""  # every type and answer seen in train: no note
   per_type = {t: 0.5 for t in evaluated.types}
   run = {"accuracy": {"oa": 0.5, "aa": 0.5, "per_type": per_type, "n": 13}, "val_oa": 0.5,
          "adversarial": {}}
@@ -200,6 +200,22 @@ def test_a_type_absent_from_train_is_noted_wherever_table_3_is_rendered(result):
   assert note in tables.to_markdown(t3)  # report.md and analysis/table3_test.md
   presence = next(r for r in t3.rows if r[0] == "Presence")
   assert presence[3] == evaluated.levels["all"].subsets[0].prior  # the overall prior, noted
+
+
+def test_answers_outside_their_types_training_answers_are_noted():
+  """A type whose training split holds one answer read Uni_Acc 100% above a Prior_Acc of 0 with
+  nothing said: 1/|A_s| is a uniform guess's score only over answers in A_s."""
+  test = [r for r in TEST if r[0] not in ("rural_urban", "count")]
+  test += [("rural_urban", RU, "urban"), ("rural_urban", RU, "rural"), ("count", COUNT, "0"),
+           ("count", COUNT, "between 11 and 100")]
+  result = analysis.analyze(make_split("train", TRAIN), make_split("test", test, first_id=100))
+  assert result.outside_answers == {"rural_urban": 1, "count": 1}
+  rural = next(r for r in result.type_rows() if r.label == "rural_urban")
+  assert (rural.prior_acc, rural.uni_acc) == (0.5, 1.0)  # Eq. 3 as the paper, now noted
+  note = tables.analysis_note(result)
+  assert note == ("2 sample(s) with an answer no train sample of their type has (Counting 1 of "
+                  "2, Rural/urban 1 of 2): Uni_Acc = 1/|A_s| overstates a uniform guess on them")
+  assert tables.type_table(result, "toy").caption.endswith("; " + note)
 
 
 def test_empty_split_is_an_error():

@@ -23,6 +23,9 @@ Definitions (all accuracies are fractions; the tables print percentages):
     the level it nests in: the question type's prior (and a type missing from the fit split
     by the all-level prior and |A|). Such subsets and their samples are counted
     (`unseen_subsets`, `unseen_samples`) and shown in the tables.
+  - Uni_Acc_s is the score of a uniform guess among A_s only when the evaluated answers are in
+    A_s: samples whose answer is not (a type with a single training answer, HR counts unseen in
+    training) are counted per type (`outside_answers`) and noted under every table.
   - A question type with no evaluated sample (present in the fit split only) gets NaN
     accuracies, reported as "n/a", and is left out of the Average row.
   - Average row: unweighted mean over the types with samples of Prior_Acc, Uni_Acc and the
@@ -119,6 +122,9 @@ class Analysis:
   unparsed: int | None  # evaluated samples matching no LR template; None if not parsed
   accuracy: Scores | None = None
   adversarial: Scores | None = None
+  # qtype -> evaluated samples whose answer no fit sample of the type has (of all fit answers
+  # for a type absent from the fit split): Uni_Acc's 1/|A_s| is no uniform guess's score there
+  outside_answers: dict = dataclasses.field(default_factory=dict)
 
   def type_rows(self):
     """All / per type / Average / Overall / Question-level rows of Tables 3 and 5."""
@@ -234,7 +240,20 @@ def analyze(fit, evaluated, templates=False, predictions=None, adversarial=None)
       type_counts={t: int((evaluated.qtype == t).sum()) for t in types}, levels=levels,
       unparsed=subsets.count_unparsed(evaluated, parsed) if templates else None,
       accuracy=None if predictions is None else _scores(predictions, evaluated, types),
-      adversarial=None if adversarial is None else _scores(adversarial, evaluated, types))
+      adversarial=None if adversarial is None else _scores(adversarial, evaluated, types),
+      outside_answers=_outside_answers(fit, evaluated, types))
+
+
+def _outside_answers(fit, evaluated, types):
+  """{qtype: evaluated samples whose answer is none of the fit answers of their type}, the types
+  with such samples only."""
+  out = {}
+  for t in types:
+    known = fit.answer[fit.qtype == t] if (fit.qtype == t).any() else fit.answer
+    outside = int(np.sum(~np.isin(evaluated.answer[evaluated.qtype == t], known)))
+    if outside:
+      out[t] = outside
+  return out
 
 
 def default_splits(dataset):

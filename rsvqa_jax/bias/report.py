@@ -208,7 +208,7 @@ def table3(study, columns, flags):
              f"{n_seeds} seeds" + (f"; AdTest_Acc: {kind} substitution, mean (std) over "
                                    f"{n_seeds} seeds x {study['repeats']} draws" if adv else "")
              + "; IO = Eq. 1 on the means (as the paper's Table 3)")
-  if note := study["analysis"].get("absent_note"):  # tables.absent_types_note
+  if note := study["analysis"].get("note"):  # tables.analysis_note
     caption += f"; {note}"
   return tables.Table(caption=caption, columns=tuple(names), rows=tuple(out)), cell
 

@@ -183,20 +183,30 @@ def type_table(analysis, dataset):
   for name, scores in (("predictions", analysis.accuracy), ("adversarial predictions", analysis.adversarial)):
     if scores is not None and scores.missing:
       notes.append(f"{scores.missing} sample(s) without a row in the {name} file counted as wrong")
-  if note := absent_types_note(analysis):
+  if note := analysis_note(analysis):
     notes.append(note)
   return Table(caption="; ".join(notes), columns=tuple(columns), rows=tuple(rows))
 
 
-def absent_types_note(analysis):
-  """The note of every Table 3 / 5 whose evaluated types include one absent from the fit split:
-  its "most common answer" is then the overall prior, not the type's ("" when none is)."""
+def analysis_note(analysis):
+  """The note of every rendering of Table 3 / 5 ("" when there is nothing to say):
+  - evaluated types absent from the fit split: their "most common answer" is the overall prior;
+  - samples whose answer is none of the fit answers of their type: Uni_Acc = 1/|A_s| is no
+    uniform guess's score there (a guess among A_s never gets them right)."""
   level = analysis.levels["type"]
+  notes = []
   absent = [t for t in analysis.types if analysis.type_counts[t] and (t,) not in level.fit_priors]
-  if not absent:
-    return ""
-  return (f"{level.unseen_samples} sample(s) of types absent from {analysis.fit_split} "
-          f"({', '.join(type_name(t) for t in absent)}) predicted by the overall prior")
+  if absent:
+    notes.append(f"{level.unseen_samples} sample(s) of types absent from {analysis.fit_split} "
+                 f"({', '.join(type_name(t) for t in absent)}) predicted by the overall prior")
+  outside = analysis.outside_answers
+  if outside:
+    counts = ", ".join(f"{type_name(t)} {n} of {analysis.type_counts[t]}"
+                       for t, n in outside.items())
+    notes.append(f"{sum(outside.values())} sample(s) with an answer no {analysis.fit_split} "
+                 f"sample of their type has ({counts}): Uni_Acc = 1/|A_s| overstates a uniform "
+                 "guess on them")
+  return "; ".join(notes)
 
 
 def objects_patterns_table(analysis, dataset):

@@ -29,9 +29,10 @@ def analyse(study, ds, name, prefix=""):
 
 def table3_inputs(result):
   """What the report's Table 3 takes of an analysis.Analysis: its type rows, its types and the
-  note on types absent from the fit split (tables.absent_types_note, as the analysis table's)."""
+  notes on types absent from the fit split and answers outside it (tables.analysis_note, as the
+  analysis table's)."""
   rows = {r.label: {"n": r.n, "n_answers": r.n_answers, "prior": r.prior,
                     "prior_acc": r.prior_acc, "uni_acc": r.uni_acc}
           for r in result.type_rows()}
   return {"rows": rows, "types": list(result.types),
-          "absent_note": tables.absent_types_note(result)}
+          "note": tables.analysis_note(result)}
