@@ -183,9 +183,14 @@ def test_empty_answers_ids(broken):
     rsvqa_json.read_dataset(broken, "lr")
 
 
-def test_empty_question(broken):
-  path = _edit(broken, "test", "questions", lambda qs: _first_active(qs).update(question="  "))
-  with pytest.raises(RSVQAError, match=f"^{path}: question \\d+ has an empty question string$"):
+@pytest.mark.parametrize("question, message", [
+    ("  ", "has an empty question string \\(no visible character\\)"),
+    ("\u200b\u00a0", "has an empty question string \\(no visible character\\)"),
+    (123, "has question 123: expected a string"),  # it said "empty question string"
+    (None, "has question None: expected a string")])
+def test_empty_question(broken, question, message):
+  path = _edit(broken, "test", "questions", lambda qs: _first_active(qs).update(question=question))
+  with pytest.raises(RSVQAError, match=f"^{path}: question \\d+ {message}$"):
     rsvqa_json.read_dataset(broken, "lr")
 
 

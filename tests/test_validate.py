@@ -1,4 +1,5 @@
 """`rsvqa-jax synth` + `rsvqa-jax validate` end to end through the CLI, and bad images."""
+import json
 import os
 import shutil
 
@@ -95,6 +96,18 @@ def test_validate_bad_json_one_line(broken, capsys):
   rc, err = _run_validate(broken, capsys)
   assert rc == 2 and err.startswith(f"rsvqa-jax validate: error: {path}: malformed JSON at line 1 column 13")
   assert "\n" not in err
+
+
+def test_validate_refuses_a_split_without_an_active_question(broken, capsys):
+  """It printed "ok" for a set whose training split was empty; train refused it later."""
+  path = os.path.join(broken, "LR_split_train_questions.json")
+  data = json.load(open(path))
+  for q in data["questions"]:
+    q["active"] = False
+  json.dump(data, open(path, "w"))
+  rc, err = _run_validate(broken, capsys)
+  assert rc == 2 and err == (f"rsvqa-jax validate: error: {broken}: split(s) train hold no "
+                             "active question: nothing trains or is evaluated on them")
 
 
 def test_validate_not_a_tiff(broken, capsys):

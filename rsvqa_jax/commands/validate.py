@@ -3,6 +3,7 @@ import sys
 
 from rsvqa_jax.data import rsvqa_json
 from rsvqa_jax.data import validate
+from rsvqa_jax.errors import RSVQAError
 
 
 def add_arguments(parser):
@@ -29,4 +30,8 @@ def run(args):
       print("\n".join(shown + ([f"... and {more} more"] if more else [])), file=sys.stderr)
     raise
   print("\n".join(report.lines()))
+  empty = [name for name, n in report.questions.items() if not n]
+  if empty:  # train refuses an empty train or val split, evaluate an empty split it scores
+    raise RSVQAError(f"{args.data}: split(s) {', '.join(empty)} hold no active question: nothing "
+                     "trains or is evaluated on them")
   print("ok")

@@ -185,8 +185,11 @@ def question_fields(q, qid, path, name):
     raise RSVQAError(f"{path}: question {qid} has type {short_repr(qtype)}: the {name.upper()} "
                      f"layout's types are {', '.join(known)}")
   text = q["question"]
-  if not isinstance(text, str) or not text.strip():
-    raise RSVQAError(f"{path}: question {qid} has an empty question string")
+  if not isinstance(text, str):
+    raise RSVQAError(f"{path}: question {qid} has question {short_repr(text)}: expected a string")
+  if not any(c.isprintable() and not c.isspace() for c in text):
+    raise RSVQAError(f"{path}: question {qid} has an empty question string (no visible "
+                     "character)")
   ids = id_list(q["answers_ids"], path, f"question {qid}", "answers_ids")
   if not ids:
     raise RSVQAError(f"{path}: question {qid} has answers_ids []: it names no answer")
