@@ -343,7 +343,7 @@ def test_validate_and_analyze_on_xben(xben, tmp_path, capsys):
   assert f"All,{counts['test']}," in text and "\nLand cover," in text and "\nYes/No," in text
 
 
-def test_encode_split_tokenises_distinct_questions_as_each_one(xben):
+def test_encode_split_tokenises_distinct_questions_as_each_one(xben, caplog):
   root, _ = xben
   ds = rsvqa_json.read_dataset(root)
   vocab = AnswerVocab.for_dataset(ds)
@@ -356,6 +356,16 @@ def test_encode_split_tokenises_distinct_questions_as_each_one(xben):
     assert row[:len(ids)].tolist() == ids and not row[len(ids):].any()
   assert got.columns["image_index"].tolist() == np.searchsorted(
       image_ids, ds["train"].image_id).tolist()
+  longest = max(len(x) for x in one_by_one)
+  questions = ds["train"].question.tolist()
+  cut = sum(len(x) == longest for x in one_by_one)
+  distinct = len({q for q, x in zip(questions, one_by_one) if len(x) == longest})
+  with warnings_of_rsvqa_jax(caplog, logging.INFO):
+    short = inputs.encode_split(ds["train"], vocab, tokenizer, image_ids, longest - 1, (8,))
+  assert short.lengths.max() == longest - 1
+  assert [r.getMessage() for r in caplog.records] == [  # the cut was silent
+      f"split train: {cut} question(s) ({distinct} distinct) longer than "
+      f"text.max_length={longest - 1} tokens, cut to it"]
 
 
 def test_xben_synth_is_deterministic_and_the_benchmark_renders(tmp_path):

@@ -19,6 +19,7 @@ resumed run draws the same variants as an uninterrupted one.
 """
 import functools
 import hashlib
+import logging
 import os
 import re
 from typing import NamedTuple
@@ -36,6 +37,8 @@ from rsvqa_jax.data.tokenizers import WordTokenizer, bucket_length, pad_batch, w
 from rsvqa_jax.errors import RSVQAError
 from rsvqa_jax.features import image_cache, pixels, question_cache
 from rsvqa_jax.train import checkpointing
+
+_log = logging.getLogger(__name__)
 
 ANSWERS_FILE = "answers.json"
 DATA_FILE = "data.json"  # the trained and selected-on splits' sizes and fingerprints
@@ -298,7 +301,12 @@ def encode_split(split, vocab, tokenizer, image_ids, max_length, buckets, questi
   distinct = {}
   codes = np.fromiter((distinct.setdefault(q, len(distinct)) for q in split.question.tolist()),
                       np.int32, len(split))
-  ids = [tokenizer.encode(q)[:max_length] for q in distinct]
+  full = [tokenizer.encode(q) for q in distinct]
+  cut = np.array([len(x) > max_length for x in full])
+  if cut.any():  # as the paper's models read them, never silently
+    _log.info(f"split {split.name}: {int(cut[codes].sum())} question(s) ({int(cut.sum())} "
+              f"distinct) longer than text.max_length={max_length} tokens, cut to it")
+  ids = [x[:max_length] for x in full]
   distinct_lengths = np.array([len(x) for x in ids], np.int32)
   if distinct_lengths.min(initial=1) == 0:
     raise RSVQAError(f"split {split.name}: a question has no token after tokenisation")
