@@ -310,6 +310,26 @@ def test_shuffle_counts_refuses_and_warns_about_questions_left_on_their_own_imag
   assert adversarial.own_images_kept("random", rows, sub, "W") is None
 
 
+def test_substitutions_onto_an_identical_image_are_counted_warned_and_refused_when_all(caplog):
+  """Byte-identical images under other ids: swapping them changes nothing, and the adversarial
+  score read as a model ignoring the image."""
+  rng = np.random.default_rng(0)
+  features = rng.standard_normal((5, 300)).astype(np.float32)
+  features[3] = features[1]  # the same picture as image row 1
+  features[4] = features[0]
+  features[4, 7] += 1  # equal in the sampled columns, not whole
+  rows = np.array([1, 1, 2, 0])
+  sub = np.array([[3, 2, 1, 4], [3, 3, 1, 3], [0, 3, 2, 4]])  # row 1 -> 3 four times
+  with warnings_of_rsvqa_jax(caplog):
+    assert adversarial.identical_swaps(features, rows, sub, "W") == 4
+  assert "W: 4 of 12 substitutions (33.3%) give a question an image whose features equal" in \
+      caplog.text
+  assert adversarial.identical_swaps(features, rows, np.array([[0, 0, 0, 1]]), "W") == 0
+  with pytest.raises(RSVQAError, match="W: every substituted image has the features of the "
+                                       "question's own image"):
+    adversarial.identical_swaps(features, rows[:2], np.array([[3, 1], [1, 3]]), "W")
+
+
 def test_seeds_refuses_a_workdir_twice_a_repeated_seed_and_another_config(tmp_path, capsys):
   from rsvqa_jax.train import checkpointing  # pylint: disable=g-import-not-at-top
 

@@ -20,7 +20,8 @@ Written to WORKDIR/eval/SPLIT/ (eval/outputs.py):
   adversarial_KIND.json             bias/metrics.accuracy_table over the K substitutions (mean,
                                     std and every repeat's values), what was tested (kind,
                                     pool and pool_images for random, own_image_kept for
-                                    shuffle, seed, ...) and the
+                                    shuffle, identical_image for both (substitutes whose
+                                    features equal the own image's), seed, ...) and the
                                     predictions' audit (bias/predictions.Aligned.summary)
   adversarial_KIND_predictions.csv  every repeat's answers (question_id, repeat 0..K-1,
                                     image_id, substituted_image_id, type, prediction, answer),
@@ -98,6 +99,39 @@ def own_images_kept(kind, rows, sub_rows, where):
   return kept
 
 
+def identical_swaps(features, rows, sub_rows, where, sampled=64):
+  """How many of the [K, N] substitutions give a question another row whose features equal its
+  own image's (the same picture under another id): its answer cannot change there.
+
+  Rows are grouped by `sampled` of their columns, then compared whole where those agree.
+  Warned about; refused when it is every substitution that changes the row (the score would
+  be the clean one).
+  """
+  own = np.broadcast_to(np.asarray(rows, np.int64)[None], sub_rows.shape)
+  other = sub_rows != own
+  if not other.any():
+    return 0
+  used = np.unique(np.concatenate([own[0], sub_rows[other]]))
+  columns = np.unique(np.linspace(0, features.shape[1] - 1, sampled).astype(np.int64))
+  group = np.zeros(int(used.max()) + 1, np.int64)
+  group[used] = np.unique(np.asarray(features[used[:, None], columns[None]]), axis=0,
+                          return_inverse=True)[1].ravel()
+  candidate = other & (group[sub_rows] == group[own])
+  width = len(group)
+  codes = own[candidate] * width + sub_rows[candidate]
+  same = [c for c in np.unique(codes).tolist()
+          if np.array_equal(features[c // width], features[c % width])]
+  n = int(np.isin(codes, same).sum())
+  if n and n == int(other.sum()):
+    raise RSVQAError(f"{where}: every substituted image has the features of the question's own "
+                     "image (the same picture under other ids?): the score would be the clean one")
+  if n:
+    _log.warning("%s: %d of %d substitutions (%.1f%%) give a question an image whose features "
+                 "equal its own's (the same picture under another id): its answer cannot change "
+                 "there", where, n, sub_rows.size, 100 * n / sub_rows.size)
+  return n
+
+
 def kind_features(run, kind, noise_seed):
   """[R, D] features to substitute from: the clean ones for random/shuffle, else that kind's.
 
@@ -158,14 +192,17 @@ def evaluate(workdir, split, kind, *, repeats=10, seed=0, pool="dataset", which=
                                  batch_size=run.config.train.eval_batch_size, pool=rows)
   except RSVQAError as e:
     raise RSVQAError(f"split {split} of {workdir}: {e}") from None
-  kept = own_images_kept(kind, clean, sub_rows, f"split {split} of {workdir}")
+  where = f"split {split} of {workdir}"
+  kept = own_images_kept(kind, clean, sub_rows, where)
+  same = None if kind in PIXEL_KINDS else identical_swaps(run.features.features, clean,
+                                                          sub_rows, where)
   preds = predict.predict(run, state, split, image_rows=sub_rows,
                           features=kind_features(run, kind, seed),
                           desc=f"adversarial {kind} x{repeats} {split}")
   table = predict.accuracy(run, split, preds)
   n_pool = len(np.unique(clean)) if rows is None else len(rows)
   table.update(kind=kind, pool=pool if random else None, pool_images=n_pool if random else None,
-               own_image_kept=kept, split=split, seed=int(seed), checkpoint=which, step=step,
+               own_image_kept=kept, identical_image=same, split=split, seed=int(seed), checkpoint=which, step=step,
                workdir=os.path.abspath(workdir))
   substituted = np.asarray(run.features.image_ids)[sub_rows]
   return accuracy.write_results(run, split, preds, table,
