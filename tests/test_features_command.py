@@ -168,6 +168,21 @@ def test_synthetic_resnet_is_pretrained_only_on_request(data_dir, tmp_path, caps
       os.path.join(cache, "synthetic_resnet"))
 
 
+def test_each_pretrain_setting_has_its_own_encoder_folder():
+  """Two configs of other image.pretrain settings shared CACHE/synthetic_resnet: the second
+  one's pretraining replaced the encoder the first one's runs read, and they could no longer be
+  evaluated."""
+  a = config_lib.load(os.path.join(ROOT, "configs", "synthetic_small.py"))
+  b = config_lib.load(os.path.join(ROOT, "configs", "synthetic_small.py"))
+  b.image.pretrain.image_size = a.image.pretrain.image_size // 2
+  folder = lambda c: config_lib.image_config(c.image, "/cache").pretrained_dir
+  assert folder(a) != folder(b)
+  assert {os.path.dirname(folder(a)), os.path.dirname(folder(b))} == {"/cache/synthetic_resnet"}
+  b.image.pretrain.image_size = a.image.pretrain.image_size
+  b.image.batch_size = a.image.batch_size + 1  # not a pretraining setting
+  assert folder(a) == folder(b)
+
+
 def test_features_and_training_agree_on_the_cache(tmp_path, capsys, monkeypatch):
   """features --pretrain writes the encoder and features where training reads them."""
   c = config_lib.load(os.path.join(ROOT, "configs", "synthetic_small.py"))
@@ -190,7 +205,9 @@ def test_features_and_training_agree_on_the_cache(tmp_path, capsys, monkeypatch)
   captured = capsys.readouterr()
   out = captured.out
   assert rc == 0 and "stage pretrain" in captured.err
-  assert os.path.isfile(os.path.join(cache, "synthetic_resnet", "model.safetensors"))
+  pretrained = config_lib.image_config(c.image, cache).pretrained_dir
+  assert os.path.dirname(pretrained) == os.path.join(cache, "synthetic_resnet")
+  assert os.path.isfile(os.path.join(pretrained, "model.safetensors"))
   entry = [l.split(" -> ")[1] for l in out.splitlines() if " -> " in l][0]
   assert os.path.dirname(entry) == os.path.join(cache, "features")
   from rsvqa_jax.features import pretrain  # pylint: disable=g-import-not-at-top

@@ -9,7 +9,8 @@ The variants augment the clean images; the other kinds replace the pixels and ar
 once, unaugmented (variant none), so variants without the clean kind are an error.
 
 CACHE is the folder a training config names as data.cache_dir (default with --config: its
-data.cache_dir): entries go to CACHE/features and a synthetic_resnet to CACHE/synthetic_resnet,
+data.cache_dir): entries go to CACHE/features and a synthetic_resnet to
+CACHE/synthetic_resnet/KEY (one folder per image.pretrain setting),
 where training and evaluation look for them. The image settings come from the config's `image`
 section (defaults otherwise), then from the flags. As in training (config.check_weights), real
 data needs the ResNet weights named, or random-init features asked for with `--checkpoint
@@ -54,7 +55,7 @@ def add_arguments(parser):
                            "random-init weights (required on real data)")
   parser.add_argument("--pretrained-dir",
                       help="image.pretrained_dir of synthetic_resnet (default: "
-                           "CACHE/synthetic_resnet)")
+                           "CACHE/synthetic_resnet/KEY, KEY hashed from image.pretrain)")
   parser.add_argument("--pretrain", action="store_true",
                       help="pretrain the synthetic_resnet on the train split first, unless its "
                            "folder holds one of these settings")

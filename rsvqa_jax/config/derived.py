@@ -1,5 +1,7 @@
 """What a config implies beyond its keys: where its caches live and whether its question vectors
 come from one, resolved here so the commands that write a cache and those that read it agree."""
+import hashlib
+import json
 import os
 
 import ml_collections
@@ -20,10 +22,14 @@ def cache_dir(config, workdir):
 
 
 def image_config(image, cache):
-  """A copy of an image section with its derived path set: pretrained_dir under `cache`."""
+  """A copy of an image section with its derived path set: pretrained_dir under `cache`, one
+  folder per pretraining setting (CACHE/synthetic_resnet/KEY), so a run of other settings
+  pretrains beside the encoder earlier runs read instead of over it."""
   out = ml_collections.ConfigDict(image.to_dict())
   if out.arch == "synthetic_resnet" and not out.pretrained_dir:
-    out.pretrained_dir = os.path.join(cache, PRETRAINED_DIR)
+    settings = json.dumps(out.pretrain.to_dict(), sort_keys=True)
+    key = hashlib.sha256(settings.encode()).hexdigest()[:12]
+    out.pretrained_dir = os.path.join(cache, PRETRAINED_DIR, key)
   return out
 
 
