@@ -178,6 +178,13 @@ def test_table1_pools_seeds_and_learning_rates_of_one_model_only(tmp_path, capsy
   rc, out = _run(runs, capsys)
   assert rc == 0 and "unlike" not in out.err
   assert cell() == tables.pct(*tables.mean_std([0.8, 0.6, 0.2]))
+  sweep = lambda: (runs / "tables" / "figure8_lr.md").read_text()
+  assert "| distilBERT | 50.00 (30.00) | 60.00 |" in sweep()  # lr 1e-6: seeds 0 and 1
+  config["seed"], config["data"]["root"] = 0, "/elsewhere"
+  json.dump(config, open(os.path.join(other, "config.json"), "w"))
+  rc, out = _run(runs, capsys)  # a Figure 8 cell averaged runs of other data, seeds repeated
+  assert rc == 0 and "| distilBERT | unlike runs | 60.00 |" in sweep()
+  assert "Figure 8 cell 'distilBERT, lr 1e-06': " in out.err
 
 
 def test_table2_averages_only_seeds_of_one_model_evaluated_on_the_best(tmp_path, capsys):

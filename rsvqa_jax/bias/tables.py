@@ -401,12 +401,18 @@ def table2(runs, split="test"):
 
 
 def lr_sweep_table(runs):
-  """Figure 8's data: validation OA of the fine-tuned e-mult models per language-model lr."""
+  """Figure 8's data: validation OA of the fine-tuned e-mult models per language-model lr, mean
+  (std) over the seeds of one model (UNLIKE, with a WARNING, over anything else)."""
   mine = [r for r in _reference(runs) if not r.frozen and r.fusion == "mult" and not r.original]
   lrs = sorted({r.text_lr for r in mine})
   lms = [lm for lm in LM_ORDER if any(r.lm == lm for r in mine)]
-  rows = [(LM_LABELS[lm], *(_seeds_cell([r.val_oa for r in mine if (r.lm, r.text_lr) == (lm, lr)])
-                            for lr in lrs)) for lm in lms]
+  def cell(lm, lr):
+    runs = [r for r in mine if (r.lm, r.text_lr) == (lm, lr)]
+    if _unlike(runs, f"Figure 8 cell '{LM_LABELS[lm]}, lr {lr:g}'"):
+      return UNLIKE
+    return _seeds_cell([r.val_oa for r in runs])
+
+  rows = [(LM_LABELS[lm], *(cell(lm, lr) for lr in lrs)) for lm in lms]
   return Table(caption="Figure 8 layout: validation OA (%) of fine-tuned e-mult models per "
                        "language-model learning rate", columns=("LM", *(f"{lr:g}" for lr in lrs)),
                rows=tuple(rows))
