@@ -141,25 +141,26 @@ def main(argv=None):
   args = build_parser(argv).parse_args(argv)
   _logging(args)
   host_memory.keep_freed_memory()  # before JAX starts its threads
+  name = " ".join(filter(None, (args.command, getattr(args, "action", None))))  # grounding score
   try:
     return _load(args.command).run(args) or 0
   except RSVQAError as e:
-    print(f"rsvqa-jax {args.command}: error: {e}", file=sys.stderr)
+    print(f"rsvqa-jax {name}: error: {e}", file=sys.stderr)
     return 2
   except OSError as e:
     if e.errno == errno.ENOSPC:
-      print(f"rsvqa-jax {args.command}: error: {e.filename or 'a file'}: no space left on device; "
+      print(f"rsvqa-jax {name}: error: {e.filename or 'a file'}: no space left on device; "
             "free some space and run the same command again (it resumes)", file=sys.stderr)
     else:
-      print(f"rsvqa-jax {args.command}: error: {os_error_line(e)}", file=sys.stderr)
+      print(f"rsvqa-jax {name}: error: {os_error_line(e)}", file=sys.stderr)
     return 2
   except KeyboardInterrupt:
-    print(f"rsvqa-jax {args.command}: interrupted", file=sys.stderr)
+    print(f"rsvqa-jax {name}: interrupted", file=sys.stderr)
     return 130
   except Exception as e:  # pylint: disable=broad-exception-caught
     if os.environ.get(SHOW_TRACEBACK, "") not in ("", "0"):
       raise
-    print(f"rsvqa-jax {args.command}: error: {unexpected_line(e)} (an input this command does not "
+    print(f"rsvqa-jax {name}: error: {unexpected_line(e)} (an input this command does not "
           f"check yet; {SHOW_TRACEBACK}=1 shows where)", file=sys.stderr)
     return 2
 

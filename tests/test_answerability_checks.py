@@ -58,7 +58,7 @@ def test_select_out_never_replaces_what_it_did_not_write(files, capsys, out, mes
   (files / "notes.csv").write_text("pool_id,question,image_id\n")
   before = {p: p.read_bytes() for p in files.rglob("*") if p.is_file()}
   line = _error(capsys, _select(files, files / out))
-  assert line.startswith(f"rsvqa-jax answerability: error: --out {files / out}: {message}")
+  assert line.startswith(f"rsvqa-jax answerability select: error: --out {files / out}: {message}")
   assert {p: p.read_bytes() for p in files.rglob("*") if p.is_file()} == before
 
 
@@ -106,7 +106,7 @@ def test_a_json_file_for_a_csv_is_named_in_one_short_line(files, capsys):
   data.write_text(json.dumps([{"pool_id": i, "question": "Is there a road?" * 20, "image_id": i}
                               for i in range(100)]))
   assert _error(capsys, _select(files, files / "sel.csv")[:5] + [str(data), "--top", "3"]) == (
-      f"rsvqa-jax answerability: error: {data}: not a CSV file (it looks like JSON); give a CSV "
+      f"rsvqa-jax answerability select: error: {data}: not a CSV file (it looks like JSON); give a CSV "
       "with the columns pool_id, question, image_id")
   labels = files / "labels.csv"
   labels.write_text("pool_id,image_id,label\n0,1,2\n")

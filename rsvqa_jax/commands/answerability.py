@@ -25,18 +25,32 @@ DOCS_BEGIN = ("<!-- answerability: begin (rsvqa-jax answerability study --config
 DOCS_END = "<!-- answerability: end -->"
 
 
+DESCRIPTIONS = {
+    "train": "Train an answerability head (can this image answer this question?) from a config "
+             "into --workdir; run it again to resume.",
+    "score": "Score any model's answerability scores against labels: NDCG, MAP, ternary and "
+             "binary accuracy / F1, into OUT/metrics.json.",
+    "select": "Pick the N pairs of an unlabelled pool file the trained head is least sure of "
+              "(highest predictive entropy), to label next.",
+    "study": "Run the answerability stage of a study config alone: heads with and without the "
+             "image, Random and Majority, and their summary.",
+}
+
+
 def add_arguments(parser):
   actions = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
-  p = actions.add_parser("train", help="train an answerability head from a config (resumes)")
+  add = lambda name, text: actions.add_parser(name, help=text, description=DESCRIPTIONS[name])
+  p = add("train", "train an answerability head from a config (resumes)")
   common.add_run_arguments(p, example="configs/answerability_synthetic.py:skipthoughts,blind",
-                           workdir_means="the folder for checkpoints and metrics")
-  p = actions.add_parser("score", help="ranking and classification metrics of a scores file")
+                           workdir_means="the folder for checkpoints and metrics",
+                           override="answerability.batch_pools=8")
+  p = add("score", "ranking and classification metrics of a scores file")
   p.add_argument("--scores", required=True, help="CSV pool_id,image_id,score (score in [0, 1])")
   p.add_argument("--labels", required=True, help="CSV pool_id,image_id,label (2 / 1 / 0)")
   p.add_argument("--val-scores", help="validation scores: they alone choose the binary threshold")
   p.add_argument("--val-labels", help="validation labels")
   p.add_argument("--out", required=True, help="folder for metrics.json")
-  p = actions.add_parser("select", help="unlabelled pairs of highest predictive entropy")
+  p = add("select", "unlabelled pairs of highest predictive entropy")
   p.add_argument("--workdir", required=True, help="an answerability workdir")
   p.add_argument("--pool", required=True,
                  help="CSV pool_id,question,image_id (a label column is ignored)")
@@ -46,9 +60,10 @@ def add_arguments(parser):
   p.add_argument("--checkpoint", choices=("best", "last"), default="best",
                  help="best-on-validation or the last checkpoint")
   common.add_pickle_argument(p)
-  p = actions.add_parser("study", help="the answerability stage of a study config, alone")
+  p = add("study", "the answerability stage of a study config, alone")
   common.add_run_arguments(p, example="configs/answerability_study.py",
-                           workdir_means="the study folder")
+                           workdir_means="the study folder",
+                           override="answerability.study.num_epochs=5")
   p.add_argument("--docs", "--readme", dest="docs",
                  help="also copy the stage's summary into this page, between its markers")
 

@@ -33,21 +33,22 @@ def accept_overrides(parser):
   parser.parse_known_args = parse_known_args
 
 
-def add_config_arguments(parser, *, example, print_flag=True):
-  """--config (with an example), the overrides and, unless asked not to, --print-config."""
+def add_config_arguments(parser, *, example, print_flag=True, override="train.batch_size=64"):
+  """--config (with an example), the overrides (`override` an example of a key the command
+  reads) and, unless asked not to, --print-config."""
   parser.add_argument("--config", required=True,
                       help=f"config file, optionally with an argument: {example}")
   if print_flag:
     parser.add_argument("--print-config", action="store_true",
                         help="print the effective config (after the overrides) and exit")
-  parser.epilog = ("Override any config key with --config.KEY=VALUE, e.g. "
-                   "--config.train.batch_size=64 (rsvqa-jax config CONFIG lists the keys)")
+  parser.epilog = (f"Override any config key with --config.KEY=VALUE, e.g. --config.{override} "
+                   "(rsvqa-jax config --config CONFIG lists the keys)")
   accept_overrides(parser)
 
 
-def add_run_arguments(parser, *, example, workdir_means):
+def add_run_arguments(parser, *, example, workdir_means, override="train.batch_size=64"):
   """The arguments of a command that runs a config in a folder (train, study)."""
-  add_config_arguments(parser, example=example)
+  add_config_arguments(parser, example=example, override=override)
   parser.add_argument("--workdir", help=f"{workdir_means} (required unless --print-config)")
   add_pickle_argument(parser)
 
