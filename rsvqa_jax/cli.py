@@ -202,6 +202,9 @@ def exit_on_interrupt(what):
     while True:
       sig = os.read(read_end, 1)[0]
       if sig in EXIT_STATUS:
+        storage = sys.modules.get("rsvqa_jax.storage")  # imported by then if it holds a lock
+        if storage is not None:
+          storage.clear_held_locks()
         sys.stderr.write(f"\n{what}: interrupted ({signal.Signals(sig).name}); run the same "
                          "command again to resume\n")
         sys.stderr.flush()

@@ -126,12 +126,31 @@ def locked(folder, what):
     me = {"pid": os.getpid(), "host": socket.gethostname(),
           "since": time.strftime("%Y-%m-%dT%H:%M:%S")}
     _record(fd, json.dumps(me).encode())
+    _HELD.add(fd)
     try:
       yield
     finally:
+      _HELD.discard(fd)
       _record(fd, b"")
   finally:
     os.close(fd)  # releases the flock
+
+
+_HELD = set()  # descriptors of the locks this process holds, their records written
+
+
+def clear_held_locks():
+  """Empties the owner record of every lock this process holds.
+
+  The interrupt handler (cli.exit_on_interrupt) calls it just before it ends the process with
+  os._exit, which skips the `finally` of `locked`: the next run then resumes without a WARNING
+  that the owner died holding the lock. A kill -9 still leaves the record, and that WARNING.
+  """
+  for fd in list(_HELD):
+    try:
+      _record(fd, b"")
+    except OSError:
+      pass
 
 
 def _remove(path):

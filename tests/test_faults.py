@@ -19,6 +19,7 @@ import jax
 import numpy as np
 import pytest
 
+from rsvqa_jax import storage
 from rsvqa_jax.train import restore
 from test_synthetic import _files  # relative path -> bytes of every file under a folder
 
@@ -111,6 +112,10 @@ def test_killed_train_resumes_to_the_same_parameters(reference, sig, moment):
     assert "Traceback" not in err
   else:
     assert proc.returncode == -signal.SIGKILL
+  lock = os.path.join(workdir, storage.LOCK)
+  record = open(lock).read() if os.path.exists(lock) else ""
+  # an interrupt empties the owner record (the resume warned the owner was killed); a kill can't
+  assert bool(record) == (sig == signal.SIGKILL), record
   _run(workdir, cache)
   step, params = _params(workdir)
   assert step == ref_step

@@ -359,10 +359,11 @@ def describe(values):
 
 
 def statistics_table(stats, caption):
-  """Mean +- std and median of each statistic (the paper's Table 1), one row per mask set."""
+  """Mean +- std and median of each statistic (the paper's Table 1), one row per mask set; n
+  counts the masks they are over (empty masks left out)."""
   rows = []
   for name, s in stats.items():
-    row = [name, s["n"]]
+    row = [name, s["n"] - s["n_empty"]]
     for key in STATISTICS:
       d = s[key]
       row.append("n/a" if not d["n"] else f"{d['mean']:.2f} +- {d['std']:.2f} "
