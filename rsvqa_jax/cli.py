@@ -121,6 +121,15 @@ class _Stderr(logging.Handler):
       self.handleError(record)
 
 
+class _Labelled(logging.Formatter):
+  """The message, after "WARNING: " (or "ERROR: ") when it is one, so it stands out from the
+  routine lines the docs call INFO."""
+
+  def format(self, record):
+    text = super().format(record)
+    return f"{record.levelname}: {text}" if record.levelno >= logging.WARNING else text
+
+
 def _logging(args):
   """rsvqa_jax's routine messages at INFO on stderr (-q: warnings only; -v: debug too).
 
@@ -131,7 +140,7 @@ def _logging(args):
   logger.setLevel(level)
   if not any(isinstance(h, _Stderr) for h in logger.handlers):
     handler = _Stderr()
-    handler.setFormatter(logging.Formatter("%(message)s"))
+    handler.setFormatter(_Labelled("%(message)s"))
     logger.addHandler(handler)
     logger.propagate = False
 

@@ -96,8 +96,8 @@ def test_synth_command_says_it_replaces_on_one_line(tmp_path, capsys):
   assert "replacing" not in capsys.readouterr().err
   assert cli.main(args[:-1] + ["3"]) == 0
   err = [l for l in capsys.readouterr().err.splitlines() if "replacing" in l]
-  assert err == [f"{os.path.abspath(out)}: replacing the synthetic dataset there "
-                 "(questions_per_image 2 -> 3)"]
+  assert err == [f"WARNING: {os.path.abspath(out)}: replacing the synthetic dataset there "
+                 "(questions_per_image 2 -> 3)"]  # labelled: the docs promise "a WARNING"
 
 
 def test_random_init_encoder_is_announced_once_at_info(tmp_path, logged):
