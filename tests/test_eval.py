@@ -214,7 +214,11 @@ def test_evaluate_command_writes_json_and_csv(tmp_path, capsys):
     if kind == "white":  # the features stay in place: each question keeps its own row
       assert all(r["substituted_image_id"] == r["image_id"] for r in rows)
       assert out["std"]["oa"] == 0.0  # white images are the same in every repeat
-  assert "std over the 3 repeats" in capsys.readouterr().out
+  printed = capsys.readouterr().out
+  assert "std over the 3 repeats" in printed
+  for paths in (outputs.accuracy_paths(workdir, "test"),
+                outputs.adversarial_paths(workdir, "test", "white")):
+    assert f"wrote {', '.join(paths)}\n" in printed  # where the files an audit reads are
   with pytest.raises(RSVQAError, match="--pool applies to --adversarial random only"):
     evaluate_cmd.run(parser.parse_args(["--workdir", workdir, "--adversarial", "white", "--pool",
                                         "split"]))

@@ -349,6 +349,13 @@ def test_analyze_shortcuts_needs_predictions_of_the_iid_test_split(bench, tmp_pa
   assert f"--data {source}: its test split" in err and "is not the iid_test split" in err
   assert err.strip().endswith(f"give --data {os.path.join(out, 'data')}")
   assert not report.exists()  # refused before any table is written
+  iid = rsvqa_json.read_dataset(os.path.join(out, "data"), "lr")["test"]
+  preds.write_text("question_id,prediction\n" + "".join(f"{q},yes\n" for q in
+                                                      iid.question_id.tolist()))
+  assert cli.main([*argv, "--data", os.path.join(out, "data"), "--predictions", str(preds)]) == 0
+  wrote = next(l for l in capsys.readouterr().out.splitlines() if l.startswith("wrote "))
+  for name in ("shortcuts_ood.csv", "shortcuts_ood.md", "shortcuts_ood.tex", "shortcuts.json"):
+    assert os.path.join(report, name) in wrote and (report / name).is_file()  # all named
 
 
 def test_benchmark_row_in_toy_mode():

@@ -518,13 +518,13 @@ def study_section(stage, directory):
 
 def write_evaluation(result, folder, caption, selection=None, prefix="shortcuts"):
   """{prefix}.json (the result, and the selection) and {prefix}_ood (and {prefix}_selection)
-  tables under `folder`; returns the tables written."""
+  tables under `folder`; returns (the tables, the paths written)."""
   os.makedirs(folder, exist_ok=True)
   written = [ood_table(result, caption)]
-  tables.write(written[0], folder, f"{prefix}_ood")
+  paths = tables.write(written[0], folder, f"{prefix}_ood")
   if selection is not None:
     written.append(selection_table(selection))
-    tables.write(written[1], folder, f"{prefix}_selection")
-  storage.write_json(os.path.join(folder, f"{prefix}.json"),
-                     {**result, **({"selection": selection} if selection else {})})
-  return written
+    paths += tables.write(written[1], folder, f"{prefix}_selection")
+  paths.append(os.path.join(folder, f"{prefix}.json"))
+  storage.write_json(paths[-1], {**result, **({"selection": selection} if selection else {})})
+  return written, paths

@@ -90,7 +90,7 @@ def run(args):
     if n_questions > MAX_QUESTION_ROWS:
       print(f"{name}: {n_questions} distinct questions, more than {MAX_QUESTION_ROWS}: no per-question table")
   if benchmark:
-    written.append(_shortcuts(args, benchmark, dataset, fit, model))
+    written += _shortcuts(args, benchmark, dataset, fit, model)
   written.append(plots.answer_distribution(analysis.ordered_splits(dataset),
                                            os.path.join(args.out, "answer_distribution.png"),
                                            title=f"{label}: answers per question type and split", top_k=args.top_k))
@@ -108,15 +108,16 @@ def _shortcut_benchmark(args, dataset, model):
 
 
 def _shortcuts(args, saved, dataset, fit, model):
-  """--shortcuts: the test split's predictions scored on the IID and OOD sets; the JSON path."""
+  """--shortcuts: the test split's predictions scored on the IID and OOD sets; the paths written."""
   test = dataset["test"]
   result = shortcuts.score(saved, dataset[fit], test, model["test"].correct(test.answer)[0])
   result.update(predictions=os.path.abspath(args.predictions),
                 benchmark=os.path.abspath(args.shortcuts))
   caption = f"{args.predictions} on the IID test split and the OOD sets of {args.shortcuts}"
-  for table in shortcut_report.write_evaluation(result, args.out, caption):
+  written, paths = shortcut_report.write_evaluation(result, args.out, caption)
+  for table in written:
     print(tables.to_markdown(table))
-  return os.path.join(args.out, "shortcuts.json")
+  return paths
 
 
 def _load(path, evaluated, name, space, *, clean, chosen):

@@ -127,7 +127,7 @@ def _check_seed_runs(workdirs, data_root):
 def run(args):
   # Imported here: JAX starts only when a command that needs it runs.
   from rsvqa_jax.bias import tables  # pylint: disable=g-import-not-at-top
-  from rsvqa_jax.eval import accuracy, adversarial  # pylint: disable=g-import-not-at-top
+  from rsvqa_jax.eval import accuracy, adversarial, outputs  # pylint: disable=g-import-not-at-top
   workdirs = [args.workdir] if args.workdir else _expand(args.seeds)
   if len(workdirs) > 1:
     _check_seed_runs(workdirs, args.data_root)
@@ -167,6 +167,9 @@ def run(args):
       line += (f"; std over the {r['repeats']} repeats: OA {tables.pct(r['std']['oa'])}, "
                f"AA {tables.pct(r['std']['aa'])}")
     print(line)
+    paths = (outputs.adversarial_paths(r["workdir"], args.split, args.adversarial)
+             if args.adversarial else outputs.accuracy_paths(r["workdir"], args.split))
+    print(f"wrote {', '.join(paths)}")
     if r.get("n_out_of_vocabulary"):
       print(f"{r['workdir']}: {r['n_out_of_vocabulary']} of {r['n']} {args.split} answers are "
             "outside the training answer vocabulary (counted as wrong)")

@@ -144,7 +144,7 @@ def evaluate(workdir, benchmark, *, which="best", ood_selection=False, data_root
     table.update(split="test", checkpoint=which, step=step, workdir=os.path.abspath(workdir))
     accuracy.write_results(run, "test", preds, table, os.path.join(tmp, "iid_accuracy.json"),
                            os.path.join(tmp, "predictions.csv"), repeats=False)
-    written = shortcut_report.write_evaluation(result, tmp, caption, chosen)
+    written, _ = shortcut_report.write_evaluation(result, tmp, caption, chosen)
   result["tables"] = written
   if chosen is not None:
     result["selection"] = chosen
