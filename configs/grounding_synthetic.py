@@ -2,7 +2,7 @@
 
   rsvqa-jax train --config configs/grounding_synthetic.py:skipthoughts,mult --workdir runs/g_att
   rsvqa-jax train --config configs/grounding_synthetic.py:skipthoughts,mult,pooled \
-    --workdir runs/g_pooled
+    --workdir runs/g_pool
   rsvqa-jax grounding --workdir runs/g_att --split test --out runs/g_att/grounding
 
 The study's dataset size (400 images x 20 questions; test: 40 images, 800 questions) and image

@@ -312,6 +312,19 @@ def test_reading_close_types_and_prior_margin():
   assert "AA agrees" in text and "beat their visual-blind twins in every setting" in text
 
 
+def test_summary_and_reading_of_a_study_where_the_image_changes_nothing():
+  """The words for no win and no drop: they read "(by 0.00 points OA)" and "a drop in 0 of 1
+  settings: there the models do read the image"."""
+  cell = {"label": "LM", "weights": "finetuned",
+          "reference": [_run(0.6, 0.6, 0.6, 0.6, [0.6])], "blind": [_run(0.6, 0.6, 0.6, 0.6)]}
+  study, columns = _study([cell]), report.columns_of([cell])
+  assert report.summary(study, columns).startswith(
+      "0 of 1 reference models beat their visual-blind twins (reference minus visual-blind: "
+      "0.00 points OA)")
+  text = report.reading(study, columns, report.Flags(report.counts_of([cell], columns), 5))
+  assert "a drop in none of the 1 settings: nothing shows that the models read the image" in text
+
+
 def test_summary_goes_into_the_readme_between_its_markers(tmp_path):
   cell = {"label": "LM", "weights": "finetuned",
           "reference": [_run(0.9, 0.85, 0.91, 0.8, [0.7])], "blind": [_run(0.8, 0.75, 0.9, 0.6)]}

@@ -324,10 +324,12 @@ def _adversarial(study, columns):
     below += adv < blind
   pool = {"dataset": "the dataset", "split": "the split"}.get(study.get("adv_pool"), "the dataset")
   dropped = sum(g > 0 for g in gaps)
+  drops = (f"a drop in {dropped} of {len(gaps)} settings: there the models do read the image"
+           if dropped else f"a drop in none of the {len(gaps)} settings: nothing shows that the "
+           "models read the image")
   return [f"Swapping the image for a random one of {pool} costs the reference models "
-          f"{_ranges(gaps)} points OA (a drop in {dropped} of {len(gaps)} settings: there the "
-          f"models do read the image) and leaves them below the visual-blind model in {below} of "
-          f"{len(gaps)} settings (the paper finds them below in every setting)."]
+          f"{_ranges(gaps)} points OA ({drops}) and leaves them below the visual-blind model in "
+          f"{below} of {len(gaps)} settings (the paper finds them below in every setting)."]
 
 
 def _balanced(study, thresholds):
@@ -399,9 +401,9 @@ def summary(study, columns):
       adv_gaps.append(100 * (ref - rows[KIND_LABELS["random"]]["OA"][0]))
   n = len(gaps)
   won = sum(g > 0 for g in gaps)
-  out = [("Every reference model beats its visual-blind twin" if won == n else
-          f"{won} of {n} reference models beat their visual-blind twins")
-         + f" (by {_ranges(gaps)} points OA)"]
+  out = [f"Every reference model beats its visual-blind twin (by {_ranges(gaps)} points OA)"
+         if won == n else f"{won} of {n} reference models beat their visual-blind twins "
+         f"(reference minus visual-blind: {_ranges(gaps)} points OA)"]
   if prior_gaps and not math.isnan(prior):
     out[-1] += (f" and answering the most common answer per question type ({pct(prior)}% OA) by "
                 f"{_ranges(prior_gaps)} points")
