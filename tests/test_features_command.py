@@ -168,6 +168,24 @@ def test_synthetic_resnet_is_pretrained_only_on_request(data_dir, tmp_path, caps
       os.path.join(cache, "synthetic_resnet"))
 
 
+def test_features_takes_config_overrides_as_train_does(tmp_path):
+  """They were refused by the top-level parser: an encoder pretrained under an override could
+  not be rebuilt with `features --pretrain`, as its error suggests."""
+  import argparse  # pylint: disable=g-import-not-at-top
+  from rsvqa_jax.commands import features  # pylint: disable=g-import-not-at-top
+  parser = argparse.ArgumentParser()
+  features.add_arguments(parser)
+  base = ["--data", "d", "--dataset", "lr", "--cache", str(tmp_path), "--config", CONFIG]
+  image, _ = features.settings(parser.parse_args(base + ["--config.image.image_size=16",
+                                                         "--config.image.pretrain.width", "4"]))
+  assert (image.image_size, image.pretrain.width) == (16, 4)
+  image, _ = features.settings(parser.parse_args(base + ["--config.image.image_size=16",
+                                                         "--image-size", "24"]))
+  assert image.image_size == 24  # the flags come last, as documented
+  with pytest.raises(RSVQAError, match="no key 'nosuch' in image"):
+    features.settings(parser.parse_args(base + ["--config.image.nosuch=1"]))
+
+
 def test_each_pretrain_setting_has_its_own_encoder_folder():
   """Two configs of other image.pretrain settings shared CACHE/synthetic_resnet: the second
   one's pretraining replaced the encoder the first one's runs read, and they could no longer be

@@ -12,7 +12,7 @@ CACHE is the folder a training config names as data.cache_dir (default with --co
 data.cache_dir): entries go to CACHE/features and a synthetic_resnet to
 CACHE/synthetic_resnet/KEY (one folder per image.pretrain setting),
 where training and evaluation look for them. The image settings come from the config's `image`
-section (defaults otherwise), then from the flags. As in training (config.check_weights), real
+section (defaults otherwise) with its --config.KEY=VALUE overrides, then from the flags. As in training (config.check_weights), real
 data needs the ResNet weights named, or random-init features asked for with `--checkpoint
 random`; only a synthetic dataset (a folder with a synthetic.json manifest) or --arch
 synthetic_resnet may leave the checkpoint unset. A synthetic_resnet is pretrained only when
@@ -21,7 +21,7 @@ cached are reused; each line printed names an entry folder.
 """
 import os
 
-from rsvqa_jax.commands import argument_types
+from rsvqa_jax.commands import argument_types, common
 from rsvqa_jax.errors import RSVQAError
 
 
@@ -62,12 +62,17 @@ def add_arguments(parser):
   parser.add_argument("--image-size", type=int, help="image.image_size (0 = native)")
   parser.add_argument("--batch-size", type=argument_types.positive_int, help="image.batch_size")
   parser.add_argument("--map", action="store_true", help="also keep the final spatial map")
+  parser.epilog = ("Override any key of the --config (or of the defaults) with "
+                   "--config.KEY=VALUE, e.g. --config.image.pretrain.image_size=64, as for train")
+  common.accept_overrides(parser)
 
 
 def settings(args):
   """(image section with paths resolved, cache folder): config <- flags, as training reads it."""
   from rsvqa_jax import config as config_lib  # pylint: disable=g-import-not-at-top
-  config = config_lib.load(args.config) if args.config else config_lib.base_config()
+  config = config_lib.apply_overrides(
+      config_lib.load(args.config) if args.config else config_lib.base_config(),
+      args.config_overrides)
   cache = args.cache or config.data.cache_dir
   if not cache:
     raise RSVQAError("--cache is required (or a --config whose data.cache_dir is set)")
