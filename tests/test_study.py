@@ -65,6 +65,7 @@ def test_study_end_to_end(done):
   for needle in ("Table 2 layout", "Table 6 layout", "| Visual blind |", "Adversarial (random image)",
                  "|  |  | Difference |", "Prior_Acc", "IO_AdTest", "Uni_Acc (uniform guess)",
                  "## Reading", "## Wall time", "](figures/figure5.png)", "## Settings",
+                 "## Objects and patterns (Table 4 layout)",
                  "| N (test questions) |", "## Summary", "Thresholds of this reading",
                  "](figures/answer_distribution.png)",
                  "](figures/balanced_answer_distribution.png)",

@@ -483,7 +483,8 @@ def write_report(directory, study):
       "## Dataset analysis (Table 3 layout)", "", tables.to_markdown(t3), flags.note(), "",
   ]
   if study["analysis"]["objects_table"] is not None:
-    lines += [tables.to_markdown(study["analysis"]["objects_table"])]
+    lines += ["## Objects and patterns (Table 4 layout)", "",
+              tables.to_markdown(study["analysis"]["objects_table"])]
   lines += [f"![Figure 7]({study['analysis']['figure']})", ""]
   if study.get("balanced"):
     bcells = study["balanced"]["cells"]
