@@ -111,3 +111,17 @@ def test_a_corrupted_checkpoint_is_a_warning_under_quiet(trained, tmp_path, capl
   assert stood_in == (f"{copy}/best: step {best} missing or corrupted; its periodic checkpoint "
                       f"{copy}/checkpoints/{best} (the same state) is used")
   assert json.load(open(os.path.join(shortcuts.folder(copy), "shortcuts.json")))["step"] == best
+
+
+def test_the_reading_says_when_the_planted_concepts_ood_sets_are_empty():
+  """It said the keyword questions' OOD sets "hold its tail" when KW, KWP and QT+KW held none."""
+  from rsvqa_jax.bias import shortcut_report  # pylint: disable=g-import-not-at-top
+  def result(n):
+    return {"iid_test": {"oa": 0.8}, "ood": {c: {"n": n, "oa": math.nan if not n else 0.5,
+                                                 "gap_oa": math.nan if not n else 0.3}
+                                             for c in shortcuts_lib.CONCEPTS}}
+  stage = lambda n: {"plant": ["kw:parking=yes@0.9+1"], "min_questions": 40,
+                     "models": [{"label": "M", "runs": [result(n)]}]}
+  assert "but those OOD sets hold no question here" in shortcut_report.study_reading(stage(0))
+  text = shortcut_report.study_reading(stage(50))
+  assert "form one group of their own in KW, KWP, QT+KW, whose OOD sets hold its tail" in text

@@ -465,9 +465,15 @@ def study_reading(stage):
   concepts = planted_concepts(plants)
   head = (f"The data plant {', '.join(plants)} (data/questions.Plant). " if plants else
           "No shortcut is planted. ")
-  if concepts:
-    head += (f"Its keyword questions form one group of their own in "
-             f"{', '.join(NAMES[c] for c in concepts)}, whose OOD sets hold its tail. ")
+  runs = [r for m in stage["models"] for r in m["runs"]]
+  empty = [c for c in concepts if runs and all(not r["ood"][c]["n"] for r in runs)]
+  named = ", ".join(NAMES[c] for c in concepts)
+  if concepts and empty == list(concepts):
+    head += (f"Its keyword questions would form one group of their own in {named}, but those "
+             "OOD sets hold no question here (the tail is too small a share of this dataset). ")
+  elif concepts:
+    head += (f"Its keyword questions form one group of their own in {named}, whose OOD sets "
+             "hold its tail. ")
   if any(p.startswith("ko:") for p in plants):
     head += KO_PLANT_NOTE
   parts = [model_reading(m["label"], m["runs"], plants, n) for m in stage["models"]]
