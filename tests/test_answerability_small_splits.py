@@ -73,10 +73,10 @@ def test_small_splits_get_the_pools_they_can_fill_with_a_warning(small):
   assert len(small["dataset"].image_ids("val")) == 4
   assert len(small["dataset"].image_ids("test")) == 3
   warnings = [line for line in small["err"].splitlines() if "cannot fill" in line]
-  assert warnings == ["split val: 4 images cannot fill pools of 5 candidates (balance 0); its "
-                      "pools have 4",
-                      "split test: 3 images cannot fill pools of 5 candidates (balance 0); its "
-                      "pools have 3"]
+  assert warnings == ["WARNING: split val: 4 images cannot fill pools of 5 candidates (balance "
+                      "0); its pools have 4",
+                      "WARNING: split test: 3 images cannot fill pools of 5 candidates (balance "
+                      "0); its pools have 3"]
   assert "answerability val: 8 pools of 4 candidates" in small["out"]
   with open(os.path.join(small["root"], pools_lib.MANIFEST)) as f:
     manifest = json.load(f)
@@ -137,9 +137,9 @@ def test_a_split_too_small_for_the_balance_is_drawn_as_its_scenes_fall(capsys):
                                         8, "val")
   assert balance == 0.0 and pools and {len(c) for _, c in pools} == {4}
   assert capsys.readouterr().err.splitlines() == [
-      "val: no question has 2 of its 4 images with each label, so balance 1 cannot hold; its "
-      "pools are drawn at balance 0, as its scenes fall",
-      "val: 4 images cannot fill pools of 5 candidates (balance 0); its pools have 4"]
+      "WARNING: val: no question has 2 of its 4 images with each label, so balance 1 cannot "
+      "hold; its pools are drawn at balance 0, as its scenes fall",
+      "WARNING: val: 4 images cannot fill pools of 5 candidates (balance 0); its pools have 4"]
 
 
 def test_synth_on_four_validation_images_at_the_default_balance(tmp_path):

@@ -99,7 +99,7 @@ def test_every_file_of_every_checkpoint_flipped(trained, tmp_path, capsys):
   assert out.returncode == 2 and "Traceback" not in out.stderr, out.stderr[-3000:]
   lines = out.stderr.strip().splitlines()
   assert len(lines) == 2, lines
-  assert lines[0].startswith(f"checkpoint {copy}/best/{best}: ") and lines[0].endswith("; skipped")
+  assert lines[0].startswith(f"WARNING: checkpoint {copy}/best/{best}: ") and lines[0].endswith("; skipped")
   error = lines[1]
   assert error.startswith(f"rsvqa-jax evaluate: error: {copy}/best: the run's best step {best} "
                           f"has no checkpoint that verifies (checkpoint {copy}/checkpoints/{best}: "
@@ -109,8 +109,9 @@ def test_every_file_of_every_checkpoint_flipped(trained, tmp_path, capsys):
   status, lines = _evaluate(capsys, "--workdir", copy, "--checkpoint", "last")
   assert status == 2
   *warnings, error = lines
-  assert [w.split(":")[0] for w in warnings] == [
-      f"checkpoint {copy}/checkpoints/{s}" for s in reversed(steps)]
+  assert [w.split(":")[1] for w in warnings] == [
+      f" checkpoint {copy}/checkpoints/{s}" for s in reversed(steps)]
+  assert all(w.startswith("WARNING: ") for w in warnings), warnings
   assert all(w.endswith(f"; skipped, moved to {copy}/checkpoints.corrupted/{s}")
              for w, s in zip(warnings, reversed(steps))), warnings
   assert error.startswith(f"rsvqa-jax evaluate: error: checkpoint {copy}/checkpoints/{steps[-1]}: ")
@@ -155,7 +156,7 @@ def test_one_damaged_file_is_named_and_an_older_checkpoint_used(trained, tmp_pat
   status, lines = _evaluate(capsys, "--workdir", copy, "--checkpoint", "last")
   assert status == 0 and len(lines) == 1, lines
   warning, = lines
-  assert warning.startswith(f"checkpoint {latest}: ")
+  assert warning.startswith(f"WARNING: checkpoint {latest}: ")
   assert warning.endswith(f"; skipped, moved to {copy}/checkpoints.corrupted/{steps[-1]}"), warning
   if name != ARRAY_DATA:  # a damaged chunk is named by its array (in the message or its checksum)
     assert f"{os.path.relpath(path, latest)} unreadable (" in warning, warning
@@ -303,7 +304,7 @@ def test_a_deleted_step_metadata_file_is_one_warning_of_ours(trained, tmp_path):
                        text=True, timeout=600)
   assert out.returncode == 0, out.stderr[-3000:]
   assert out.stderr.strip().splitlines() == [
-      f"checkpoint {latest}: _CHECKPOINT_METADATA missing (orbax's record of when the step was "
+      f"WARNING: checkpoint {latest}: _CHECKPOINT_METADATA missing (orbax's record of when the step was "
       "saved); its arrays are verified and used"], out.stderr[-3000:]
   with open(os.path.join(copy, "eval", "test", "accuracy.json")) as f:
     assert json.load(f)["step"] == steps[-1]
