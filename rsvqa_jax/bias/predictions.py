@@ -294,8 +294,8 @@ def load(path, splits, dataset=None, space=None, *, adversarial=False, chosen=Tr
   `adversarial`: the file answers questions over substituted images; without a
   substituted_image_id column that cannot be checked, which is a WARNING. A split none of whose
   questions has a row is refused (every answer would count wrong) when `chosen` (the user named
-  the splits); when they are the defaults (HR: test and test_phili) it is left out of the result with
-  an INFO line, as long as the file answers another (evaluate writes one split per file).
+  the splits); when they are the defaults (HR: test and test_phili) it is left out of the result
+  with an INFO line, as long as the file answers another (evaluate writes one split per file).
   """
   file = read_file(path)
   check_images(file.image_ids, splits, path)

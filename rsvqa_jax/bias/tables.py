@@ -385,8 +385,8 @@ def table2(runs, split="test"):
     done = [r.accuracy for r in mine if r.accuracy]
     count = str(len(mine)) if len(done) in (0, len(mine)) else f"{len(done)} of {len(mine)}"
     lead = (label, "frozen" if frozen else "fine-tuned", FUSION_LABELS.get(fusion, fusion), count)
-    if not mine or not done or _unlike([r for r in mine if r.accuracy],
-                                       f"Table 2 row {label!r} (evaluate --seeds refuses its runs too)"):
+    what = f"Table 2 row {label!r} (evaluate --seeds refuses its runs too)"
+    if not mine or not done or _unlike([r for r in mine if r.accuracy], what):
       cell = MISSING if not mine else "not evaluated" if not done else UNLIKE
       rows.append((*lead, *([cell] * (len(types) + 2))))
       continue

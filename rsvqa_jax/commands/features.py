@@ -12,12 +12,13 @@ CACHE is the folder a training config names as data.cache_dir (default with --co
 data.cache_dir): entries go to CACHE/features and a synthetic_resnet to
 CACHE/synthetic_resnet/KEY (one folder per image.pretrain setting),
 where training and evaluation look for them. The image settings come from the config's `image`
-section (defaults otherwise) with its --config.KEY=VALUE overrides, then from the flags. As in training (config.check_weights), real
-data needs the ResNet weights named, or random-init features asked for with `--checkpoint
-random`; only a synthetic dataset (a folder with a synthetic.json manifest) or --arch
-synthetic_resnet may leave the checkpoint unset. A synthetic_resnet is pretrained only when
---pretrain asks for it (on the train split, its validation accuracy printed); entries already
-cached are reused; each line printed names an entry folder.
+section (defaults otherwise) with its --config.KEY=VALUE overrides, then from the flags. As in
+training (config.check_weights), real data needs the ResNet weights named, or random-init
+features asked for with `--checkpoint random`; only a synthetic dataset (a folder with a
+synthetic.json manifest) or --arch synthetic_resnet may leave the checkpoint unset. A
+synthetic_resnet is pretrained only when --pretrain asks for it (on the train split, its
+validation accuracy printed); entries already cached are reused; each line printed names an
+entry folder.
 """
 import os
 

@@ -9,8 +9,8 @@ Table 2 rows whose runs were never evaluated read "not evaluated"; a --split tha
 was evaluated on, while some were on others, is refused (a misspelt split would read "not
 evaluated" everywhere). A Table 2 row over runs that are not one model over distinct seeds
 (evaluate --seeds's rule) reads "unlike runs", as does a Table 1 cell whose runs differ in more
-than the seed and the language model's learning rate; an evaluation of the last checkpoint is left out
-of Table 2; both with a WARNING. Writes table1, table2 and,
+than the seed and the language model's learning rate, and a Figure 8 cell's; an evaluation of
+the last checkpoint is left out of Table 2; each with a WARNING. Writes table1, table2 and,
 when the fine-tuned runs of a language model differ in its learning rate (configs/lr_sweep.py),
 figure8_lr (bias/tables.py layouts) as CSV, Markdown and LaTeX under --out, and prints the
 Markdown.

@@ -202,8 +202,8 @@ def evaluate(workdir, split, kind, *, repeats=10, seed=0, pool="dataset", which=
   table = predict.accuracy(run, split, preds)
   n_pool = len(np.unique(clean)) if rows is None else len(rows)
   table.update(kind=kind, pool=pool if random else None, pool_images=n_pool if random else None,
-               own_image_kept=kept, identical_image=same, split=split, seed=int(seed), checkpoint=which, step=step,
-               workdir=os.path.abspath(workdir))
+               own_image_kept=kept, identical_image=same, split=split, seed=int(seed),
+               checkpoint=which, step=step, workdir=os.path.abspath(workdir))
   substituted = np.asarray(run.features.image_ids)[sub_rows]
   return accuracy.write_results(run, split, preds, table,
                                 *outputs.adversarial_paths(workdir, split, kind), repeats=True,
