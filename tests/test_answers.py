@@ -142,7 +142,7 @@ def test_binned_and_original_labels_keep_their_bin(dataset, qtype, raw, expected
     ("floodnet", "Simple_Counting", "Three", "three"),
     ("lr", "presence", "12", "12"), ("lr", "rural_urban", " Yes", "Yes"),  # outside the set
     ("lr", "presence", "between 0 and 10", "between 1 and 10"),  # original label: still mapped
-    ("xben", "yes_no", "Yes", "Yes"),  # the RSVQAxBEN reader keeps case
+    ("xben", "presence", "Yes", "Yes"),  # the RSVQAxBEN reader keeps case (no closed set)
 ])
 def test_predictions_of_the_wrong_form_stay_text(dataset, qtype, raw, expected):
   assert answers.normalise_prediction(dataset, qtype, raw) == expected

@@ -246,6 +246,30 @@ def test_both_readers_name_the_questions_no_image_lists(xben, caplog):
                       f"(the first: {dropped[0]}), left out of the split"], warned
 
 
+def test_both_readers_count_inactive_questions_an_active_image_lists(xben, caplog):
+  """An inactive question its active image lists is left out, as its flag says, with a WARNING
+  counting them (the original loader reads no question's flag and would keep it)."""
+  root, _ = xben
+  before = rsvqa_json.read_dataset(root, "xben", columnar=False)["train"]
+  off = []
+
+  def deactivate(questions):
+    for q in [q for q in questions if q["active"]][:3]:
+      q["active"] = False
+      off.append(q["id"])
+  _edit(root, "train", "questions", deactivate)
+  for read_columnar in (False, True):
+    caplog.clear()
+    with warnings_of_rsvqa_jax(caplog):
+      train = rsvqa_json.read_dataset(root, "xben", columnar=read_columnar)["train"]
+    assert len(train) == len(before) - 3 and not set(off) & set(train.question_id.tolist())
+    warned = [m for m in (r.getMessage() for r in caplog.records) if "inactive in" in m]
+    assert warned == [f"{rsvqa_json.split_file(root, 'xben', 'train', 'images')}: active images "
+                      "list 3 question(s) that are inactive in RSVQAxBEN_split_train_questions.json"
+                      f" (the first: {off[0]}), left out of the split (the original RSVQA loader "
+                      "keeps them)"], warned
+
+
 def test_a_cached_entry_says_again_what_its_build_warned_of(xben, caplog):
   """The warnings come from the files, which still hold what they warn of when the columnar
   form is read from its cache: each read says them again, naming the cache entry."""
@@ -324,7 +348,7 @@ def test_xben_synth_answers_follow_the_image_labels(tmp_path, capsys):
           question and " and " not in question and not question.startswith("Are there no "):
         subject = question[len("Are there "):-1].replace(" in the image", "")
         if subject in [c.lower() for c in synthetic_xben.CLASSES]:
-          assert qtype == "yes_no"
+          assert qtype == "presence"
           assert answer == ("yes" if subject in [c.lower() for c in own] else "no"), question
           checked += 1
   assert checked > 100
@@ -340,7 +364,7 @@ def test_validate_and_analyze_on_xben(xben, tmp_path, capsys):
   assert cli.main(["analyze", "--data", root, "--dataset", "xben", "--out", str(tmp_path / "a")]) == 0
   with open(tmp_path / "a" / "types_test.csv") as f:
     text = f.read()
-  assert f"All,{counts['test']}," in text and "\nLand cover," in text and "\nYes/No," in text
+  assert f"All,{counts['test']}," in text and "\nLand cover," in text and "\nPresence," in text
 
 
 def test_encode_split_tokenises_distinct_questions_as_each_one(xben, caplog):

@@ -74,11 +74,11 @@ def _write_xben(root):
   os.makedirs(os.path.join(root, "Images"))
   split_of_image = ["train", "train", "val", "test"]
   qs = [(0, "LC", "Which land cover classes are in the image?", "Coniferous forest, Pastures"),
-        (0, "yes_no", "Are there water bodies?", "no"),
-        (1, "yes_no", "Is there some urban fabric?", "yes"),
+        (0, "presence", "Are there water bodies?", "no"),
+        (1, "presence", "Is there some urban fabric?", "yes"),
         (1, "LC", "Which land cover classes are in the image?", "Pastures"),
-        (2, "yes_no", "Are there water bodies?", "yes"),
-        (3, "yes_no", "Is there some urban fabric?", "no"),
+        (2, "presence", "Are there water bodies?", "yes"),
+        (3, "presence", "Is there some urban fabric?", "no"),
         (3, "LC", "Which land cover classes are in the image?", "Sea and ocean")]
   for i in range(4):
     tifffile.imwrite(os.path.join(root, "Images", f"{i}.tif"), np.full((120, 120, 3), 40 * i, np.uint8),
@@ -105,7 +105,7 @@ def test_xben_reader_and_top_k(tmp_path, monkeypatch):
   train = ds["train"]
   assert train.question_id.tolist() == [0, 1, 2, 3] and train.image_id.tolist() == [0, 0, 1, 1]
   assert train.answer.tolist() == ["Coniferous forest, Pastures", "no", "yes", "Pastures"]
-  assert ds["test"].question_id.tolist() == [5, 6] and ds["val"].qtype.tolist() == ["yes_no"]
+  assert ds["test"].question_id.tolist() == [5, 6] and ds["val"].qtype.tolist() == ["presence"]
   monkeypatch.setattr(answers, "XBEN_TOP_K", 2)
   vocab = answers.AnswerVocab.for_dataset(ds)
   assert vocab.answers == ("Coniferous forest, Pastures", "Pastures")  # all once: alphabetical
@@ -118,7 +118,7 @@ def test_detect_variant_errors(tmp_path, lr):
     rsvqa_json.detect_variant(str(tmp_path))
   shutil.copy(os.path.join(lr[0], "LR_split_train_questions.json"), tmp_path)
   (tmp_path / "USGS_split_train_questions.json").write_text("{}")
-  with pytest.raises(RSVQAError, match="holds several"):
+  with pytest.raises(RSVQAError, match=r"several layouts \(lr, hr\); name one with --dataset$"):
     rsvqa_json.detect_variant(str(tmp_path))
   with pytest.raises(RSVQAError, match="unknown dataset"):
     rsvqa_json.read_dataset(lr[0], "floodnet")

@@ -1,4 +1,5 @@
 """Tests of the TFDS builders: build tiny official-layout folders without TensorFlow, read back."""
+import io
 import json
 import os
 import sys
@@ -149,6 +150,18 @@ def test_images_config_stores_each_tile_once(built, tmp_path):
       assert image.shape == (size, size, 3) and image.dtype == np.uint8
       np.testing.assert_array_equal(image, tifffile.imread(dataset.image_path(image_id)))
   assert "tensorflow" not in sys.modules
+
+
+def test_decode_image_reads_tiles_as_read_tif():
+  """A band-interleaved tile decodes HxWx3 as a tile file does; broken bytes are one line."""
+  image = np.arange(3 * 4 * 5, dtype=np.uint8).reshape(3, 4, 5)
+  buf = io.BytesIO()
+  tifffile.imwrite(buf, image, photometric="rgb", planarconfig="separate")
+  decoded = tfds_builders.decode_image(buf.getvalue())
+  assert decoded.shape == (4, 5, 3)
+  np.testing.assert_array_equal(decoded, np.moveaxis(image, 0, -1))
+  with pytest.raises(RSVQAError, match=r"^TIFF bytes: not a readable TIFF \("):
+    tfds_builders.decode_image(b"not a tiff")
 
 
 def test_rebuild_reuses_files(built):

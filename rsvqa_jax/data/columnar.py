@@ -42,8 +42,8 @@ from rsvqa_jax.data import records
 from rsvqa_jax.data import split_files
 from rsvqa_jax.errors import RSVQAError
 
-VERSION = 4  # 2: the manifest records the sha256 of each file; 3: and the build's warnings;
-# 4: LR/HR question types checked against the layout's
+VERSION = 5  # 2: the manifest records the sha256 of each file; 3: and the build's warnings;
+# 4: LR/HR question types checked against the layout's; 5: inactive listed questions warned of
 CACHE_DIR = ".columnar"
 DIGESTS = "digests.json"
 VOCAB = "vocab.json"
@@ -337,6 +337,7 @@ def _read_split(root, name, split, strings):
                             q["question_id"][~np.isin(q["question_id"], row_question)])
   q_order = np.argsort(q["question_id"], kind="stable")
   active, at = _lookup(q["question_id"][q_order], q_order, row_question)
+  split_files.warn_inactive_listed(img_path, q_path, row_question[~active])
   at, row_image = at[active], row_image[active]
   wrong = q["image_id"][at] != row_image
   if wrong.any():

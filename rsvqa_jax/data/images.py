@@ -3,6 +3,7 @@
 Every dataset stores one RGB tile per image id; a tile of the wrong size or band count would
 silently feed a wrong tensor to the model, so each read checks both and raises an RSVQAError.
 """
+import io
 import os
 
 import numpy as np
@@ -34,23 +35,35 @@ def _check(shape, dtype, path, size, bands):
 
 
 def _load(path, size, bands, decode):
-  """Checks a tile from its header, then decodes it if `decode`; one-line errors naming it.
+  """Checks a tile from its header, then decodes it if `decode`; one-line errors naming it."""
+  if not os.path.exists(path):
+    raise RSVQAError(f"{path}: image file missing")
+  return _parse(path, path, size, bands, decode)
+
+
+def _parse(source, name, size, bands, decode):
+  """`_load` of an open source (a path or a file object) named `name` in errors.
 
   The header comes first so that a wrong or corrupt one (which may claim a huge image) is
   reported before any pixel buffer is allocated.
   """
-  if not os.path.exists(path):
-    raise RSVQAError(f"{path}: image file missing")
   try:
-    with tifffile.TiffFile(path) as tif:
+    with tifffile.TiffFile(source) as tif:
       series = tif.series[0]
-      _check(series.shape, np.dtype(series.dtype), path, size, bands)
+      _check(series.shape, np.dtype(series.dtype), name, size, bands)
       return series.asarray() if decode else None
   except RSVQAError:
     raise
   except Exception as e:  # tifffile (and zlib, ...) raise many types for corrupt files.
     why = f"{type(e).__name__}: {e}".replace("\n", " ")
-    raise RSVQAError(f"{path}: not a readable TIFF ({why})") from None
+    raise RSVQAError(f"{name}: not a readable TIFF ({why})") from None
+
+
+def _hwc(arr, name):
+  """A decoded tile as HxWxbands: greyscale and planar (bands, H, W) files included."""
+  if arr.ndim == 2:
+    return arr[..., None]
+  return arr if _hwc_shape(arr.shape, name) == arr.shape else np.moveaxis(arr, 0, -1)
 
 
 def read_tif(path, size=None, bands=3):
@@ -58,10 +71,12 @@ def read_tif(path, size=None, bands=3):
 
   Decoding every strip is what finds a truncated file or corrupt compressed pixels.
   """
-  arr = _load(path, size, bands, decode=True)
-  if arr.ndim == 2:
-    return arr[..., None]
-  return arr if _hwc_shape(arr.shape, path) == arr.shape else np.moveaxis(arr, 0, -1)
+  return _hwc(_load(path, size, bands, decode=True), path)
+
+
+def decode_tif(encoded, name="TIFF bytes", bands=3):
+  """`read_tif` of a tile's encoded bytes (a TFDS `images` example), `name` in its errors."""
+  return _hwc(_parse(io.BytesIO(encoded), name, None, bands, decode=True), name)
 
 
 def check_tif(path, size=None, bands=3):

@@ -91,7 +91,7 @@ def read_split(root, name, split):
       raise RSVQAError(f"{q_path}: question {qid} has img_id {short_repr(img_id)} that points to "
                        f"no active image of {os.path.basename(img_path)}")
     samples[qid] = _sample(name, qid, q, answers, answer_ids, q_path, a_path)
-  rows, listed = [], set()
+  rows, listed, inactive = [], set(), []
   for img_id, img in images.items():
     for qid in id_list(img["questions_ids"], img_path, f"image {img_id}", "questions_ids"):
       if qid not in question_ids:
@@ -99,12 +99,14 @@ def read_split(root, name, split):
                          f"{os.path.basename(q_path)}")
       listed.add(qid)
       if qid not in samples:
-        continue  # an inactive question: part of another split
+        inactive.append(qid)
+        continue
       if samples[qid]["image_id"] != img_id:
         raise RSVQAError(f"{q_path}: question {qid} is listed by image {img_id} but has img_id "
                          f"{samples[qid]['image_id']}")
       rows.append(samples[qid])
   split_files.warn_unlisted(q_path, img_path, [q for q in samples if q not in listed])
+  split_files.warn_inactive_listed(img_path, q_path, inactive)
   split_files.warn_back_links(a_path, _mismatched_back_links(questions, answers, rows))
   return records.Split.from_rows(split, rows)
 

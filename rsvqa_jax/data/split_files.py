@@ -56,10 +56,12 @@ def detect_variant(root):
     raise RSVQAError(f"{root}: dataset folder {errors.not_a_folder(root)}")
   # lexists: a broken link or a link loop is found here and named by the reader.
   found = [n for n in LAYOUTS if os.path.lexists(split_file(root, n, "train", "questions"))]
-  if len(found) != 1:
+  if len(found) > 1:
+    raise RSVQAError(f"{root}: cannot tell the dataset variant: it holds the train question "
+                     f"files of several layouts ({', '.join(found)}); name one with --dataset")
+  if not found:
     expected = ", ".join(os.path.basename(split_file(root, n, "train", "questions")) for n in LAYOUTS)
-    what = "holds several" if found else "holds none"
-    raise RSVQAError(f"{root}: cannot tell the dataset variant: it {what} of {expected}")
+    raise RSVQAError(f"{root}: cannot tell the dataset variant: it holds none of {expected}")
   return found[0]
 
 
@@ -203,6 +205,16 @@ def warn_unlisted(q_path, img_path, unlisted):
     LOG.warning(f"{q_path}: {len(unlisted)} active question(s) listed by no active image of "
                  f"{os.path.basename(img_path)} (the first: {int(unlisted[0])}), left out of the "
                  "split")
+
+
+def warn_inactive_listed(img_path, q_path, inactive):
+  """A WARNING counting the inactive questions that active images list: they are left out, as
+  the flag says, where the original RSVQA loader (which reads no question's flag) keeps them;
+  sample counts then differ from its, never silently."""
+  if len(inactive):
+    LOG.warning(f"{img_path}: active images list {len(inactive)} question(s) that are inactive in "
+                f"{os.path.basename(q_path)} (the first: {int(inactive[0])}), left out of the "
+                "split (the original RSVQA loader keeps them)")
 
 
 NO_BACK_LINK = -2  # an answer without a question_id key: nothing to cross-check

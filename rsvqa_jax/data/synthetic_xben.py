@@ -5,16 +5,17 @@ gets a set of BigEarthNet land-cover labels (the 43 CORINE level-3 classes, comm
 the two names that have one so that an answer's ", " joins labels unambiguously; 1 to 6 labels,
 common classes favoured), and every question is asked about those labels, so answers follow from
 the labels:
-  yes_no  "Are there X?", "Is there some X?", "Are there X in the image?", "Are there no X?",
-          "Are there X or Y?", "Are there X and Y?"; X, Y a class or one of the five level-1
-          groups (present when one of its classes is); half the subjects are drawn from the
-          image's own labels, so yes and no are both common.
-  LC      "Which land cover classes are in the image?" / "What are the land cover classes?":
-          the image's labels joined by ", " in class order; "Which G classes are in the image?"
-          for a group G: its labels, or "None".
-Shares: LC 25% (15% all classes, 10% one group), yes_no 75%. Only image ids are written (no
-image files: features come from a cache keyed by image id); each image entry carries its
-`labels`, which the shortcut benchmark reads as the key objects.
+  presence "Are there X?", "Is there some X?", "Are there X in the image?", "Are there no X?",
+           "Are there X or Y?", "Are there X and Y?"; X, Y a class or one of the five level-1
+           groups (present when one of its classes is); half the subjects are drawn from the
+           image's own labels, so yes and no are both common.
+  LC       "Which land cover classes are in the image?" / "What are the land cover classes?":
+           the image's labels joined by ", " in class order; "Which G classes are in the image?"
+           for a group G: its labels, or "None".
+The two types are spelled as the real files spell them (`presence` and `LC`: the paper's Yes/No
+and Land cover). Shares: LC 25% (15% all classes, 10% one group), presence 75%. Only image ids
+are written (no image files: features come from a cache keyed by image id); each image entry
+carries its `labels`, which the shortcut benchmark reads as the key objects.
 
 Everything is drawn as arrays (labels by Gumbel top-k, one draw per question for the form and
 the subjects) and written as JSON by formatting rows into strings a chunk at a time. Images are
@@ -67,7 +68,7 @@ SINGLE_FORMS = ("Are there {}?", "Is there some {}?", "Are there {} in the image
 PAIR_FORMS = ("Are there {} or {}?", "Are there {} and {}?")
 LC_FORMS = ("Which land cover classes are in the image?", "What are the land cover classes?")
 GROUP_FORM = "Which {} classes are in the image?"
-# form shares: LC all, LC group, yes_no single (4 forms), yes_no pair (2 forms)
+# form shares: LC all, LC group, presence single (4 forms), presence pair (2 forms)
 SHARES = {"lc": 0.15, "lc_group": 0.10, "single": 0.55, "pair": 0.20}
 
 
@@ -177,7 +178,7 @@ def write(out, p, shares):
   image, question, answer, lc, answers = draw_questions(labels, per_image, seed)
   texts = np.array([json.dumps(t) for t in question_texts()], dtype=object)
   answer_json = np.array([json.dumps(a) for a in answers], dtype=object)
-  qtype = np.where(lc, '"LC"', '"yes_no"').astype(object)
+  qtype = np.where(lc, '"LC"', '"presence"').astype(object)
   label_json = [json.dumps([CLASSES[c] for c in np.flatnonzero(row)]) for row in labels]
   split = split_of_images(images, seed, shares)
   counts = {}

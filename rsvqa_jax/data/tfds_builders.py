@@ -12,8 +12,8 @@ Each dataset has two configs, so that images are stored once and not once per qu
   * `images`: one example per image of the split, keyed by image id, with `image_id` and
     `image`, the encoded TIFF file bytes as written by the dataset authors (decode them with
     `decode_image`). They are a plain bytes tensor rather than a `tfds.features.Image`, which
-    knows only PNG/JPEG, needs TensorFlow to encode arrays and decodes through PIL; tifffile
-    reads them as everywhere else in the toolkit.
+    knows only PNG/JPEG, needs TensorFlow to encode arrays and decodes through PIL;
+    `decode_image` reads them as `images.read_tif` reads a tile file.
 Text features come back from a data source as UTF-8 `bytes`; `to_split` turns a `questions`
 data source back into the columnar `records.Split`.
 
@@ -23,13 +23,12 @@ The builders register as `rsvqa_lr`, `rsvqa_hr` and `rsvqa_xben`. Usage:
   # later, with this module imported:
   # tfds.data_source("rsvqa_lr/questions", data_dir=out_dir)["test"]
 """
-import io
 import os
 
 import numpy as np
 import tensorflow_datasets as tfds
-import tifffile
 
+from rsvqa_jax.data import images
 from rsvqa_jax.data import records
 
 _QUESTIONS = "questions"
@@ -43,8 +42,9 @@ that `manual_dir` holds the split JSON files ({files}) and the image folder {ima
 
 
 def decode_image(encoded):
-  """Decodes the TIFF bytes of an `images` example to a NumPy array (as tifffile reads it)."""
-  return tifffile.imread(io.BytesIO(encoded))
+  """Decodes the TIFF bytes of an `images` example to uint8 HxWx3, checked and laid out as
+  `images.read_tif` reads a tile file (a band-interleaved tile too)."""
+  return images.decode_tif(encoded)
 
 
 def _text(value):
