@@ -275,6 +275,10 @@ def test_cells():
   assert tables.cell(-0.5) == "-50.00"
   assert tables.cell(None) == "undefined"
   assert tables.cell(math.nan) == "n/a"
+  # float noise around zero (an IO of 0.5750000000000001 vs 0.575) is no loss: never "-0.00"
+  io = metrics.io_lower_bound(23 / 40, sum([23 / 40, 21 / 40, 25 / 40]) / 3)
+  assert io < 0 and tables.cell(io) == "0.00" and tables.cell(-0.00004) == "0.00"
+  assert tables.pct(-1e-18, 0.0) == "0.00 (0.00)" and tables.cell(-0.0001) == "-0.01"
   assert tables.cell(7) == "7" and tables.cell("") == ""
   assert tables.latex_escape("a_b & 50% #1 {x} ~ ^ \\") == (
       r"a\_b \& 50\% \#1 \{x\} \textasciitilde{} \textasciicircum{} \textbackslash{}")

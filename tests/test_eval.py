@@ -24,7 +24,7 @@ from rsvqa_jax.data import rsvqa_json
 from rsvqa_jax.data.records import Split
 from rsvqa_jax.errors import RSVQAError
 from rsvqa_jax.eval import accuracy, adversarial, outputs
-from rsvqa_jax.train import loop, predict, restore
+from rsvqa_jax.train import inputs, loop, predict, restore
 from test_train_support import tiny_config, tiny_task, warnings_of_rsvqa_jax
 
 QUIET = dict(log=lambda m: None)
@@ -105,6 +105,8 @@ def test_random_repeats_equal_separate_evaluations(trained):
     assert json.load(f) == json.loads(json.dumps(out))
   assert (out["pool"], out["pool_images"]) == ("dataset", len(feats.image_ids))
   assert out["predictions"]["n_mapped"] == out["predictions"]["n_outside_answer_space"] == 0
+  # which questions were scored: `tables` pools only evaluations of the same ones
+  assert out["split_sha256"] == inputs.split_fingerprint(test)
   written = _read_csv(csv_path)
   assert [int(r["repeat"]) for r in written] == np.repeat(np.arange(k), len(test)).tolist()
   by_repeat = [written[j * len(test):(j + 1) * len(test)] for j in range(k)]

@@ -267,6 +267,10 @@ def test_report_numbers_by_hand():
   assert adv["OA"] == pytest.approx((0.55, np.std([0.5, 0.7, 0.4, 0.6])))  # seeds x repeats
   diff = report.difference(ref, rows["Visual blind"], columns)
   assert diff["OA"] == pytest.approx(20.0) and diff["comp"] == pytest.approx(20.0)
+  # equal means in float noise are no win and no drop, and print 0.00
+  noise = report.difference({"OA": (0.575, 0.0)}, {"OA": (sum([0.575, 0.55, 0.6]) / 3, 0.0)},
+                            ["OA"])
+  assert noise == {"OA": 0.0} and report._difference_row(noise, ["OA"])[-1] == "0.00"
   flags = report.Flags(report.counts_of([cell], columns), 40)
   md = tables.to_markdown(report.table6([cell], columns, ["random"], flags, 2))
   assert "|  |  | Difference | 20.00 | 0.00 | 10.00 | 20.00 |" in md

@@ -187,6 +187,40 @@ def test_table1_pools_seeds_and_learning_rates_of_one_model_only(tmp_path, capsy
   assert "Figure 8 cell 'distilBERT, lr 1e-06': " in out.err
 
 
+def test_table2_averages_only_evaluations_of_the_same_questions(tmp_path, capsys):
+  """A seed evaluated on another version of the test split (evaluate --data-root) was averaged
+  with the others: the N row was the first run's and AA / OA mixed question sets."""
+  runs = tmp_path / "runs"
+  first = _workdir(runs, "db_ft/seed0", test=(0.9, 0.6))
+  other = _workdir(runs, "db_ft/seed1", test=(0.5, 0.5), seed=1)
+  _workdir(runs, "st_ft/seed0", lm="skipthoughts", test=(0.5, 0.5))
+  table2 = lambda: (runs / "tables" / "table2.md").read_text()
+  row = lambda: next(l for l in table2().splitlines()
+                     if l.startswith("| Transformer distilBERT | fine-tuned"))
+  rc, out = _run(runs, capsys)
+  assert rc == 0 and "| 2 | 70.00 (20.00) |" in row() and "other questions" not in out.err
+  path = os.path.join(other, "eval", "test", "accuracy.json")
+  acc = json.load(open(path))
+  acc.update(n=90, per_type_n={"count": 30, "comp": 60})  # the split without 10 questions
+  json.dump(acc, open(path, "w"))
+  rc, out = _run(runs, capsys)
+  assert rc == 0 and row().endswith("| unlike runs | unlike runs |")
+  assert (f"Table 2 row 'Transformer distilBERT': {other} was evaluated on other questions than "
+          f"{first} (90 against 100); it reads 'unlike runs' instead of a mean") in out.err
+  assert f"its N row counts {first}'s questions" in out.err
+  assert "| RNN Skip-thoughts | fine-tuned | e-mult | 1 | 50.00 (0.00) |" in table2()
+  acc.update(n=100, per_type_n={"count": 40, "comp": 60}, split_sha256="b" * 64)
+  json.dump(acc, open(path, "w"))
+  rc, out = _run(runs, capsys)  # the same counts, where only one recorded its data: alike
+  assert rc == 0 and "| 2 | 70.00 (20.00) |" in row() and "other questions" not in out.err
+  first_path = os.path.join(first, "eval", "test", "accuracy.json")
+  json.dump({**json.load(open(first_path)), "split_sha256": "a" * 64}, open(first_path, "w"))
+  rc, out = _run(runs, capsys)  # the same counts of other questions
+  assert rc == 0 and row().endswith("| unlike runs | unlike runs |")
+  assert f"{other} was evaluated on other questions than {first} (100 against 100, other data)" \
+      in out.err
+
+
 def test_table2_averages_only_seeds_of_one_model_evaluated_on_the_best(tmp_path, capsys):
   """Runs on other data, a copied seed and a last-checkpoint evaluation were averaged into a
   row as if they were seeds of one model's best checkpoint."""

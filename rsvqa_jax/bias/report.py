@@ -87,8 +87,9 @@ def setups(cell, columns, kinds):
 
 
 def difference(reference, disturbed, columns):
-  """{column: reference mean - disturbed mean} in points."""
-  return {c: 100 * (reference[c][0] - disturbed[c][0]) for c in columns}
+  """{column: reference mean - disturbed mean} in points, float noise below 1e-9 points read as 0
+  (equal means must be no win and no drop)."""
+  return {c: round(100 * (reference[c][0] - disturbed[c][0]), 9) + 0.0 for c in columns}
 
 
 class Flags:
@@ -145,7 +146,7 @@ def table2(rows, columns, flags):
 
 def _difference_row(diff, columns):
   return ("", "", "Difference",
-          *("n/a" if math.isnan(diff[c]) else f"{diff[c]:.2f}" for c in columns))
+          *("n/a" if math.isnan(diff[c]) else tables.two_decimals(diff[c]) for c in columns))
 
 
 def table6(cells, columns, kinds, flags, repeats):
@@ -243,7 +244,7 @@ def _ranges(values):
   """'a to b' over the values (one value when they agree to the printed digits)."""
   if not values:
     return "n/a"
-  low, high = f"{min(values):.2f}", f"{max(values):.2f}"
+  low, high = tables.two_decimals(min(values)), tables.two_decimals(max(values))
   return low if low == high else f"{low} to {high}"
 
 

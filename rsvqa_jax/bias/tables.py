@@ -43,7 +43,8 @@ def type_name(qtype):
 
 def type_order(types):
   """Question types in the paper's column order: by displayed name (Comparison, Counting,
-  Presence, Rural/urban; Area first for HR; Land cover, Yes/No for RSVQAxBEN), as its tables."""
+  Presence, Rural/urban; Area first for HR; Land cover, Presence for RSVQAxBEN, whose files
+  call the paper's Yes/No type `presence`), as its tables."""
   return sorted(types, key=lambda t: (type_name(t).lower(), t))
 
 
@@ -54,11 +55,18 @@ class Table:
   rows: tuple  # tuples of cells, one per column
 
 
+def two_decimals(x):
+  """`x` with two decimals; a value that rounds to zero is 0.00, never -0.00 (float noise such
+  as 0.5750000000000001 - 0.575 would otherwise read as a loss)."""
+  text = f"{x:.2f}"
+  return "0.00" if text == "-0.00" else text
+
+
 def cell(value):
   if value is None:
     return "undefined"
   if isinstance(value, float):
-    return "n/a" if math.isnan(value) else f"{100.0 * value:.2f}"
+    return "n/a" if math.isnan(value) else two_decimals(100.0 * value)
   return str(value)
 
 
@@ -123,7 +131,8 @@ def pct(m, s=None):
   """'81.23 (0.45)' in percent; 'n/a' for NaN."""
   if m is None or math.isnan(m):
     return "n/a"
-  return f"{100 * m:.2f}" if s is None else f"{100 * m:.2f} ({100 * s:.2f})"
+  return (two_decimals(100 * m) if s is None
+          else f"{two_decimals(100 * m)} ({two_decimals(100 * s)})")
 
 
 def run_columns(results):
@@ -363,6 +372,22 @@ def _unlike(runs, label, free=()):
   return bool(problem)
 
 
+def _other_data(runs):
+  """Why runs' evaluations are not of the same questions, or None: another version of the split
+  (evaluate --data-root) scored other samples. The split's fingerprint decides where both
+  evaluations recorded it, the counts otherwise."""
+  first = runs[0].accuracy
+  counts = lambda a: (a["n"], sorted(a["per_type_n"].items()))
+  for run in runs[1:]:
+    acc = run.accuracy
+    hashes = (first.get("split_sha256"), acc.get("split_sha256"))
+    if counts(first) != counts(acc) or (None not in hashes and hashes[0] != hashes[1]):
+      return (f"{run.workdir} was evaluated on other questions than {runs[0].workdir} "
+              f"({acc['n']} against {first['n']}" + (")" if acc["n"] != first["n"]
+                                                      else ", other data)"))
+  return None
+
+
 def table2(runs, split="test"):
   """Table 2: test accuracy per type, AA, OA, mean (std) over seeds; the paper's five rows
   first (MISSING or "not evaluated" where so), then any other reference model found."""
@@ -373,7 +398,11 @@ def table2(runs, split="test"):
   keys += sorted({_row_key(r) for r in ref} - set(keys), key=rank)
   labels = {(o, lm, f, fu): label for label, lm, f, fu, o in PAPER_TABLE2}
   rows = []
-  counts = next((r.accuracy for r in ref if r.accuracy), None)
+  scored = [r for r in ref if r.accuracy]
+  if scored and (problem := _other_data(scored)):
+    _log.warning(f"Table 2 of {split}: {problem}; its N row counts {scored[0].workdir}'s "
+                 "questions")
+  counts = scored[0].accuracy if scored else None
   if counts:
     rows.append(("N (test questions)", "", "", "",
                  *(counts["per_type_n"].get(t, "") for t in types), "", counts["n"]))
@@ -382,11 +411,17 @@ def table2(runs, split="test"):
     mine = [r for r in ref if _row_key(r) == key]
     label = labels.get(key) or (("RSVQA baseline (" if original else "") + LM_LABELS.get(lm, lm)
                                 + (")" if original else ""))
-    done = [r.accuracy for r in mine if r.accuracy]
+    evaluated = [r for r in mine if r.accuracy]
+    done = [r.accuracy for r in evaluated]
     count = str(len(mine)) if len(done) in (0, len(mine)) else f"{len(done)} of {len(mine)}"
     lead = (label, "frozen" if frozen else "fine-tuned", FUSION_LABELS.get(fusion, fusion), count)
-    what = f"Table 2 row {label!r} (evaluate --seeds refuses its runs too)"
-    if not mine or not done or _unlike([r for r in mine if r.accuracy], what):
+    what = f"Table 2 row {label!r}"
+    problem = _other_data(evaluated) if done else None
+    if problem:
+      _log.warning(f"{what}: {problem}; it reads {UNLIKE!r} instead of a mean: evaluate its runs "
+                   "on one dataset")
+    if (not mine or not done or problem
+        or _unlike(evaluated, f"{what} (evaluate --seeds refuses its runs too)")):
       cell = MISSING if not mine else "not evaluated" if not done else UNLIKE
       rows.append((*lead, *([cell] * (len(types) + 2))))
       continue
