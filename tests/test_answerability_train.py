@@ -12,6 +12,7 @@ import csv
 import json
 import os
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -164,6 +165,34 @@ def test_listnet_trains(task):
   assert summary["step"] == 3 and not summary["finished"]
   losses = [r["loss"] for r in loop.read_metrics(workdir)]
   assert len(losses) == 3 and np.all(np.isfinite(losses))
+
+
+def test_an_interrupted_run_resumes_from_its_last_periodic_checkpoint(task):
+  """train.checkpoint_every_steps was not read: a run stopped inside an epoch had saved nothing,
+  and started again from step 1."""
+  c = _config(task["folder"], False)
+  c.train.checkpoint_every_steps, c.train.log_every_steps, c.train.stop_after_steps = 2, 1, 5
+  run = lambda workdir, log: train_lib.train(c, str(task["tmp"] / workdir),
+                                             dataset=task["dataset"], features=task["features"],
+                                             log=log)
+  stopped = run("stopped", lambda m: None)
+  assert stopped["step"] == 5 and not stopped["finished"]
+  assert sorted(os.listdir(task["tmp"] / "stopped" / "checkpoints")) == ["2", "4"]
+  said = []
+  c.train.stop_after_steps = 2
+  assert run("stopped", said.append)["step"] == 6
+  assert any("resuming at step 4" in m for m in said), said
+  c.train.stop_after_steps = 6
+  assert run("straight", lambda m: None)["step"] == 6
+  last = lambda w: train_lib.restore(str(task["tmp"] / w), ["val"], which="last",
+                                     dataset=task["dataset"], features=task["features"])
+  (*_, resumed, at), (*_, straight, at_too) = last("stopped"), last("straight")
+  assert at == at_too == 6
+  for x, y in zip(jax.tree.leaves(resumed.params), jax.tree.leaves(straight.params), strict=True):
+    np.testing.assert_allclose(np.asarray(x), np.asarray(y), rtol=1e-5, atol=1e-6)
+  steps = [r["step"] for r in loop.read_metrics(str(task["tmp"] / "stopped"))
+           if r["split"] == "train"]
+  assert steps == list(range(1, 7))
 
 
 def test_bad_settings_are_one_line_errors(task):

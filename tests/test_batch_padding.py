@@ -33,7 +33,7 @@ SCRIPT = r"""
 import json, sys
 import jax, jax.numpy as jnp, numpy as np
 sys.path.insert(0, {here!r})
-from rsvqa_jax.train import loop, run as run_lib, steps, sharding as shd
+from rsvqa_jax.train import loop, predict, run as run_lib, steps, sharding as shd
 from test_batch_padding import _config
 from test_train_support import tiny_task
 
@@ -61,6 +61,15 @@ lines = []
 summary = loop.train(config, {workdir!r} + "/run", dataset=dataset, features=features,
                      log=lines.append)
 out["log"], out["final"] = lines, flat(summary["state"].params)
+# an eval batch of 7 on 1, 3 and 8 devices: rounded up to 7 / 9 / 8, the same answers
+s = run_lib.build(config, {workdir!r} + "/run", ["val"], dataset=dataset, features=features)
+host, out["eval"] = jax.device_get(summary["state"]), {{}}
+for n in (1, 3, 8):
+  s.mesh = shd.make_mesh(jax.devices()[:n])
+  out["eval"][n] = predict.predict_columns(
+      shd.replicate(host, s.mesh), s.columns["val"], mesh=s.mesh, batch_size=7,
+      eval_step=run_lib.compiled_steps(config, s.mesh)[2], features=s.features.features,
+      image_rows=predict.clean_rows(s, "val"), question_vectors=s.question_vectors).tolist()
 print("RESULT" + json.dumps(out))
 """
 
@@ -133,15 +142,20 @@ def test_layout_per_host(monkeypatch):
     shd.batch_layout(71, _mesh(8))
 
 
-def test_an_eval_batch_that_does_not_divide_names_the_nearest_that_do():
-  assert shd.check_batch_size(280, _mesh(8)) == 280
-  with pytest.raises(RSVQAError) as refused:
-    shd.check_batch_size(70, _mesh(8))
-  assert str(refused.value) == (
-      "config train.eval_batch_size=70 must be a multiple of the device count (8) and of the "
-      "host count (1): use 64 or 72 (--config.train.eval_batch_size=72)")
-  with pytest.raises(RSVQAError, match=r"use 16 \(--config.train.eval_batch_size=16\)$"):
-    shd.check_batch_size(5, _mesh(16))
+def test_an_eval_batch_is_rounded_up_to_the_device_count(monkeypatch):
+  assert shd.eval_width(280, _mesh(8)) == 280 and shd.eval_width(7, _mesh(1)) == 7
+  assert shd.eval_width(70, _mesh(8)) == 72 and shd.eval_width(64, _mesh(3)) == 66
+  monkeypatch.setattr(shd.jax, "process_count", lambda: 4)
+  assert shd.eval_width(5, _mesh(16)) == 16 and shd.eval_width(17, _mesh(4)) == 20
+
+
+def test_any_device_count_evaluates_a_run_alike(eight):
+  """An eval batch the devices did not divide was refused, after a training epoch, and no
+  device count but a divisor could evaluate or resume the run."""
+  out, _ = eight
+  answers = out["eval"]
+  assert len(answers["1"][0]) == len(tiny_task()[0]["val"]) and min(answers["1"][0]) >= 0
+  assert answers["1"] == answers["3"] == answers["8"]
 
 
 def test_pad_rows_copies_rows_with_label_minus_one():

@@ -157,8 +157,7 @@ def relevance(run, state, split, method, image_rows):
   n = len(columns.lengths)
   preds, conf = np.zeros(n, np.int64), np.zeros(n, np.float32)
   rel = np.zeros((n, h * w), np.float32)
-  batch_size = run.config.train.eval_batch_size
-  shd.check_batch_size(batch_size, run.mesh, "train.eval_batch_size")
+  batch_size = shd.eval_width(run.config.train.eval_batch_size, run.mesh)
   for rows, local in inputs.eval_batches(columns, batch_size):
     batch = inputs.eval_model_batch(local, run.features.features, image_rows[None],
                                     run.question_vectors)

@@ -272,11 +272,10 @@ def scores(run, state, split):
   """float [N]: the score of every pair of `split`, in file order (the run's eval batches)."""
   cols = run.columns[split]
   mesh, size = run.mesh, run.config.train.eval_batch_size
-  shd.check_batch_size(size, mesh, "train.eval_batch_size")
   step = _score_step(mesh, run.config.train.compute_dtype)
   own = np.asarray(cols.columns["image_index"])[None]
   out = np.zeros(len(cols.lengths), np.float64)
-  for rows, local in inputs.eval_batches(cols, size):
+  for rows, local in inputs.eval_batches(cols, shd.eval_width(size, mesh)):
     batch = inputs.eval_model_batch(local, run.features.features, own, run.question_vectors)
     got = np.asarray(jax.device_get(step(state, shd.global_batch(batch, mesh))))[:, 0]
     out[rows[rows >= 0]] = got[rows >= 0]
@@ -336,6 +335,8 @@ def _train(config, workdir, dataset, features, log):
     log(f"{workdir}: finished ({step} of {total} steps); best validation {a.select_metric} "
         f"{record['best']:.4f} at step {record['best_step']}")
     return {"finished": True, "step": step, **record}
+  if step:
+    log(f"{workdir}: resuming at step {step} of {total}")
   if layout.padded != layout.size:
     log(f"{workdir}: {layout.describe('answerability.batch_pools')} (weight 0: loss and "
         "gradients are those of the configured batch)")
@@ -357,7 +358,8 @@ def _train(config, workdir, dataset, features, log):
       step += 1
       pending.append((step, m))
       epoch_end = step % steps_per_epoch == 0
-      if step % t.log_every_steps == 0 or epoch_end:
+      ckpt_due = step % t.checkpoint_every_steps == 0 or epoch_end
+      if step % t.log_every_steps == 0 or ckpt_due:  # a diverged state is never saved
         got = jax.device_get([mm for _, mm in pending])
         diverged = divergence.check([(at, mm) for (at, _), mm in zip(pending, got)])
         if diverged:
@@ -376,6 +378,7 @@ def _train(config, workdir, dataset, features, log):
         if value is not None and value > record["best"]:
           record = {**record, "best": value, "best_step": step}
           save(best, step)
+      if ckpt_due:
         save(periodic, step)
   finally:
     for mgr in (periodic, best):

@@ -45,11 +45,10 @@ def predict_columns(state, split_columns, *, eval_step, mesh, batch_size, featur
   """`predict` over encoded columns (inputs.SplitColumns) with an eval step of steps.py; a
   progress bar labelled `desc` counts the questions."""
   image_rows = np.asarray(image_rows)
-  shd.check_batch_size(batch_size, mesh, "train.eval_batch_size")
   preds = np.full(image_rows.shape, -1, np.int64)
   with progress.bar(total=image_rows.shape[1], desc=desc, unit="q", leave=False,
                     enabled=jax.process_index() == 0) as bar:
-    for rows, local in inputs.eval_batches(split_columns, batch_size):
+    for rows, local in inputs.eval_batches(split_columns, shd.eval_width(batch_size, mesh)):
       batch = inputs.eval_model_batch(local, features, image_rows, question_vectors)
       out = np.asarray(jax.device_get(eval_step(state, shd.global_batch(batch, mesh))))
       preds[:, rows[rows >= 0]] = out[rows >= 0].T

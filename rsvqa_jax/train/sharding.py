@@ -57,18 +57,12 @@ def replicated(mesh):
   return NamedSharding(mesh, P())
 
 
-def check_batch_size(global_batch, mesh, what="train.eval_batch_size"):
-  """An eval batch must split evenly over devices and hosts; returns the per-host size.
-  (Training batches are padded instead: batch_layout.)"""
-  n_dev, n_proc = mesh.devices.size, jax.process_count()
-  if global_batch % n_dev or global_batch % n_proc:
-    step = np.lcm(n_dev, n_proc)  # the device count: every host holds as many devices
-    below, above = global_batch // step * step, -(-global_batch // step) * step
-    nearest = f"{below} or {above}" if below else f"{above}"
-    raise RSVQAError(f"config {what}={global_batch} must be a multiple of the device count "
-                     f"({n_dev}) and of the host count ({n_proc}): use {nearest} "
-                     f"(--config.{what}={above})")
-  return global_batch // n_proc
+def eval_width(global_batch, mesh):
+  """The eval batch actually run: `global_batch` rounded up to a multiple of the device and host
+  counts. Eval batches carry masked padding rows and a question's answer depends on no other
+  row, so any device count evaluates (and resumes) a run of any train.eval_batch_size."""
+  step = int(np.lcm(mesh.devices.size, jax.process_count()))  # every host holds as many devices
+  return -(-global_batch // step) * step
 
 
 class BatchLayout(NamedTuple):
