@@ -12,6 +12,7 @@ predictions go through its one compiled eval step, images through the encoder it
 """
 import collections.abc
 import dataclasses
+import functools
 import logging
 import os
 import reprlib
@@ -45,6 +46,23 @@ def _path(value, what):
   return os.fspath(value)
 
 
+def _root_logger_kept(function):
+  """Leaves the root logger as the call found it. absl (imported with orbax) runs
+  logging.basicConfig() at its first message when the root logger has no handler, and a
+  notebook's own basicConfig() would then silently do nothing."""
+  @functools.wraps(function)
+  def kept(*args, **kwargs):
+    root = logging.getLogger()
+    before = list(root.handlers)
+    try:
+      return function(*args, **kwargs)
+    finally:
+      if not before:
+        for handler in list(root.handlers):
+          root.removeHandler(handler)
+  return kept
+
+
 def _count(value, what, least):
   """An int >= least (a NumPy integer too; not a bool, a float or a string), or a one-line error
   naming `what`."""
@@ -66,7 +84,9 @@ def _pixels(image):
     from PIL import Image  # pylint: disable=g-import-not-at-top
     try:
       with Image.open(path) as im:
-        return np.asarray(im.convert("RGB"))
+        if im.mode != "RGB":  # 16-bit, grey, alpha: refused as a TIFF or an array of them is
+          raise RSVQAError(f"{path}: image mode {im.mode}, expected 8-bit RGB (uint8 H x W x 3)")
+        return np.asarray(im)
     except OSError as e:  # PIL's UnidentifiedImageError among them
       raise RSVQAError(f"{path}: not an image file ({e})") from None
   array = np.asarray(image)
@@ -88,6 +108,7 @@ class TrainedRun:
   _which: str
   _data_root: object
   _allow_pickle: bool
+  _built: dict = dataclasses.field(default_factory=dict)  # encoders built once, for every predict
 
   @property
   def config(self):
@@ -98,11 +119,13 @@ class TrainedRun:
     """The answer classes the model chooses among, in class order."""
     return list(self._run.vocab.answers)
 
+  @_root_logger_kept
   def predict(self, images, questions):
     """The model's answer to each (image, question) pair: a list of strings.
 
     `images`: uint8 H x W x 3 arrays or image file paths, one per question (the same image
-    may repeat); they go through the encoder the run was trained with, as its cache did.
+    may repeat); they go through the encoder the run was trained with, as its cache did:
+    resized to its `image.image_size`, or, where that is 0, of the dataset's tile size.
     """
     one = (isinstance(images, (str, bytes, os.PathLike))
            or isinstance(images, np.ndarray) and images.ndim == 3, isinstance(questions, str))
@@ -148,10 +171,19 @@ class TrainedRun:
   def _features(self, images):
     """Rows the head reads for each image, computed by the run's frozen image encoder."""
     config = self._run.config
-    image_cfg = config_lib.image_config(config.image,
-                                        config_lib.cache_dir(config, self.workdir))
-    encoder = encoder_lib.encoder_for(image_cfg)
-    batch = np.stack([pixels.resize(_pixels(im), encoder.image_size) for im in images])
+    if "image" not in self._built:
+      self._built["image"] = encoder_lib.encoder_for(config_lib.image_config(
+          config.image, config_lib.cache_dir(config, self.workdir)))
+    encoder = self._built["image"]
+    arrays = [_pixels(im) for im in images]
+    native = self._run.dataset.image_size
+    if not encoder.image_size and native is not None:  # image.image_size=0: tiles as they are
+      odd = next((i for i, a in enumerate(arrays) if a.shape[:2] != tuple(native)), None)
+      if odd is not None:
+        raise RSVQAError(f"predict: image {odd} is {arrays[odd].shape[0]}x{arrays[odd].shape[1]}; "
+                         f"this run's encoder reads the dataset's {native[0]}x{native[1]} tiles "
+                         "at their size (image.image_size=0), as it was trained")
+    batch = np.stack([pixels.resize(a, encoder.image_size) for a in arrays])
     outs = [encoder.encode(batch[i:i + encoder.batch_size])
             for i in range(0, len(batch), encoder.batch_size)]
     pooled = np.concatenate([o["pooled"] for o in outs])
@@ -162,29 +194,33 @@ class TrainedRun:
   def _question_vectors(self, tokens, mask):
     """The frozen language model's vectors of new questions (the run trained on cached ones)."""
     run = self._run
-    with skipthoughts_params.pickle_allowed(self._allow_pickle):
-      model, _ = model_builder.build(run.config, words=inputs.dataset_words(run.dataset),
-                                     num_answers=len(run.vocab),
-                                     image_dim=int(run.features.features.shape[1]))
-    return np.asarray(model.text_encoder(tokens, mask), np.float32)
+    if "text" not in self._built:
+      with skipthoughts_params.pickle_allowed(self._allow_pickle):
+        model, _ = model_builder.build(run.config, words=inputs.dataset_words(run.dataset),
+                                       num_answers=len(run.vocab),
+                                       image_dim=int(run.features.features.shape[1]))
+      self._built["text"] = model.text_encoder
+    return np.asarray(self._built["text"](tokens, mask), np.float32)
 
-  def evaluate(self, split="test", adversarial_kind=None, repeats=1, seed=0, pool="dataset"):
+  @_root_logger_kept
+  def evaluate(self, split="test", adversarial_kind=None, repeats=None, seed=0, pool="dataset"):
     """The accuracy table of `split` (clean, or with `adversarial_kind` substitutions).
 
-    The same evaluation `rsvqa-jax evaluate` runs, and it writes the same files under
-    WORKDIR/eval/SPLIT/. Returns the table: OA, AA, per-type accuracy and counts; over the
-    `repeats` substitutions, their mean, std and every repeat's values.
+    The same evaluation `rsvqa-jax evaluate` runs, with its defaults (`repeats`: 10), and it
+    writes the same files under WORKDIR/eval/SPLIT/. Returns the table: OA, AA, per-type accuracy
+    and counts; over the `repeats` substitutions, their mean, std and every repeat's values.
     """
     where = dict(which=self._which, data_root=self._data_root)
     if not isinstance(split, str) or not split:
       raise RSVQAError(f"evaluate split={split!r}: expected one split name")
-    repeats, seed = _count(repeats, "repeats", 1), _count(seed, "seed", 0)
-    if adversarial_kind is None and (repeats != 1 or seed or pool != "dataset"):
+    if adversarial_kind is None and (repeats is not None or seed or pool != "dataset"):
       raise RSVQAError("evaluate: repeats, seed and pool apply to an adversarial_kind only")
     for value, name, choices in ((adversarial_kind, "adversarial_kind", adversarial.KINDS),
                                  (pool, "pool", adversarial.POOLS)):
       if value is not None and value not in choices:
         raise RSVQAError(f"evaluate {name}={value!r}: choose one of {', '.join(choices)}")
+    repeats = adversarial.REPEATS if repeats is None else _count(repeats, "repeats", 1)
+    seed = _count(seed, "seed", 0)
     with skipthoughts_params.pickle_allowed(self._allow_pickle):
       if adversarial_kind is None:
         return accuracy.evaluate(self.workdir, split, **where)
@@ -192,6 +228,7 @@ class TrainedRun:
                                   seed=seed, pool=pool, **where)
 
 
+@_root_logger_kept
 def load_run(workdir, *, checkpoint="best", data_root=None, allow_pickle=False):
   """A trained workdir restored at its best-on-validation (or "last") checkpoint.
 
@@ -207,6 +244,7 @@ def load_run(workdir, *, checkpoint="best", data_root=None, allow_pickle=False):
                     allow_pickle)
 
 
+@_root_logger_kept
 def analyze(data_root, dataset, predictions=None, adversarial_predictions=None, split=None):
   """The dataset analysis of `data_root` (layout `dataset`), with a model's files if given.
 

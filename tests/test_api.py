@@ -76,6 +76,17 @@ def test_predict_agrees_with_evaluate(tiny):
   text.write_text("not an image")
   with pytest.raises(RSVQAError, match=f"{text}: not an image file"):
     run.predict([str(text)], ["Is there a road?"])
+  from PIL import Image  # pylint: disable=g-import-not-at-top
+  pixels = np.random.default_rng(0).integers(0, 4000, (16, 16), dtype=np.uint16)
+  for mode, array in (("I;16", pixels), ("L", (pixels // 16).astype(np.uint8)),
+                      ("RGBA", np.zeros((16, 16, 4), np.uint8))):
+    Image.fromarray(array, mode=None if mode == "I;16" else mode).save(tiny / "odd.png")
+    with pytest.raises(RSVQAError, match=rf"odd.png: image mode {re.escape(mode)}, expected "
+                                         "8-bit RGB"):  # a 16-bit PNG was clipped to 255
+      run.predict([str(tiny / "odd.png")], ["Is there a road?"])
+  Image.fromarray(np.full((16, 16, 3), 7, np.uint8)).save(tiny / "rgb.png")
+  assert run.predict([str(tiny / "rgb.png")], ["Is there a road?"]) == run.predict(
+      [np.full((16, 16, 3), 7, np.uint8)], ["Is there a road?"])
   with pytest.raises(RSVQAError, match=f"{tiny}: a folder, not an image file"):
     run.predict([str(tiny)], ["Is there a road?"])
   with pytest.raises(RSVQAError, match="predict: images is a NoneType; give a list"):
@@ -94,12 +105,38 @@ def test_predict_agrees_with_evaluate(tiny):
     with pytest.raises(RSVQAError, match=message):
       run.evaluate(**{"split": "test", **kwargs})
   seeded = run.evaluate("test", adversarial_kind="random", seed=np.int64(1))
-  assert seeded["seed"] == 1
+  assert seeded["seed"] == 1 and seeded["repeats"] == 10  # the CLI's default (it was 1)
   with pytest.raises(RSVQAError, match="load_run workdir: expected a path"):
     rsvqa_jax.load_run(None)
   with pytest.raises(RSVQAError, match=r"^load_run data_root .*nosuch: .*tiny trains on the "
                      r"synthetic dataset .*; leave load_run data_root out$"):
     rsvqa_jax.load_run(str(tiny / "runs" / "tiny"), data_root=str(tiny / "nosuch"))
+
+
+def test_predict_builds_the_image_encoder_once(tiny, monkeypatch):
+  """Each call rebuilt (and re-initialised) the encoder: seconds per call in a notebook."""
+  from rsvqa_jax import api  # pylint: disable=g-import-not-at-top
+  built = []
+  real = api.encoder_lib.encoder_for
+  monkeypatch.setattr(api.encoder_lib, "encoder_for", lambda cfg: built.append(1) or real(cfg))
+  run = rsvqa_jax.load_run(str(tiny / "runs" / "tiny"))
+  built.clear()  # what restoring the run built
+  image = np.zeros((32, 32, 3), np.uint8)
+  answers = [run.predict([image], ["Is there a road?"]) for _ in range(3)]
+  assert len(built) == 1 and answers[0] == answers[1] == answers[2]
+
+
+def test_predict_at_native_size_takes_the_dataset_tiles_size_only(tiny):
+  """With image.image_size=0 the encoder reads tiles at their size: an image of another size
+  reached it unresized and was answered, unlike anything the run trained on."""
+  run = rsvqa_jax.load_run(str(tiny / "runs" / "tiny"))
+  run.config.image.image_size = 0  # as a run trained at native size (the real-data configs)
+  size = run._run.dataset.image_size  # pylint: disable=protected-access
+  tile = np.full(tuple(size) + (3,), 90, np.uint8)
+  assert len(run.predict([tile], ["Is there a road?"])) == 1
+  with pytest.raises(RSVQAError, match=rf"^predict: image 1 is 64x48; this run's encoder reads "
+                                       rf"the dataset's {size[0]}x{size[1]} tiles at their size"):
+    run.predict([tile, tile[:64, :48]], ["Is there a road?", "Is there a road?"])
 
 
 def test_predict_warns_of_questions_without_a_known_word(tiny, caplog):

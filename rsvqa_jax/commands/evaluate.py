@@ -137,7 +137,7 @@ def run(args):
     raise RSVQAError("--repeats applies to --adversarial only")
   if args.adv_seed is not None and not (args.adversarial or args.counterfactual):
     raise RSVQAError("--adv-seed applies to --adversarial and --counterfactual only")
-  args.repeats = 10 if args.repeats is None else args.repeats
+  args.repeats = adversarial.REPEATS if args.repeats is None else args.repeats
   args.adv_seed = args.adv_seed or 0
   where = dict(which=args.checkpoint, data_root=args.data_root)
   if args.ood_selection and not args.shortcuts:

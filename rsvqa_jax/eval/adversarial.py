@@ -44,6 +44,8 @@ POOLS = ("dataset", "split")
 _log = logging.getLogger(__name__)
 
 
+REPEATS = 10  # substitutions per question unless told: the paper's, and the CLI's default
+
 def substitution_rows(kind, rows, *, repeats, seed, batch_size=None, pool=None):
   """Feature rows to use instead of `rows` (the clean rows, one per question): [K, N].
 
@@ -165,7 +167,7 @@ def pool_rows(run, pool):
   return rows
 
 
-def evaluate(workdir, split, kind, *, repeats=10, seed=0, pool="dataset", which="best",
+def evaluate(workdir, split, kind, *, repeats=REPEATS, seed=0, pool="dataset", which="best",
              data_root=None, dataset=None, features=None):
   """Adversarial testing of one workdir on `split`; writes the JSON and CSV, returns the table.
 
