@@ -106,8 +106,10 @@ def test_validate_refuses_a_split_without_an_active_question(broken, capsys):
     q["active"] = False
   json.dump(data, open(path, "w"))
   rc, err = _run_validate(broken, capsys)
-  assert rc == 2 and err == (f"rsvqa-jax validate: error: {broken}: split(s) train hold no "
-                             "active question: nothing trains or is evaluated on them")
+  warning, error = err.splitlines()  # the images still list them: counted, then refused
+  assert warning.startswith("WARNING: ") and "list 40 question(s) that are inactive" in warning
+  assert rc == 2 and error == (f"rsvqa-jax validate: error: {broken}: split(s) train hold no "
+                               "active question: nothing trains or is evaluated on them")
 
 
 def test_validate_not_a_tiff(broken, capsys):
