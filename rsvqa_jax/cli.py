@@ -215,7 +215,7 @@ def exit_on_interrupt(what):
         if storage is not None:
           storage.clear_held_locks()
         sys.stderr.write(f"\n{what}: interrupted ({signal.Signals(sig).name}); run the same "
-                         "command again to resume\n")
+                         "command again: it keeps what was finished\n")
         sys.stderr.flush()
         os._exit(EXIT_STATUS[sig])
 

@@ -46,6 +46,48 @@ def building(parent, name):
     shutil.rmtree(tmp, ignore_errors=True)
 
 
+OWNER = ".owner.json"  # in a building_owned folder: the pid and host building it
+STALE_SECONDS = 60  # a temporary folder without an owner file this old is a dead run's
+
+
+@contextlib.contextmanager
+def building_owned(parent, name):
+  """building() for an entry that is replaced, not cached (a dataset, a benchmark folder): the
+  folder names its builder (OWNER) while it is built, and the `.tmp-NAME-*` / `.old-NAME-*`
+  folders a killed build left beside it are removed first, a live build's kept."""
+  os.makedirs(parent, exist_ok=True)
+  for entry in os.listdir(parent):
+    path = os.path.join(parent, entry)
+    if entry.startswith(f".old-{name}-") or (
+        entry.startswith(f".tmp-{name}-") and os.path.isdir(path) and _dead_build(path)):
+      shutil.rmtree(path, ignore_errors=True)
+  with building(parent, name) as tmp:
+    owner = os.path.join(tmp, OWNER)
+    write_json(owner, {"pid": os.getpid(), "host": socket.gethostname()})
+    yield tmp
+    os.remove(owner)
+
+
+def _dead_build(path):
+  """Whether build folder `path` is a dead run's: its owner process is gone from this host, or
+  it has no owner file and is older than STALE_SECONDS (a run on another host is left alone)."""
+  owner = read_json(os.path.join(path, OWNER))
+  if not isinstance(owner, dict):
+    try:
+      return time.time() - os.stat(path).st_mtime > STALE_SECONDS
+    except FileNotFoundError:
+      return False
+  if owner.get("host") != socket.gethostname():
+    return False
+  try:
+    os.kill(int(owner.get("pid")), 0)
+  except ProcessLookupError:
+    return True
+  except (OSError, OverflowError, TypeError, ValueError):
+    pass
+  return False
+
+
 @contextlib.contextmanager
 def building_alone(parent, name):
   """Holds the lock of entry parent/name for the block: one process builds it at a time.

@@ -195,6 +195,26 @@ def test_an_interrupted_run_resumes_from_its_last_periodic_checkpoint(task):
   assert steps == list(range(1, 7))
 
 
+def test_the_study_stage_reuses_a_finished_model_of_its_own_settings_only(tmp_path):
+  """A finished model was skipped whatever its config: a study run again with another override
+  wrote a report over models of the old settings (or of both)."""
+  from rsvqa_jax.train import checkpointing  # pylint: disable=g-import-not-at-top
+  c = _config(str(tmp_path / "pools"), False)
+  workdir = str(tmp_path / "model")
+  checkpointing.check_or_record_config(workdir, c)
+  os.makedirs(evaluation.folder(workdir))
+  with open(os.path.join(evaluation.folder(workdir), "metrics.json"), "w") as f:
+    json.dump({"ndcg@1": 0.5}, f)
+  said = []
+  study = type("Study", (), {"progress": staticmethod(said.append)})
+  assert evaluation._run(study, c, workdir, None, None, "test", "m", ()) == {"ndcg@1": 0.5}
+  assert said == ["m: done before, skipped"]
+  c.train.num_epochs = 3
+  with pytest.raises(RSVQAError, match=r"holds a run of another config: train.num_epochs is 6 "
+                                       r"there, 3 now"):
+    evaluation._run(study, c, workdir, None, None, "test", "m", ())
+
+
 def test_bad_settings_are_one_line_errors(task):
   c = _config(task["folder"], False)
   c.answerability.loss = "pairwise"

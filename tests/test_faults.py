@@ -108,7 +108,7 @@ def test_killed_train_resumes_to_the_same_parameters(reference, sig, moment):
   if sig == signal.SIGINT:
     assert proc.returncode == 130, err[-2000:]
     assert err.strip().splitlines()[-1].endswith("interrupted (SIGINT); run the same command "
-                                                 "again to resume")
+                                                 "again: it keeps what was finished")
     assert "Traceback" not in err
   else:
     assert proc.returncode == -signal.SIGKILL

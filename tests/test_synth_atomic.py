@@ -6,10 +6,11 @@ import socket
 import subprocess
 import sys
 import threading
+from pathlib import Path
 
 import pytest
 
-from rsvqa_jax import cli
+from rsvqa_jax import cli, storage
 from rsvqa_jax.data import images, rsvqa_json, synthetic
 from rsvqa_jax.errors import RSVQAError
 
@@ -64,16 +65,39 @@ def test_a_killed_runs_leftovers_are_cleaned(tmp_path):
   """SIGKILL runs no cleanup: its build folder stays beside the target until the next run."""
   dead = tmp_path / ".tmp-data-abc123"
   (dead / "Images_LR").mkdir(parents=True)
-  (dead / synthetic.OWNER).write_text(json.dumps({"pid": _dead_pid(), "host": HOST}))
+  (dead / storage.OWNER).write_text(json.dumps({"pid": _dead_pid(), "host": HOST}))
   live = tmp_path / ".tmp-data-live00"  # a run still going in this very process
   live.mkdir()
-  (live / synthetic.OWNER).write_text(json.dumps({"pid": os.getpid(), "host": HOST}))
+  (live / storage.OWNER).write_text(json.dumps({"pid": os.getpid(), "host": HOST}))
   other = tmp_path / ".tmp-otherdata-xyz"  # another dataset's: not ours to judge
   other.mkdir()
   aside = tmp_path / ".old-data-1-2"  # moved aside by a run killed before removing it
   aside.mkdir()
   synthetic.ensure_synthetic(str(tmp_path / "data"), **SMALL)
   assert sorted(os.listdir(tmp_path)) == [".tmp-data-live00", ".tmp-otherdata-xyz", "data"]
+
+
+@pytest.mark.parametrize("folder", ["benchmark", "lm"])
+def test_other_replaced_folders_clean_what_a_killed_build_left(tmp_path, folder):
+  """A shortcut benchmark's build (and a study's stand-in language model's) killed left its
+  temporary folder for good: hundreds of MB per kill at the paper's size."""
+  from rsvqa_jax.bias import shortcut_report  # pylint: disable=g-import-not-at-top
+  from rsvqa_jax.study import language_models  # pylint: disable=g-import-not-at-top
+  dead = tmp_path / f".tmp-{folder}-abc123"
+  dead.mkdir()
+  (dead / storage.OWNER).write_text(json.dumps({"pid": _dead_pid(), "host": HOST}))
+  (tmp_path / f".old-{folder}-1-2").mkdir()
+  live = tmp_path / f".tmp-{folder}-live00"
+  live.mkdir()
+  (live / storage.OWNER).write_text(json.dumps({"pid": os.getpid(), "host": HOST}))
+  if folder == "benchmark":
+    with shortcut_report.rebuilt(str(tmp_path / folder)) as tmp:
+      (Path(tmp) / "shortcuts.json").write_text("{}")
+  else:
+    language_models.random_skipthoughts(str(tmp_path / folder), ["a", "road"], word_dim=4,
+                                        hidden_dim=4)
+  assert sorted(os.listdir(tmp_path)) == [f".tmp-{folder}-live00", folder]
+  assert storage.OWNER not in os.listdir(tmp_path / folder)
 
 
 def _old_generator_leftover(folder):

@@ -229,10 +229,11 @@ def write_statistics(bench, folder, seed, unit, labels):
 @contextlib.contextmanager
 def rebuilt(folder):
   """Yields an empty temporary folder that replaces `folder` whole when the block completes
-  (readers see the old folder or the new one, never a mix; a failed block changes nothing)."""
+  (readers see the old folder or the new one, never a mix; a failed block changes nothing, and
+  what a killed one left is removed by the next)."""
   parent, name = os.path.split(os.path.abspath(folder))
   aside = None
-  with storage.building(parent, name) as tmp:
+  with storage.building_owned(parent, name) as tmp:
     yield tmp
     if os.path.exists(folder):
       aside = os.path.join(parent, f".old-{name}-{os.getpid()}-{time.time_ns()}")

@@ -33,7 +33,6 @@ import logging
 import os
 import re
 import shutil
-import socket
 import time
 
 import numpy as np
@@ -54,8 +53,6 @@ _log = logging.getLogger(__name__)
 MANIFEST = "synthetic.json"
 MASK_DIR = "masks"
 VERSION = 2  # 2: one rural/urban question per LR image, LR test half rural, balance per type
-OWNER = ".owner.json"  # in a temporary build folder: the pid and host building it
-STALE_SECONDS = 60  # a temporary folder without an owner file this old is a dead run's
 SPLIT_SHARES = {"val": 0.13, "test": 0.10}  # train takes the rest (~77%)
 PHILI_SHARE = 0.08  # HR: share of images drawn from the unseen region for test_phili
 BALANCED_POOL = 3  # balanced mode draws this many candidates per kept question
@@ -257,14 +254,10 @@ def _atomically(out, p, write):
   _say_if_replacing(out, p)
   parent, name = os.path.split(out)
   os.makedirs(parent, exist_ok=True)
-  _remove_dead_leftovers(parent, name)
   aside = None
-  with storage.building(parent, name) as tmp:
-    owner = os.path.join(tmp, OWNER)
-    storage.write_json(owner, {"pid": os.getpid(), "host": socket.gethostname()})
+  with storage.building_owned(parent, name) as tmp:
     written = write(tmp)
     storage.write_json(os.path.join(tmp, MANIFEST), p)
-    os.remove(owner)
     aside = _make_way(out, p)
   if aside:
     shutil.rmtree(aside, ignore_errors=True)
@@ -388,40 +381,6 @@ def _make_way(out, p):
   except FileNotFoundError:  # another run moved it first
     return None
   return aside
-
-
-def _dead_build(path):
-  """Whether build folder `path` is a dead run's: its owner process is gone from this host, or
-  it has no owner file and is older than STALE_SECONDS (a run on another host is left alone)."""
-  owner = storage.read_json(os.path.join(path, OWNER))
-  if not isinstance(owner, dict):
-    try:
-      return time.time() - os.stat(path).st_mtime > STALE_SECONDS
-    except FileNotFoundError:
-      return False
-  if owner.get("host") != socket.gethostname():
-    return False
-  try:
-    os.kill(int(owner.get("pid")), 0)
-  except ProcessLookupError:
-    return True
-  except (OSError, OverflowError, TypeError, ValueError):
-    pass
-  return False
-
-
-def _remove_dead_leftovers(parent, name):
-  """Removes the temporary folders a killed generation of `name` left beside it.
-
-  A build folder is a dead run's when its owner process is gone (or, without an owner file,
-  when it is older than STALE_SECONDS); a folder moved aside for replacement is always stale.
-  """
-  for entry in os.listdir(parent):
-    path = os.path.join(parent, entry)
-    if entry.startswith(f".old-{name}-"):
-      shutil.rmtree(path, ignore_errors=True)
-    elif entry.startswith(f".tmp-{name}-") and os.path.isdir(path) and _dead_build(path):
-      shutil.rmtree(path, ignore_errors=True)
 
 
 def _write_files(out, variant, seed, image_splits, regions, land_use, by_image, questions):

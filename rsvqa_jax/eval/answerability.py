@@ -148,6 +148,8 @@ def _run(study, cfg, workdir, ds, feats, split, label, also):
   """Train (or resume) and evaluate one model of the stage; its metrics."""
   path = os.path.join(folder(workdir), "metrics.json")
   if os.path.exists(path):
+    # a model of other settings (a changed override) must not stand in this report's
+    checkpointing.check_or_record_config(workdir, cfg, record=False)
     study.progress(f"{label}: done before, skipped")
     return storage.read_json(path)
   started = time.time()

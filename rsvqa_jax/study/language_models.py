@@ -66,7 +66,7 @@ def random_distilbert(folder, words, *, dim, layers, heads, hidden_dim, dropout=
             "n_heads": heads, "hidden_dim": hidden_dim, "max_position_embeddings": max_positions,
             "activation": "gelu", "dropout": dropout, "pad_token_id": 0}
   parent, name = os.path.split(os.path.abspath(folder))
-  with storage.building(parent, name) as tmp:
+  with storage.building_owned(parent, name) as tmp:
     save_file(t, os.path.join(tmp, "model.safetensors"))
     with open(os.path.join(tmp, "config.json"), "w") as f:
       json.dump(config, f, indent=1)
@@ -101,7 +101,7 @@ def random_skipthoughts(folder, words, *, word_dim, hidden_dim, update_bias=2.0,
             "encoder_b": bias, "encoder_Wx": normal(word_dim ** -0.5, word_dim, hidden_dim),
             "encoder_Ux": ortho(hidden_dim), "encoder_bx": np.zeros(hidden_dim, np.float32)}
   parent, name = os.path.split(os.path.abspath(folder))
-  with storage.building(parent, name) as tmp:
+  with storage.building_owned(parent, name) as tmp:
     np.savez(os.path.join(tmp, stp.UNI_SKIP), **arrays)
     np.save(os.path.join(tmp, stp.PLAIN_UTABLE), normal(1.0, len(vocab), word_dim))
     with open(os.path.join(tmp, stp.DICTIONARY), "w", encoding="utf-8") as f:
