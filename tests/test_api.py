@@ -113,6 +113,21 @@ def test_predict_agrees_with_evaluate(tiny):
     rsvqa_jax.load_run(str(tiny / "runs" / "tiny"), data_root=str(tiny / "nosuch"))
 
 
+def test_api_calls_leave_the_root_logger_as_they_found_it(monkeypatch):
+  """absl (imported with orbax) runs logging.basicConfig() at its first message: a notebook's own
+  basicConfig() after load_run then did nothing."""
+  import logging  # pylint: disable=g-import-not-at-top
+  from rsvqa_jax import api  # pylint: disable=g-import-not-at-top
+  root = logging.getLogger()
+  monkeypatch.setattr(root, "handlers", [])  # a fresh interpreter's (pytest adds its own)
+  assert api._root_logger_kept(logging.basicConfig)() is None  # pylint: disable=protected-access
+  assert root.handlers == []
+  mine = logging.NullHandler()
+  root.handlers.append(mine)  # the user's configuration is theirs: kept whole
+  api._root_logger_kept(logging.basicConfig)()  # pylint: disable=protected-access
+  assert root.handlers == [mine]
+
+
 def test_predict_builds_the_image_encoder_once(tiny, monkeypatch):
   """Each call rebuilt (and re-initialised) the encoder: seconds per call in a notebook."""
   from rsvqa_jax import api  # pylint: disable=g-import-not-at-top
