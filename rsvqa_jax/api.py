@@ -146,7 +146,12 @@ class TrainedRun:
                        "image per question (at least one)")
     run = self._run
     features = self._features(images)
-    tokens = [run.tokenizer.encode(q)[:run.config.text.max_length] for q in questions]
+    limit = run.config.text.max_length
+    tokens = [run.tokenizer.encode(q) for q in questions]
+    if any(len(t) > limit for t in tokens):  # as training reads them, never silently
+      _log.info(f"predict: {sum(len(t) > limit for t in tokens)} question(s) longer than "
+                f"text.max_length={limit} tokens, cut to it")
+    tokens = [t[:limit] for t in tokens]
     empty = [q for q, t in zip(questions, tokens) if not t]
     if empty:
       raise RSVQAError(f"predict: question {empty[0]!r} has no token")

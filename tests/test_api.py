@@ -1,6 +1,7 @@
 """The Python API: the docs' example (docs/api.md) runs as written, and predict agrees with
 evaluate."""
 import csv
+import logging
 import os
 import re
 
@@ -113,10 +114,19 @@ def test_predict_agrees_with_evaluate(tiny):
     rsvqa_jax.load_run(str(tiny / "runs" / "tiny"), data_root=str(tiny / "nosuch"))
 
 
+def test_load_run_says_what_is_wrong_with_the_folder(tmp_path):
+  (tmp_path / "file").write_text("x")
+  (tmp_path / "empty").mkdir()
+  for name, message in (("nosuch", "does not exist"), ("file", "is a file, not a folder")):
+    with pytest.raises(RSVQAError, match=f"{name}: {message}; give a training workdir$"):
+      rsvqa_jax.load_run(str(tmp_path / name))
+  with pytest.raises(RSVQAError, match="empty: no config.json; is it a training workdir"):
+    rsvqa_jax.load_run(str(tmp_path / "empty"))
+
+
 def test_api_calls_leave_the_root_logger_as_they_found_it(monkeypatch):
   """absl (imported with orbax) runs logging.basicConfig() at its first message: a notebook's own
   basicConfig() after load_run then did nothing."""
-  import logging  # pylint: disable=g-import-not-at-top
   from rsvqa_jax import api  # pylint: disable=g-import-not-at-top
   root = logging.getLogger()
   monkeypatch.setattr(root, "handlers", [])  # a fresh interpreter's (pytest adds its own)
@@ -165,6 +175,13 @@ def test_predict_warns_of_questions_without_a_known_word(tiny, caplog):
   assert [r.getMessage() for r in caplog.records] == [
       "predict: 1 question(s) hold no word the model knows (e.g. 'Quelle est cette zorgle?'): "
       "their answers rest on the image and the question's length alone"]
+  caplog.clear()
+  caplog.set_level(logging.INFO, logger="rsvqa_jax")
+  long = " ".join(["is there a road"] * 20) + "?"  # as training cuts them, never silently
+  assert len(run.predict([image, image], [long, "Is there a road?"])) == 2
+  limit = run.config.text.max_length
+  assert (f"predict: 1 question(s) longer than text.max_length={limit} tokens, cut to it"
+          in [r.getMessage() for r in caplog.records])
 
 
 def test_analyze_returns_tables(tiny):

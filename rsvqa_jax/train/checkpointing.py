@@ -26,6 +26,7 @@ import orbax.checkpoint as ocp
 import tensorstore as ts
 
 from rsvqa_jax import config as config_lib
+from rsvqa_jax import errors
 from rsvqa_jax import storage
 from rsvqa_jax.data import split_files
 from rsvqa_jax.errors import RSVQAError
@@ -88,6 +89,8 @@ def read_config(workdir, data_root=None, named="--data-root"):
   """
   path = os.path.join(workdir, CONFIG_FILE)
   if not os.path.exists(path):
+    if not os.path.isdir(workdir):
+      raise RSVQAError(f"{workdir}: {errors.not_a_folder(workdir)}; give a training workdir")
     raise RSVQAError(f"{workdir}: no {CONFIG_FILE}; is it a training workdir?")
   config = _load_recorded(workdir)
   try:
