@@ -176,9 +176,9 @@ def test_predict_warns_of_questions_without_a_known_word(tiny, caplog):
       "predict: 1 question(s) hold no word the model knows (e.g. 'Quelle est cette zorgle?'): "
       "their answers rest on the image and the question's length alone"]
   caplog.clear()
-  caplog.set_level(logging.INFO, logger="rsvqa_jax")
   long = " ".join(["is there a road"] * 20) + "?"  # as training cuts them, never silently
-  assert len(run.predict([image, image], [long, "Is there a road?"])) == 2
+  with warnings_of_rsvqa_jax(caplog, logging.INFO):  # the CLI tests' handler stops propagation
+    assert len(run.predict([image, image], [long, "Is there a road?"])) == 2
   limit = run.config.text.max_length
   assert (f"predict: 1 question(s) longer than text.max_length={limit} tokens, cut to it"
           in [r.getMessage() for r in caplog.records])
