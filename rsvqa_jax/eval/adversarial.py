@@ -41,10 +41,9 @@ from rsvqa_jax.train import run as run_lib
 KINDS = ("random", "shuffle", "white", "black", "noise")
 PIXEL_KINDS = ("white", "black", "noise")
 POOLS = ("dataset", "split")
+REPEATS = 10  # substitutions per question unless told: the paper's, and the CLI's default
 _log = logging.getLogger(__name__)
 
-
-REPEATS = 10  # substitutions per question unless told: the paper's, and the CLI's default
 
 def substitution_rows(kind, rows, *, repeats, seed, batch_size=None, pool=None):
   """Feature rows to use instead of `rows` (the clean rows, one per question): [K, N].
