@@ -249,8 +249,9 @@ def _outside_answers(fit, evaluated, types):
   with such samples only."""
   out = {}
   for t in types:
-    known = fit.answer[fit.qtype == t] if (fit.qtype == t).any() else fit.answer
-    outside = int(np.sum(~np.isin(evaluated.answer[evaluated.qtype == t], known)))
+    # A set, not np.isin: on string arrays isin took 95 s over RSVQAxBEN's 385,000 answers.
+    known = set((fit.answer[fit.qtype == t] if (fit.qtype == t).any() else fit.answer).tolist())
+    outside = sum(a not in known for a in evaluated.answer[evaluated.qtype == t].tolist())
     if outside:
       out[t] = outside
   return out
