@@ -131,7 +131,8 @@ def test_print_config_shows_the_effective_config_and_runs_nothing(tmp_path, caps
   spec = os.path.join(ROOT, "configs", "synthetic_tiny.py")
   workdir = tmp_path / "w"
   assert cli.main(["train", "--config", spec, "--workdir", str(workdir), "--print-config",
-                   "--config.image.batch_size=7", "--config.data.root=2024"]) == 0
+                   "--config.image.batch_size=7", "--config.data.root=2024",
+                   "--config.data.synthetic=false"]) == 0
   shown = json.loads(capsys.readouterr().out)
   assert shown["image"]["batch_size"] == 7 and shown["data"]["root"] == "2024"
   assert shown["image"]["pretrain"]["epochs"] == config_lib.pretrain_section().epochs
@@ -258,3 +259,25 @@ def test_bad_buckets_and_seeds_are_one_line(override, message):
   with pytest.raises(RSVQAError) as refused:
     config_lib.check(c)
   assert str(refused.value).startswith(f"config {override.split('=')[0]}={message}")
+
+
+@pytest.mark.parametrize("config_file,synthetic_key", [
+    ("synthetic_tiny.py", "data.synthetic"), ("study_synthetic.py", "study.synthetic")])
+def test_a_dataset_folder_beside_a_synthetic_setting_is_refused(tmp_path, capsys, config_file,
+                                                                 synthetic_key):
+  """The run would generate its synthetic set and never read the folder the user named."""
+  path = os.path.join(ROOT, "configs", config_file)
+  c = config_lib.load(path)
+  config_lib.apply_overrides(c, [f"data.root={tmp_path}"])
+  with pytest.raises(RSVQAError, match=(
+      rf"^config data.root={tmp_path} is given but {synthetic_key} is true, so the run would "
+      rf"generate a synthetic dataset and never read {tmp_path}: add "
+      rf"--config.{synthetic_key}=false to use the folder")):
+    config_lib.check(c)
+  config_lib.apply_overrides(c, [f"{synthetic_key}=false"])
+  config_lib.check(c)  # the folder is what the run reads now
+  command = "study" if synthetic_key.startswith("study") else "train"
+  assert cli.main([command, "--config", path, "--workdir", str(tmp_path / "w"),
+                   f"--config.data.root={tmp_path}"]) == 2
+  assert f"never read {tmp_path}" in capsys.readouterr().err
+  assert not (tmp_path / "w").exists()

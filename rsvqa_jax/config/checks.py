@@ -119,6 +119,21 @@ def check(config):
         raise RSVQAError(f"config {key}={value!r}: {which}must be {interval[-1]}")
     if listed and not value and key in NON_EMPTY:
       raise RSVQAError(f"config {key}={value!r}: give {NON_EMPTY[key]}")
+  _check_one_source(config)
+
+
+def _check_one_source(config):
+  """A dataset folder given beside a synthetic setting would never be read: the run would
+  generate its synthetic set and train on that instead, so the pair is refused."""
+  root = _lookup(config, "data.root")
+  if not root:
+    return
+  for key in ("study.synthetic", "data.synthetic"):
+    if _lookup(config, key):
+      raise RSVQAError(
+          f"config data.root={root} is given but {key} is true, so the run would generate a "
+          f"synthetic dataset and never read {root}: add --config.{key}=false to use the folder "
+          "(and --config.data.name=lr|hr|xben), or leave data.root out")
 
 
 def is_random(checkpoint):
