@@ -261,7 +261,8 @@ def write_results(out, results, render=None):
   results.md; returns the markdown."""
   with open(os.path.join(out, "results.json"), "w", encoding="utf-8") as f:
     json.dump(results, f, indent=1, default=str)
-  text = (render or markdown)(results)
+  with open(os.path.join(out, "results.json"), encoding="utf-8") as f:
+    text = (render or markdown)(json.load(f))  # as --render reads it: tuples become lists
   with open(os.path.join(out, "results.md"), "w", encoding="utf-8") as f:
     f.write(text)
   return text
