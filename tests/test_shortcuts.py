@@ -415,3 +415,15 @@ def test_the_mean_row_says_how_many_ood_sets_were_empty():
   assert label() == "Mean of the OOD sets (2 of 3; 1 empty)"
   result["ood"]["kw"] = row
   assert label() == "Mean of the OOD sets"
+
+
+def test_image_clusters_from_the_command_line(bench, tmp_path):
+  """--image-clusters computes the features the flags name and records the cluster labels (the
+  command's own argument parsing, which reused the features command's settings, crashed)."""
+  source, _ = bench
+  out = str(tmp_path / "clustered")
+  assert cli.main(["shortcuts", "--data", source, "--out", out, "--image-clusters", "2",
+                   "--arch", "resnet18", "--checkpoint", "random",
+                   "--cache", str(tmp_path / "cache")]) == 0
+  assert "k-means clusters (K=2)" in json.dumps(json.load(open(os.path.join(out,
+                                                                            "shortcuts.json"))))

@@ -42,7 +42,9 @@ def add_arguments(parser):
   parser.add_argument("--arch", help="with --image-clusters: image.arch")
   parser.add_argument("--checkpoint", help="with --image-clusters: image.checkpoint (weights, "
                                            "or 'random')")
-  parser.set_defaults(pretrained_dir=None, image_size=None, batch_size=None, map=False)
+  # features.settings reads these `features` flags, which this command leaves to the config.
+  parser.set_defaults(pretrained_dir=None, image_size=None, batch_size=None, map=False,
+                      config_overrides=[])
 
 
 def _clusters(args, dataset):
