@@ -245,6 +245,7 @@ def test_table2_averages_only_seeds_of_one_model_evaluated_on_the_best(tmp_path,
   config = json.load(open(os.path.join(copy, "config.json")))
   config["seed"], config["data"]["root"] = 2, "/elsewhere"
   config["train"]["eval_batch_size"] = 7  # bookkeeping: not what makes runs unlike
+  config["data"]["cache_dir"] = "/another/cache"  # where the caches are, likewise
   json.dump(config, open(os.path.join(copy, "config.json"), "w"))
   rc, out = _run(runs, capsys)
   assert rc == 0 and (f"{copy} is not {runs / 'db_ft' / 'seed0'}'s model over another seed: "

@@ -55,7 +55,8 @@ def differences(a, b, prefix=""):
 # Keys that say how a run was carried out, not which model it trains: seeds of one model may
 # differ in them.
 BOOKKEEPING_KEYS = ("train.eval_batch_size", "train.log_every_steps",
-                    "train.checkpoint_every_steps", "train.keep_checkpoints")
+                    "train.checkpoint_every_steps", "train.keep_checkpoints",
+                    "data.cache_dir")  # the caches' entries are keyed by their content
 
 
 def unlike_seed_runs(runs, free=()):
