@@ -336,3 +336,14 @@ def test_analyze_synthetic_end_to_end(tmp_path):
   test = ds["test"]
   hits = sum(prior.get(t) == a for t, a in zip(test.qtype, test.answer))
   assert rows["Overall"]["Prior_Acc (%)"] == f"{100 * hits / len(test):.2f}"
+
+
+def test_a_tiny_set_plots_without_a_raw_warning(tmp_path, recwarn):
+  """Three image ids of RSVQAxBEN: the answer-distribution figure is too small to lay its labels
+  out, and matplotlib's UserWarning reached the user's terminal with its source line."""
+  from rsvqa_jax.data import synthetic  # pylint: disable=g-import-not-at-top
+  synthetic.generate_xben(str(tmp_path / "x"), 3, 0, 3)
+  assert cli.main(["analyze", "--data", str(tmp_path / "x"), "--dataset", "xben",
+                   "--out", str(tmp_path / "out")]) == 0
+  assert (tmp_path / "out" / "answer_distribution.png").is_file()
+  assert not [w for w in recwarn if "layout" in str(w.message)]

@@ -12,6 +12,7 @@ all splits) and one "other" bar for the rest.
 import collections
 import math
 import os
+import warnings
 
 import numpy as np
 from matplotlib.figure import Figure
@@ -70,7 +71,9 @@ def answer_distribution(splits, path, title="", top_k=8):
 
 def save(fig, path, dpi):
   """Lays out and writes a Figure as PNG (creating its folder); returns the path."""
-  fig.tight_layout()
+  with warnings.catch_warnings():  # labels too long for a small figure: drawn as they are
+    warnings.filterwarnings("ignore", "Tight layout not applied", UserWarning)
+    fig.tight_layout()
   os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
   fig.savefig(path, dpi=dpi)
   return path
