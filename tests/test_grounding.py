@@ -171,3 +171,20 @@ def test_benchmark_row_in_toy_mode():
   assert row["masks"] == 40 and row["scored"] + row["empty_truth"] == 40
   assert targets[0]["status"] in ("PASS", "MISS") and "wall s" in targets[0]["name"]
   assert "| 40 | 64 |" in "\n".join(run.RENDER["grounding"](section))
+
+
+def test_all_empty_truths_are_said_so_not_scored_as_nan(tmp_path, capsys):
+  """Questions whose answer shows nowhere have empty truths: nothing to score or to describe."""
+  empty = np.zeros((SIZE, SIZE), bool)
+  _write_masks(tmp_path / "T", {1: empty, 2: empty})
+  _write_masks(tmp_path / "P", {1: box(0, 0, 4, 4)})
+  assert cli.main(["grounding", "score", "--predicted", str(tmp_path / "P"), "--truth",
+                   str(tmp_path / "T"), "--out", str(tmp_path / "O")]) == 2
+  assert capsys.readouterr().err.strip().endswith(
+      "all 2 truth mask(s) are empty (questions whose answer shows nowhere): no grounding to score")
+  assert not (tmp_path / "O").exists()
+  assert cli.main(["grounding", "stats", "--truth", str(tmp_path / "T"),
+                   "--out", str(tmp_path / "S")]) == 0
+  printed = capsys.readouterr().out
+  assert "2 masks, all empty: no coverage or boundary complexity to report" in printed
+  assert "nan" not in printed

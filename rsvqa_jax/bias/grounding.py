@@ -334,7 +334,11 @@ def score_folders(predicted, truth, out, confidence=None):
       raise RSVQAError(f"{confidence}: no confidence for question {lacking[0]} ({len(lacking)} "
                        "scored questions lack one)")
     confidences = [conf.get(r["question_id"], -math.inf) for r in rows]
-  missing = sum(q not in predicted_files for q in qids)
+  if all(math.isnan(r["iou"]) for r in rows):
+    raise RSVQAError(f"--truth {truth}: all {len(rows)} truth mask(s) are empty (questions whose "
+                     "answer shows nowhere): no grounding to score")
+  # Only a non-empty truth counts against a missing map (an empty one is scored apart).
+  missing = sum(r["question_id"] not in predicted_files and not math.isnan(r["iou"]) for r in rows)
   summary = summarize(rows, confidences, n_missing_prediction=missing,
                       n_extra_prediction=len(set(predicted_files) - set(truth_files)),
                       n_other_files=sum(not _PNG.fullmatch(n) for n in os.listdir(predicted)),

@@ -75,6 +75,10 @@ def run(args):
     if not args.truth:
       raise RSVQAError("grounding stats needs --truth T")
     s = grounding.stats_folder(args.truth, args.out)
+    if s["n"] == s["n_empty"]:
+      print(f"{s['n']} masks, all empty: no coverage or boundary complexity to report; written "
+            f"to {args.out}")
+      return 0
     print(f"{s['n']} masks ({s['n_empty']} empty): coverage {s['coverage']['mean']:.3f} +- "
           f"{s['coverage']['std']:.3f}, boundary complexity {s['boundary_complexity']['mean']:.3f}"
           f" +- {s['boundary_complexity']['std']:.3f}; written to {args.out}")
