@@ -6,7 +6,6 @@ built so that the threshold validation picks is not the one the test pairs would
 """
 import json
 import math
-import os
 
 import numpy as np
 import pytest
@@ -269,3 +268,11 @@ def test_balanced_pools_are_deterministic_and_uniform(tmp_path):
   assert set(images.tolist()) <= set(ids["train"].tolist())
   assert len(set(ids_.tolist())) * 5 == len(ids_)
   assert all(not t.lower().startswith("is there a road") for t in texts.tolist())
+
+
+def test_binary_recall_is_undefined_without_a_positive_pair():
+  out = m.metrics(["p"] * 3, [0, 1, 0], [0.9, 0.2, 0.1], val=([2, 0], [0.8, 0.1]))
+  assert out["binary_threshold"] == 0.8 and out["binary_recall"] is None
+  assert out["binary_precision"] == 0.0 and out["binary_f1"] == 0.0
+  assert m.metrics(["p"] * 2, [2, 0], [0.9, 0.1], val=([1, 0], [0.8, 0.1]))[
+      "binary_threshold"] is None  # no val pair labelled 2: no threshold to choose

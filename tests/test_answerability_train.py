@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 
 from rsvqa_jax import config as config_lib
+from rsvqa_jax.bias import answerability as metrics_lib
 from rsvqa_jax.data import answerability as pools_lib
 from rsvqa_jax.data import records, scenes
 from rsvqa_jax.errors import RSVQAError
@@ -258,3 +259,45 @@ def test_pools_other_than_those_trained_on_are_refused(task, tmp_path):
   with pytest.raises(RSVQAError, match=rf"data.json: split train of {folder} is not the one "
                      rf"{moved} trained on \(1050 questions then, 1050 now, other contents\)"):
     evaluation.evaluate(moved, "test", dataset=task["dataset"], features=task["features"])
+
+
+def test_val_pools_without_relevant_candidates_warn_and_leave_binary_metrics_undefined(
+    task, tmp_path, caplog, capsys):
+  """A val split with no candidate labelled 1 or 2 gave 'best validation ndcg@3 -1.0000 at step
+  0', no best checkpoint and then 'no validation has run'; the threshold was picked 'from val'
+  on no positive pair, and a test split without label 2 printed Binary Recall 0/0 as 0.00."""
+  import argparse  # pylint: disable=g-import-not-at-top
+  import shutil  # pylint: disable=g-import-not-at-top
+  from rsvqa_jax.commands import answerability as command  # pylint: disable=g-import-not-at-top
+  from test_train_support import warnings_of_rsvqa_jax  # pylint: disable=g-import-not-at-top
+  folder = str(tmp_path / "pools")
+  shutil.copytree(task["folder"], folder)
+  val = pools_lib.pool_file(folder, "val")
+  with open(val, newline="", encoding="utf-8") as f:
+    rows = list(csv.DictReader(f))
+  pools_lib.write(val, ([*{**r, "label": "0"}.values()] for r in rows), columns=list(rows[0]))
+  c = _config(folder, False)
+  c.train.num_epochs = 1
+  workdir = str(tmp_path / "run")
+  with warnings_of_rsvqa_jax(caplog):
+    summary = train_lib.train(c, workdir, dataset=task["dataset"], features=task["features"],
+                              **QUIET)
+  said = [r.getMessage() for r in caplog.records]
+  assert len(said) == 1 and "no val pool has a candidate labelled 1 or 2" in said[0], said
+  assert "--checkpoint last" in said[0]
+  assert summary["finished"] and summary["best_step"] == 0
+  assert train_lib.best_reading(summary, "ndcg@3") == (
+      "no validation gave a ndcg@3 (no relevant candidate in the val pools): no best checkpoint, "
+      "only --checkpoint last")
+  with pytest.raises(RSVQAError, match=r"no best checkpoint yet \(no validation has run, or none "
+                                       r"gave a ndcg@3 \(val pools without relevant candidates\)\)"):
+    evaluation.evaluate(workdir, "test", dataset=task["dataset"], features=task["features"])
+  args = argparse.Namespace(adversarial=False, shortcuts=False, split="test")
+  where = {"which": "last", "dataset": task["dataset"], "features": task["features"]}
+  assert command.evaluate(args, [workdir], where) == 0
+  out = capsys.readouterr().out
+  assert "no binary threshold (no val pair labelled 2: binary metrics n/a)" in out, out
+  metrics = json.loads(open(os.path.join(evaluation.folder(workdir), "metrics.json")).read())
+  assert all(metrics[k] is None for k in metrics_lib.BINARY_KEYS)
+  assert metrics["ndcg@3"] is not None  # the test pools still rank
+

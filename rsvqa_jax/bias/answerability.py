@@ -20,8 +20,10 @@ the plain values.
           f1_score leaves it).
   binary  2 against 1 / 0, positive when score >= t, t the validation score that maximises F1 on
           the validation pairs (ties: the highest such t), applied unchanged to the test pairs;
-          precision (and F1) 0 when nothing is predicted positive. Without validation scores the
-          binary metrics are not reported (None): tuning t on the test pairs would flatter them.
+          precision (and F1) 0 when nothing is predicted positive, recall None (undefined) when
+          no pair is labelled 2. Without validation scores, or when no validation pair is
+          labelled 2 (every t then has F1 0), the binary metrics are not reported (None): tuning
+          t on the test pairs would flatter them.
 Pools need not have one size (a small split's are smaller, data/answerability.py): @k past a
 pool's size counts its whole ranking, so NDCG@5 of pools of 3 is their NDCG@3.
 A constant scorer (Majority) is thresholded like any other: on validation F1 is highest with
@@ -134,7 +136,7 @@ def binary(labels, scores, threshold):
   tp = int((true & pred).sum())
   return {"binary_acc": float((true == pred).mean()),
           "binary_precision": tp / int(pred.sum()) if pred.any() else 0.0,
-          "binary_recall": tp / int(true.sum()) if true.any() else 0.0,
+          "binary_recall": tp / int(true.sum()) if true.any() else None,
           "binary_f1": _f1(true, pred), "binary_threshold": float(threshold)}
 
 
@@ -150,11 +152,12 @@ def best_threshold(labels, scores):
 
 def metrics(pool_ids, labels, scores, val=None):
   """Every KEYS value of the scores of one split; `val` = (labels, scores) of the validation
-  pairs, which alone choose the binary threshold (binary metrics None without them)."""
+  pairs, which alone choose the binary threshold (binary metrics None without them, or when
+  none of them is labelled 2)."""
   labels, scores = np.asarray(labels, np.int64), np.asarray(scores, np.float64)
   out = ranking(pool_ids, labels, scores)
   out["ternary_acc"], out["ternary_f1"] = ternary(labels, scores)
-  if val is None:
+  if val is None or not (np.asarray(val[0]) == 2).any():
     out.update(dict.fromkeys(BINARY_KEYS))
   else:
     out.update(binary(labels, scores, best_threshold(*val)))

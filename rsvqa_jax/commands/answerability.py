@@ -80,9 +80,10 @@ def _train(args):
   with common.trusted_pickles(args):
     summary = answerability.train(config, args.workdir)
   if summary["finished"]:
-    print(f"{args.workdir}: done; best validation {config.answerability.select_metric} "
-          f"{summary['best']:.4f} at step {summary['best_step']}; evaluate with: rsvqa-jax "
-          f"evaluate --workdir {args.workdir} --answerability")
+    reading = answerability.best_reading(summary, config.answerability.select_metric)
+    last = "" if summary.get("best_step") else " --checkpoint last"
+    print(f"{args.workdir}: done; {reading}; evaluate with: rsvqa-jax evaluate --workdir "
+          f"{args.workdir} --answerability{last}")
   return 0
 
 
@@ -97,6 +98,9 @@ def _score(args):
   if args.val_scores is None:
     print("binary metrics not reported: give --val-scores and --val-labels (the threshold is "
           "chosen on validation, never on the scored pairs)")
+  elif metrics["binary_threshold"] is None:
+    print(f"binary metrics not reported: no pair of {args.val_labels} is labelled 2, so no "
+          "threshold can be chosen on it")
   print(f"written to {path}")
   return 0
 
@@ -210,8 +214,10 @@ def evaluate(args, workdirs, where):
   rows = [(name, m) for name, m in answerability.baselines(records[0]).items()]
   rows += [(os.path.basename(os.path.normpath(r["workdir"])), r["metrics"]) for r in records]
   for r in records:
+    t = r["metrics"]["binary_threshold"]
+    threshold = (f"binary threshold {t:.4g} from {r['val_split']}" if t is not None else
+                 f"no binary threshold (no {r['val_split']} pair labelled 2: binary metrics n/a)")
     print(f"{r['workdir']}: {r['pools']} {args.split} pools, {r['pairs']} pairs (step "
-          f"{r['step']}); binary threshold {r['metrics']['binary_threshold']:.4g} from "
-          f"{r['val_split']}; written to {answerability.folder(r['workdir'])}")
+          f"{r['step']}); {threshold}; written to {answerability.folder(r['workdir'])}")
   _print_table(rows, f"{args.split} pools: answerability (Table 4 layout)")
   return 0

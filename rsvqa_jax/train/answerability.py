@@ -289,6 +289,24 @@ def validation(run, state, split, pools):
 
 # Training and restoring.
 
+def warn_if_unrankable(pools, split, metric):
+  """A WARNING when no pool of `split` can give `metric` (no relevant candidate: every
+  validation would read None, and no best checkpoint would be kept)."""
+  if metrics_lib.metrics(pools.pool_ids, pools.labels, np.zeros(len(pools.labels)))[metric] is None:
+    relevant = "2" if metric.startswith("map") else "1 or 2"
+    _log.warning("answerability: no %s pool has a candidate labelled %s, so validation gives no "
+                 "%s and training keeps no best checkpoint; evaluate with --checkpoint last, or "
+                 "set data.val_split to a split with relevant candidates", split, relevant, metric)
+
+
+def best_reading(record, metric):
+  """'best validation METRIC V at step S', or that no validation gave a value."""
+  if not record.get("best_step"):
+    return (f"no validation gave a {metric} (no relevant candidate in the val pools): no best "
+            "checkpoint, only --checkpoint last")
+  return f"best validation {metric} {record['best']:.4f} at step {record['best_step']}"
+
+
 def train(config, workdir, *, dataset=None, features=None, log=_log.info):
   """Trains (or resumes, or reports finished) the answerability run of `config` in `workdir`.
 
@@ -322,6 +340,7 @@ def _train(config, workdir, dataset, features, log):
     raise RSVQAError(f"config answerability.batch_pools={a.batch_pools}: more than the "
                      f"{len(first)} training pools")
   total = t.num_epochs * steps_per_epoch
+  warn_if_unrankable(pools[val_split], val_split, a.select_metric)
   periodic = checkpointing.Checkpoints(os.path.join(workdir, "checkpoints"), t.keep_checkpoints)
   best = checkpointing.Checkpoints(os.path.join(workdir, "best"), 1)
   iterator = pipeline.batch_iterator({"first": first}, batch_size=layout.local, shuffle=True,
@@ -332,8 +351,7 @@ def _train(config, workdir, dataset, features, log):
   record.pop("best_oa", None)
   record.setdefault("best", -1.0)
   if step >= total:
-    log(f"{workdir}: finished ({step} of {total} steps); best validation {a.select_metric} "
-        f"{record['best']:.4f} at step {record['best_step']}")
+    log(f"{workdir}: finished ({step} of {total} steps); {best_reading(record, a.select_metric)}")
     return {"finished": True, "step": step, **record}
   if step:
     log(f"{workdir}: resuming at step {step} of {total}")
@@ -408,5 +426,7 @@ def restore(workdir, splits, *, which="best", data_root=None, dataset=None, feat
   found = (kept.restore_latest(like.checkpoint_items(), warn) if which == "last" else
            best(workdir, kept, like.checkpoint_items(), warn))
   if found is None:
-    raise restore_lib.no_checkpoint(workdir, which, kept, "score")
+    raise restore_lib.no_checkpoint(
+        workdir, which, kept, "score", f"no validation has run, or none gave a "
+        f"{config.answerability.select_metric} (val pools without relevant candidates)")
   return run, pools, like.replace(**found[0]), int(found[2])

@@ -42,13 +42,13 @@ def restore(workdir, splits, *, which="best", data_root=None, dataset=None, feat
   return run, like.replace(**items), int(step)
 
 
-def no_checkpoint(workdir, which, periodic, verb):
+def no_checkpoint(workdir, which, periodic, verb, why="no validation has run"):
   """The RSVQAError when `which` found nothing: a run stopped before its first validation has
-  periodic checkpoints but no best one yet, and the last one can be named."""
+  periodic checkpoints but no best one yet, and the last one can be named; `why` says why."""
   steps = periodic.steps()
   if which == "best" and steps:
-    return RSVQAError(f"{workdir}: no best checkpoint yet (no validation has run); checkpoint "
-                      f"'last' (--checkpoint last) uses step {steps[-1]}")
+    return RSVQAError(f"{workdir}: no best checkpoint yet ({why}); checkpoint 'last' "
+                      f"(--checkpoint last) uses step {steps[-1]}")
   return RSVQAError(f"{workdir}: no checkpoint to {verb} (has training run?)")
 
 
