@@ -7,7 +7,7 @@ import os
 import sys
 
 from benchmarks import inputs, timing, train_steps
-from rsvqa_jax import storage
+from rsvqa_jax import host_memory, storage
 
 
 class PatchedStep:
@@ -48,6 +48,15 @@ def add_options(parser, block_s):
   parser.add_argument("--out", required=True, help="folder for results.json and results.md")
 
 
+def start(parser, argv):
+  """(args, model sizes, questions, machine info) of such a benchmark's command line, freed host
+  memory kept (before JAX starts its threads, as benchmarks.run does)."""
+  args = parser.parse_args(argv)
+  host_memory.keep_freed_memory()
+  return (args, train_steps.sizes(args.size), inputs.make_questions(args.batch),
+          timing.machine())
+
+
 def result(module, argv, info, **fields):
   """The results record: the command that reproduces it, the machine, the CPU, `fields`."""
   return {"command": f"python -m benchmarks.{module} " + " ".join(argv or sys.argv[1:]),
@@ -62,6 +71,11 @@ def header(title, snippet, record):
           f"Command: `{record['command']}`", "",
           f"CPU: {record['cpu']}, {m['usable_cpus']} usable cores, jax {m['jax']}; load average "
           f"at start {load}", ""]
+
+
+def footer(snippet, *notes):
+  """The markdown lines below a results table: its notes as a list, then the snippet's end."""
+  return ["", *(f"- {n}" for n in notes), "", f"<!-- --8<-- [end:{snippet}] -->", ""]
 
 
 def median_range(summary):

@@ -18,8 +18,7 @@ from unittest import mock
 
 import optax
 
-from benchmarks import inputs, step_ab, timing, train_steps
-from rsvqa_jax import host_memory
+from benchmarks import step_ab, timing
 from rsvqa_jax.train import steps as steps_lib
 
 ROWS = ("distilbert:frozen:mult", "distilbert:frozen:mutan", "skipthoughts:frozen:mult",
@@ -76,9 +75,9 @@ def markdown(result):
     lines.append(f"| {r['row']} | {r['trainable_params']:,} | {mb['plain']:.0f} / "
                  f"{mb['gated']:.0f} | {fmt(ms['plain'])} | {fmt(ms['gated'])} | "
                  f"{fmt(ratio)} | {r['first_loss_abs_diff']:.1e} |")
-  lines += ["", "- MB moved: 8 bytes per copied element (read and written once)",
-            "- plain / gated > 1: the gated step is faster", "",
-            "<!-- --8<-- [end:update_order] -->", ""]
+  lines += step_ab.footer("update_order",
+                          "MB moved: 8 bytes per copied element (read and written once)",
+                          "plain / gated > 1: the gated step is faster")
   return "\n".join(lines)
 
 
@@ -87,10 +86,7 @@ def main(argv=None):
   step_ab.add_options(parser, block_s=0.3)
   parser.add_argument("--rows", default=",".join(ROWS), help="comma-separated LM:MODE:FUSION")
   parser.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"])
-  args = parser.parse_args(argv)
-  host_memory.keep_freed_memory()
-  size, questions = train_steps.sizes(args.size), inputs.make_questions(args.batch)
-  info = timing.machine()
+  args, size, questions, info = step_ab.start(parser, argv)
   rows = []
   for row in args.rows.split(","):
     rows.append(measure_row(row, size, questions, args.batch, args.dtype, args.rounds, args.block_s))

@@ -30,8 +30,7 @@ import numpy as np
 import optax
 from flax import nnx
 
-from benchmarks import inputs, step_ab, timing, train_steps
-from rsvqa_jax import host_memory
+from benchmarks import step_ab, timing
 from rsvqa_jax.config import base_config
 from rsvqa_jax.train import steps as steps_lib
 
@@ -171,9 +170,9 @@ def markdown(result):
         f"{r['tokens']} tokens | {fmt(u['ms']['dense'])} | {fmt(u['ms']['sparse'])} | "
         f"{fmt(u['dense / sparse'])} | {r['max_abs_diff']:.1e} | {fmt(s['ms']['as trained'])} | "
         f"{fmt(s['ms']['no table gradient'])} | {fmt(s['as trained / no table gradient'])} |")
-  lines += ["", "- ratio: the step as trained over the step whose table gets no lookup gradient; "
-            "> 1 is what a row-sparse update could gain at most", "",
-            "<!-- --8<-- [end:word_table] -->", ""]
+  lines += step_ab.footer("word_table", "ratio: the step as trained over the step whose table "
+                          "gets no lookup gradient; > 1 is what a row-sparse update could gain at "
+                          "most")
   return "\n".join(lines)
 
 
@@ -184,10 +183,7 @@ def main(argv=None):
                       help="comma-separated, of " + ", ".join(LMS))
   parser.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"],
                       help="compute dtype of the train steps")
-  args = parser.parse_args(argv)
-  host_memory.keep_freed_memory()
-  size, questions = train_steps.sizes(args.size), inputs.make_questions(args.batch)
-  info = timing.machine()
+  args, size, questions, info = step_ab.start(parser, argv)
   rows = []
   for lm in args.lms.split(","):
     rows.append(measure_lm(lm, size, questions, args.batch, args.dtype, args.rounds,

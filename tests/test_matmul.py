@@ -1,4 +1,6 @@
 """Tests for models/matmul: bf16 products accumulated in float32, forward and backward."""
+import math
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -105,6 +107,42 @@ def test_dense_with_float32_master_weights_gives_unrounded_float32_gradients():
     assert g.dtype == jnp.float32
     np.testing.assert_allclose(np.asarray(g), np.asarray(want[name]), rtol=1e-5, atol=1e-5)
     assert not np.array_equal(np.asarray(g), np.asarray(g.astype(BF16).astype(jnp.float32)))
+
+
+@pytest.mark.parametrize("shape_x,fan_out,gradient_first", [
+    ((4, 24, 96), 8, True),  # BERT's second FFN layer: dy [96, 8] much smaller than x [96, 96]
+    ((96, 8), 96, False),  # the first: x is the smaller
+    ((96, 16), 16, False),  # alike: dy plus the result is no fewer elements than x
+])
+def test_weight_gradient_transposes_the_smaller_operand(shape_x, fan_out, gradient_first,
+                                                       monkeypatch):
+  """x.T @ dy of a float32 master weight puts dy on the left (and transposes the float32 result
+  after) when that moves fewer elements of a large x (here any x); the gradient is the same,
+  and every product stays bf16 into float32."""
+  spec_x = "abcy"[-len(shape_x):]
+  spec_g = spec_x[:-1] + "z"
+  small = jnp.zeros(shape_x, BF16), jnp.zeros(shape_x[:-1] + (fan_out,), BF16)
+  assert not matmul_lib.output_gradient_first(spec_x, spec_g, "yz", *small, jnp.float32)
+  monkeypatch.setattr(matmul_lib, "MIN_TRANSPOSED_ELEMENTS", 0)
+  x = _random(shape_x, 8)
+  w = jax.random.normal(jax.random.key(9), (shape_x[-1], fan_out), jnp.float32) * 0.1
+  assert matmul_lib.output_gradient_first(spec_x, spec_g, "yz", *small,
+                                          jnp.float32) is gradient_first
+  loss = lambda v: (matmul_lib.matmul(x, v).astype(jnp.float32) ** 2).sum()
+  got = jax.jit(jax.grad(loss))(w)
+  y = matmul_lib.matmul(x, w)
+  g_y = (2 * y.astype(jnp.float32)).astype(BF16).astype(jnp.float32)
+  want = jnp.einsum(f"{spec_x},{spec_g}->yz", x.astype(jnp.float32), g_y)
+  assert got.dtype == jnp.float32
+  np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-5, atol=1e-5)
+  dots = hlo_dots.module_dots(jax.jit(jax.grad(loss)).lower(w).compile().as_text())
+  labels = [label for label, _ in dots.values()]
+  rows = math.prod(shape_x[:-1])
+  left = f"bf16[{fan_out},{rows}]" if gradient_first else f"bf16[{shape_x[-1]},{rows}]"
+  assert any(label.startswith(left) for label in labels), labels
+  for label in labels:
+    operands, result = label.split(", contracting")[0].split(" -> ")
+    assert operands.count("bf16[") == 2 and result.startswith("f32["), label
 
 
 def test_spec_without_a_one_product_transpose_is_refused():
