@@ -502,6 +502,15 @@ def _short_error(text):
   return text.rsplit("Error dispatching computation: ", 1)[-1]
 
 
+def _reachable(row):
+  """For a frozen head: the share of its memory roofline that a step at its roofline (FLOPs +
+  Adam, one after the other) would reach."""
+  if not row["frozen"] or not row.get("memory_roofline_s") or not row.get("roofline_s"):
+    return ""
+  return (f"; a step at its roofline (FLOPs + Adam) would read "
+          f"{row['memory_roofline_s'] / row['roofline_s']:.2f} of its memory roofline")
+
+
 def markdown(results):
   fmt, table, snippet = run.fmt, run._table, run._snippet  # pylint: disable=protected-access
   m, s = results["machine"], results["summary"]
@@ -547,7 +556,8 @@ def markdown(results):
                 f"{fmt(r.get('memory_roofline_s'), 1e3)} ms), "
                 f"{fmt(r['analytic_flops_per_step'], 1e-9)} GFLOP per step (roofline "
                 f"{fmt(r.get('roofline_s'), 1e3)} ms)"
-                + (f", tokens {'x'.join(map(str, r['tokens']))}" if r.get("tokens") else ""))
+                + (f", tokens {'x'.join(map(str, r['tokens']))}" if r.get("tokens") else "")
+                + _reachable(r))
   body += [f"- {n}" for n in results["notes"]]
   lines += ["", "## Rows", ""]
   lines += snippet("xla_flags", body)

@@ -80,6 +80,9 @@ def test_each_variant_runs_in_a_process_of_its_own(tmp_path):
     assert f"<!-- --8<-- [start:{section}] -->" in md and f"<!-- --8<-- [end:{section}] -->" in md
   assert f"CPU: {results['cpu']}" in md and f"`{MULTI_OUTPUT}`" in md
   assert f"| {ROW} | multi_output |" in md
+  reachable = row["memory_roofline_s"] / row["roofline_s"]
+  assert (f"; a step at its roofline (FLOPs + Adam) would read {reachable:.2f} of its memory "
+          "roofline") in md
   assert (tmp_path / "logs" / "round1_default.log").exists()
   xla_flags.main(["--render", "--out", str(tmp_path)])  # results.md from results.json alone
   assert (tmp_path / "results.md").read_text() == md
