@@ -188,8 +188,43 @@ def test_bad_values_and_empty_splits_refused_before_anything_is_written(task, tm
   empty = dataset.splits["val"].select(np.zeros(len(dataset["val"]), bool))
   import dataclasses  # pylint: disable=g-import-not-at-top
   no_val = dataclasses.replace(dataset, splits={**dataset.splits, "val": empty})
-  with pytest.raises(RSVQAError, match="split 'val' has no active question"):
+  with pytest.raises(RSVQAError, match=r"split 'val' has no active question; training needs "
+                                       r"questions in train and val \(another split: "
+                                       r"--config.data.val_split=SPLIT\)$"):
     loop.train(_config(), str(tmp_path / "b"), dataset=no_val, features=features, **QUIET)
+
+
+def _answers_replaced(split, answer):
+  """`split` with every answer set to `answer`."""
+  rows = [dict(question_id=q, image_id=i, qtype=t, question=x, answer=answer, raw_answer=answer)
+          for q, i, t, x in zip(split.question_id.tolist(), split.image_id.tolist(),
+                                split.qtype.tolist(), split.question.tolist())]
+  return type(split).from_rows(split.name, rows)
+
+
+def test_data_a_run_learns_nothing_from_is_a_warning(task, tmp_path, caplog):
+  """A train split of one answer, or val answers none of which is a training answer, trained
+  in silence (validation OA 0 at every epoch, only `validate` told)."""
+  dataset, features = task
+  one = dataclasses.replace(dataset, splits={**dataset.splits,
+                                             "train": _answers_replaced(dataset["train"], "yes")})
+  foreign = dataclasses.replace(dataset, splits={**dataset.splits,
+                                                 "val": _answers_replaced(dataset["val"], "7")})
+  c = _config()
+  c.train.num_epochs = 1
+  said = {}
+  for name, data in (("one", one), ("foreign", foreign), ("plain", dataset)):
+    caplog.clear()
+    with warnings_of_rsvqa_jax(caplog):
+      loop.train(c, str(tmp_path / name), dataset=data, features=features, **QUIET)
+    said[name] = [r.getMessage() for r in caplog.records]
+  assert said["one"] == ["split train has one answer ('yes'): every prediction is that answer, "
+                         "whatever the image or question"]
+  n_val = len(dataset["val"])
+  assert said["foreign"] == [f"none of the {n_val} val answers is among the train answers: every "
+                             "prediction counts wrong there, so validation OA reads 0 and picks "
+                             "no better checkpoint"]
+  assert said["plain"] == []
 
 
 def test_full_disk_is_one_line_naming_the_path_and_the_bytes(task, tmp_path, monkeypatch):

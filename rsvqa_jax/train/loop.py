@@ -127,10 +127,13 @@ def _build(config, workdir, dataset, features, augment_features, log):
   train_split, val_split = config.data.train_split, config.data.val_split
   for split in (train_split, val_split):
     if split in dataset.splits and not len(dataset[split]):
+      key = "train_split" if split == train_split else "val_split"
       raise RSVQAError(f"{dataset.root}: split {split!r} has no active question; training needs "
-                       f"questions in {train_split} and {val_split}")
+                       f"questions in {train_split} and {val_split} (another split: "
+                       f"--config.data.{key}=SPLIT)")
   run = run_lib.build(config, workdir, [train_split, val_split], dataset=dataset,
                       features=features)
+  warn_if_degenerate(run, train_split, val_split)
   positional = None
   if config.data.augment_variants:
     run.augment_features = inputs.augment_tables(config, run.dataset, workdir, run.features,
@@ -230,6 +233,19 @@ def train(config, workdir, *, dataset=None, features=None, log=_log.info, augmen
         and set(os.listdir(workdir)) <= {storage.LOCK, inputs.ANSWERS_FILE}):
       shutil.rmtree(workdir)  # made by this run, which failed before its config was recorded
     raise
+
+
+def warn_if_degenerate(run, train_split, val_split):
+  """WARNINGs for data a run can train on but learns or shows nothing from: a train split of
+  one answer, a val split whose answers are all outside the training answers (OA 0)."""
+  if len(run.vocab) == 1:
+    _log.warning("split %s has one answer (%r): every prediction is that answer, whatever the "
+                 "image or question", train_split, run.vocab.answers[0])
+  answers = np.asarray(run.columns[val_split].columns["answer"])
+  if len(answers) and (answers < 0).all():
+    _log.warning("none of the %d %s answers is among the %s answers: every prediction counts "
+                 "wrong there, so validation OA reads 0 and picks no better checkpoint",
+                 len(answers), val_split, train_split)
 
 
 def _train(config, workdir, dataset, features, augment_features, log):
