@@ -316,8 +316,11 @@ def best_validation_oa(records):
 def _seeds_cell(values):
   """A cell over seeds: the value for one run, mean (std) for several, MISSING for none."""
   values = [v for v in values if not math.isnan(v)]
-  if not values:
-    return MISSING
+  return _over_runs(values) if values else MISSING
+
+
+def _over_runs(values):
+  """mean (std) of the runs' values; one run's value alone (its std would read as agreement)."""
   return pct(values[0]) if len(values) == 1 else pct(*mean_std(values))
 
 
@@ -426,9 +429,10 @@ def table2(runs, split="test"):
       rows.append((*lead, *([cell] * (len(types) + 2))))
       continue
     value = lambda acc, c: acc[c.lower()] if c in ("AA", "OA") else acc["per_type"].get(c, math.nan)
-    rows.append((*lead, *(pct(*mean_std([value(a, c) for a in done]))
+    rows.append((*lead, *(_over_runs([value(a, c) for a in done])
                           for c in [*types, "AA", "OA"])))
-  return Table(caption=f"Table 2 layout: {split} accuracy (%), mean (std) over seeds (runs: how "
+  return Table(caption=f"Table 2 layout: {split} accuracy (%), mean (std) over seeds, the value "
+                       "alone for one run (runs: how "
                        "many workdirs, 'E of N' when E of them were evaluated; rows without an "
                        f"evaluation say so, rows of unlike runs read {UNLIKE!r})",
                columns=("Language model", "LM weights", "fusion", "runs",
