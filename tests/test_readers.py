@@ -124,6 +124,17 @@ def test_detect_variant_errors(tmp_path, lr):
     rsvqa_json.read_dataset(lr[0], "floodnet")
 
 
+@pytest.mark.parametrize("columnar", [False, True])
+def test_a_folder_read_as_another_layout_names_its_own(lr, columnar):
+  """An LR folder read as HR said only that USGS_split_train_images.json was missing."""
+  for name in ("hr", "xben"):
+    prefix = rsvqa_json.LAYOUTS[name].prefix
+    with pytest.raises(RSVQAError, match=(
+        f"^{re.escape(lr[0])}: no {prefix}_split_train_questions.json \\(dataset {name}\\); the "
+        "folder holds dataset lr: name it, --dataset lr or --config.data.name=lr$")):
+      rsvqa_json.read_dataset(lr[0], name, columnar=columnar)
+
+
 def _edit(root, split, kind, fn):
   path = rsvqa_json.split_file(root, "lr", split, kind)
   with open(path) as f:

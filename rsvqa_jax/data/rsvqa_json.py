@@ -120,6 +120,7 @@ def read_dataset(root, name=None, columnar=None):
   name = name or detect_variant(root)
   if name not in LAYOUTS:
     raise RSVQAError(f"unknown dataset {name!r}: expected one of {', '.join(LAYOUTS)}")
+  split_files.check_layout(root, name)
   if columnar if columnar is not None else name in COLUMNAR:
     return columnar_lib.read_dataset(root, name)
   return make_dataset(root, name, {s: read_split(root, name, s) for s in LAYOUTS[name].splits})

@@ -65,6 +65,19 @@ def detect_variant(root):
   return found[0]
 
 
+def check_layout(root, name):
+  """A one-line RSVQAError when folder `root` lacks the train question file of layout `name`
+  but holds another layout's (an LR folder read as HR, say): the other layout is named."""
+  if not os.path.isdir(root) or os.path.lexists(split_file(root, name, "train", "questions")):
+    return
+  other = next((n for n in LAYOUTS if os.path.lexists(split_file(root, n, "train", "questions"))),
+               None)
+  if other is not None:
+    raise RSVQAError(f"{root}: no {os.path.basename(split_file(root, name, 'train', 'questions'))}"
+                     f" (dataset {name}); the folder holds dataset {other}: name it, --dataset {other} "
+                     f"or --config.data.name={other}")
+
+
 def read_text(path, what):
   """The text of a UTF-8 file `what` ("split file", ...), or a one-line RSVQAError naming it.
 
