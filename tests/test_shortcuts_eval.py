@@ -71,6 +71,26 @@ def test_table4_selection_is_labelled_adaptive_overfitting(trained):
       assert peeked >= protocol
   text = open(os.path.join(shortcuts.folder(workdir), "shortcuts_selection.md")).read()
   assert text.count("adaptive overfitting") >= 3 and "IID val (default)" in text
+  assert set(chosen["ood_val_n"]) == set(shortcuts_lib.CONCEPTS)
+  for c, n in chosen["ood_val_n"].items():  # an empty OOD val set selects nothing
+    assert (chosen["ood_val"]["steps"][c] is None) == (n == 0), (c, n)
+
+
+def test_table4_caption_says_which_ood_val_sets_are_empty(trained):
+  """A small benchmark's OOD val row read all n/a with no word of why."""
+  from rsvqa_jax.bias import shortcut_report  # pylint: disable=g-import-not-at-top
+  out, workdir, _ = trained
+  chosen = shortcuts.evaluate(workdir, out, ood_selection=True)["selection"]
+  concepts = shortcuts_lib.CONCEPTS
+  caption = lambda counts: shortcut_report.selection_table({**chosen, "ood_val_n": counts}).caption
+  assert "val split holds no" not in caption(dict.fromkeys(concepts, 3))
+  assert caption(dict.fromkeys(concepts, 0)).endswith(
+      "; the val split holds no question of any OOD set, so OOD val selects no checkpoint (its "
+      "row is n/a)")
+  first = shortcut_report.NAMES[concepts[0]]
+  assert caption({**dict.fromkeys(concepts, 3), concepts[0]: 0}).endswith(
+      f"; the val split holds no question of OOD {first}, so OOD val selects no checkpoint there "
+      "(n/a)")
 
 
 def test_a_workdir_of_other_data_is_refused(trained, tmp_path):

@@ -361,6 +361,19 @@ SELECTIONS = (("iid_val", "IID val (default)"),
               ("ood_test", f"OOD test ({ADAPTIVE})"))
 
 
+def _empty_ood_val(selection):
+  """The caption's note on OOD val sets without a question (their OOD val cells select nothing)."""
+  counts = selection.get("ood_val_n")
+  empty = [NAMES[c] for c in shortcuts.CONCEPTS if counts and not counts[c]]
+  if not empty:
+    return ""
+  if len(empty) == len(shortcuts.CONCEPTS):
+    return ("; the val split holds no question of any OOD set, so OOD val selects no checkpoint "
+            "(its row is n/a)")
+  return (f"; the val split holds no question of OOD {', '.join(empty)}, so OOD val selects no "
+          "checkpoint there (n/a)")
+
+
 def selection_table(selection):
   """The paper's Table 4: test OA of the checkpoint each rule selects; the rules that look at OOD
   data (a checkpoint per OOD set; for IID and the mean, one on the nine sets' mean) are labelled
@@ -374,7 +387,8 @@ def selection_table(selection):
   return tables.Table(
       caption=(f"Table 4 comparison, {ADAPTIVE}: test OA (%) of the checkpoint each rule selects "
                f"among the workdir's kept checkpoints (steps {steps}); selecting on OOD val or "
-               f"OOD test looks at OOD data ({ADAPTIVE}): only IID val selection is the protocol"),
+               f"OOD test looks at OOD data ({ADAPTIVE}): only IID val selection is the protocol"
+               + _empty_ood_val(selection)),
       columns=("selected on", "IID test", *(f"OOD {NAMES[c]}" for c in shortcuts.CONCEPTS),
                "mean OOD"), rows=tuple(rows))
 

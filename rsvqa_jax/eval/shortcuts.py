@@ -108,7 +108,8 @@ def selection(run, states, saved):
       row[rule] = {c: _oa(on[split], masks[rule][c]) for c in shortcuts.CONCEPTS}
       row[rule]["mean"] = _mean(row[rule].values())
     rows.append(row)
-  out = {"candidates": steps}
+  out = {"candidates": steps,
+         "ood_val_n": {c: int(masks["ood_val"][c].sum()) for c in shortcuts.CONCEPTS}}
   for rule in RULES:
     chosen = {c: _pick([r[rule][c] for r in rows]) for c in PICKED}
     at = lambda c, value: math.nan if chosen[c] is None else value(rows[chosen[c]])
