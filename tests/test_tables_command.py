@@ -74,8 +74,11 @@ def test_tables_from_a_folder_of_workdirs(tmp_path, capsys):
   assert rows[2] == "| RNN Skip-thoughts | frozen | MUTAN | 1 | " + cells("not evaluated")
   assert rows[3] == "| Transformer distilBERT | frozen | MUTAN | 0 | " + cells("missing")
   oa = [(0.9 * 60 + 0.6 * 40) / 100, (0.8 * 60 + 0.7 * 40) / 100]
-  assert rows[5] == ("| Transformer distilBERT | fine-tuned | e-mult | 2 of 3 | 85.00 (5.00) | "
+  # Two seeds evaluated; the sweep's run (another learning rate) is no third seed of the row.
+  assert rows[5] == ("| Transformer distilBERT | fine-tuned | e-mult | 2 | 85.00 (5.00) | "
                      f"65.00 (5.00) | 75.00 (0.00) | {tables.pct(np.mean(oa), np.std(oa))} |")
+  assert (f"{runs / 'sweep' / 'db_1e-5'} is not evaluated and is not counted among its runs: "
+          in out.err) and "optim.text_lr is 1e-05 there" in out.err
   assert "Comparison | Counting" in t2  # the paper's column order
   for stem in ("table1", "table2", "figure8_lr"):
     for ext in ("csv", "md", "tex"):
@@ -255,3 +258,23 @@ def test_table2_averages_only_seeds_of_one_model_evaluated_on_the_best(tmp_path,
   json.dump(config, open(os.path.join(copy, "config.json"), "w"))
   rc, out = _run(runs, capsys)
   assert rc == 0 and "unlike" not in out.err and "| 2 of 3 |" in row()
+
+
+def test_table2_counts_only_unevaluated_runs_that_are_seeds_of_its_model(tmp_path, capsys):
+  """An unevaluated run of another dataset beside an evaluated one read '1 of 2', a pending
+  seed, with no word."""
+  runs = tmp_path / "runs"
+  _workdir(runs, "db_ft/seed0", test=(0.9, 0.6))
+  pending = _workdir(runs, "db_ft/seed1", seed=1)
+  other = _workdir(runs, "db_ft_hr/seed0")
+  config = json.load(open(os.path.join(other, "config.json")))
+  config["data"]["name"] = "hr"
+  json.dump(config, open(os.path.join(other, "config.json"), "w"))
+  rc, out = _run(runs, capsys)
+  row = next(l for l in (runs / "tables" / "table2.md").read_text().splitlines()
+             if l.startswith("| Transformer distilBERT | fine-tuned"))
+  assert rc == 0 and "| 1 of 2 | 90.00 | 60.00 |" in row, row  # seed1 pending, the HR run not
+  assert (f"Table 2 row 'Transformer distilBERT': {other} is not evaluated and is not counted "
+          f"among its runs: {other} is not {runs / 'db_ft' / 'seed0'}'s model over another seed: "
+          "data.name is 'hr' there, 'lr' in") in out.err
+  assert str(pending) not in out.err

@@ -391,6 +391,26 @@ def _other_data(runs):
   return None
 
 
+def _pending_seeds(evaluated, pending, what):
+  """The runs of `pending` (not evaluated) that are further seeds of the evaluated runs' model,
+  so a row's 'E of N' counts them; any other (another dataset or setting, a seed run twice) is
+  left out of N with a WARNING saying why. All of them when nothing is evaluated, or when the
+  evaluated runs are unlike already (the row then reads UNLIKE)."""
+  base = [(r.workdir, r.identity) for r in evaluated if r.identity is not None]
+  if not base or (len(base) > 1 and config_lib.unlike_seed_runs(base)):
+    return pending
+  kept = []
+  for run in pending:
+    problem = (config_lib.unlike_seed_runs([*base, (run.workdir, run.identity)])
+               if run.identity is not None else None)
+    if problem:
+      _log.warning(f"{what}: {run.workdir} is not evaluated and is not counted among its runs: "
+                   f"{problem}")
+    else:
+      kept.append(run)
+  return kept
+
+
 def table2(runs, split="test"):
   """Table 2: test accuracy per type, AA, OA, mean (std) over seeds; the paper's five rows
   first (MISSING or "not evaluated" where so), then any other reference model found."""
@@ -416,7 +436,10 @@ def table2(runs, split="test"):
                                 + (")" if original else ""))
     evaluated = [r for r in mine if r.accuracy]
     done = [r.accuracy for r in evaluated]
-    count = str(len(mine)) if len(done) in (0, len(mine)) else f"{len(done)} of {len(mine)}"
+    counted = evaluated + _pending_seeds(evaluated, [r for r in mine if not r.accuracy],
+                                         f"Table 2 row {label!r}")
+    count = (str(len(counted)) if len(done) in (0, len(counted))
+             else f"{len(done)} of {len(counted)}")
     lead = (label, "frozen" if frozen else "fine-tuned", FUSION_LABELS.get(fusion, fusion), count)
     what = f"Table 2 row {label!r}"
     problem = _other_data(evaluated) if done else None
