@@ -277,4 +277,23 @@ def test_table2_counts_only_unevaluated_runs_that_are_seeds_of_its_model(tmp_pat
   assert (f"Table 2 row 'Transformer distilBERT': {other} is not evaluated and is not counted "
           f"among its runs: {other} is not {runs / 'db_ft' / 'seed0'}'s model over another seed: "
           "data.name is 'hr' there, 'lr' in") in out.err
-  assert str(pending) not in out.err
+  assert (f"Table 2 row 'Transformer distilBERT': 1 of its 2 seeds not evaluated, its cells are "
+          f"the others': rsvqa-jax evaluate --workdir {pending}") in out.err
+
+
+def test_answerability_workdirs_are_left_out_of_the_paper_tables(tmp_path, capsys):
+  """An answerability workdir made Table 1's cell 'unlike runs' and read as a Table 2 run 'not
+  evaluated', whose evaluate command refuses it."""
+  runs = tmp_path / "runs"
+  _workdir(runs, "st/seed0", lm="skipthoughts", val=(0.37,), test=(0.5, 0.5))
+  ranking = _workdir(runs, "ranking", lm="skipthoughts")
+  config = json.load(open(os.path.join(ranking, "config.json")))
+  config["answerability"] = {"batch_pools": 16}
+  json.dump(config, open(os.path.join(ranking, "config.json"), "w"))
+  rc, out = _run(runs, capsys)
+  assert rc == 0 and "unlike" not in out.err and "1 workdir read" in out.out
+  assert f"1 answerability workdir(s) under {runs} left out" in out.err
+  assert "| RNN Skip-thoughts | fine-tuned | e-mult | 1 | 50.00 |" in (
+      runs / "tables" / "table2.md").read_text()
+  rc, out = _run(runs / "ranking", capsys)
+  assert rc == 2 and "only answerability ones" in out.err

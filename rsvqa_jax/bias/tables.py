@@ -393,11 +393,11 @@ def _other_data(runs):
 
 def _pending_seeds(evaluated, pending, what):
   """The runs of `pending` (not evaluated) that are further seeds of the evaluated runs' model,
-  so a row's 'E of N' counts them; any other (another dataset or setting, a seed run twice) is
-  left out of N with a WARNING saying why. All of them when nothing is evaluated, or when the
+  so a row's 'E of N' counts them (a WARNING names the evaluate command); any other (another
+  dataset or setting, a seed run twice) is left out of N with a WARNING saying why. All of them when nothing is evaluated, or when the
   evaluated runs are unlike already (the row then reads UNLIKE)."""
   base = [(r.workdir, r.identity) for r in evaluated if r.identity is not None]
-  if not base or (len(base) > 1 and config_lib.unlike_seed_runs(base)):
+  if not pending or not base or (len(base) > 1 and config_lib.unlike_seed_runs(base)):
     return pending
   kept = []
   for run in pending:
@@ -408,6 +408,10 @@ def _pending_seeds(evaluated, pending, what):
                    f"{problem}")
     else:
       kept.append(run)
+  if kept:
+    _log.warning(f"{what}: {len(kept)} of its {len(evaluated) + len(kept)} seeds not evaluated, "
+                 f"its cells are the others': rsvqa-jax evaluate --workdir {kept[0].workdir}"
+                 + (f" (and {len(kept) - 1} more)" if len(kept) > 1 else ""))
   return kept
 
 

@@ -10,7 +10,8 @@ was evaluated on, while some were on others, is refused (a misspelt split would 
 evaluated" everywhere). A Table 2 row over runs that are not one model over distinct seeds
 (evaluate --seeds's rule) reads "unlike runs", as does a Table 1 cell whose runs differ in more
 than the seed and the language model's learning rate, and a Figure 8 cell's; an evaluation of
-the last checkpoint is left out of Table 2; each with a WARNING. Writes table1, table2 and,
+the last checkpoint is left out of Table 2, and answerability workdirs out of every table; each
+with a WARNING. Writes table1, table2 and,
 when the fine-tuned runs of a language model differ in its learning rate (configs/lr_sweep.py),
 figure8_lr (bias/tables.py layouts) as CSV, Markdown and LaTeX under --out, and prints the
 Markdown.
@@ -164,6 +165,15 @@ def run(args):
   if not found:
     raise RSVQAError(f"--runs {args.runs}: no training workdir (a folder with {CONFIG_FILE} and "
                      f"{METRICS_FILE}) under it")
+  ranking = [w for w in found if "answerability" in _json(os.path.join(w, CONFIG_FILE))]
+  if ranking:
+    _log.warning(f"{len(ranking)} answerability workdir(s) under {args.runs} left out (Table 4 "
+                 f"of `rsvqa-jax evaluate --workdir W --answerability` scores them), e.g. "
+                 f"{ranking[0]}")
+  found = [w for w in found if w not in ranking]
+  if not found:
+    raise RSVQAError(f"--runs {args.runs}: no VQA training workdir under it, only answerability "
+                     "ones (rsvqa-jax evaluate --workdir W --answerability scores each)")
   runs = [read_run(w, args.split) for w in found]
   if not any(r.accuracy for r in runs):
     evaluated = sorted({s for w in found for s in _evaluated_splits(w)})
