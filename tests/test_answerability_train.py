@@ -301,3 +301,23 @@ def test_val_pools_without_relevant_candidates_warn_and_leave_binary_metrics_und
   assert all(metrics[k] is None for k in metrics_lib.BINARY_KEYS)
   assert metrics["ndcg@3"] is not None  # the test pools still rank
 
+
+
+def test_scoring_the_val_split_reports_no_binary_metrics(task, tmp_path, capsys):
+  """`evaluate --answerability --split val` chose the binary threshold on the very pairs it
+  scored ('binary threshold ... from val'), for the model and both baselines."""
+  import argparse  # pylint: disable=g-import-not-at-top
+  import shutil  # pylint: disable=g-import-not-at-top
+  from rsvqa_jax.commands import answerability as command  # pylint: disable=g-import-not-at-top
+  workdir = str(tmp_path / "reference")
+  shutil.copytree(task["runs"]["reference"]["workdir"], workdir)
+  args = argparse.Namespace(adversarial=False, shortcuts=False, split="val")
+  where = {"dataset": task["dataset"], "features": task["features"]}
+  assert command.evaluate(args, [workdir], where) == 0
+  out = capsys.readouterr().out
+  assert ("no binary threshold (chosen on val, the split scored here: binary metrics n/a)"
+          in out), out
+  record = json.loads(open(os.path.join(evaluation.folder(workdir), "evaluation.json")).read())
+  assert record["split"] == "val" and record["metrics"]["ndcg@1"] is not None
+  for metrics in (record["metrics"], *evaluation.baselines(record).values()):
+    assert all(metrics[k] is None for k in metrics_lib.BINARY_KEYS), metrics

@@ -238,13 +238,15 @@ def majority_score(train_labels):
 
 def baselines(train_labels, pool_ids, labels, val_labels, seed=0):
   """{"Random": metrics, "Majority": metrics} on one split, thresholded on validation like a
-  model (Random draws its validation scores too; Majority scores every pair alike)."""
+  model (Random draws its validation scores too; Majority scores every pair alike); without
+  `val_labels` (None), no binary metrics, as a model's."""
   majority = majority_score(train_labels)
-  n, n_val = len(labels), len(val_labels)
+  n = len(labels)
+  val = lambda scores: None if val_labels is None else (val_labels, scores(len(val_labels)))
   return {"Random": metrics(pool_ids, labels, random_scores(n, seed),
-                            val=(val_labels, random_scores(n_val, seed + 1))),
+                            val=val(lambda m: random_scores(m, seed + 1))),
           "Majority": metrics(pool_ids, labels, np.full(n, majority),
-                              val=(val_labels, np.full(n_val, majority)))}
+                              val=val(lambda m: np.full(m, majority)))}
 
 
 def binary_entropy(scores):

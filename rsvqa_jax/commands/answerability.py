@@ -216,6 +216,8 @@ def evaluate(args, workdirs, where):
   for r in records:
     t = r["metrics"]["binary_threshold"]
     threshold = (f"binary threshold {t:.4g} from {r['val_split']}" if t is not None else
+                 f"no binary threshold (chosen on {r['val_split']}, the split scored here: binary "
+                 "metrics n/a)" if r["split"] == r["val_split"] else
                  f"no binary threshold (no {r['val_split']} pair labelled 2: binary metrics n/a)")
     print(f"{r['workdir']}: {r['pools']} {args.split} pools, {r['pairs']} pairs (step "
           f"{r['step']}); {threshold}; written to {answerability.folder(r['workdir'])}")

@@ -59,8 +59,10 @@ def evaluate(workdir, split="test", *, which="best", data_root=None, dataset=Non
   os.makedirs(folder(workdir), exist_ok=True)
   for s in splits:
     _write_scores(scores_path(workdir, s), pools[s], train_lib.scores(run, state, s))
-  metrics = metrics_lib.score_files(scores_path(workdir, split), pools[split].path,
-                                    scores_path(workdir, val), pools[val].path)
+  # The binary threshold is chosen on val: scoring val itself, it would be tuned on the pairs
+  # it scores, so the binary metrics are left out.
+  on_val = (scores_path(workdir, val), pools[val].path) if split != val else ()
+  metrics = metrics_lib.score_files(scores_path(workdir, split), pools[split].path, *on_val)
   record = {"workdir": os.path.abspath(workdir), "split": split, "val_split": val,
             "checkpoint": which, "step": step, "labels": pools[split].path,
             "val_labels": pools[val].path, "train_labels": pools_lib.pool_file(
@@ -76,7 +78,8 @@ def baselines(record):
   """Random and Majority on the pool files of an evaluation record (evaluate's return)."""
   train, test, val = (train_lib.Pools.read(record[k])
                       for k in ("train_labels", "labels", "val_labels"))
-  return metrics_lib.baselines(train.labels, test.pool_ids, test.labels, val.labels)
+  val_labels = None if record["split"] == record["val_split"] else val.labels
+  return metrics_lib.baselines(train.labels, test.pool_ids, test.labels, val_labels)
 
 
 def select(workdir, pool_csv, top, out=None, *, which="best", data_root=None, dataset=None,
