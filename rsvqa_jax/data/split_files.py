@@ -67,15 +67,17 @@ def detect_variant(root):
 
 def check_layout(root, name):
   """A one-line RSVQAError when folder `root` lacks the train question file of layout `name`
-  but holds another layout's (an LR folder read as HR, say): the other layout is named."""
+  but holds another layout's (an LR folder read as HR, say): the layouts it holds are named."""
   if not os.path.isdir(root) or os.path.lexists(split_file(root, name, "train", "questions")):
     return
-  other = next((n for n in LAYOUTS if os.path.lexists(split_file(root, n, "train", "questions"))),
-               None)
-  if other is not None:
+  held = [n for n in LAYOUTS if os.path.lexists(split_file(root, n, "train", "questions"))]
+  if held:
+    which = (f"dataset {held[0]}: name it with --dataset {held[0]} (in a training config, "
+             f"data.name={held[0]})" if len(held) == 1 else
+             f"datasets {', '.join(held)}: name one with --dataset (in a training config, "
+             "data.name)")
     raise RSVQAError(f"{root}: no {os.path.basename(split_file(root, name, 'train', 'questions'))}"
-                     f" (dataset {name}); the folder holds dataset {other}: name it, --dataset {other} "
-                     f"or --config.data.name={other}")
+                     f" (dataset {name}); the folder holds {which}")
 
 
 def read_text(path, what):
