@@ -276,3 +276,22 @@ def test_binary_recall_is_undefined_without_a_positive_pair():
   assert out["binary_precision"] == 0.0 and out["binary_f1"] == 0.0
   assert m.metrics(["p"] * 2, [2, 0], [0.9, 0.1], val=([1, 0], [0.8, 0.1]))[
       "binary_threshold"] is None  # no val pair labelled 2: no threshold to choose
+
+
+def test_score_says_why_a_ranking_metric_is_undefined(tmp_path, capsys):
+  """MAP (and NDCG) read n/a with no word when no pool had a relevant pair."""
+  from rsvqa_jax import cli  # pylint: disable=g-import-not-at-top
+  labels, scores = tmp_path / "labels.csv", tmp_path / "scores.csv"
+  labels.write_text("pool_id,image_id,label\na,1,1\na,2,0\nb,3,0\nb,4,1\n")
+  scores.write_text("pool_id,image_id,score\na,1,0.9\na,2,0.1\nb,3,0.2\nb,4,0.7\n")
+  out = tmp_path / "out"
+  assert cli.main(["answerability", "score", "--scores", str(scores), "--labels", str(labels),
+                   "--out", str(out)]) == 0
+  printed = capsys.readouterr().out
+  assert f"{labels}: MAP n/a: no pool has a pair labelled 2 (2 pools left out)" in printed
+  assert "NDCG n/a" not in printed
+  labels.write_text("pool_id,image_id,label\na,1,0\na,2,0\nb,3,0\nb,4,0\n")
+  assert cli.main(["answerability", "score", "--scores", str(scores), "--labels", str(labels),
+                   "--out", str(out)]) == 0
+  assert f"{labels}: NDCG n/a: no pool has a pair labelled 1 or 2 (2 pools left out)" in (
+      capsys.readouterr().out)

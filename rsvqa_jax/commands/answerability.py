@@ -95,6 +95,7 @@ def _score(args):
   path = os.path.join(args.out, "metrics.json")
   storage.write_json(path, metrics)
   _print_table([(os.path.basename(args.scores), metrics)], f"scores {args.scores}")
+  _print_undefined(args.labels, metrics)
   if args.val_scores is None:
     print("binary metrics not reported: give --val-scores and --val-labels (the threshold is "
           "chosen on validation, never on the scored pairs)")
@@ -103,6 +104,14 @@ def _score(args):
           "threshold can be chosen on it")
   print(f"written to {path}")
   return 0
+
+
+def _print_undefined(name, metrics):
+  """A line for each ranking metric that no pool could give (all pools left out)."""
+  for metric, key, relevant in (("NDCG", "ndcg", "1 or 2"), ("MAP", "map", "2")):
+    if metrics[f"{key}@1"] is None:
+      print(f"{name}: {metric} n/a: no pool has a pair labelled {relevant} "
+            f"({metrics[f'{key}_pools_left_out']} pools left out)")
 
 
 def _print_table(rows, caption):
@@ -221,5 +230,7 @@ def evaluate(args, workdirs, where):
                  f"no binary threshold (no {r['val_split']} pair labelled 2: binary metrics n/a)")
     print(f"{r['workdir']}: {r['pools']} {args.split} pools, {r['pairs']} pairs (step "
           f"{r['step']}); {threshold}; written to {answerability.folder(r['workdir'])}")
+  for labels, metrics in {r["labels"]: r["metrics"] for r in records}.items():
+    _print_undefined(labels, metrics)
   _print_table(rows, f"{args.split} pools: answerability (Table 4 layout)")
   return 0
