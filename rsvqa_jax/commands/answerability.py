@@ -90,6 +90,7 @@ def _train(args):
 def _score(args):
   from rsvqa_jax import storage  # pylint: disable=g-import-not-at-top
   from rsvqa_jax.bias import answerability  # pylint: disable=g-import-not-at-top
+  _check_score_out(args.out)
   metrics = answerability.score_files(args.scores, args.labels, args.val_scores, args.val_labels)
   os.makedirs(args.out, exist_ok=True)
   path = os.path.join(args.out, "metrics.json")
@@ -104,6 +105,22 @@ def _score(args):
           "threshold can be chosen on it")
   print(f"written to {path}")
   return 0
+
+
+def _check_score_out(out):
+  """`score` writes OUT/metrics.json into a folder of its own: never a dataset's folder, a
+  workdir's own folder, or evaluate's answerability folder (its metrics.json goes with its
+  evaluation.json)."""
+  from rsvqa_jax.data import answerability as pools_lib  # pylint: disable=g-import-not-at-top
+  if not os.path.isdir(out):
+    return
+  held = next((f for f in ("config.json", "evaluation.json") if os.path.exists(
+      os.path.join(out, f))), None)
+  if pools_lib.is_dataset_folder(out) or held:
+    what = ("a dataset folder" if held is None else "a workdir's own folder" if
+            held == "config.json" else "evaluate's folder, whose metrics.json goes with its "
+            "evaluation.json")
+    raise RSVQAError(f"--out {out}: {what}; give a folder of its own for metrics.json")
 
 
 def _print_undefined(name, metrics):

@@ -33,7 +33,7 @@ import numpy as np
 from rsvqa_jax import storage
 from rsvqa_jax.data import csv_columns
 from rsvqa_jax.data import questions as questions_lib
-from rsvqa_jax.data import rsvqa_json, scenes, synthetic
+from rsvqa_jax.data import rsvqa_json, scenes, split_files, synthetic
 from rsvqa_jax.errors import RSVQAError
 
 _log = logging.getLogger(__name__)
@@ -50,6 +50,13 @@ SPLIT_ORDER = ("train", "val", "test")
 # Pools per image at most (100 x K pairs per image, K x the questions of RSVQA's sets): pools are
 # drawn one question at a time, so 1e9 ran for ever before writing anything.
 MAX_POOLS_PER_IMAGE = 100
+
+
+def is_dataset_folder(path):
+  """Whether folder `path` holds a dataset: a generator's manifest (the synthetic set's, the
+  pools') or an official split file; outputs never go there."""
+  return (any(os.path.exists(os.path.join(path, name)) for name in (synthetic.MANIFEST, MANIFEST))
+          or split_files.dataset_file(path) is not None)
 
 
 def pool_file(folder, split):

@@ -22,7 +22,6 @@ from rsvqa_jax import storage
 from rsvqa_jax.bias import answerability as metrics_lib
 from rsvqa_jax.bias import tables
 from rsvqa_jax.data import answerability as pools_lib
-from rsvqa_jax.data import split_files, synthetic
 from rsvqa_jax.errors import RSVQAError
 from rsvqa_jax.train import answerability as train_lib
 from rsvqa_jax.train import checkpointing
@@ -117,13 +116,6 @@ def _is_selection(path):
     return False
 
 
-def _is_dataset(path):
-  """Whether folder `path` holds a dataset: a generator's manifest or an official split file."""
-  return (any(os.path.exists(os.path.join(path, name))
-              for name in (synthetic.MANIFEST, pools_lib.MANIFEST))
-          or split_files.dataset_file(path) is not None)
-
-
 def _check_select_out(out, pool_csv):
   """select writes only a new file or over an earlier selection, never over the pool it ranks
   nor into a workdir's or a dataset's own folder: nothing it did not write is lost."""
@@ -138,7 +130,7 @@ def _check_select_out(out, pool_csv):
     raise RSVQAError(f"--out {out}: in a workdir's own folder ({parent} holds "
                      f"{checkpointing.CONFIG_FILE}); give a path elsewhere (default: "
                      f"WORKDIR/eval/{FOLDER}/selected.csv)")
-  if _is_dataset(parent):
+  if pools_lib.is_dataset_folder(parent):
     raise RSVQAError(f"--out {out}: in a dataset folder ({parent}); give a path elsewhere")
   if os.path.lexists(out) and not _is_selection(out):
     raise RSVQAError(f"--out {out}: exists and is not an earlier selection (header "
