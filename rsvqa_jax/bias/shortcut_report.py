@@ -371,7 +371,8 @@ def _empty_ood_val(selection):
     return ("; the val split holds no question of any OOD set, so OOD val selects no checkpoint "
             "(its row is n/a)")
   return (f"; the val split holds no question of OOD {', '.join(empty)}, so OOD val selects no "
-          "checkpoint there (n/a)")
+          "checkpoint there (n/a), and its IID and mean columns take the checkpoint best on the "
+          "mean of the other OOD val sets")
 
 
 def selection_table(selection):
