@@ -316,3 +316,26 @@ def test_score_writes_only_into_a_folder_of_its_own(tmp_path, capsys):
     assert not (out / "metrics.json").exists()
   assert cli.main(["answerability", "score", "--scores", str(scores), "--labels", str(labels),
                    "--out", str(tmp_path / "new")]) == 0
+
+
+def test_summary_reads_the_configured_balance_where_a_split_fell_back():
+  """A study on a small set read 'No-information pools (balance 0 ...)' after its test split
+  fell back to balance 0, and read the train pairs' words as if drawn at balance 0."""
+  run = dict.fromkeys(("ndcg@1", "binary_f1", "ternary_acc"), 0.5)
+  words = m.tables.Table(caption="w", columns=("word",),
+                         rows=(("parking", 40, 0.52, 0.28, 0.20, 0.134),))
+
+  def pool_set(name, balance, test_balance):
+    return {"name": name, "balance": balance, "max_distance": 0.134, "words": words,
+            "splits": {"test": {"shares": [0.4, 0.3, 0.3], "balance": test_balance}},
+            "baselines": {"Random": run, "Majority": run},
+            "rows": [{"role": "reference", "lm": "st", "label": "ref", "runs": [run]},
+                     {"role": "blind", "lm": "st", "label": "blind", "runs": [run]}]}
+
+  text = " ".join(m.summary([pool_set("main", 0.5, 0.5), pool_set("no_info", 1.0, 0.0)],
+                            "test").split())
+  assert "**Main pools** (balance 0.5; test labels" in text
+  assert ("**No-information pools** (balance 1, its test pools at balance 0: too few test images "
+          "for 1, so they carry label information like the main set's; test labels") in text
+  assert "No word tells the label" in text  # train pairs at balance 1
+  assert text.count("Words that predict the label") == 1  # the main set's

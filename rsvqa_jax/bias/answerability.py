@@ -354,8 +354,12 @@ def summary(sets, split, seconds=None):
     rnd, maj = s["baselines"]["Random"], s["baselines"]["Majority"]
     shares = " / ".join(f"{100 * x:.1f}%" for x in s["splits"][split]["shares"])
     balance = s["splits"][split].get("balance", s["balance"])
+    fell_back = "" if balance == s["balance"] else (
+        f", its {split} pools at balance {balance:g}: too few {split} images for "
+        f"{s['balance']:g}" + (", so they carry label information like the main set's"
+                               if s["balance"] == 1 else ""))
     text = (f"**{SET_NAMES.get(s['name'], s['name']).capitalize()} pools** (balance "
-            f"{balance:g}; {split} labels 0 / 1 / 2: {shares}). NDCG@1 / binary F1: "
+            f"{s['balance']:g}{fell_back}; {split} labels 0 / 1 / 2: {shares}). NDCG@1 / binary F1: "
             f"reference models {_span(ref, 'ndcg@1')} / {_span(ref, 'binary_f1')}, question-only "
             f"twins {_span(blind, 'ndcg@1')} / {_span(blind, 'binary_f1')}, Random "
             f"{_pair(rnd)}, Majority {_pair(maj)}.")
@@ -371,7 +375,7 @@ def summary(sets, split, seconds=None):
              f"{_span(blind, 'ternary_acc')} / {_span(blind, 'binary_f1')}, Majority "
              f"{_pair(maj, ('ternary_acc', 'binary_f1'))}.")
     rows = s["words"].rows[:3]
-    if rows and balance == 1:
+    if rows and s["balance"] == 1:  # the words are read on the train pairs, drawn at this balance
       text += (f" No word tells the label: the largest distance of a word's label shares from all "
                f"train pairs' is {100 * s['max_distance']:.1f} points ('{rows[0][0]}', "
                f"{rows[0][1]} pairs), sampling noise.")
