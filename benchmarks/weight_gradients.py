@@ -1,6 +1,6 @@
 """bf16 weight gradients on XLA:CPU: which operand of x.T @ dy is transposed in memory.
 
-  python -m benchmarks.weight_gradients [--size quick] [--rounds 7] [--product 2240,3072,768]
+  python -m benchmarks.weight_gradients [--size quick] [--rounds 7] [--products M,K,N;...]
                                         [--rows distilbert:finetuned:mult,...] --out DIR
 
 A layer's weight gradient x.T @ dy contracts both operands over their major axis (the batch's
@@ -10,8 +10,10 @@ the left, and transposes the float32 result after, when that moves fewer element
 (`matmul.output_gradient_first`); the reference transposes x whatever the sizes (the rule
 patched to answer no while its step compiles). Timed in one process, in turn, alternating
 which goes first, the ratio paired per round:
-- "product": the weight gradient alone, x [M, K] and dy [M, N] in bf16 to a float32 [K, N],
-  jitted both ways; the largest difference of the two results is reported.
+- "products": the weight gradient alone, x [M, K] and dy [M, N] in bf16 to a float32 [K, N],
+  jitted both ways whatever the size (the rule's least size `matmul.MIN_TRANSPOSED_ELEMENTS`
+  set aside, so small products show why it has one); the largest difference of the two results
+  is reported.
 - each row LM:MODE:FUSION: the bf16 train step both ways, in blocks of about `--block-s`
   seconds; the first step's losses are compared, and the weight gradients that put dy first
   are counted while the step compiles.
@@ -29,7 +31,8 @@ from benchmarks import step_ab, timing
 from rsvqa_jax.models import matmul
 
 ROWS = ("distilbert:finetuned:mult", "roberta:finetuned:mult", "distilbert:frozen:mutan")
-PRODUCT = (2240, 3072, 768)  # DistilBERT's second FFN layer at batch 70 x 32 tokens
+# A small layer, a middle one, and DistilBERT's second FFN layer at batch 70 x 32 tokens.
+PRODUCTS = ((64, 96, 8), (256, 512, 32), (2240, 3072, 768))
 CONTENDERS = ("output_gradient_first", "input_first")
 
 
@@ -57,7 +60,7 @@ def measure_product(shape, rounds, seed=0):
   fns, results, rules = {}, {}, {}
   for name in CONTENDERS:
     rules[name] = _Rule(name == "output_gradient_first")
-    with rules[name].patch():
+    with rules[name].patch(), mock.patch.object(matmul, "MIN_TRANSPOSED_ELEMENTS", 0):
       fn = jax.jit(lambda x, dy: matmul._right_gradient("mk", "mn", "kn", x, dy, jnp.float32))  # pylint: disable=protected-access
       fns[name] = fn.lower(x, dy).compile()
     results[name] = np.asarray(fns[name](x, dy))
@@ -99,17 +102,18 @@ def measure_row(row, size, questions, batch, rounds, block_s):
 def markdown(result):
   title = "bf16 weight gradients: the output gradient transposed first, against the input"
   fmt = step_ab.median_range
-  p = result["product"]
   lines = step_ab.header(title, "weight_gradients", result) + [
       f"Batch {result['batch']}, {result['size']} sizes, {result['rounds']} rounds; median "
       "(min-max)", "",
       "| what | input first ms | output gradient first ms | input first / output gradient "
-      "first | check |", "|---|---|---|---|---|",
-      f"| weight gradient x.T @ dy, x {p['shape'][0]} x {p['shape'][1]}, dy {p['shape'][0]} x "
-      f"{p['shape'][2]} | {fmt(p['ms']['input_first'])} | "
-      f"{fmt(p['ms']['output_gradient_first'])} | "
-      f"{fmt(p['input_first / output_gradient_first'])} | max \\|diff\\| "
-      f"{p['max_abs_diff']:.1e} |"]
+      "first | check |", "|---|---|---|---|---|"]
+  for p in result["products"]:
+    lines.append(
+        f"| weight gradient x.T @ dy, x {p['shape'][0]} x {p['shape'][1]}, dy {p['shape'][0]} x "
+        f"{p['shape'][2]} | {fmt(p['ms']['input_first'])} | "
+        f"{fmt(p['ms']['output_gradient_first'])} | "
+        f"{fmt(p['input_first / output_gradient_first'])} | max \\|diff\\| "
+        f"{p['max_abs_diff']:.1e} |")
   for r in result["rows"]:
     ms = r["step_ms"]
     lines.append(f"| {r['row']} train step | {fmt(ms['input_first'])} | "
@@ -126,12 +130,15 @@ def main(argv=None):
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   step_ab.add_options(parser, block_s=0.5)
   parser.add_argument("--rows", default=",".join(ROWS), help="comma-separated LM:MODE:FUSION")
-  parser.add_argument("--product", default=",".join(map(str, PRODUCT)), help="M,K,N")
+  parser.add_argument("--products", default=";".join(",".join(map(str, p)) for p in PRODUCTS),
+                      help="M,K,N;M,K,N;... (empty: none)")
   args, size, questions, info = step_ab.start(parser, argv)
-  product = measure_product(tuple(int(v) for v in args.product.split(",")), args.rounds)
-  r = product["input_first / output_gradient_first"]
-  print(f"product {product['shape']}: input first / output gradient first {r['median']:.3f} "
-        f"({r['min']:.3f}-{r['max']:.3f})", flush=True)
+  products = []
+  for shape in filter(None, args.products.split(";")):
+    products.append(measure_product(tuple(int(v) for v in shape.split(",")), args.rounds))
+    r = products[-1]["input_first / output_gradient_first"]
+    print(f"product {shape}: input first / output gradient first {r['median']:.3f} "
+          f"({r['min']:.3f}-{r['max']:.3f})", flush=True)
   rows = []
   for row in filter(None, args.rows.split(",")):
     rows.append(measure_row(row, size, questions, args.batch, args.rounds, args.block_s))
@@ -139,7 +146,7 @@ def main(argv=None):
     print(f"{row}: input first / output gradient first {r['median']:.3f} ({r['min']:.3f}-"
           f"{r['max']:.3f})", flush=True)
   record = step_ab.result("weight_gradients", argv, info, size=args.size, batch=args.batch,
-                          rounds=args.rounds, product=product, rows=rows)
+                          rounds=args.rounds, products=products, rows=rows)
   step_ab.write(args.out, record, markdown(record))
 
 

@@ -88,6 +88,20 @@ def test_a_run_stopped_before_its_first_validation_names_its_last_checkpoint(tas
                          features=task[1])[2] == 8
 
 
+def test_a_run_stopped_before_its_first_checkpoint_says_how_to_go_on(task, tmp_path):
+  """'no checkpoint to evaluate (has training run?)' though it had; and orbax's cleanup thread,
+  still running when the error ended the command, printed a traceback under it at times."""
+  workdir = str(tmp_path / "w")
+  loop.train(_config_stop(1), workdir, dataset=task[0], features=task[1], log=lambda m: None)
+  with pytest.raises(RSVQAError, match=(
+      r"w: no checkpoint to evaluate: training stopped before its first one "
+      r"\(train.checkpoint_every_steps\); run rsvqa-jax train --workdir \S+ again with its "
+      r"config and overrides to go on$")):
+    restore.restore(workdir, ["test"], which="last", dataset=task[0], features=task[1])
+  manager = checkpointing.Checkpoints(os.path.join(workdir, "checkpoints"), 1).manager
+  assert manager._cleanup_tmp_directory_future is None  # pylint: disable=protected-access
+
+
 def test_workdir_of_another_config_is_refused(task, finished):
   c = _config()
   c.model.fusion = "mutan"

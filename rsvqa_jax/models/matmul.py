@@ -164,8 +164,9 @@ def _backward(spec, out_dtype, residuals, g):
 # (1.3 against 0.26 ns on the 2-core AMD EPYC: its float32 transposes take a faster path).
 BF16_TRANSPOSE_COST = 4
 # Below this many elements of x the transposes cost little either way, and the result's own
-# transpose costs more than it saves (a [64, 96] x: 0.66x; benchmarks/weight_gradients.py).
-MIN_TRANSPOSED_ELEMENTS = 1 << 20
+# transpose costs more than it saves: a [64, 96] x read 0.84x, a [256, 512] one 1.2x
+# (benchmarks/results/weight_gradients).
+MIN_TRANSPOSED_ELEMENTS = 1 << 16
 
 
 def output_gradient_first(spec_a, spec_g, spec_b, a, g, dtype):
@@ -190,8 +191,8 @@ def _right_gradient(spec_a, spec_g, spec_b, a, g, dtype):
   without batch indices, the output gradient goes on the left instead when it is the smaller
   operand by enough, and the float32 product is transposed after: DistilBERT's second FFN
   layer transposes its [2240, 768] output gradient and a [3072, 768] float32 result instead of
-  its [2240, 3072] input, 20.5 -> 13.4 ms for the whole weight gradient on the AMD EPYC (the
-  same result).
+  its [2240, 3072] input: the whole weight gradient 1.6x faster on the AMD EPYC, the same
+  result (benchmarks/results/weight_gradients).
   """
   if not output_gradient_first(spec_a, spec_g, spec_b, a, g, dtype):
     return _accumulating_einsum(f"{spec_a},{spec_g}->{spec_b}", dtype, a, g)

@@ -281,6 +281,10 @@ class Checkpoints:
             max_to_keep=keep, create=True, cleanup_tmp_directories=True,
             multiprocessing_options=ocp.options.MultiprocessingOptions(
                 barrier_sync_key_prefix=prefix)))
+    # Orbax removes those temporary folders on a thread of its own; a command that then stops at
+    # once (an RSVQAError: no checkpoint yet) left it running into the interpreter's shutdown,
+    # which printed its traceback under the one-line error. The folder listing is short: wait.
+    self.manager._maybe_await_cleanup_tmp_directory()  # pylint: disable=protected-access
 
   def steps(self):
     """Saved steps, oldest first."""

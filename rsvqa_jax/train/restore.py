@@ -49,7 +49,9 @@ def no_checkpoint(workdir, which, periodic, verb, why="no validation has run"):
   if which == "best" and steps:
     return RSVQAError(f"{workdir}: no best checkpoint yet ({why}); checkpoint 'last' "
                       f"(--checkpoint last) uses step {steps[-1]}")
-  return RSVQAError(f"{workdir}: no checkpoint to {verb} (has training run?)")
+  return RSVQAError(f"{workdir}: no checkpoint to {verb}: training stopped before its first one "
+                    f"(train.checkpoint_every_steps); run rsvqa-jax train --workdir {workdir} "
+                    "again with its config and overrides to go on")
 
 
 def best_checkpoint(workdir, periodic, like, warn=_log.warning):
