@@ -11,9 +11,7 @@ the left, and transposes the float32 result after, when that moves fewer element
 patched to answer no while its step compiles). Timed in one process, in turn, alternating
 which goes first, the ratio paired per round:
 - "products": the weight gradient alone, x [M, K] and dy [M, N] in bf16 to a float32 [K, N],
-  jitted both ways whatever the size (the rule's least size `matmul.MIN_TRANSPOSED_ELEMENTS`
-  set aside, so small products show why it has one); the largest difference of the two results
-  is reported.
+  jitted both ways; the largest difference of the two results is reported.
 - each row LM:MODE:FUSION: the bf16 train step both ways, in blocks of about `--block-s`
   seconds; the first step's losses are compared, and the weight gradients that put dy first
   are counted while the step compiles.
@@ -60,7 +58,7 @@ def measure_product(shape, rounds, seed=0):
   fns, results, rules = {}, {}, {}
   for name in CONTENDERS:
     rules[name] = _Rule(name == "output_gradient_first")
-    with rules[name].patch(), mock.patch.object(matmul, "MIN_TRANSPOSED_ELEMENTS", 0):
+    with rules[name].patch():
       fn = jax.jit(lambda x, dy: matmul._right_gradient("mk", "mn", "kn", x, dy, jnp.float32))  # pylint: disable=protected-access
       fns[name] = fn.lower(x, dy).compile()
     results[name] = np.asarray(fns[name](x, dy))

@@ -371,14 +371,14 @@ def test_update_order_counts_the_copied_weights_of_both_updates_at_toy_size():
 
 def test_weight_gradients_times_both_operand_orders():
   from benchmarks import inputs, train_steps, weight_gradients  # pylint: disable=g-import-not-at-top
-  product = weight_gradients.measure_product((64, 96, 8), 2)  # below the rule's least size
+  product = weight_gradients.measure_product((64, 96, 8), 2)
   assert not product["errors"] and product["output_gradient_first_products"] == 1
   assert product["max_abs_diff"] < 1e-3
   assert product["input_first / output_gradient_first"]["repeats"] == 2
   row = weight_gradients.measure_row("distilbert:finetuned:mult", train_steps.sizes("toy"),
                                      inputs.make_questions(8), 8, 2, 0.01)
   assert not row["errors"] and row["input_first / output_gradient_first"]["repeats"] == 2
-  assert row["output_gradient_first_products"] == 0  # toy layers: below the size that pays
+  assert row["output_gradient_first_products"] >= 1  # the FFN's second layer (64 -> 32) among them
   assert row["first_loss_abs_diff"] == 0.0
   md = weight_gradients.markdown({"command": "c", "machine": {"usable_cpus": 2, "jax": "x"},
                                   "cpu": "cpu", "batch": 8, "size": "toy", "rounds": 2,

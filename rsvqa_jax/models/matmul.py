@@ -163,19 +163,14 @@ def _backward(spec, out_dtype, residuals, g):
 # A bf16 transpose in memory costs XLA:CPU about this many times a float32 one per element
 # (1.3 against 0.26 ns on the 2-core AMD EPYC: its float32 transposes take a faster path).
 BF16_TRANSPOSE_COST = 4
-# Below this many elements of x the transposes cost little either way, and the result's own
-# transpose costs more than it saves: a [64, 96] x read 0.84x, a [256, 512] one 1.2x
-# (benchmarks/results/weight_gradients).
-MIN_TRANSPOSED_ELEMENTS = 1 << 16
 
 
 def output_gradient_first(spec_a, spec_g, spec_b, a, g, dtype):
   """Whether _right_gradient puts the output gradient g on the left: a float32 result without
   batch indices, g's contracted axes major (it needs a transpose too), and g plus the result
-  (at its cheaper rate) fewer elements to transpose than a, a large one."""
+  (at its cheaper rate) fewer elements to transpose than a."""
   contracted = "".join(i for i in spec_g if i in spec_a)
-  if (dtype != jnp.float32 or a.size < MIN_TRANSPOSED_ELEMENTS or spec_g.endswith(contracted)
-      or set(spec_a) & set(spec_g) & set(spec_b)):
+  if dtype != jnp.float32 or spec_g.endswith(contracted) or set(spec_a) & set(spec_g) & set(spec_b):
     return False
   result = math.prod(a.shape[spec_a.index(i)] if i in spec_a else g.shape[spec_g.index(i)]
                      for i in spec_b)
