@@ -9,10 +9,13 @@ and starts no JAX:
 """
 
 __version__ = "0.2.0"
-__all__ = ["load_run", "analyze", "TrainedRun", "__version__"]
+__all__ = ["load_run", "analyze", "TrainedRun", "RSVQAError", "__version__"]
 
 
 def __getattr__(name):
+  if name == "RSVQAError":  # what every misuse of the API raises, in one line
+    from rsvqa_jax.errors import RSVQAError  # pylint: disable=g-import-not-at-top
+    return RSVQAError
   if name in ("load_run", "analyze", "TrainedRun"):
     from rsvqa_jax import api  # pylint: disable=g-import-not-at-top
     return getattr(api, name)

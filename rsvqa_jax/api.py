@@ -224,6 +224,8 @@ class TrainedRun:
                                  (pool, "pool", adversarial.POOLS)):
       if value is not None and value not in choices:
         raise RSVQAError(f"evaluate {name}={value!r}: choose one of {', '.join(choices)}")
+    if pool != "dataset" and adversarial_kind != "random":
+      raise RSVQAError(f"evaluate pool={pool!r}: applies to adversarial_kind='random' only")
     repeats = adversarial.REPEATS if repeats is None else _count(repeats, "repeats", 1)
     seed = _count(seed, "seed", 0)
     with skipthoughts_params.pickle_allowed(self._allow_pickle):

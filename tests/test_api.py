@@ -98,6 +98,8 @@ def test_predict_agrees_with_evaluate(tiny):
                            "choose one of"), (dict(adversarial_kind="random", pool="all"),
                                               "evaluate pool='all'"),
                           (dict(adversarial_kind="random", repeats="2"), "repeats='2'"),
+                          (dict(adversarial_kind="white", pool="split"), "evaluate pool='split': "
+                           "applies to adversarial_kind='random' only"),
                           (dict(adversarial_kind="random", seed=-1), "seed=-1"),
                           (dict(repeats=5), "apply to an adversarial_kind only"),
                           (dict(split=["test"]), r"evaluate split=\['test'\]: expected one "
@@ -109,6 +111,7 @@ def test_predict_agrees_with_evaluate(tiny):
   assert seeded["seed"] == 1 and seeded["repeats"] == 10  # the CLI's default (it was 1)
   with pytest.raises(RSVQAError, match="load_run workdir: expected a path"):
     rsvqa_jax.load_run(None)
+  assert rsvqa_jax.RSVQAError is RSVQAError and "RSVQAError" in rsvqa_jax.__all__
   with pytest.raises(RSVQAError, match=r"^load_run data_root .*nosuch: .*tiny trains on the "
                      r"synthetic dataset .*; leave load_run data_root out$"):
     rsvqa_jax.load_run(str(tiny / "runs" / "tiny"), data_root=str(tiny / "nosuch"))
