@@ -98,7 +98,26 @@ def build_parser(argv):
     if name == chosen:
       _load(name).add_arguments(p)
       _show_defaults(p)
+      _once(p)
   return parser
+
+
+class _StoreOnce(argparse._StoreAction):  # pylint: disable=protected-access
+  """A single-valued option given twice is an error: argparse kept the last value silently
+  (`evaluate --split val --split test` evaluated test alone)."""
+
+  def __call__(self, parser, namespace, values, option_string=None):
+    if getattr(self, "given", None) is not None:
+      parser.error(f"{option_string} given twice ({self.given!r} and {values!r}); give it once")
+    self.given = values
+    super().__call__(parser, namespace, values, option_string)
+
+
+def _once(parser):
+  """Makes each plain store option of `parser` refuse a second occurrence (_StoreOnce)."""
+  for action in parser._actions:  # pylint: disable=protected-access
+    if type(action) is argparse._StoreAction:  # pylint: disable=protected-access,unidiomatic-typecheck
+      action.__class__ = _StoreOnce
 
 
 def _show_defaults(parser):

@@ -59,12 +59,26 @@ def test_an_exception_no_check_caught_is_one_line_unless_asked(monkeypatch, caps
     (["analyze", "--data", "d", "--out", "o", "--top-k", "0"],
      "argument --top-k: 0: must be 1 or more"),
     (["features", "--data", "d", "--cache", "c", "--batch-size", "-1"],
-     "argument --batch-size: -1: must be 1 or more")])
+     "argument --batch-size: -1: must be 1 or more"),
+    # A single-valued option given twice kept its last value in silence.
+    (["evaluate", "--workdir", "w", "--split", "val", "--split", "test"],
+     "--split given twice ('val' and 'test'); give it once"),
+    (["evaluate", "--workdir", "a", "--workdir", "b"],
+     "--workdir given twice ('a' and 'b'); give it once"),
+    (["train", "--config", "c.py", "--config", "d.py", "--workdir", "w"],
+     "--config given twice ('c.py' and 'd.py'); give it once")])
 def test_options_out_of_range_are_usage_errors(capsys, argv, message):
   with pytest.raises(SystemExit) as exit_info:
     cli.main(argv)
   assert exit_info.value.code == 2
   assert message in capsys.readouterr().err
+
+
+def test_seeds_given_twice_take_every_workdir(tmp_path, capsys):
+  # --seeds A B --seeds C evaluated C alone (argparse kept the last list).
+  assert cli.main(["evaluate", "--seeds", str(tmp_path / "a"), "--seeds",
+                   str(tmp_path / "c")]) == 2
+  assert f"{tmp_path / 'a'}: does not exist" in capsys.readouterr().err
 
 
 def test_a_file_where_the_checkpoint_folder_belongs_is_named(tmp_path):

@@ -29,8 +29,9 @@ from rsvqa_jax.errors import RSVQAError
 def add_arguments(parser):
   group = parser.add_mutually_exclusive_group(required=True)
   group.add_argument("--workdir", help="a training workdir")
-  group.add_argument("--seeds", nargs="+", metavar="WORKDIR",
-                     help="workdirs (or glob patterns) of the same model over seeds")
+  group.add_argument("--seeds", nargs="+", action="extend", metavar="WORKDIR",
+                     help="workdirs (or glob patterns) of the same model over seeds (given "
+                          "twice: all of them)")
   parser.add_argument("--split", default="test", help="split to evaluate (default: test)")
   parser.add_argument("--checkpoint", choices=("best", "last"), default="best",
                       help="best-on-validation (default) or the last checkpoint")
