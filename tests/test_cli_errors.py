@@ -1,7 +1,6 @@
 """The command line's last lines of defence: a system error on a path (a file where a folder is
 needed), an exception no check caught, an option out of its range and a file torch refuses each
 end in one line and exit status 2, never a traceback."""
-import os
 
 import pytest
 
