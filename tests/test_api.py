@@ -208,3 +208,29 @@ def test_analyze_returns_tables(tiny):
     rsvqa_jax.analyze(root, "lr", predictions="")
   with pytest.raises(RSVQAError, match="adversarial_predictions needs predictions"):
     rsvqa_jax.analyze(root, "lr", adversarial_predictions="a.csv")
+
+
+def test_evaluate_seeds_says_what_it_scored(tiny, monkeypatch, capsys):
+  """The --seeds summary JSON read alike for clean and adversarial runs, and no printed line
+  named the checkpoint or step scored."""
+  import json  # pylint: disable=g-import-not-at-top
+  import shutil  # pylint: disable=g-import-not-at-top
+  from rsvqa_jax import cli  # pylint: disable=g-import-not-at-top
+  monkeypatch.chdir(tiny)
+  other = tiny / "runs" / "tiny_s1"  # beside runs/tiny: the same cache folder
+  shutil.copytree(tiny / "runs" / "tiny", other)
+  config = json.loads((other / "config.json").read_text())
+  config["seed"] = 1
+  (other / "config.json").write_text(json.dumps(config))
+  try:
+    assert cli.main(["evaluate", "--seeds", "runs/tiny", str(other), "--adversarial", "random",
+                     "--repeats", "2"]) == 0
+  finally:
+    shutil.rmtree(other)
+  out = capsys.readouterr().out
+  summary = json.loads(out.strip().splitlines()[-1])
+  assert {k: summary[k] for k in ("split", "checkpoint", "adversarial", "repeats", "adv_seed",
+                                  "pool")} == {"split": "test", "checkpoint": "best",
+                                               "adversarial": "random", "repeats": 2,
+                                               "adv_seed": 0, "pool": "dataset"}
+  assert re.search(r"runs/tiny: \d+ test questions \(best checkpoint, step \d+\)", out), out

@@ -163,7 +163,8 @@ def run(args):
       results = [accuracy.evaluate(w, args.split, **where) for w in workdirs]
     caption = f"{args.split}, clean"
   for r in results:
-    line = f"{r['workdir']}: {r['n']} {args.split} questions"
+    line = (f"{r['workdir']}: {r['n']} {args.split} questions ({r['checkpoint']} checkpoint, "
+            f"step {r['step']})")
     if args.adversarial:
       line += (f"; std over the {r['repeats']} repeats: OA {tables.pct(r['std']['oa'])}, "
                f"AA {tables.pct(r['std']['aa'])}")
@@ -183,7 +184,11 @@ def run(args):
   print(tables.to_markdown(tables.runs_table(results, caption, setup)))
   if len(results) > 1:
     stats = {k: tables.mean_std(v) for k, v in tables.run_columns(results).items()}
-    print(json.dumps({"split": args.split, "workdirs": workdirs,
-                      "mean": {k: m for k, (m, _) in stats.items()},
+    setting = {"adversarial": args.adversarial}
+    if args.adversarial:
+      setting.update(repeats=args.repeats, adv_seed=args.adv_seed,
+                     **({"pool": pool} if args.adversarial == "random" else {}))
+    print(json.dumps({"split": args.split, "checkpoint": args.checkpoint, **setting,
+                      "workdirs": workdirs, "mean": {k: m for k, (m, _) in stats.items()},
                       "std": {k: s for k, (_, s) in stats.items()}}))
   return 0
