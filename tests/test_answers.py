@@ -188,3 +188,19 @@ def test_a_dataset_count_of_10_pow_400_is_binned(tmp_path):
   path.write_text(json.dumps(data))
   split = rsvqa_json.read_dataset(str(tmp_path), "lr")["train"]
   assert split.answer[split.question_id == qid].tolist() == ["more than 1000"]
+
+
+@pytest.mark.parametrize("dataset,qtype,raw,expected", [
+    ("lr", "count", "3.0", "between 1 and 10"),  # pandas' int column holding a NaN
+    ("hr", "count", "12.00", "12"), ("lr", "count", "0.", "0"),
+    ("lr", "count", "Between 1 And 10", "between 1 and 10"),  # a bin label in another case
+    ("lr", "count", "Between 10 And 100", "between 11 and 100"),  # the original code's
+    ("hr", "area", "More Than 1000M2", "more than 1000m2"),
+    ("lr", "count", "3.5", "3.5"), ("hr", "count", "1e3", "1e3"),  # not integral: wrong answers
+])
+def test_predictions_read_integral_floats_and_bin_labels_in_any_case(dataset, qtype, raw,
+                                                                     expected):
+  """'3.0' and 'Between 1 And 10' counted wrong while '03' and 'YES' were read."""
+  assert answers.normalise_prediction(dataset, qtype, raw) == expected
+  with pytest.raises(ValueError):  # a dataset's own files stay strict
+    answers.normalise(dataset, qtype, raw)

@@ -79,6 +79,9 @@ def _shown(raw, limit=40):
   return text if len(text) <= limit else f"{text[:limit]}... ({len(str(raw))} characters)"
 
 
+_INTEGRAL_FLOAT = re.compile(r"[0-9]+\.0*")
+
+
 def count_digits(raw):
   """The digits of a non-negative integer answer without leading zeros ("0" for zero).
 
@@ -141,11 +144,24 @@ def normalise(dataset, qtype, raw):
 
 def normalise_prediction(dataset, qtype, raw):
   """A model's answer in the dataset's answer form: `normalise`, or the surface text where that
-  refuses it (a prediction of the wrong form is a wrong answer, not a broken file)."""
-  try:
-    return normalise(dataset, qtype, raw)
-  except ValueError:
-    return _surface(dataset, raw)
+  refuses it (a prediction of the wrong form is a wrong answer, not a broken file).
+
+  Where `normalise` refuses it, two spellings a model's tooling writes are read too: a count
+  written as an integral float ("3.0": pandas writes an int column holding a NaN so), and a bin
+  label in another case ("Between 1 And 10")."""
+  for text in (raw, *_prediction_spellings(raw)):
+    try:
+      return normalise(dataset, qtype, text)
+    except ValueError:
+      continue
+  return _surface(dataset, raw)
+
+
+def _prediction_spellings(raw):
+  text = str(raw).strip()
+  yield text.lower()
+  if _INTEGRAL_FLOAT.fullmatch(text):
+    yield text.split(".")[0]
 
 
 class Encoded(NamedTuple):
