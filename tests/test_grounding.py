@@ -100,6 +100,7 @@ def test_score_command(tmp_path, capsys):
   assert "mean IoU 0.3750" in printed
   assert (f"--predicted {tmp_path / 'P'}: ignored 1 mask(s) of questions without a truth mask and "
           "1 file(s) not named {question_id}.png") in printed
+  assert f"--truth {tmp_path / 'T'}: ignored 1 file(s) not named {{question_id}}.png" in printed
   with open(out / "grounding.csv", newline="") as f:
     rows = list(csv.DictReader(f))
   assert list(rows[0]) == ["question_id", "iou", "coverage", "centroid_x", "centroid_y",
@@ -110,7 +111,14 @@ def test_score_command(tmp_path, capsys):
   assert float(by_id[2]["centroid_x"]) == pytest.approx(40 / 64)
   s = json.loads((out / "summary.json").read_text())
   assert (s["n_questions"], s["n_scored"], s["n_empty_truth"], s["n_missing_prediction"],
-          s["n_extra_prediction"], s["n_other_files"]) == (5, 4, 1, 1, 1, 1)
+          s["n_extra_prediction"], s["n_other_files"], s["n_other_truth_files"]) == (
+              5, 4, 1, 1, 1, 1, 1)
+  # Two files naming one question: either could be the mask meant.
+  g.write_png(str(tmp_path / "P" / "002.png"), np.zeros((SIZE, SIZE), np.uint8))
+  assert cli.main(["grounding", "score", "--predicted", str(tmp_path / "P"), "--truth",
+                   str(tmp_path / "T"), "--out", str(out)]) == 2
+  assert (f"--predicted {tmp_path / 'P'}: 002.png and 2.png both name question 2; keep one"
+          in capsys.readouterr().err)
   assert s["mean_iou"] == pytest.approx(0.375)
   # ranked 1 (hit), 2 (hit at 0.5), 3 (miss), 5 (no prediction: last, a miss)
   assert s["ap_50"] == pytest.approx(51 / 101) and s["ap_75"] == pytest.approx(26 / 101)

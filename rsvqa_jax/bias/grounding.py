@@ -214,11 +214,24 @@ def write_png(path, values):
 
 
 def mask_files(folder, flag):
-  """{question id: path} of the `{question_id}.png` files of `folder` (other files ignored)."""
+  """{question id: path} of the `{question_id}.png` files of `folder` (other files ignored;
+  two files of one question, 7.png and 007.png, refused: either could be the mask meant)."""
   if not os.path.isdir(folder):
     raise RSVQAError(f"{flag} {folder}: folder {errors.not_a_folder(folder)}")
-  return {int(m.group(1)): os.path.join(folder, name) for name in os.listdir(folder)
-          if (m := _PNG.fullmatch(name))}
+  found = {}
+  for name in sorted(os.listdir(folder)):
+    if m := _PNG.fullmatch(name):
+      qid = int(m.group(1))
+      if qid in found:
+        raise RSVQAError(f"{flag} {folder}: {os.path.basename(found[qid])} and {name} both name "
+                         f"question {qid}; keep one")
+      found[qid] = os.path.join(folder, name)
+  return found
+
+
+def other_files(folder):
+  """How many files of a mask folder are not named {question_id}.png (ignored)."""
+  return sum(not _PNG.fullmatch(n) for n in os.listdir(folder))
 
 
 def required_masks(folder, flag):
@@ -341,7 +354,8 @@ def score_folders(predicted, truth, out, confidence=None):
   missing = sum(r["question_id"] not in predicted_files and not math.isnan(r["iou"]) for r in rows)
   summary = summarize(rows, confidences, n_missing_prediction=missing,
                       n_extra_prediction=len(set(predicted_files) - set(truth_files)),
-                      n_other_files=sum(not _PNG.fullmatch(n) for n in os.listdir(predicted)),
+                      n_other_files=other_files(predicted),
+                      n_other_truth_files=other_files(truth),
                       predicted=os.path.abspath(predicted), truth=os.path.abspath(truth))
   os.makedirs(out, exist_ok=True)
   write_rows(os.path.join(out, "grounding.csv"), rows)
