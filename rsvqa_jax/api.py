@@ -278,10 +278,10 @@ def analyze(data_root, dataset, predictions=None, adversarial_predictions=None, 
   evaluated = {n: ds[n] for n in names}
   space = set(ds[fit].answer.tolist())
   chosen = split is not None
-  model = (predictions_lib.load(predictions, evaluated, dataset, space, chosen=chosen)
-           if predictions else {})
+  model = (predictions_lib.load(predictions, evaluated, dataset, space, chosen=chosen,
+                                 others=ds.splits) if predictions else {})
   adv = (predictions_lib.load(adversarial_predictions, evaluated, dataset, space,
-                               adversarial=True, chosen=chosen)
+                               adversarial=True, chosen=chosen, others=ds.splits)
          if adversarial_predictions else {})
   label = tables.dataset_label(dataset)
   out = {}

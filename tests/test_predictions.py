@@ -77,7 +77,8 @@ def test_repeats_are_read_and_aligned(tmp_path):
 @pytest.mark.parametrize("header,rows,message", [
     (["id", "prediction"], [[1, "yes"]], "missing column.*question_id"),
     (["question_id", "answer"], [[1, "yes"]], "missing column.*prediction"),
-    (["question_id", "prediction"], [[1, "yes"], [1, "no"]], r"p.csv:3: duplicate question_id 1$"),
+    (["question_id", "prediction"], [[1, "yes"], [1, "no"]], r"p.csv:3: duplicate question_id 1 "
+     r"\(K answers per question, as adversarial files give, need a repeat column numbering them\)$"),
     (["question_id", "prediction"], [["one", "yes"]], r"p.csv:2: question_id 'one' is not an integer"),
     (["question_id", "prediction"], [[1]], r"p.csv:2: row has no prediction value"),
     (["question_id", "repeat", "prediction"], [[1, 0, "a"], [1, 0, "b"]],
@@ -129,8 +130,15 @@ def test_missing_file_and_unknown_ids(tmp_path):
     predictions.read(str(tmp_path / "none.csv"))
   split = records.Split.from_rows("test", [dict(question_id=1, image_id=0, qtype="t", question="q",
                                                 answer="a", raw_answer="a")])
-  with pytest.raises(RSVQAError, match=r"2 question id\(s\) not in split\(s\) test, e.g. \[7, 9\]"):
+  with pytest.raises(RSVQAError, match=r"2 question id\(s\) not in split\(s\) test, e.g. \[7, 9\]$"):
     predictions.align({1: "a", 9: "b", 7: "c"}, {"test": split}, "p.csv")
+  # A file of another split's answers names that split.
+  val = records.Split.from_rows("val", [dict(question_id=q, image_id=0, qtype="t", question="q",
+                                             answer="a", raw_answer="a") for q in (7, 9)])
+  with pytest.raises(RSVQAError, match=r"e.g. \[7, 9\]; they are questions of val: analyze that "
+                                       r"split \(--split val\)$"):
+    predictions.align({1: "a", 9: "b", 7: "c"}, {"test": split}, "p.csv",
+                      others={"test": split, "val": val})
 
 
 def test_analyze_with_predictions_end_to_end(data, capsys):

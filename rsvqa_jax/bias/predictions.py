@@ -100,7 +100,9 @@ def _rows(path, reader):
     repeat = _integer(path, line, REPEAT, row[REPEAT]) if has_repeat else 0
     if (repeat, qid) in seen:
       raise RSVQAError(f"{path}:{line}: duplicate question_id {qid}"
-                       + (f" in repeat {repeat}" if has_repeat else ""))
+                       + (f" in repeat {repeat}" if has_repeat else
+                          f" (K answers per question, as adversarial files give, need a {REPEAT} "
+                          "column numbering them)"))
     seen.add((repeat, qid))
     if row["prediction"] is None:
       raise RSVQAError(f"{path}:{line}: row has no prediction value")
@@ -251,11 +253,12 @@ def normalised(raw, split, dataset, space=None):
                  space=None if space is None else frozenset(space))
 
 
-def align(predictions, splits, path, dataset=None, space=None):
+def align(predictions, splits, path, dataset=None, space=None, others=None):
   """Lay `predictions` (read's list of per-repeat dicts, or one dict) out along each split.
 
   `splits`: name -> records.Split; `dataset` / `space` as in `normalised`. Raises RSVQAError
-  when a predicted question id is in none of the splits.
+  when a predicted question id is in none of the splits, naming the split of `others` (the
+  dataset's other splits) that holds them.
   """
   predictions = [predictions] if isinstance(predictions, dict) else list(predictions)
   known = set()
@@ -263,8 +266,12 @@ def align(predictions, splits, path, dataset=None, space=None):
     known.update(split.question_id.tolist())
   unknown = sorted(set().union(*predictions) - known)
   if unknown:
+    holds = [name for name, split in (others or {}).items()
+             if name not in splits and not set(unknown).isdisjoint(split.question_id.tolist())]
     raise RSVQAError(f"{path}: {len(unknown)} question id(s) not in split(s) {', '.join(splits)}, "
-                     f"e.g. {unknown[:5]}")
+                     f"e.g. {unknown[:5]}" + (f"; they are questions of {', '.join(holds)}: "
+                                              f"analyze that split (--split {holds[0]})"
+                                              if holds else ""))
   out = {}
   for name, split in splits.items():
     qids = split.question_id.tolist()
@@ -288,8 +295,10 @@ def check_images(image_ids, splits, path):
                      "its own way, drop its image_id column)")
 
 
-def load(path, splits, dataset=None, space=None, *, adversarial=False, chosen=True):
-  """Read `path` and align it along `splits`, normalised for `dataset`, checked against `space`.
+def load(path, splits, dataset=None, space=None, *, adversarial=False, chosen=True,
+         others=None):
+  """Read `path` and align it along `splits`, normalised for `dataset`, checked against `space`
+  (`others`: the dataset's splits, named when the file answers questions of another).
 
   `adversarial`: the file answers questions over substituted images; without a
   substituted_image_id column that cannot be checked, which is a WARNING. A split none of whose
@@ -306,7 +315,7 @@ def load(path, splits, dataset=None, space=None, *, adversarial=False, chosen=Tr
     _log.warning(f"{path}: every row's {SUBSTITUTED} is its own {IMAGE}: unless the images' "
                  "pixels were replaced (white, black, noise), IO_AdTest compares the model with "
                  "itself on clean images")
-  out = align(file.by_repeat, splits, path, dataset, space)
+  out = align(file.by_repeat, splits, path, dataset, space, others)
   unanswered = [name for name, a in out.items()
                 if a.prediction.size and a.missing == a.prediction.size]
   answered = [name for name in out if name not in unanswered]

@@ -73,8 +73,8 @@ def run(args):
   evaluated = {name: dataset[name] for name in (args.split or eval_names)}
   space = set(dataset[fit].answer.tolist())
   chosen = bool(args.split)
-  model = _load(args.predictions, evaluated, dataset.name, space, clean=True, chosen=chosen)
-  adversarial = _load(args.adversarial_predictions, evaluated, dataset.name, space, clean=False,
+  model = _load(args.predictions, evaluated, dataset, space, clean=True, chosen=chosen)
+  adversarial = _load(args.adversarial_predictions, evaluated, dataset, space, clean=False,
                       chosen=chosen)
   benchmark = _shortcut_benchmark(args, dataset, model) if args.shortcuts else None
   label = tables.dataset_label(args.dataset)
@@ -120,11 +120,12 @@ def _shortcuts(args, saved, dataset, fit, model):
   return paths
 
 
-def _load(path, evaluated, name, space, *, clean, chosen):
+def _load(path, evaluated, dataset, space, *, clean, chosen):
   """{split: predictions.Aligned} of a file (empty without one), its counts printed."""
   if not path:
     return {}
-  out = predictions.load(path, evaluated, name, space, adversarial=not clean, chosen=chosen)
+  out = predictions.load(path, evaluated, dataset.name, space, adversarial=not clean,
+                         chosen=chosen, others=dataset.splits)
   for split, aligned in out.items():
     if clean and aligned.repeats > 1:
       raise RSVQAError(f"{path}: {aligned.repeats} repeats (a 'repeat' column); --predictions "
