@@ -56,8 +56,12 @@ def test_random_never_picks_own_image_and_covers_pool():
 
 
 def test_random_needs_two_images():
-  with pytest.raises(RSVQAError, match="two distinct"):
+  with pytest.raises(RSVQAError, match=r"two distinct images in its pool; this split holds one: "
+                                       r"draw from the dataset's \(--pool dataset\)$"):
     adversarial.substitution_rows("random", np.zeros(4, int), repeats=1, seed=0)
+  with pytest.raises(RSVQAError, match="two distinct images in its pool$"):
+    adversarial.substitution_rows("random", np.zeros(4, int), repeats=1, seed=0,
+                                  pool=np.zeros(1, int))
 
 
 def test_shuffle_permutes_within_batches():

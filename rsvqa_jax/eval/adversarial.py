@@ -59,9 +59,12 @@ def substitution_rows(kind, rows, *, repeats, seed, batch_size=None, pool=None):
   if kind in PIXEL_KINDS:
     return np.broadcast_to(rows, (repeats, n)).copy()
   if kind == "random":
-    pool = np.unique(rows) if pool is None else np.asarray(pool, dtype=np.int64)
+    split_pool = pool is None
+    pool = np.unique(rows) if split_pool else np.asarray(pool, dtype=np.int64)
     if len(pool) < 2:
-      raise RSVQAError("random substitution needs at least two distinct images in its pool")
+      raise RSVQAError("random substitution needs at least two distinct images in its pool"
+                       + ("; this split holds one: draw from the dataset's (--pool dataset)"
+                          if split_pool else ""))
     # Draw from the pool minus the question's own image: shift a draw over n-1 slots.
     own = np.searchsorted(pool, rows)
     if np.any(own >= len(pool)) or np.any(pool[np.minimum(own, len(pool) - 1)] != rows):
