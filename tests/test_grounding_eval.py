@@ -244,3 +244,6 @@ def test_a_dataset_or_a_training_workdir_is_refused_as_out(tmp_path):
   with pytest.raises(RSVQAError, match="holds a training run \\(config.json\\)"):
     grounding.check_maps(str(tmp_path / "run"))
   grounding.check_maps(str(tmp_path / "fresh"))  # absent: fine
+  (tmp_path / "file").write_text("x")  # refused before the maps are computed, not after
+  with pytest.raises(RSVQAError, match="file: a file, not a folder; give the folder to write"):
+    grounding.check_maps(str(tmp_path / "file"))

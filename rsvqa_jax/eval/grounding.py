@@ -190,7 +190,10 @@ def truth_folder(dataset):
 def check_maps(out):
   """RSVQAError unless OUT/maps is absent or holds only the {question_id}.png maps an earlier
   evaluation wrote: it is replaced whole, and a file of someone else's would be lost. A dataset
-  folder or a training workdir is refused as OUT: the results would land among their files."""
+  folder or a training workdir is refused as OUT: the results would land among their files;
+  so is a file (found before any map is computed)."""
+  if os.path.lexists(out) and not os.path.isdir(out):
+    raise RSVQAError(f"--out {out}: a file, not a folder; give the folder to write into")
   if found := split_files.dataset_file(out):
     raise RSVQAError(f"--out {out} holds a dataset ({os.path.basename(found)}); give the "
                      "evaluation a folder of its own")
