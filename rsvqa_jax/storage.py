@@ -202,6 +202,26 @@ def _remove(path):
     pass
 
 
+def lock_holder(folder):
+  """The record ({pid, host, since}) of another process holding folder/.lock (a run writing
+  there now), or None: readers say what they read mid-run. Tested without waiting or writing."""
+  path = os.path.join(folder, LOCK)
+  try:
+    fd = os.open(path, os.O_RDONLY)
+  except OSError:
+    return None
+  try:
+    try:
+      fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+      owner = _owner(fd)
+      return None if owner.get("pid") == os.getpid() else owner
+    fcntl.flock(fd, fcntl.LOCK_UN)
+    return None
+  finally:
+    os.close(fd)
+
+
 def _owner(fd):
   os.lseek(fd, 0, os.SEEK_SET)
   try:

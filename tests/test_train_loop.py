@@ -184,3 +184,27 @@ def test_evaluate_writes_predictions_and_aggregates(task, finished):
       (table["oa"] - 0.05, 0.05))
   text = tables.to_markdown(tables.runs_table([table, other], "seeds"))
   assert f"| {100 * (table['oa'] - 0.05):.2f} (5.00) |" in text.splitlines()[-1]
+
+
+def test_reading_a_workdir_a_run_is_writing_says_so(task, finished):
+  """evaluate scored a run still training at its checkpoint so far, with no word of it."""
+  import subprocess  # pylint: disable=g-import-not-at-top
+  import sys  # pylint: disable=g-import-not-at-top
+  workdir, summary = finished
+  holder = subprocess.Popen(
+      [sys.executable, "-c", "import sys; from rsvqa_jax import storage\n"
+       f"with storage.locked({workdir!r}, 'training'):\n"
+       "  print('held', flush=True); sys.stdin.read()"],
+      stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+  try:
+    assert holder.stdout.readline().strip() == "held"
+    said = []
+    restore.restore(workdir, ["test"], dataset=task[0], features=task[1], warn=said.append)
+    assert len(said) == 1 and said[0].startswith(f"{workdir}: a run is writing there now (PID "
+                                                 f"{holder.pid} since "), said
+    assert said[0].endswith(f"read at its best checkpoint so far, step {summary['best_step']}")
+  finally:
+    holder.communicate("")  # end of input: the holder lets go
+  said = []
+  restore.restore(workdir, ["test"], dataset=task[0], features=task[1], warn=said.append)
+  assert said == []

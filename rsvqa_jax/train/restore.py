@@ -2,6 +2,7 @@
 import logging
 import os
 
+from rsvqa_jax import storage
 from rsvqa_jax.errors import RSVQAError
 from rsvqa_jax.train import checkpointing
 from rsvqa_jax.train import run as run_lib
@@ -39,6 +40,10 @@ def restore(workdir, splits, *, which="best", data_root=None, dataset=None, feat
   if found is None:
     raise no_checkpoint(workdir, which, periodic, "evaluate")
   items, _, step = found
+  holder = storage.lock_holder(workdir)
+  if holder:
+    warn(f"{workdir}: a run is writing there now (PID {holder.get('pid', '?')} since "
+         f"{holder.get('since', '?')}): read at its {which} checkpoint so far, step {step}")
   return run, like.replace(**items), int(step)
 
 
