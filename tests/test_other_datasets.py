@@ -166,3 +166,19 @@ def test_rsivqa_line_endings(tmp_path):
                                    b"3.tif:is there a car?no")
   s = other_datasets.read_rsivqa(str(tmp_path))["all"]
   assert s.answer.tolist() == s.raw_answer.tolist() == ["yes", "left", "no"]
+
+
+def test_an_official_folder_read_as_floodnet_or_rsivqa_names_its_layout(tmp_path):
+  """An LR folder given --dataset floodnet said only that no FloodNet file was there."""
+  from rsvqa_jax.data import synthetic  # pylint: disable=g-import-not-at-top
+  root = str(tmp_path / "lr")
+  synthetic.generate(root, "lr", images=4, seed=0, questions_per_image=2)
+  hint = ("; the folder holds dataset lr: name it with --dataset lr (in a training config, "
+          "data.name=lr)")
+  for name, message in (("floodnet", "no FloodNet question file"), ("rsivqa", "no RSIVQA")):
+    with pytest.raises(RSVQAError, match=message) as info:
+      other_datasets.read_any(root, name)
+    assert str(info.value).endswith(hint), info.value
+  with pytest.raises(RSVQAError) as info:  # a folder of no layout: no hint
+    other_datasets.read_any(str(tmp_path), "floodnet")
+  assert "the folder holds" not in str(info.value)

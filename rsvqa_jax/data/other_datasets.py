@@ -39,7 +39,7 @@ the sample's position (0-based) over the sorted files; image ids number the dist
 """
 import os
 
-from rsvqa_jax.data import records, rsvqa_json
+from rsvqa_jax.data import records, rsvqa_json, split_files
 from rsvqa_jax.errors import RSVQAError
 
 FLOODNET_TYPES = {
@@ -135,7 +135,8 @@ def read_floodnet(root):
       raise RSVQAError(f"{path}: second question file for split {split} (first: {by_split[split]})")
     by_split[split] = path
   if not by_split:
-    raise RSVQAError(f"{root}: no FloodNet question file (Training_Question.json, Valid_..., Test_...)")
+    raise RSVQAError(f"{root}: no FloodNet question file (Training_Question.json, Valid_..., "
+                     f"Test_...){split_files.layout_hint(root)}")
   read = {s: (p, _floodnet_entries(p)) for s, p in sorted(by_split.items())}
   read = {s: (p, e) for s, (p, e) in read.items() if e is not None}
   if not read:
@@ -158,7 +159,7 @@ def read_rsivqa(root):
   """RSIVQA *.txt question files under `root` -> records.Dataset with one split "all"."""
   paths = _files(root, ".txt")
   if not paths:
-    raise RSVQAError(f"{root}: no RSIVQA .txt question file")
+    raise RSVQAError(f"{root}: no RSIVQA .txt question file{split_files.layout_hint(root)}")
   rows, image_ids = [], {}
   for path in paths:
     folder = os.path.relpath(os.path.dirname(path), root)

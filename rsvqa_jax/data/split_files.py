@@ -70,14 +70,23 @@ def check_layout(root, name):
   but holds another layout's (an LR folder read as HR, say): the layouts it holds are named."""
   if not os.path.isdir(root) or os.path.lexists(split_file(root, name, "train", "questions")):
     return
-  held = [n for n in LAYOUTS if os.path.lexists(split_file(root, n, "train", "questions"))]
-  if held:
-    which = (f"dataset {held[0]}: name it with --dataset {held[0]} (in a training config, "
-             f"data.name={held[0]})" if len(held) == 1 else
-             f"datasets {', '.join(held)}: name one with --dataset (in a training config, "
-             "data.name)")
+  hint = layout_hint(root)
+  if hint:
     raise RSVQAError(f"{root}: no {os.path.basename(split_file(root, name, 'train', 'questions'))}"
-                     f" (dataset {name}); the folder holds {which}")
+                     f" (dataset {name}){hint}")
+
+
+def layout_hint(root):
+  """'; the folder holds dataset lr: name it with ...' for the official layouts `root` holds,
+  or '' when it holds none: what a reader of another layout adds to its 'no file' error."""
+  held = [n for n in LAYOUTS if os.path.lexists(split_file(root, n, "train", "questions"))]
+  if not held:
+    return ""
+  if len(held) == 1:
+    return (f"; the folder holds dataset {held[0]}: name it with --dataset {held[0]} (in a "
+            f"training config, data.name={held[0]})")
+  return (f"; the folder holds datasets {', '.join(held)}: name one with --dataset (in a training "
+          "config, data.name)")
 
 
 def read_text(path, what):
