@@ -394,8 +394,9 @@ def _other_data(runs):
 def _pending_seeds(evaluated, pending, what):
   """The runs of `pending` (not evaluated) that are further seeds of the evaluated runs' model,
   so a row's 'E of N' counts them (a WARNING names the evaluate command); any other (another
-  dataset or setting, a seed run twice) is left out of N with a WARNING saying why. All of them when nothing is evaluated, or when the
-  evaluated runs are unlike already (the row then reads UNLIKE)."""
+  dataset or setting, a seed run twice) is left out of N with a WARNING saying why. All of them
+  when nothing is evaluated, or when the evaluated runs are unlike already (the row then reads
+  UNLIKE)."""
   base = [(r.workdir, r.identity) for r in evaluated if r.identity is not None]
   if not pending or not base or (len(base) > 1 and config_lib.unlike_seed_runs(base)):
     return pending
@@ -438,14 +439,13 @@ def table2(runs, split="test"):
     mine = [r for r in ref if _row_key(r) == key]
     label = labels.get(key) or (("RSVQA baseline (" if original else "") + LM_LABELS.get(lm, lm)
                                 + (")" if original else ""))
+    what = f"Table 2 row {label!r}"
     evaluated = [r for r in mine if r.accuracy]
     done = [r.accuracy for r in evaluated]
-    counted = evaluated + _pending_seeds(evaluated, [r for r in mine if not r.accuracy],
-                                         f"Table 2 row {label!r}")
+    counted = evaluated + _pending_seeds(evaluated, [r for r in mine if not r.accuracy], what)
     count = (str(len(counted)) if len(done) in (0, len(counted))
              else f"{len(done)} of {len(counted)}")
     lead = (label, "frozen" if frozen else "fine-tuned", FUSION_LABELS.get(fusion, fusion), count)
-    what = f"Table 2 row {label!r}"
     problem = _other_data(evaluated) if done else None
     if problem:
       _log.warning(f"{what}: {problem}; it reads {UNLIKE!r} instead of a mean: evaluate its runs "
@@ -459,9 +459,9 @@ def table2(runs, split="test"):
     rows.append((*lead, *(_over_runs([value(a, c) for a in done])
                           for c in [*types, "AA", "OA"])))
   return Table(caption=f"Table 2 layout: {split} accuracy (%), mean (std) over seeds, the value "
-                       "alone for one run (runs: how "
-                       "many workdirs, 'E of N' when E of them were evaluated; rows without an "
-                       f"evaluation say so, rows of unlike runs read {UNLIKE!r})",
+                       "alone for one run (runs: how many workdirs, 'E of N' when E of them were "
+                       "evaluated; rows without an evaluation say so, rows of unlike runs read "
+                       f"{UNLIKE!r})",
                columns=("Language model", "LM weights", "fusion", "runs",
                         *(type_name(t) for t in types), "AA", "OA"), rows=tuple(rows))
 

@@ -11,10 +11,9 @@ evaluated" everywhere). A Table 2 row over runs that are not one model over dist
 (evaluate --seeds's rule) reads "unlike runs", as does a Table 1 cell whose runs differ in more
 than the seed and the language model's learning rate, and a Figure 8 cell's; an evaluation of
 the last checkpoint is left out of Table 2, and answerability workdirs out of every table; each
-with a WARNING. Writes table1, table2 and,
-when the fine-tuned runs of a language model differ in its learning rate (configs/lr_sweep.py),
-figure8_lr (bias/tables.py layouts) as CSV, Markdown and LaTeX under --out, and prints the
-Markdown.
+with a WARNING. Writes table1, table2 and, when the fine-tuned runs of a language model differ
+in its learning rate (configs/lr_sweep.py), figure8_lr (bias/tables.py layouts) as CSV, Markdown
+and LaTeX under --out, and prints the Markdown.
 """
 import json
 import logging
@@ -119,6 +118,12 @@ def workdirs(root):
   return sorted(found)
 
 
+def _is_answerability(workdir):
+  """Whether a workdir's config has an answerability section (its head ranks pools)."""
+  config = _json(os.path.join(workdir, CONFIG_FILE))
+  return isinstance(config, dict) and "answerability" in config
+
+
 def read_run(workdir, split):
   """A bias/tables.RunRecord of one workdir."""
   from rsvqa_jax import config as config_lib  # pylint: disable=g-import-not-at-top
@@ -165,7 +170,7 @@ def run(args):
   if not found:
     raise RSVQAError(f"--runs {args.runs}: no training workdir (a folder with {CONFIG_FILE} and "
                      f"{METRICS_FILE}) under it")
-  ranking = [w for w in found if "answerability" in _json(os.path.join(w, CONFIG_FILE))]
+  ranking = [w for w in found if _is_answerability(w)]
   if ranking:
     _log.warning(f"{len(ranking)} answerability workdir(s) under {args.runs} left out (Table 4 "
                  f"of `rsvqa-jax evaluate --workdir W --answerability` scores them), e.g. "
