@@ -187,12 +187,17 @@ def paired_ratio(numerators, denominators, unit="x"):
   return summarize([n / d for n, d in zip(numerators, denominators)], unit)
 
 
+def ratio_text(summary):
+  """A paired ratio's summary as printed while a benchmark runs: "1.234 (1.000-1.500)"."""
+  return f"{summary['median']:.3f} ({summary['min']:.3f}-{summary['max']:.3f})"
+
+
 def report_pair(measured, key, out):
   """Writes {"machine", "cpu", **measured} to `out` and prints the paired ratio `key` of it."""
   info = machine()
   result = {"machine": info, "cpu": cpu_label(info), **measured}
   r = result[key]
-  print(f"{result['cpu']}: {key} {r['median']:.3f} ({r['min']:.3f}-{r['max']:.3f})")
+  print(f"{result['cpu']}: {key} {ratio_text(r)}")
   storage.write_json(out, result)
   return result
 

@@ -91,7 +91,7 @@ def main(argv=None):
   for row in args.rows.split(","):
     rows.append(measure_row(row, size, questions, args.batch, args.dtype, args.rounds, args.block_s))
     r = rows[-1]["plain / gated"]
-    print(f"{row}: plain / gated {r['median']:.3f} ({r['min']:.3f}-{r['max']:.3f}), copied MB "
+    print(f"{row}: plain / gated {timing.ratio_text(r)}, copied MB "
           f"{rows[-1]['copied_param_mb']}", flush=True)
   record = step_ab.result("update_order", argv, info, size=args.size, compute_dtype=args.dtype,
                           batch=args.batch, rounds=args.rounds, rows=rows)

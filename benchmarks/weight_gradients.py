@@ -12,6 +12,9 @@ patched to answer no while its step compiles). Timed in one process, in turn, al
 which goes first, the ratio paired per round:
 - "products": the weight gradient alone, x [M, K] and dy [M, N] in bf16 to a float32 [K, N],
   jitted both ways; the largest difference of the two results is reported.
+- "transposes": a [M, K] array transposed in memory as the rule's left operand is
+  (matmul._contracted_minor), in bf16 and in float32: the per-element costs behind
+  `matmul.BF16_TRANSPOSE_COST`.
 - each row LM:MODE:FUSION: the bf16 train step both ways, in blocks of about `--block-s`
   seconds; the first step's losses are compared, and the weight gradients that put dy first
   are counted while the step compiles.
@@ -63,14 +66,7 @@ def measure_product(shape, rounds, seed=0):
       fns[name] = fn.lower(x, dy).compile()
     results[name] = np.asarray(fns[name](x, dy))
 
-  def timed(fn):
-    def run():
-      start = time.perf_counter()
-      jax.block_until_ready(fn(x, dy))
-      return time.perf_counter() - start
-    return run
-
-  seconds, errors = timing.alternate({k: timed(f) for k, f in fns.items()}, rounds)
+  seconds, errors = timing.alternate({k: _timed(f, x, dy) for k, f in fns.items()}, rounds)
   return {"shape": list(shape), "errors": errors,
           "ms": {k: timing.summarize([s * 1e3 for s in t], "ms") for k, t in seconds.items()},
           "input_first / output_gradient_first": timing.paired_ratio(
@@ -78,6 +74,32 @@ def measure_product(shape, rounds, seed=0):
           "output_gradient_first_products": rules["output_gradient_first"].yes,
           "max_abs_diff": float(np.abs(results["input_first"] -
                                        results["output_gradient_first"]).max())}
+
+
+def _timed(fn, *args):
+  def run():
+    start = time.perf_counter()
+    jax.block_until_ready(fn(*args))
+    return time.perf_counter() - start
+  return run
+
+
+def measure_transposes(shape, rounds, seed=0):
+  """ns per element of a [M, K] transpose in memory, bf16 and float32, and their paired ratio."""
+  x = jnp.asarray(np.random.default_rng(seed).normal(size=shape[:2]), jnp.float32)
+  moved = lambda a: matmul._contracted_minor("mk,mn->kn", a)[1]  # pylint: disable=protected-access
+  runners = {}
+  for name, dtype in (("bf16", jnp.bfloat16), ("f32", jnp.float32)):
+    a = x.astype(dtype)
+    fn = jax.jit(moved).lower(a).compile()
+    runners[name] = _timed(fn, a)
+    runners[name]()
+  seconds, errors = timing.alternate(runners, rounds)
+  n = shape[0] * shape[1]
+  return {"shape": list(shape[:2]), "errors": errors,
+          "ns_per_element": {k: timing.summarize([1e9 * s / n for s in t], "ns")
+                             for k, t in seconds.items()},
+          "bf16 / f32": timing.paired_ratio(seconds["bf16"], seconds["f32"])}
 
 
 def measure_row(row, size, questions, batch, rounds, block_s):
@@ -100,9 +122,13 @@ def measure_row(row, size, questions, batch, rounds, block_s):
 def markdown(result):
   title = "bf16 weight gradients: the output gradient transposed first, against the input"
   fmt = step_ab.median_range
+  t = result["transposes"]
   lines = step_ab.header(title, "weight_gradients", result) + [
       f"Batch {result['batch']}, {result['size']} sizes, {result['rounds']} rounds; median "
       "(min-max)", "",
+      f"Transposes in memory ({t['shape'][0]} x {t['shape'][1]}, as the left operand is): bf16 "
+      f"{fmt(t['ns_per_element']['bf16'])} ns, float32 {fmt(t['ns_per_element']['f32'])} ns per "
+      f"element; bf16 / float32 {fmt(t['bf16 / f32'])}", "",
       "| what | input first ms | output gradient first ms | input first / output gradient "
       "first | check |", "|---|---|---|---|---|"]
   for p in result["products"]:
@@ -131,20 +157,20 @@ def main(argv=None):
   parser.add_argument("--products", default=";".join(",".join(map(str, p)) for p in PRODUCTS),
                       help="M,K,N;M,K,N;... (empty: none)")
   args, size, questions, info = step_ab.start(parser, argv)
+  key = "input_first / output_gradient_first"
+  transposes = measure_transposes(PRODUCTS[-1], args.rounds)
+  print(f"transposes: bf16 / f32 {timing.ratio_text(transposes['bf16 / f32'])}", flush=True)
   products = []
   for shape in filter(None, args.products.split(";")):
     products.append(measure_product(tuple(int(v) for v in shape.split(",")), args.rounds))
-    r = products[-1]["input_first / output_gradient_first"]
-    print(f"product {shape}: input first / output gradient first {r['median']:.3f} "
-          f"({r['min']:.3f}-{r['max']:.3f})", flush=True)
+    print(f"product {shape}: {key} {timing.ratio_text(products[-1][key])}", flush=True)
   rows = []
   for row in filter(None, args.rows.split(",")):
     rows.append(measure_row(row, size, questions, args.batch, args.rounds, args.block_s))
-    r = rows[-1]["input_first / output_gradient_first"]
-    print(f"{row}: input first / output gradient first {r['median']:.3f} ({r['min']:.3f}-"
-          f"{r['max']:.3f})", flush=True)
+    print(f"{row}: {key} {timing.ratio_text(rows[-1][key])}", flush=True)
   record = step_ab.result("weight_gradients", argv, info, size=args.size, batch=args.batch,
-                          rounds=args.rounds, products=products, rows=rows)
+                          rounds=args.rounds, transposes=transposes, products=products,
+                          rows=rows)
   step_ab.write(args.out, record, markdown(record))
 
 

@@ -371,6 +371,9 @@ def test_update_order_counts_the_copied_weights_of_both_updates_at_toy_size():
 
 def test_weight_gradients_times_both_operand_orders():
   from benchmarks import inputs, train_steps, weight_gradients  # pylint: disable=g-import-not-at-top
+  transposes = weight_gradients.measure_transposes((64, 96), 2)
+  assert not transposes["errors"] and transposes["bf16 / f32"]["repeats"] == 2
+  assert set(transposes["ns_per_element"]) == {"bf16", "f32"}
   product = weight_gradients.measure_product((64, 96, 8), 2)
   assert not product["errors"] and product["output_gradient_first_products"] == 1
   assert product["max_abs_diff"] < 1e-3
@@ -382,8 +385,9 @@ def test_weight_gradients_times_both_operand_orders():
   assert row["first_loss_abs_diff"] == 0.0
   md = weight_gradients.markdown({"command": "c", "machine": {"usable_cpus": 2, "jax": "x"},
                                   "cpu": "cpu", "batch": 8, "size": "toy", "rounds": 2,
-                                  "products": [product], "rows": [row]})
-  assert "| distilbert:finetuned:mult train step |" in md
+                                  "transposes": transposes, "products": [product],
+                                  "rows": [row]})
+  assert "| distilbert:finetuned:mult train step |" in md and "Transposes in memory (64 x 96" in md
 
 
 def test_word_table_sparse_adam_is_optax_adam_and_the_patched_lookup_passes_no_gradient():

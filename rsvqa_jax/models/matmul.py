@@ -160,8 +160,10 @@ def _backward(spec, out_dtype, residuals, g):
           _right_gradient(spec_a, out, spec_b, a, g, b_dtype.dtype))
 
 
-# A bf16 transpose in memory costs XLA:CPU about this many times a float32 one per element
-# (1.3 against 0.26 ns on the 2-core AMD EPYC: its float32 transposes take a faster path).
+# The weight of the float32 result's elements against the operands' in output_gradient_first:
+# empirical. Timed alone, a materialised float32 transpose costs about twice a bf16 one per
+# element, yet DistilBERT's second FFN layer is 1.5x faster with dy first, where the result's
+# transpose stays in the product's program (benchmarks/results/weight_gradients).
 BF16_TRANSPOSE_COST = 4
 
 
@@ -186,7 +188,7 @@ def _right_gradient(spec_a, spec_g, spec_b, a, g, dtype):
   without batch indices, the output gradient goes on the left instead when it is the smaller
   operand by enough, and the float32 product is transposed after: DistilBERT's second FFN
   layer transposes its [2240, 768] output gradient and a [3072, 768] float32 result instead of
-  its [2240, 3072] input: the whole weight gradient 1.6x faster on the AMD EPYC, the same
+  its [2240, 3072] input: the whole weight gradient 1.5x faster on the AMD EPYC, the same
   result (benchmarks/results/weight_gradients).
   """
   if not output_gradient_first(spec_a, spec_g, spec_b, a, g, dtype):
