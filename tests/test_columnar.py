@@ -205,6 +205,7 @@ def _edit(root, split, kind, fn, layout="xben"):
     ("answers", lambda e: e[0].update(answer=None), "is None: expected a non-empty string"),
     ("answers", lambda e: e.append(dict(e[0])), r"id \d+ appears twice \(entries 0 and \d+\)"),
     ("questions", lambda e: e[0].update(active="false"), "has active 'false'"),
+    ("images", lambda e: e[0].pop("active"), "has no 'active' key"),
 ])
 def test_columnar_refuses_what_the_json_reader_refuses(xben, kind, fn, message):
   root, _ = xben

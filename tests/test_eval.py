@@ -315,7 +315,9 @@ def test_shuffle_counts_refuses_and_warns_about_questions_left_on_their_own_imag
   assert kept == int((sub == rows).sum()) and 20 <= kept < 40
   assert f"gives {kept} of 40 answers" in caplog.text and "--adversarial random" in caplog.text
   with pytest.raises(RSVQAError, match=r"split test of W: shuffle substitution gives every "
-                                       r"question its own image back"):
+                                       r"question its own image back \(each batch of "
+                                       r"train.eval_batch_size questions holds a single image, of "
+                                       r"1 in the split\); use --adversarial random$"):
     adversarial.own_images_kept("shuffle", rows[:4], sub[:, :4], "split test of W")
   assert adversarial.own_images_kept("random", rows, sub, "W") is None
 

@@ -13,6 +13,7 @@ from rsvqa_jax.data import records
 from rsvqa_jax.data import rsvqa_json
 from rsvqa_jax.data import synthetic
 from rsvqa_jax.errors import RSVQAError
+from test_train_support import warnings_of_rsvqa_jax
 
 
 @pytest.fixture(scope="module")
@@ -237,6 +238,32 @@ def test_inactive_entries_are_skipped(broken, lr):
   assert qid not in ds["train"].question_id and len(ds["train"]) == len(split) - 1
 
 
+@pytest.mark.parametrize("columnar", [False, True])
+def test_a_question_active_in_two_splits_is_warned_of(broken, caplog, columnar):
+  """A test image and its questions copied into the train files, active there too: the test
+  score is no longer held out, which nothing said."""
+  test = {kind: json.load(open(rsvqa_json.split_file(broken, "lr", "test", kind)))[kind]
+          for kind in rsvqa_json.KINDS}
+  image = _active_image(test["images"])
+  ids = {"images": [image["id"]], "questions": image["questions_ids"],
+         "answers": [i for q in image["questions_ids"] for i in test["questions"][q]["answers_ids"]]}
+  for kind in rsvqa_json.KINDS:
+    _edit(broken, "train", kind, lambda entries, kind=kind: [
+        entries.__setitem__(i, test[kind][i]) for i in ids[kind]])
+  with warnings_of_rsvqa_jax(caplog):
+    ds = rsvqa_json.read_dataset(broken, "lr", columnar=columnar)
+  assert set(ids["questions"]) <= set(ds["train"].question_id.tolist())
+  shared = [r.getMessage() for r in caplog.records if "active in both" in r.getMessage()]
+  assert shared == [f"{broken}: {len(ids['questions'])} question(s) active in both train and test "
+                    f"(the first: id {min(ids['questions'])}): test is not held out from train"]
+
+
+def test_no_warning_of_shared_questions_in_disjoint_splits(lr, caplog):
+  with warnings_of_rsvqa_jax(caplog):
+    rsvqa_json.read_dataset(lr[0], "lr")
+  assert not [r for r in caplog.records if "active in both" in r.getMessage()]
+
+
 def _active_image(imgs):
   return next(e for e in imgs if e["active"] and e["questions_ids"])
 
@@ -273,6 +300,9 @@ DAMAGES = {
                            r"entry id \d+ has active 'false': expected true or false$"),
     "active as a number": ("images", lambda imgs: imgs[0].update(active=1),
                            r"entry id 0 has active 1: expected true or false$"),
+    "no active key": ("answers", lambda answers: _first_active(answers).pop("active"),
+                      r"entry id \d+ has no 'active' key: give each entry \"active\": true, or "
+                      r"false outside the split$"),
     "null answer": ("answers", _set_first(answer=None),
                     r"answer (\d+) \(question \1\) is None: expected a non-empty string$"),
     "empty answer": ("answers", _set_first(answer="  "),

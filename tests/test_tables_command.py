@@ -131,6 +131,18 @@ def test_evaluate_table_labels_counts_and_adversarial_rows():
   assert "comp" not in text and "rural_urban" not in text
 
 
+def test_evaluate_table_shows_a_training_type_the_split_lacks():
+  """A split without Counting questions lost the column silently; its AA is over fewer types."""
+  result = {"workdir": "/x/seed0", "oa": 0.5, "aa": 0.5, "n": 4, "per_type": {"comp": 0.5},
+            "per_type_n": {"comp": 4}, "types_absent": ["count", "presence"]}
+  table = tables.runs_table([result], "test, clean")
+  assert table.columns == ("run", "Comparison", "Counting", "Presence", "AA", "OA")
+  assert table.rows[0] == ("N (questions)", 4, 0, 0, "", 4)
+  assert table.caption == ("test, clean; no Counting, Presence question in the split: AA over "
+                           "the other 1 type(s)")
+  assert "| seed0 | 50.00 | n/a | n/a | 50.00 | 50.00 |" in tables.to_markdown(table)
+
+
 def test_report_timings_use_the_one_markdown_emitter():
   from rsvqa_jax.bias import report  # pylint: disable=g-import-not-at-top
   timings = {"timings": {"train/a": 1.25, "train/b": 2.0, "analysis": 0.5}}

@@ -1,6 +1,7 @@
 """The training loop end to end on a tiny task: learning, exact resume, evaluate, bad input."""
 import collections
 import csv
+import dataclasses
 import json
 import os
 
@@ -184,6 +185,18 @@ def test_evaluate_writes_predictions_and_aggregates(task, finished):
       (table["oa"] - 0.05, 0.05))
   text = tables.to_markdown(tables.runs_table([table, other], "seeds"))
   assert f"| {100 * (table['oa'] - 0.05):.2f} (5.00) |" in text.splitlines()[-1]
+
+
+def test_evaluate_names_a_training_type_the_split_lacks(task, finished):
+  dataset, features = task
+  test = dataset["test"]
+  kept = test.select(test.qtype != "rural_urban")
+  without = dataclasses.replace(dataset, splits={**dataset.splits, "test": kept})
+  table = accuracy.evaluate(finished[0], "test", dataset=without, features=features)
+  assert "rural_urban" in dataset["train"].qtypes and table["types_absent"] == ["rural_urban"]
+  assert set(table["per_type"]) == set(kept.qtypes) and table["n"] == len(kept)
+  whole = accuracy.evaluate(finished[0], "test", dataset=dataset, features=features)
+  assert whole["types_absent"] == []
 
 
 def test_reading_a_workdir_a_run_is_writing_says_so(task, finished):

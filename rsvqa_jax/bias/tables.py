@@ -152,11 +152,16 @@ def runs_table(results, caption, setup=None):
   names (type_name) in the paper's order, the first row N, the questions of each type.
 
   `workdir` names each row, followed by `setup` when given (e.g. "adversarial white"), so an
-  adversarial table's rows never read as the clean ones.
+  adversarial table's rows never read as the clean ones. A training type the split lacks
+  (`types_absent`) is a column of N 0 and n/a, and the caption says AA leaves it out.
   """
-  columns = [*type_order({t for r in results for t in r["per_type"]}), "AA", "OA"]
-  counts = results[0].get("per_type_n", {})
+  absent = list(dict.fromkeys(t for r in results for t in r.get("types_absent", ())))
+  columns = [*type_order({t for r in results for t in [*r["per_type"], *absent]}), "AA", "OA"]
+  counts = {**{t: 0 for t in absent}, **results[0].get("per_type_n", {})}
   rows = [(N_ROW, *(counts.get(c, "") for c in columns[:-2]), "", results[0]["n"])]
+  if absent:
+    caption += (f"; no {', '.join(type_name(t) for t in type_order(absent))} question in the "
+                f"split: AA over the other {len(columns) - 2 - len(absent)} type(s)")
   name = lambda r: os.path.basename(r["workdir"]) + (f" ({setup})" if setup else "")
   rows += [(name(r), *({**r["per_type"], "AA": r["aa"], "OA": r["oa"]}.get(c, math.nan)
                        for c in columns)) for r in results]

@@ -11,6 +11,8 @@ import logging
 import os
 import reprlib
 
+import numpy as np
+
 from rsvqa_jax import errors
 from rsvqa_jax.data import records
 from rsvqa_jax.errors import RSVQAError
@@ -167,7 +169,9 @@ def entry_id(e, pos, path, required):
   """(id, active) of entry `pos` of a split file, checked as every reader checks it.
 
   Ids must be non-negative integers and `active` a JSON boolean (a float id would be cast,
-  and the string "false" would count as active); an active entry must hold `required`.
+  and the string "false" would count as active); an active entry must hold `required`. An
+  entry without `active` is refused too: the official files flag every entry, and read as
+  inactive it would leave the split unwarned.
   """
   if not isinstance(e, dict) or "id" not in e:
     raise RSVQAError(f"{path}: entry {pos} is not an object with an 'id'")
@@ -175,7 +179,10 @@ def entry_id(e, pos, path, required):
   if not records.is_id(i):
     raise RSVQAError(f"{path}: entry {pos} has id {short_repr(i)}: expected a non-negative "
                      "integer")
-  flag = e.get("active", False)
+  if "active" not in e:
+    raise RSVQAError(f"{path}: entry id {i} has no 'active' key: give each entry \"active\": "
+                     "true, or false outside the split")
+  flag = e["active"]
   if not isinstance(flag, bool):
     raise RSVQAError(f"{path}: entry id {i} has active {short_repr(flag)}: expected true or "
                      "false")
@@ -273,8 +280,25 @@ def nonempty_text(value):
   return str(value).strip() or None
 
 
+def warn_shared_questions(root, splits):
+  """A WARNING per pair of splits that hold the same question (id and image): the files index
+  questions by global id, so such a question is in both, and a split scored after training on
+  the other is not held out (a re-split may share images between splits, never questions).
+  Ids alone could meet in files numbered per split, on other images."""
+  names = list(splits)
+  for pos, first in enumerate(names):
+    for second in names[pos + 1:]:
+      a, b = splits[first], splits[second]
+      ids, in_a, in_b = np.intersect1d(a.question_id, b.question_id, return_indices=True)
+      shared = ids[a.image_id[in_a] == b.image_id[in_b]]
+      if len(shared):
+        LOG.warning(f"{root}: {len(shared)} question(s) active in both {first} and {second} "
+                    f"(the first: id {int(shared[0])}): {second} is not held out from {first}")
+
+
 def make_dataset(root, name, splits):
   """The records.Dataset of official folder `root` of layout `name` with these splits."""
+  warn_shared_questions(root, splits)
   layout = LAYOUTS[name]
   image_dir = os.path.join(root, layout.image_dir)
   return records.Dataset(name=name, root=root, splits=splits,

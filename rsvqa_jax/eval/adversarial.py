@@ -95,7 +95,8 @@ def own_images_kept(kind, rows, sub_rows, where):
   kept = int(np.sum(sub_rows == np.asarray(rows)[None]))
   if kept == sub_rows.size:
     raise RSVQAError(f"{where}: shuffle substitution gives every question its own image back "
-                     "(each batch holds a single image); use --adversarial random")
+                     f"(each batch of train.eval_batch_size questions holds a single image, of "
+                     f"{len(np.unique(rows))} in the split); use --adversarial random")
   if kept:
     _log.warning("%s: shuffle substitution gives %d of %d answers (%.1f%%) their own image back "
                  "(a batch's questions share images); --adversarial random never does", where,
