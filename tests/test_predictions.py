@@ -222,7 +222,7 @@ def test_three_prediction_styles_give_identical_tables(tmp_path, dataset, capsys
   with open(tmp_path / "out0" / "types_train.csv") as f:
     overall = next(r for r in csv.DictReader(f) if r["Question type"] == "Overall")
   assert overall["RSVQA_Acc (%)"] == f"{100 * sum(expected) / len(split) + 1e-9:.2f}"
-  tail = (f", 1 outside the training answer space, counted wrong ('banana' x1), 1 missing, "
+  tail = (", 1 outside the training answer space, counted wrong ('banana' x1), 1 missing, "
           "counted wrong")
   n_mapped = [sum(a != b for a, b in zip(styles[0], p)) for p in styles]
   assert n_mapped[0] == 0 and n_mapped[1] > 0 and n_mapped[2] > 0
