@@ -104,9 +104,13 @@ def build_parser(argv):
 
 class _StoreOnce(argparse._StoreAction):  # pylint: disable=protected-access
   """A single-valued option given twice is an error: argparse kept the last value silently
-  (`evaluate --split val --split test` evaluated test alone)."""
+  (`evaluate --split val --split test` evaluated test alone). So is an empty value: read as
+  unset (`evaluate --workdir ''` then failed inside), or as the current folder (`synth --out
+  ''`)."""
 
   def __call__(self, parser, namespace, values, option_string=None):
+    if isinstance(values, str) and not values.strip():
+      parser.error(f"{option_string or self.dest} {values!r} is empty: give a value")
     if getattr(self, "given", None) is not None:
       parser.error(f"{option_string} given twice ({self.given!r} and {values!r}); give it once")
     self.given = values

@@ -47,7 +47,7 @@ def test_predict_agrees_with_evaluate(tiny):
   with open(tiny / "runs" / "tiny" / "eval" / "test" / "predictions.csv") as f:
     rows = list(csv.DictReader(f))[:12]
   folder = os.path.join(run.config.data.cache_dir or str(tiny / "runs" / "rsvqa_cache"),
-                        "synthetic_lr_40_0", "Images_LR")
+                        "synthetic_lr_40_0_q20", "Images_LR")
   questions = {}
   from rsvqa_jax.data import rsvqa_json  # pylint: disable=g-import-not-at-top
   test = rsvqa_json.read_dataset(os.path.dirname(folder), "lr")["test"]
@@ -188,7 +188,7 @@ def test_predict_warns_of_questions_without_a_known_word(tiny, caplog):
 
 
 def test_analyze_returns_tables(tiny):
-  root = str(tiny / "runs" / "rsvqa_cache" / "synthetic_lr_40_0")
+  root = str(tiny / "runs" / "rsvqa_cache" / "synthetic_lr_40_0_q20")
   out = rsvqa_jax.analyze(root, "lr")
   assert set(out) == {"test"}
   types = out["test"]["types"]

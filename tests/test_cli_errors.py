@@ -65,7 +65,12 @@ def test_an_exception_no_check_caught_is_one_line_unless_asked(monkeypatch, caps
     (["evaluate", "--workdir", "a", "--workdir", "b"],
      "--workdir given twice ('a' and 'b'); give it once"),
     (["train", "--config", "c.py", "--config", "d.py", "--workdir", "w"],
-     "--config given twice ('c.py' and 'd.py'); give it once")])
+     "--config given twice ('c.py' and 'd.py'); give it once"),
+    # An empty value read as unset (a TypeError inside) or as the current folder.
+    (["evaluate", "--workdir", ""], "--workdir '' is empty: give a value"),
+    (["synth", "--out", " "], "--out ' ' is empty: give a value"),
+    (["features", "--data", "d", "--cache", "c", "--splits", ""],
+     "--splits '' is empty: give a value")])
 def test_options_out_of_range_are_usage_errors(capsys, argv, message):
   with pytest.raises(SystemExit) as exit_info:
     cli.main(argv)
@@ -130,7 +135,33 @@ def test_values_out_of_range_are_refused_before_any_work(tmp_path, capsys, argv,
       "--config.study.adversarial=('purple',)"], "config study.adversarial=('purple',): 'purple' "
      "is not one of random"),
     (["config", "--config", "configs/study_synthetic.py", "--config.study.seeds=()"],
-     "config study.seeds is empty")])
+     "config study.seeds is empty"),
+    # Refused only once the pretraining data was drawn (a ValueError), or by train alone.
+    (["config", "--config", "configs/synthetic_tiny.py", "--config.image.pretrain.depth=7"],
+     "config image.pretrain.depth=7: choose one of 18, 34, 50, 101, 152"),
+    (["config", "--config", "configs/synthetic_tiny.py", "--config.image.arch=resnet7"],
+     "config image.arch='resnet7': choose one of synthetic_resnet, resnet18, resnet34"),
+    # An empty or unknown grid trained nothing (or failed after the pretraining) and its summary
+    # read as a result: "Every reference model beats its question-only twin".
+    (["config", "--config", "configs/study_synthetic.py", "--config.study.language_models="],
+     "config study.language_models is empty: give one or more keys of study.lm"),
+    (["config", "--config", "configs/study_synthetic.py", "--config.study.lm_weights="],
+     "config study.lm_weights is empty: give one or more frozen or finetuned"),
+    (["config", "--config", "configs/answerability_study.py",
+      "--config.answerability.study.language_models="],
+     "config answerability.study.language_models is empty"),
+    (["config", "--config", "configs/answerability_study.py",
+      "--config.answerability.study.language_models=gpt"],
+     "config answerability.study.language_models names 'gpt', study.lm has"),
+    (["config", "--config", "configs/answerability_study.py",
+      "--config.answerability.study.weights=foo"],
+     "config answerability.study.weights: 'foo' is not one of"),
+    (["config", "--config", "configs/answerability_study.py",
+      "--config.answerability.study.num_epochs=-1"],
+     "config answerability.study.num_epochs=-1: must be a whole number >= 0"),
+    (["config", "--config", "configs/answerability_study.py",
+      "--config.answerability.study.top_words=0"],
+     "config answerability.study.top_words=0: must be a whole number >= 1")])
 def test_configs_are_checked_whole_when_only_shown(argv, message, capsys):
   assert cli.main(argv) == 2
   assert message in capsys.readouterr().err

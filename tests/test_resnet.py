@@ -241,3 +241,9 @@ def test_torchvision_layout_parity(tmp_path, depth, suffix):
   _assert_close(out["map"], ref_map.numpy().transpose(0, 2, 3, 1))
   _assert_close(out["pooled"], ref_map.numpy().mean(axis=(2, 3)))
   _assert_close(out["logits"], ref_logits.numpy())
+
+
+def test_the_config_offers_the_depths_the_model_builds():
+  from rsvqa_jax import config  # pylint: disable=g-import-not-at-top
+  from rsvqa_jax.models import resnet  # pylint: disable=g-import-not-at-top
+  assert config.RESNET_DEPTHS == tuple(sorted(resnet.ARCHS))

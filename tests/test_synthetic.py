@@ -214,6 +214,18 @@ def test_prior_knob_moves_yes_rate():
   assert rates[2] > rates[1] + 0.08
 
 
+@pytest.mark.parametrize("strength", [930.0, 3000.0, 1e308])
+def test_the_strongest_priors_keep_the_most_common_answer(strength):
+  """p_real^s underflowed to 0 / 0 for every key: presence drew only "no" at 3000, the real
+  prior's weaker answer, and counts fell to their last bin from about 930."""
+  for qtype in ("presence", "count"):
+    keys, p = Q.prior(qtype, strength)
+    real = Q.REAL_PRIORS[qtype]
+    assert np.isfinite(p).all() and p.sum() == pytest.approx(1.0)
+    assert keys[int(np.argmax(p))] == max(real, key=real.get) and p.max() == 1.0
+  assert _presence_yes_rate(strength) == 1.0
+
+
 def test_default_priors_are_realistic(lr):
   _, gen = lr
   qs = list(gen.questions.values())

@@ -58,7 +58,7 @@ def test_data_root_replaces_the_recorded_folder_and_is_refused_where_none_is_rea
   assert checkpointing.check_or_record_config(synthetic, c)
   assert checkpointing.read_config(synthetic).data.synthetic
   with pytest.raises(RSVQAError, match=r"trains on the synthetic dataset its config generates "
-                                       r"\(.*synthetic_lr_12_0\), not on a dataset folder"):
+                                       r"\(.*synthetic_lr_12_0_q100\), not on a dataset folder"):
     checkpointing.read_config(synthetic, str(elsewhere))
 
 
@@ -96,3 +96,12 @@ def test_an_answer_vocabulary_that_changed_names_the_first_class_that_differs(tm
   AnswerVocab(vocab.answers[:-1]).save(str(path))
   with pytest.raises(RSVQAError, match=rf"class {len(vocab) - 1} is no answer there, "):
     inputs.answer_vocab(dataset, config, str(tmp_path))
+
+
+def test_configs_of_other_question_counts_generate_in_other_folders(tmp_path):
+  """Two configs sharing a cache folder, 20 and 10 questions per image, replaced each other's
+  dataset there, and the first one's runs could no longer be evaluated."""
+  a, b = _config("", str(tmp_path / "cache")), _config("", str(tmp_path / "cache"))
+  a.data.synthetic_questions_per_image, b.data.synthetic_questions_per_image = 20, 10
+  roots = {config_lib.synthetic_root(c, str(tmp_path / "w")) for c in (a, b)}
+  assert len(roots) == 2 and all(os.path.dirname(r) == str(tmp_path / "cache") for r in roots)

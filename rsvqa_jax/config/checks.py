@@ -4,7 +4,8 @@ import math
 
 import ml_collections
 
-from rsvqa_jax.config.defaults import FUSIONS, LANGUAGE_MODELS, RANDOM
+from rsvqa_jax.config.defaults import (FUSIONS, IMAGE_ARCHS, LANGUAGE_MODELS, RANDOM,
+                                       RESNET_DEPTHS)
 from rsvqa_jax.errors import RSVQAError
 
 # Keys with a closed set of values: checked before anything is created (check()).
@@ -17,6 +18,10 @@ CHOICES = {
     "train.compute_dtype": ("float32", "bfloat16"),
     "study.adv_pool": ("dataset", "split"),
     "study.variant": ("lr", "hr"),
+    "image.arch": IMAGE_ARCHS,
+    # Read only with image.arch=synthetic_resnet, after the pretraining data is drawn: checked
+    # whatever the arch, as every key is.
+    "image.pretrain.depth": RESNET_DEPTHS,
 }
 
 
@@ -71,6 +76,10 @@ RANGES = {
                                       "above 0 and at most 100"),
     "answerability.balance": (0, math.nextafter(1.0, 2.0), True, (int, float),
                               "a number in [0, 1]"),
+    "answerability.study.num_epochs": (0, None, True, int, "a whole number >= 0 (0: "
+                                       "train.num_epochs)"),
+    "answerability.study.word_min_count": (0, None, True, int, "a whole number >= 0"),
+    "answerability.study.top_words": (1, None, True, int, "a whole number >= 1"),
 }
 # List keys that must not be empty, and what to give instead: every question is padded to a bucket
 # of train.length_buckets, so none is an IndexError later. (Their order does not matter: every
@@ -103,7 +112,7 @@ def check(config):
   for key, allowed in CHOICES.items():
     node = _lookup(config, key)
     if node is not None and node not in allowed:
-      raise RSVQAError(f"config {key}={node!r}: choose one of {', '.join(allowed)}")
+      raise RSVQAError(f"config {key}={node!r}: choose one of {', '.join(map(str, allowed))}")
   for key, interval in RANGES.items():
     section, _, name = key.rpartition(".")
     node = _lookup(config, section) if section else config

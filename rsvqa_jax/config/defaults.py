@@ -6,6 +6,10 @@ import ml_collections
 RANDOM = "random"
 LANGUAGE_MODELS = ("skipthoughts", "distilbert", "bert", "roberta")
 FUSIONS = ("mult", "concat", "mutan")
+# The ResNet depths models/resnet.ARCHS builds (a test keeps the two alike), and image.arch's
+# values: a torchvision ResNet of one of them, or the small one pretrained on synthetic scenes.
+RESNET_DEPTHS = (18, 34, 50, 101, 152)
+IMAGE_ARCHS = ("synthetic_resnet", *(f"resnet{d}" for d in RESNET_DEPTHS))
 # Folders under a run's cache directory (data.cache_dir, default beside the workdir).
 FEATURES_DIR, QUESTIONS_DIR, PRETRAINED_DIR = "features", "questions", "synthetic_resnet"
 

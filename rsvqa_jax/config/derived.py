@@ -34,7 +34,10 @@ def image_config(image, cache):
 
 
 def synthetic_root(config, workdir):
-  """The folder of the synthetic dataset a config generates (data.synthetic)."""
+  """The folder of the synthetic dataset a config generates (data.synthetic), named by every
+  generator setting a config gives: two configs sharing a cache folder (data.cache_dir) never
+  replace each other's dataset, which left the runs of the first unable to evaluate."""
   d = config.data
-  name = f"synthetic_{d.synthetic_variant}_{d.synthetic_images}_{d.synthetic_seed}"
+  name = (f"synthetic_{d.synthetic_variant}_{d.synthetic_images}_{d.synthetic_seed}_"
+          f"q{d.synthetic_questions_per_image}")
   return os.path.join(cache_dir(config, workdir), name)

@@ -268,9 +268,16 @@ def answer_key(qtype, answer):
 
 
 def prior(qtype, strength):
-  """p_s(answer key) ~ p_real^s for the wanted answers of one question type."""
+  """p_s(answer key) ~ p_real^s for the wanted answers of one question type.
+
+  Taken in logs, relative to the most common key: p_real^s itself underflows to 0 for every
+  key at strengths in the hundreds to thousands, and 0 / 0 drew the last key ("no" at 3000,
+  against the real prior's yes) where the strongest prior is its most common key alone.
+  """
   keys = list(REAL_PRIORS[qtype])
-  p = np.asarray([REAL_PRIORS[qtype][k] for k in keys]) ** strength
+  with np.errstate(over="ignore"):  # a key's -inf at astronomical strengths: probability 0
+    log_p = strength * np.log(np.asarray([REAL_PRIORS[qtype][k] for k in keys]))
+  p = np.exp(log_p - log_p.max())
   return keys, p / p.sum()
 
 

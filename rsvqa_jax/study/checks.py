@@ -31,15 +31,10 @@ def check(config, paths=True):
                      "configs/study_synthetic.py")
   s = config.study
   config_lib.check(config)
-  for lm in s.language_models:
-    if lm not in s.lm:
-      raise RSVQAError(f"config study.language_models names {lm!r}, study.lm has "
-                       f"{sorted(s.lm.keys())}")
-  for w in s.lm_weights:
-    if w not in names.WEIGHTS:
-      raise RSVQAError(f"config study.lm_weights: {w!r} is not one of {names.WEIGHTS}")
-  if not s.seeds:
-    raise RSVQAError("config study.seeds is empty")
+  _check_grid("study", s.language_models, s.lm_weights, s.seeds, s)
+  if "answerability" in config:
+    st = config.answerability.study
+    _check_grid("answerability.study", st.language_models, (st.weights,), st.seeds, s)
   if s.balanced.enabled and s.balanced.language_model not in s.lm:
     raise RSVQAError(f"config study.balanced.language_model={s.balanced.language_model!r}: "
                      f"not in study.lm")
@@ -58,6 +53,23 @@ def check(config, paths=True):
     if s.grounding.method not in grounding.METHODS:
       raise RSVQAError(f"config study.grounding.method={s.grounding.method!r}: choose one of "
                        f"{', '.join(grounding.METHODS)}")
+
+
+def _check_grid(section, language_models, weights, seeds, s):
+  """A grid's language models (keys of study.lm), weights and seeds: none may be empty (an empty
+  grid trains nothing and its summary would still read as a result) or unknown."""
+  key = "weights" if section.startswith("answerability") else "lm_weights"
+  for name, values, what in (("language_models", language_models, "keys of study.lm"),
+                             (key, weights, " or ".join(names.WEIGHTS)), ("seeds", seeds, "seeds")):
+    if not values:
+      raise RSVQAError(f"config {section}.{name} is empty: give one or more {what}")
+  for lm in language_models:
+    if lm not in s.lm:
+      raise RSVQAError(f"config {section}.language_models names {lm!r}, study.lm has "
+                       f"{sorted(s.lm.keys())}")
+  for w in weights:
+    if w not in names.WEIGHTS:
+      raise RSVQAError(f"config {section}.{key}: {w!r} is not one of {names.WEIGHTS}")
 
 
 def _check_protocol(s):
