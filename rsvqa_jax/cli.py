@@ -189,6 +189,11 @@ def main(argv=None):
   except KeyboardInterrupt:
     print(f"rsvqa-jax {name}: interrupted", file=sys.stderr)
     return 130
+  except MemoryError as e:  # a size or count too large for this machine, not a fault of ours
+    detail = str(e) or "MemoryError"
+    print(f"rsvqa-jax {name}: error: not enough memory for these sizes or counts ({detail}); "
+          "give smaller ones", file=sys.stderr)
+    return 2
   except Exception as e:  # pylint: disable=broad-exception-caught
     if os.environ.get(SHOW_TRACEBACK, "") not in ("", "0"):
       raise

@@ -40,6 +40,17 @@ def test_an_exception_no_check_caught_is_one_line_unless_asked(monkeypatch, caps
     cli.main(["-q", "synth", "--out", "x"])
 
 
+def test_memory_exhausted_by_a_size_is_one_line_naming_it(monkeypatch, capsys):
+  """evaluate --repeats 100000000 ended as an input "this command does not check yet"."""
+  def too_large(args):
+    raise MemoryError("Unable to allocate 59.6 GiB for an array with shape (100000000, 80)")
+  monkeypatch.setattr(synth, "run", too_large)
+  status, lines = _run(capsys, "synth", "--out", "x")
+  assert status == 2 and lines == [
+      "rsvqa-jax synth: error: not enough memory for these sizes or counts (Unable to allocate "
+      "59.6 GiB for an array with shape (100000000, 80)); give smaller ones"]
+
+
 @pytest.mark.parametrize("argv,message", [
     (["synth", "--out", "s", "--seed", "-1"],
      "argument --seed: -1: a seed is a whole number from 0 to 4294967295"),

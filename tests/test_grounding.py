@@ -196,3 +196,17 @@ def test_all_empty_truths_are_said_so_not_scored_as_nan(tmp_path, capsys):
   printed = capsys.readouterr().out
   assert "2 masks, all empty: no coverage or boundary complexity to report" in printed
   assert "nan" not in printed
+
+
+@pytest.mark.parametrize("action,flags", [
+    ("stats", ["--split", "test"]), ("stats", ["--images", "shuffled"]),
+    ("score", ["--checkpoint", "last"]), ("score", ["--method", "gradcam"]),
+    ("stats", ["--data-root", "d"]), ("score", ["--allow-pickle"])])
+def test_mask_forms_refuse_the_workdir_forms_options(tmp_path, capsys, action, flags):
+  """`grounding stats --split test` counted every mask of --truth, and said nothing of it."""
+  argv = ["grounding", action, "--truth", str(tmp_path), "--out", str(tmp_path / "O")]
+  argv += ["--predicted", str(tmp_path)] if action == "score" else []
+  assert cli.main(argv + flags) == 2
+  assert capsys.readouterr().err.strip().endswith(f"{flags[0]} does not apply to grounding "
+                                                  f"{action}")
+  assert not (tmp_path / "O").exists()

@@ -152,6 +152,17 @@ def test_report_timings_use_the_one_markdown_emitter():
                                "| total | 3 | 3.8 |"]
 
 
+def test_a_split_evaluated_at_the_last_checkpoint_only_is_said_so(tmp_path, capsys):
+  """The error read "no workdir was evaluated on it (evaluated splits: test)" for test itself."""
+  runs = tmp_path / "runs"
+  _workdir(runs, "db_ft/seed0", test=(0.9, 0.6), checkpoint="last")
+  rc, out = _run(runs, capsys)
+  assert rc == 2 and out.err.strip().splitlines()[-1] == (
+      f"rsvqa-jax tables: error: --split test: no workdir under {runs} has its best checkpoint "
+      "evaluated on it, only another (--checkpoint last); rsvqa-jax evaluate --workdir W scores "
+      "the best")
+
+
 def test_a_split_no_workdir_was_evaluated_on_and_unreadable_metrics_are_said(tmp_path, capsys):
   runs = tmp_path / "runs"
   w = _workdir(runs, "db_ft/seed0", val=(0.8,), test=(0.9, 0.6))

@@ -29,18 +29,24 @@ def add_arguments(parser):
   parser.add_argument("--confidence", metavar="C.csv",
                       help="score: CSV question_id,confidence ranking the predictions for AP")
   parser.add_argument("--workdir", help="a trained workdir (the relevance-map form)")
-  parser.add_argument("--split", default="test", help="workdir form: split (default: test)")
-  parser.add_argument("--checkpoint", choices=("best", "last"), default="best",
+  # The workdir form's options default to None, so that score and stats can refuse them.
+  parser.add_argument("--split", help="workdir form: split (default: test)")
+  parser.add_argument("--checkpoint", choices=("best", "last"),
                       help="workdir form: best-on-validation (default) or the last checkpoint")
-  parser.add_argument("--method", choices=("auto", "attention", "gradcam"), default="auto",
-                      help="workdir form: relevance maps from the model's attention (auto: where "
-                           "it has one) or Grad-CAM on the image feature map")
-  parser.add_argument("--images", choices=("own", "shuffled"), default="own",
-                      help="workdir form: each question's own image, or a random other image "
-                           "(a control: its grounding should fall to the floor)")
+  parser.add_argument("--method", choices=("auto", "attention", "gradcam"),
+                      help="workdir form: relevance maps from the model's attention (auto, the "
+                           "default: where it has one) or Grad-CAM on the image feature map")
+  parser.add_argument("--images", choices=("own", "shuffled"),
+                      help="workdir form: each question's own image (the default), or a random "
+                           "other image (a control: its grounding should fall to the floor)")
   parser.add_argument("--data-root", default=None,
                       help="workdir form: dataset folder, when it moved since training")
   common.add_pickle_argument(parser)
+
+
+# Options of the workdir form alone: score and stats read mask folders, whatever these say.
+WORKDIR_FLAGS = ("--workdir", "--split", "--checkpoint", "--method", "--images", "--data-root",
+                 "--allow-pickle")
 
 
 def _refuse(args, flags, what):
@@ -52,7 +58,7 @@ def _refuse(args, flags, what):
 def run(args):
   from rsvqa_jax.bias import grounding  # pylint: disable=g-import-not-at-top
   if args.action == "score":
-    _refuse(args, ("--workdir",), "grounding score")
+    _refuse(args, WORKDIR_FLAGS, "grounding score")
     if not args.predicted or not args.truth:
       raise RSVQAError("grounding score needs --predicted P and --truth T")
     s = grounding.score_folders(args.predicted, args.truth, args.out, args.confidence)
@@ -74,7 +80,7 @@ def run(args):
             "{question_id}.png")
     return 0
   if args.action == "stats":
-    _refuse(args, ("--workdir", "--predicted", "--confidence"), "grounding stats")
+    _refuse(args, ("--predicted", "--confidence", *WORKDIR_FLAGS), "grounding stats")
     if not args.truth:
       raise RSVQAError("grounding stats needs --truth T")
     s = grounding.stats_folder(args.truth, args.out)
@@ -92,9 +98,9 @@ def run(args):
   from rsvqa_jax.bias import tables  # pylint: disable=g-import-not-at-top
   from rsvqa_jax.eval import grounding as evaluator  # pylint: disable=g-import-not-at-top
   with common.trusted_pickles(args):
-    result = evaluator.evaluate(args.workdir, args.split, args.out, method=args.method,
-                                images=args.images, which=args.checkpoint,
-                                data_root=args.data_root)
+    result = evaluator.evaluate(args.workdir, args.split or "test", args.out,
+                                method=args.method or "auto", images=args.images or "own",
+                                which=args.checkpoint or "best", data_root=args.data_root)
   for table in result["tables"]:
     print(tables.to_markdown(table))
   print(f"written to {args.out}")

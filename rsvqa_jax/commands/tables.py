@@ -182,6 +182,10 @@ def run(args):
   runs = [read_run(w, args.split) for w in found]
   if not any(r.accuracy for r in runs):
     evaluated = sorted({s for w in found for s in _evaluated_splits(w)})
+    if args.split in evaluated:
+      raise RSVQAError(f"--split {args.split}: no workdir under {args.runs} has its best "
+                       "checkpoint evaluated on it, only another (--checkpoint last); rsvqa-jax "
+                       "evaluate --workdir W scores the best")
     if evaluated:
       raise RSVQAError(f"--split {args.split}: no workdir under {args.runs} was evaluated on it "
                        f"(evaluated splits: {', '.join(evaluated)})")
