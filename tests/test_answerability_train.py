@@ -11,6 +11,7 @@ pixels (configs/answerability_study.py).
 import csv
 import json
 import os
+import shutil
 
 import jax
 import jax.numpy as jnp
@@ -20,7 +21,7 @@ import pytest
 from rsvqa_jax import config as config_lib
 from rsvqa_jax.bias import answerability as metrics_lib
 from rsvqa_jax.data import answerability as pools_lib
-from rsvqa_jax.data import records, scenes
+from rsvqa_jax.data import records, scenes, synthetic
 from rsvqa_jax.errors import RSVQAError
 from rsvqa_jax.eval import answerability as evaluation
 from rsvqa_jax.train import answerability as train_lib
@@ -150,6 +151,18 @@ def test_select_ranks_unlabelled_pairs_by_entropy(task):
   entropy = [float(r["entropy"]) for r in picked]
   assert entropy == sorted(entropy, reverse=True)
   assert all(0 <= float(r["score"]) <= 1 for r in picked)
+  # A pool file of another dataset was ranked with this workdir's images of the same ids.
+  other = task["tmp"] / "other_dataset"
+  other.mkdir(exist_ok=True)
+  (other / synthetic.MANIFEST).write_text("{}")
+  foreign = other / "Answerability_test.csv"
+  shutil.copy(path, foreign)
+  with pytest.raises(RSVQAError, match=(
+      f"--pool {foreign}: lies in the dataset folder {other}, but the workdir trained on "
+      ".*: its image ids name that dataset's images")):
+    evaluation.select(task["runs"]["reference"]["workdir"], str(foreign), 7,
+                      str(task["tmp"] / "top2.csv"), dataset=task["dataset"],
+                      features=task["features"])
   with pytest.raises(RSVQAError, match="--top 0"):
     evaluation.select(task["runs"]["reference"]["workdir"], path, 0)
   with pytest.raises(RSVQAError, match=f"--out {task['tmp']}: is a folder; give the CSV file"):

@@ -150,6 +150,22 @@ def test_values_out_of_range_are_refused_before_any_work(tmp_path, capsys, argv,
     # Refused only once the pretraining data was drawn (a ValueError), or by train alone.
     (["config", "--config", "configs/synthetic_tiny.py", "--config.image.pretrain.depth=7"],
      "config image.pretrain.depth=7: choose one of 18, 34, 50, 101, 152"),
+    # Refused by the generator in its synth flags' names (--images 0, --prior-strength -1.0).
+    (["config", "--config", "configs/synthetic_tiny.py", "--config.data.synthetic_images=0"],
+     "config data.synthetic_images=0: the lr variant needs at least 3 images (one per split)"),
+    (["config", "--config", "configs/study_synthetic.py", "--config.study.prior_strength=-1"],
+     "config study.prior_strength=-1.0: must be a number >= 0"),
+    (["config", "--config", "configs/study_synthetic.py", "--config.study.questions_per_image=0"],
+     "config study.questions_per_image=0: must be a whole number from 1 to 1000"),
+    (["config", "--config", "configs/synthetic_tiny.py", "--config.data.synthetic_variant=xx"],
+     "config data.synthetic_variant='xx': choose one of lr, hr, xben"),
+    (["config", "--config", "configs/synthetic_tiny.py",
+      "--config.data.augment_variants=hflip,foo"],
+     "config data.augment_variants=('hflip', 'foo'): 'foo' is not one of them; choose one of "
+     "hflip, vflip"),
+    (["config", "--config", "configs/answerability_synthetic.py",
+      "--config.answerability.loss=foo"],
+     "config answerability.loss='foo': choose one of bce, listnet"),
     (["config", "--config", "configs/synthetic_tiny.py", "--config.image.arch=resnet7"],
      "config image.arch='resnet7': choose one of synthetic_resnet, resnet18, resnet34"),
     # An empty or unknown grid trained nothing (or failed after the pretraining) and its summary

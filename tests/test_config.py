@@ -281,3 +281,14 @@ def test_a_dataset_folder_beside_a_synthetic_setting_is_refused(tmp_path, capsys
                    f"--config.data.root={tmp_path}"]) == 2
   assert f"never read {tmp_path}" in capsys.readouterr().err
   assert not (tmp_path / "w").exists()
+
+
+def test_the_config_offers_the_augment_variants_the_cache_computes():
+  from rsvqa_jax.features import pixels  # pylint: disable=g-import-not-at-top
+  assert config_lib.AUGMENT_VARIANTS == tuple(v for v in pixels.VARIANTS if v != "none")
+
+
+def test_the_config_bounds_questions_per_image_as_the_generator_does():
+  from rsvqa_jax.data import synthetic  # pylint: disable=g-import-not-at-top
+  _, high, _, _, _ = config_lib.RANGES["data.synthetic_questions_per_image"]
+  assert high - 1 == synthetic.MAX_QUESTIONS_PER_IMAGE

@@ -202,6 +202,23 @@ def _answers_replaced(split, answer):
   return type(split).from_rows(split.name, rows)
 
 
+def _one_epoch():
+  c = _config()
+  c.train.num_epochs = 1
+  return c
+
+
+def _warnings_of_runs(tmp_path, caplog, features, runs):
+  """{name: the rsvqa_jax WARNINGs of training `runs[name]` = (config, dataset)}."""
+  said = {}
+  for name, (config, data) in runs.items():
+    caplog.clear()
+    with warnings_of_rsvqa_jax(caplog):
+      loop.train(config, str(tmp_path / name), dataset=data, features=features, **QUIET)
+    said[name] = [r.getMessage() for r in caplog.records]
+  return said
+
+
 def test_data_a_run_learns_nothing_from_is_a_warning(task, tmp_path, caplog):
   """A train split of one answer, or val answers none of which is a training answer, trained
   in silence (validation OA 0 at every epoch, only `validate` told)."""
@@ -210,14 +227,9 @@ def test_data_a_run_learns_nothing_from_is_a_warning(task, tmp_path, caplog):
                                              "train": _answers_replaced(dataset["train"], "yes")})
   foreign = dataclasses.replace(dataset, splits={**dataset.splits,
                                                  "val": _answers_replaced(dataset["val"], "7")})
-  c = _config()
-  c.train.num_epochs = 1
-  said = {}
-  for name, data in (("one", one), ("foreign", foreign), ("plain", dataset)):
-    caplog.clear()
-    with warnings_of_rsvqa_jax(caplog):
-      loop.train(c, str(tmp_path / name), dataset=data, features=features, **QUIET)
-    said[name] = [r.getMessage() for r in caplog.records]
+  said = _warnings_of_runs(tmp_path, caplog, features, {
+      "one": (_one_epoch(), one), "foreign": (_one_epoch(), foreign),
+      "plain": (_one_epoch(), dataset)})
   assert said["one"] == ["split train has one answer ('yes'): every prediction is that answer, "
                          "whatever the image or question"]
   n_val = len(dataset["val"])
@@ -225,6 +237,19 @@ def test_data_a_run_learns_nothing_from_is_a_warning(task, tmp_path, caplog):
                              "prediction counts wrong there, so validation OA reads 0 and picks "
                              "no better checkpoint"]
   assert said["plain"] == []
+
+
+def test_settings_a_run_learns_nothing_from_are_warnings(task, tmp_path, caplog):
+  """Validation on the train split, and a learning rate of 0, trained and reported in silence."""
+  dataset, features = task
+  on_train, frozen = _one_epoch(), _one_epoch()
+  on_train.data.val_split, frozen.optim.lr = "train", 0.0
+  said = _warnings_of_runs(tmp_path, caplog, features, {
+      "on_train": (on_train, dataset), "frozen": (frozen, dataset)})
+  assert said["on_train"] == ["data.val_split is the train split train: the best checkpoint is "
+                              "picked on the questions it trains on, and validation OA overstates"]
+  assert said["frozen"] == ["optim.lr is 0: the answer head keeps its initial weights, so the run "
+                            "learns nothing to answer with"]
 
 
 def test_full_disk_is_one_line_naming_the_path_and_the_bytes(task, tmp_path, monkeypatch):

@@ -4,13 +4,17 @@ import math
 
 import ml_collections
 
-from rsvqa_jax.config.defaults import (FUSIONS, IMAGE_ARCHS, LANGUAGE_MODELS, RANDOM,
-                                       RESNET_DEPTHS)
+from rsvqa_jax.config.defaults import (ANSWERABILITY_LOSSES, AUGMENT_VARIANTS, FUSIONS,
+                                       IMAGE_ARCHS, LANGUAGE_MODELS, RANDOM, RESNET_DEPTHS)
 from rsvqa_jax.errors import RSVQAError
 
-# Keys with a closed set of values: checked before anything is created (check()).
+# Keys with a closed set of values (each entry of a list key): checked before anything is
+# created (check()).
 CHOICES = {
     "data.name": ("lr", "hr", "xben"),
+    "data.synthetic_variant": ("lr", "hr", "xben"),
+    "data.augment_variants": AUGMENT_VARIANTS,
+    "answerability.loss": ANSWERABILITY_LOSSES,
     "text.encoder": LANGUAGE_MODELS,
     "model.fusion": FUSIONS,
     "model.head": ("paper", "original", "attention"),
@@ -41,7 +45,7 @@ WIDTH = (0, None, False, int, "a positive integer")
 SEED = (0, 2**32, True, int, "an integer in [0, 2**32)")
 RANGES = {
     **dict.fromkeys((
-        "data.synthetic_questions_per_image", "image.batch_size", "image.width",
+        "image.batch_size", "image.width",
         "image.pretrain.batch_size", "image.pretrain.depth", "image.pretrain.epochs",
         "image.pretrain.image_size", "image.pretrain.width", "model.attention_dim",
         "model.classifier_dim", "model.hidden_dim", "model.mutan_dim", "model.mutan_rank",
@@ -56,6 +60,12 @@ RANGES = {
         "optim.text_lr", "train.stop_after_steps"), NON_NEGATIVE),
     **dict.fromkeys(("model.dropout", "text.dropout", "optim.b1", "optim.b2"), FRACTION),
     "study.repeats": (1, None, True, int, "a whole number >= 1"),
+    # The generator's questions per image (data/synthetic.MAX_QUESTIONS_PER_IMAGE; a test keeps
+    # the two alike) and prior strength: refused by it otherwise, in its synth flags' names.
+    **dict.fromkeys(("data.synthetic_questions_per_image", "study.questions_per_image",
+                     "study.balanced.questions_per_image", "study.shortcuts.questions_per_image"),
+                    (1, 1001, True, int, "a whole number from 1 to 1000")),
+    "study.prior_strength": NON_NEGATIVE,
     # Pixels per side the images are resized to: RSVQA's are 120 to 512; 100000 filled the memory.
     "image.image_size": (0, 4097, True, int, "a whole number from 0 (native size) to 4096"),
     **dict.fromkeys(("study.min_questions", "study.shortcuts.min_questions", "study.reading.close",
@@ -111,8 +121,12 @@ def check(config):
   keys of a training config) are skipped."""
   for key, allowed in CHOICES.items():
     node = _lookup(config, key)
-    if node is not None and node not in allowed:
-      raise RSVQAError(f"config {key}={node!r}: choose one of {', '.join(map(str, allowed))}")
+    listed = isinstance(node, (tuple, list))
+    for entry in node if listed else (node,):
+      if entry is not None and entry not in allowed:
+        which = f"{entry!r} is not one of them; " if listed else ""
+        raise RSVQAError(f"config {key}={node!r}: {which}choose one of "
+                         f"{', '.join(map(str, allowed))}")
   for key, interval in RANGES.items():
     section, _, name = key.rpartition(".")
     node = _lookup(config, section) if section else config
@@ -133,7 +147,14 @@ def check(config):
 
 def _check_one_source(config):
   """A dataset folder given beside a synthetic setting would never be read: the run would
-  generate its synthetic set and train on that instead, so the pair is refused."""
+  generate its synthetic set and train on that instead, so the pair is refused. A synthetic
+  run's set needs an image per split (HR: its second test set too)."""
+  if _lookup(config, "data.synthetic"):
+    least = 4 if config.data.synthetic_variant == "hr" else 3
+    if config.data.synthetic_images < least:
+      raise RSVQAError(f"config data.synthetic_images={config.data.synthetic_images}: the "
+                       f"{config.data.synthetic_variant} variant needs at least {least} images "
+                       "(one per split)")
   root = _lookup(config, "data.root")
   if not root:
     return

@@ -18,10 +18,12 @@ import time
 
 import numpy as np
 
+from rsvqa_jax import config as config_lib
 from rsvqa_jax import storage
 from rsvqa_jax.bias import answerability as metrics_lib
 from rsvqa_jax.bias import tables
 from rsvqa_jax.data import answerability as pools_lib
+from rsvqa_jax.data import split_files, synthetic
 from rsvqa_jax.errors import RSVQAError
 from rsvqa_jax.train import answerability as train_lib
 from rsvqa_jax.train import checkpointing
@@ -94,6 +96,10 @@ def select(workdir, pool_csv, top, out=None, *, which="best", data_root=None, da
   extra = {"select": train_lib.Pools.read(pool_csv, labelled=False)}
   run, pools, state, _ = train_lib.restore(workdir, [], which=which, data_root=data_root,
                                            dataset=dataset, features=features, extra=extra)
+  data = run.config.data
+  _check_pool_dataset(pool_csv, run.dataset.root,
+                      config_lib.synthetic_root(run.config, workdir) if data.synthetic
+                      else data.root)
   p = pools["select"]
   values = train_lib.scores(run, state, "select")
   entropy = metrics_lib.binary_entropy(values)
@@ -105,6 +111,19 @@ def select(workdir, pool_csv, top, out=None, *, which="best", data_root=None, da
                         for pool, q, im, v, h in rows),
                   columns=SELECT_COLUMNS)
   return out, len(order)
+
+
+def _check_pool_dataset(pool_csv, pools, root):
+  """A pool file inside another dataset's folder names that dataset's image ids: scored with the
+  workdir's features, any id both hold would be ranked on another image, in silence. `pools`,
+  `root`: the workdir's pool folder and dataset folder."""
+  parent = os.path.dirname(os.path.realpath(pool_csv))
+  holds = split_files.dataset_file(parent) or os.path.exists(
+      os.path.join(parent, synthetic.MANIFEST))
+  if holds and parent not in {os.path.realpath(p) for p in (pools, root) if p}:
+    raise RSVQAError(f"--pool {pool_csv}: lies in the dataset folder {parent}, but the workdir "
+                     f"trained on {root or pools}: its image ids name that dataset's images; give "
+                     "a pool file of the workdir's dataset")
 
 
 def _is_selection(path):

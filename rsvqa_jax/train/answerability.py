@@ -47,7 +47,7 @@ from rsvqa_jax.train import steps as steps_lib
 
 _log = logging.getLogger(__name__)
 
-LOSSES = ("bce", "listnet")
+LOSSES = config_lib.ANSWERABILITY_LOSSES
 SELECT_METRICS = metrics_lib.RANKING_KEYS + metrics_lib.CLASS_KEYS
 LABEL_VOCAB = AnswerVocab(tuple(str(label) for label in pools_lib.LABELS))
 QTYPE = "answerability"

@@ -236,8 +236,15 @@ def train(config, workdir, *, dataset=None, features=None, log=_log.info, augmen
 
 
 def warn_if_degenerate(run, train_split, val_split):
-  """WARNINGs for data a run can train on but learns or shows nothing from: a train split of
-  one answer, a val split whose answers are all outside the training answers (OA 0)."""
+  """WARNINGs for settings a run can train with but learns or shows nothing from: a train split
+  of one answer, a val split whose answers are all outside the training answers (OA 0), the
+  train split as val split (the best checkpoint picked on what it trained on), optim.lr 0."""
+  if val_split == train_split:
+    _log.warning("data.val_split is the train split %s: the best checkpoint is picked on the "
+                 "questions it trains on, and validation OA overstates", train_split)
+  if run.config.optim.lr == 0:
+    _log.warning("optim.lr is 0: the answer head keeps its initial weights, so the run learns "
+                 "nothing to answer with")
   if len(run.vocab) == 1:
     _log.warning("split %s has one answer (%r): every prediction is that answer, whatever the "
                  "image or question", train_split, run.vocab.answers[0])
