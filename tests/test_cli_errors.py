@@ -24,6 +24,15 @@ def test_a_file_where_a_folder_is_needed_is_one_line(tmp_path, capsys):
   assert status == 2 and len(lines) == 1, lines
   assert lines[0].startswith(f"rsvqa-jax synth: error: {blocker}") and lines[0].endswith(
       "(a file stands where a folder is needed)"), lines
+  # --out naming the file itself said it "holds files that are not a synthetic dataset".
+  status, lines = _run(capsys, "synth", "--out", str(blocker), "--images", "4")
+  assert status == 2 and lines == [f"rsvqa-jax synth: error: {blocker}: is a file, not a folder; "
+                                   "give a folder for the synthetic dataset"]
+  (tmp_path / "notes").mkdir()
+  (tmp_path / "notes" / "mine.txt").write_text("x")
+  status, lines = _run(capsys, "synth", "--out", str(tmp_path / "notes"), "--images", "4")
+  assert status == 2 and lines[0].endswith("refusing to write a synthetic dataset over it")
+  assert blocker.read_text() == "x" and (tmp_path / "notes" / "mine.txt").read_text() == "x"
 
 
 def test_an_exception_no_check_caught_is_one_line_unless_asked(monkeypatch, capsys):
@@ -38,6 +47,15 @@ def test_an_exception_no_check_caught_is_one_line_unless_asked(monkeypatch, caps
   monkeypatch.setenv(cli.SHOW_TRACEBACK, "1")
   with pytest.raises(ValueError, match="something deep"):
     cli.main(["-q", "synth", "--out", "x"])
+
+
+def test_too_few_synthetic_images_are_named_as_the_config_key(tmp_path, capsys):
+  """--config.data.synthetic_images=0 was refused as "--images 0", a flag train has not."""
+  status, lines = _run(capsys, "train", "--config", "configs/synthetic_tiny.py", "--workdir",
+                       str(tmp_path / "w"), "--config.data.synthetic_images=2")
+  assert status == 2 and lines == [
+      "rsvqa-jax train: error: config data.synthetic_images=2: the lr variant needs at least 3 "
+      "images (one per split)"]
 
 
 def test_memory_exhausted_by_a_size_is_one_line_naming_it(monkeypatch, capsys):
@@ -151,8 +169,6 @@ def test_values_out_of_range_are_refused_before_any_work(tmp_path, capsys, argv,
     (["config", "--config", "configs/synthetic_tiny.py", "--config.image.pretrain.depth=7"],
      "config image.pretrain.depth=7: choose one of 18, 34, 50, 101, 152"),
     # Refused by the generator in its synth flags' names (--images 0, --prior-strength -1.0).
-    (["config", "--config", "configs/synthetic_tiny.py", "--config.data.synthetic_images=0"],
-     "config data.synthetic_images=0: the lr variant needs at least 3 images (one per split)"),
     (["config", "--config", "configs/study_synthetic.py", "--config.study.prior_strength=-1"],
      "config study.prior_strength=-1.0: must be a number >= 0"),
     (["config", "--config", "configs/study_synthetic.py", "--config.study.questions_per_image=0"],
@@ -162,7 +178,7 @@ def test_values_out_of_range_are_refused_before_any_work(tmp_path, capsys, argv,
     (["config", "--config", "configs/synthetic_tiny.py",
       "--config.data.augment_variants=hflip,foo"],
      "config data.augment_variants=('hflip', 'foo'): 'foo' is not one of them; choose one of "
-     "hflip, vflip"),
+     "none, hflip, vflip"),
     (["config", "--config", "configs/answerability_synthetic.py",
       "--config.answerability.loss=foo"],
      "config answerability.loss='foo': choose one of bce, listnet"),

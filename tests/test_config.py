@@ -285,7 +285,7 @@ def test_a_dataset_folder_beside_a_synthetic_setting_is_refused(tmp_path, capsys
 
 def test_the_config_offers_the_augment_variants_the_cache_computes():
   from rsvqa_jax.features import pixels  # pylint: disable=g-import-not-at-top
-  assert config_lib.AUGMENT_VARIANTS == tuple(v for v in pixels.VARIANTS if v != "none")
+  assert config_lib.AUGMENT_VARIANTS == pixels.VARIANTS
 
 
 def test_the_config_bounds_questions_per_image_as_the_generator_does():

@@ -112,7 +112,8 @@ def test_only_non_positional_training_questions_read_variants(task, tmp_path):
 
 
 def test_bad_variants_are_refused(task, tmp_path):
-  with pytest.raises(RSVQAError, match=r"data.augment_variants: unknown variant 'spin'"):
+  with pytest.raises(RSVQAError, match=r"config data.augment_variants=\('spin',\): 'spin' is not "
+                                       r"one of them; choose one of none, hflip"):
     _train(_config(("spin",)), tmp_path / "a", task)
   with pytest.raises(RSVQAError, match=r"no features were given for variant 'vflip'"):
     _train(_config(("vflip",)), tmp_path / "b", task)

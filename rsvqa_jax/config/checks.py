@@ -147,14 +147,7 @@ def check(config):
 
 def _check_one_source(config):
   """A dataset folder given beside a synthetic setting would never be read: the run would
-  generate its synthetic set and train on that instead, so the pair is refused. A synthetic
-  run's set needs an image per split (HR: its second test set too)."""
-  if _lookup(config, "data.synthetic"):
-    least = 4 if config.data.synthetic_variant == "hr" else 3
-    if config.data.synthetic_images < least:
-      raise RSVQAError(f"config data.synthetic_images={config.data.synthetic_images}: the "
-                       f"{config.data.synthetic_variant} variant needs at least {least} images "
-                       "(one per split)")
+  generate its synthetic set and train on that instead, so the pair is refused."""
   root = _lookup(config, "data.root")
   if not root:
     return

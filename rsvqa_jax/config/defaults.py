@@ -10,9 +10,9 @@ FUSIONS = ("mult", "concat", "mutan")
 # values: a torchvision ResNet of one of them, or the small one pretrained on synthetic scenes.
 RESNET_DEPTHS = (18, 34, 50, 101, 152)
 IMAGE_ARCHS = ("synthetic_resnet", *(f"resnet{d}" for d in RESNET_DEPTHS))
-# data.augment_variants' values: the feature-cache variants of features/pixels.VARIANTS besides
-# "none" (a test keeps them alike), and the answerability head's losses (train/answerability).
-AUGMENT_VARIANTS = ("hflip", "vflip", "rot90", "rot180", "rot270")
+# data.augment_variants' values: the feature-cache variants of features/pixels.VARIANTS ("none":
+# the clean table; a test keeps them alike), and the answerability head's losses.
+AUGMENT_VARIANTS = ("none", "hflip", "vflip", "rot90", "rot180", "rot270")
 ANSWERABILITY_LOSSES = ("bce", "listnet")
 # Folders under a run's cache directory (data.cache_dir, default beside the workdir).
 FEATURES_DIR, QUESTIONS_DIR, PRETRAINED_DIR = "features", "questions", "synthetic_resnet"

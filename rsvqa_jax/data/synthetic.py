@@ -89,6 +89,11 @@ class Generated:
 MAX_QUESTIONS_PER_IMAGE = 1000
 
 
+def least_images(variant):
+  """One image per split; HR has a second test set, of the unseen region."""
+  return 4 if variant == "hr" else 3
+
+
 def params(variant, images, seed, prior_strength=1.0, balanced=False, questions_per_image=100,
            plant=()):
   """The full parameter set of a synthetic dataset (what the manifest records).
@@ -98,7 +103,7 @@ def params(variant, images, seed, prior_strength=1.0, balanced=False, questions_
   """
   if variant not in VARIANTS:
     raise RSVQAError(f"unknown synthetic variant {variant!r}: expected lr, hr or xben")
-  min_images = 4 if variant == "hr" else 3
+  min_images = least_images(variant)
   if images < min_images:
     raise RSVQAError(f"--images {images}: the {variant} variant needs at least {min_images} "
                      "images (one per split)")
@@ -354,6 +359,8 @@ def _replaceable(out):
 
 
 def _check_replaceable(out):
+  if os.path.lexists(out) and not os.path.isdir(out):
+    raise RSVQAError(f"{out}: is a file, not a folder; give a folder for the synthetic dataset")
   if not _replaceable(out):
     raise RSVQAError(f"{out}: holds files that are not a synthetic dataset (no {MANIFEST}, not a "
                      "generator's leftover); refusing to write a synthetic dataset over it")

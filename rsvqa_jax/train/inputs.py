@@ -35,7 +35,7 @@ from rsvqa_jax.data import pipeline, rsvqa_json, synthetic
 from rsvqa_jax.data.answers import AnswerVocab
 from rsvqa_jax.data.tokenizers import WordTokenizer, bucket_length, pad_batch, word_list
 from rsvqa_jax.errors import RSVQAError
-from rsvqa_jax.features import image_cache, pixels, question_cache
+from rsvqa_jax.features import image_cache, question_cache
 from rsvqa_jax.train import checkpointing
 
 _log = logging.getLogger(__name__)
@@ -87,8 +87,17 @@ def load_dataset(config, workdir):
 
 
 def synthetic_params(config):
-  """The synthetic generator's parameters a config asks for (its manifest must equal them)."""
+  """The synthetic generator's parameters a config asks for (its manifest must equal them).
+
+  Too few images are named as the config key here (the generator names its synth flag); not in
+  the config checks, which in-memory runs' configs (data.synthetic_images 0) pass too.
+  """
   d = config.data
+  least = synthetic.least_images(d.synthetic_variant)
+  if d.synthetic_images < least:
+    raise RSVQAError(f"config data.synthetic_images={d.synthetic_images}: the "
+                     f"{d.synthetic_variant} variant needs at least {least} images (one per "
+                     "split)")
   return synthetic.params(d.synthetic_variant, d.synthetic_images, d.synthetic_seed,
                           questions_per_image=d.synthetic_questions_per_image)
 
@@ -183,10 +192,7 @@ def augment_tables(config, dataset, workdir, features, given=None):
   the clean table itself.
   """
   tables = []
-  for variant in config.data.augment_variants:
-    if variant not in pixels.VARIANTS:
-      raise RSVQAError(f"config data.augment_variants: unknown variant {variant!r}; expected "
-                       f"some of {pixels.VARIANTS}")
+  for variant in config.data.augment_variants:  # each one of them (config/checks.CHOICES)
     if variant == "none":
       tables.append(features.features)
       continue

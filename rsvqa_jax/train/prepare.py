@@ -20,6 +20,7 @@ def synthetic_dataset(config, workdir, log=_log.info):
   """Generates the synthetic dataset a config names unless it is there; returns its folder."""
   folder = config_lib.synthetic_root(config, workdir)
   d = config.data
+  inputs.synthetic_params(config)  # its settings refused in the config's key names
   started = time.time()
   if synthetic.ensure_synthetic(folder, d.synthetic_variant, d.synthetic_images, d.synthetic_seed,
                                 questions_per_image=d.synthetic_questions_per_image):
