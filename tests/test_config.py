@@ -292,3 +292,8 @@ def test_the_config_bounds_questions_per_image_as_the_generator_does():
   from rsvqa_jax.data import synthetic  # pylint: disable=g-import-not-at-top
   _, high, _, _, _ = config_lib.RANGES["data.synthetic_questions_per_image"]
   assert high - 1 == synthetic.MAX_QUESTIONS_PER_IMAGE
+
+
+def test_the_config_offers_the_select_metrics_the_scores_have():
+  from rsvqa_jax.bias import answerability  # pylint: disable=g-import-not-at-top
+  assert config_lib.SELECT_METRICS == answerability.RANKING_KEYS + answerability.CLASS_KEYS

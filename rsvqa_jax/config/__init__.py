@@ -17,7 +17,8 @@ from rsvqa_jax.config.checks import (CHOICES, FRACTION, NON_EMPTY, NON_NEGATIVE,
                                      SEED, WIDTH, check, check_weights, is_random)
 from rsvqa_jax.config.defaults import (ANSWERABILITY_LOSSES, AUGMENT_VARIANTS, FEATURES_DIR,
                                        FUSIONS, LANGUAGE_MODELS, PRETRAINED_DIR, QUESTIONS_DIR,
-                                       RANDOM, RESNET_DEPTHS, answerability_section, base_config,
+                                       RANDOM, RESNET_DEPTHS, SELECT_METRICS,
+                                       answerability_section, base_config,
                                        data_section, image_section, lm_entry, model_section,
                                        optim_section, pretrain_section, study_defaults,
                                        text_section, train_section)
@@ -30,9 +31,10 @@ from rsvqa_jax.config.overrides import apply_overrides, override
 from rsvqa_jax.config.presets import apply_flags, argument_error, paper_config, parse_cell
 
 __all__ = [
-    "ANSWERABILITY_LOSSES", "AUGMENT_VARIANTS", "BOOKKEEPING_KEYS", "CHOICES", "FEATURES_DIR", "FRACTION", "FREE_SECTIONS", "FUSIONS",
-    "LANGUAGE_MODELS", "NON_EMPTY", "NON_NEGATIVE", "POSITIVE", "PRETRAINED_DIR", "QUESTIONS_DIR",
-    "RANDOM", "RANGES", "RECORDED_IN", "RESNET_DEPTHS", "RETIRED_KEYS", "RUN_CONTROL_KEYS", "SEED", "WIDTH",
+    "ANSWERABILITY_LOSSES", "AUGMENT_VARIANTS", "BOOKKEEPING_KEYS", "CHOICES", "FEATURES_DIR",
+    "FRACTION", "FREE_SECTIONS", "FUSIONS", "LANGUAGE_MODELS", "NON_EMPTY", "NON_NEGATIVE",
+    "POSITIVE", "PRETRAINED_DIR", "QUESTIONS_DIR", "RANDOM", "RANGES", "RECORDED_IN",
+    "RESNET_DEPTHS", "RETIRED_KEYS", "RUN_CONTROL_KEYS", "SEED", "SELECT_METRICS", "WIDTH",
     "answerability_section", "apply_flags", "apply_overrides", "argument_error", "base_config",
     "cache_dir", "caches_questions", "check", "check_weights", "config_path", "data_section",
     "differences", "from_dict", "identity", "image_config", "image_section", "is_random",

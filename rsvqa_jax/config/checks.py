@@ -5,7 +5,8 @@ import math
 import ml_collections
 
 from rsvqa_jax.config.defaults import (ANSWERABILITY_LOSSES, AUGMENT_VARIANTS, FUSIONS,
-                                       IMAGE_ARCHS, LANGUAGE_MODELS, RANDOM, RESNET_DEPTHS)
+                                       IMAGE_ARCHS, LANGUAGE_MODELS, RANDOM, RESNET_DEPTHS,
+                                       SELECT_METRICS)
 from rsvqa_jax.errors import RSVQAError
 
 # Keys with a closed set of values (each entry of a list key): checked before anything is
@@ -15,6 +16,7 @@ CHOICES = {
     "data.synthetic_variant": ("lr", "hr", "xben"),
     "data.augment_variants": AUGMENT_VARIANTS,
     "answerability.loss": ANSWERABILITY_LOSSES,
+    "answerability.select_metric": SELECT_METRICS,
     "text.encoder": LANGUAGE_MODELS,
     "model.fusion": FUSIONS,
     "model.head": ("paper", "original", "attention"),

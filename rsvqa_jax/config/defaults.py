@@ -14,6 +14,10 @@ IMAGE_ARCHS = ("synthetic_resnet", *(f"resnet{d}" for d in RESNET_DEPTHS))
 # the clean table; a test keeps them alike), and the answerability head's losses.
 AUGMENT_VARIANTS = ("none", "hflip", "vflip", "rot90", "rot180", "rot270")
 ANSWERABILITY_LOSSES = ("bce", "listnet")
+# The validation metrics that may pick an answerability run's best checkpoint: the ranking ones
+# at bias/answerability.KS and the ternary ones (a test keeps them alike with its keys).
+SELECT_METRICS = ("ndcg@1", "ndcg@3", "ndcg@5", "map@1", "map@3", "map@5", "ternary_acc",
+                  "ternary_f1")
 # Folders under a run's cache directory (data.cache_dir, default beside the workdir).
 FEATURES_DIR, QUESTIONS_DIR, PRETRAINED_DIR = "features", "questions", "synthetic_resnet"
 

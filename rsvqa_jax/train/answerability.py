@@ -48,7 +48,7 @@ from rsvqa_jax.train import steps as steps_lib
 _log = logging.getLogger(__name__)
 
 LOSSES = config_lib.ANSWERABILITY_LOSSES
-SELECT_METRICS = metrics_lib.RANKING_KEYS + metrics_lib.CLASS_KEYS
+SELECT_METRICS = config_lib.SELECT_METRICS
 LABEL_VOCAB = AnswerVocab(tuple(str(label) for label in pools_lib.LABELS))
 QTYPE = "answerability"
 
