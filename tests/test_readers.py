@@ -11,6 +11,7 @@ import tifffile
 from rsvqa_jax.data import answers
 from rsvqa_jax.data import records
 from rsvqa_jax.data import rsvqa_json
+from rsvqa_jax.data import split_files
 from rsvqa_jax.data import synthetic
 from rsvqa_jax.errors import RSVQAError
 from test_train_support import warnings_of_rsvqa_jax
@@ -256,6 +257,21 @@ def test_a_question_active_in_two_splits_is_warned_of(broken, caplog, columnar):
   shared = [r.getMessage() for r in caplog.records if "active in both" in r.getMessage()]
   assert shared == [f"{broken}: {len(ids['questions'])} question(s) active in both train and test "
                     f"(the first: id {min(ids['questions'])}): test is not held out from train"]
+
+
+def test_ids_shared_on_other_images_are_not_shared_questions(caplog):
+  """Files numbered per split reuse ids on other images: only (id, image) pairs are the same
+  question."""
+  rows = lambda name, pairs: records.Split.from_rows(name, [
+      dict(question_id=q, image_id=i, qtype="presence", question="q", answer="yes",
+           raw_answer="yes") for q, i in pairs])
+  splits = {"train": rows("train", [(5, 1), (3, 1), (9, 2)]),
+            "test": rows("test", [(3, 7), (9, 2), (5, 1), (4, 7)])}
+  with warnings_of_rsvqa_jax(caplog):
+    split_files.warn_shared_questions("root", splits)
+  assert [r.getMessage() for r in caplog.records] == [
+      "root: 2 question(s) active in both train and test (the first: id 5): test is not held "
+      "out from train"]
 
 
 def test_no_warning_of_shared_questions_in_disjoint_splits(lr, caplog):
