@@ -131,6 +131,22 @@ def test_shortcuts_stage_is_checked_before_anything_runs(tmp_path):
   assert not study.Study(c, str(tmp_path / "b")).runs_shortcuts()
 
 
+def test_a_cache_dir_the_study_does_not_read_is_said(tmp_path, caplog):
+  """--config.data.cache_dir was ignored in silence: every run of a study uses DIR/cache."""
+  from test_train_support import warnings_of_rsvqa_jax  # pylint: disable=g-import-not-at-top
+  c = micro_config()
+  config_lib.apply_overrides(c, [f"data.cache_dir={tmp_path / 'shared'}"])
+  with warnings_of_rsvqa_jax(caplog):
+    s = study.Study(c, str(tmp_path / "a"))
+  assert [r.getMessage() for r in caplog.records] == [
+      f"config data.cache_dir={tmp_path / 'shared'} is not read by a study: its caches live in "
+      f"{s.cache}"]
+  caplog.clear()
+  with warnings_of_rsvqa_jax(caplog):
+    study.Study(micro_config(), str(tmp_path / "b"))
+  assert not caplog.records
+
+
 @pytest.mark.parametrize("overrides,message", [
     (["study.images=8", "study.questions_per_image=4"],
      r"data/main: 2\d training questions from 8 generated images \(study.images\), fewer than "

@@ -60,6 +60,9 @@ class Study:
     self.s = config.study
     self.dir = os.path.abspath(workdir)
     self.cache = os.path.join(self.dir, "cache")
+    if config.data.cache_dir:  # every run of the study is given DIR/cache (runs.config_for)
+      _log.warning(f"config data.cache_dir={config.data.cache_dir} is not read by a study: its "
+                   f"caches live in {self.cache}")
     os.makedirs(self.cache, exist_ok=True)
     self.progress = journal.Progress(log)
     self.timings = journal.Timings(os.path.join(self.dir, "timings.json"))
