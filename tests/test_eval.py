@@ -84,8 +84,7 @@ def test_out_of_vocabulary_answers_are_wrong_and_counted():
   split = Split.from_rows("test", rows)
   run = types.SimpleNamespace(
       columns={"test": types.SimpleNamespace(columns={"answer": np.array([0, -1, 1, -1])})},
-      dataset={"test": split, "train": split},
-      config=types.SimpleNamespace(data=types.SimpleNamespace(train_split="train")))
+      dataset={"test": split})
   preds = np.array([[0, -1, 1, 2]])  # a -1 prediction never matches a -1 answer
   table = predict.accuracy(run, "test", preds)
   assert table["n_out_of_vocabulary"] == 2

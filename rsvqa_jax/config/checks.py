@@ -48,7 +48,7 @@ SEED = (0, 2**32, True, int, "an integer in [0, 2**32)")
 RANGES = {
     **dict.fromkeys((
         "image.batch_size", "image.width",
-        "image.pretrain.batch_size", "image.pretrain.depth", "image.pretrain.epochs",
+        "image.pretrain.batch_size", "image.pretrain.epochs",
         "image.pretrain.image_size", "image.pretrain.width", "model.attention_dim",
         "model.classifier_dim", "model.hidden_dim", "model.mutan_dim", "model.mutan_rank",
         "text.hidden_dim", "text.max_length", "text.word_dim", "optim.eps", "train.batch_size",

@@ -24,8 +24,13 @@ def write_results(run, split, preds, table, json_path, csv_path, *, repeats, **e
   `repeats`: write every repeat with a `repeat` column (else the only one, K = 1); `extra`:
   more CSV columns (bias/predictions.write). The audit passes our own answers through the
   normalisation and answer-space check `analyze` applies to any file, so both agree.
+  `types_absent`: the training split's question types that `split` lacks, so that a table says
+  its AA averages fewer types (found here, once per evaluation, not at every validation).
   """
   records = run.dataset[split]
+  present = set(records.qtypes)
+  table["types_absent"] = [t for t in run.dataset[run.config.data.train_split].qtypes
+                           if t not in present]
   decoded = [run.vocab.decode(p) for p in preds]
   audit = predictions_lib.normalised(decoded, records, run.dataset.name, set(run.vocab.answers))
   table["predictions"] = audit.summary()

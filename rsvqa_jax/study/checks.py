@@ -31,10 +31,10 @@ def check(config, paths=True):
                      "configs/study_synthetic.py")
   s = config.study
   config_lib.check(config)
-  _check_grid("study", s.language_models, s.lm_weights, s.seeds, s)
+  _check_grid("study", "lm_weights", s.language_models, s.lm_weights, s.seeds, s)
   if "answerability" in config:
     st = config.answerability.study
-    _check_grid("answerability.study", st.language_models, (st.weights,), st.seeds, s)
+    _check_grid("answerability.study", "weights", st.language_models, (st.weights,), st.seeds, s)
   if s.balanced.enabled and s.balanced.language_model not in s.lm:
     raise RSVQAError(f"config study.balanced.language_model={s.balanced.language_model!r}: "
                      f"not in study.lm")
@@ -55,10 +55,10 @@ def check(config, paths=True):
                        f"{', '.join(grounding.METHODS)}")
 
 
-def _check_grid(section, language_models, weights, seeds, s):
-  """A grid's language models (keys of study.lm), weights and seeds: none may be empty (an empty
-  grid trains nothing and its summary would still read as a result) or unknown."""
-  key = "weights" if section.startswith("answerability") else "lm_weights"
+def _check_grid(section, key, language_models, weights, seeds, s):
+  """A grid's language models (keys of study.lm), weights (`key` of `section`) and seeds: none
+  may be empty (an empty grid trains nothing and its summary would still read as a result) or
+  unknown."""
   for name, values, what in (("language_models", language_models, "keys of study.lm"),
                              (key, weights, " or ".join(names.WEIGHTS)), ("seeds", seeds, "seeds")):
     if not values:

@@ -60,12 +60,10 @@ def accuracy(run, split, preds):
   """The accuracy table (bias/metrics.accuracy_table) of answer ids [K, N] on `split`.
 
   An answer outside the training vocabulary (id -1) is never right; it is counted in
-  n_out_of_vocabulary so the user sees it. `types_absent` lists the training split's question
-  types that `split` lacks: its AA averages fewer types, which a table says.
+  n_out_of_vocabulary so the user sees it.
   """
   answers = run.columns[split].columns["answer"]
   records = run.dataset[split]
   table = metrics_lib.accuracy_table((preds == answers) & (answers >= 0), records.qtype,
                                      records.qtypes)
-  absent = [t for t in run.dataset[run.config.data.train_split].qtypes if t not in records.qtypes]
-  return {**table, "n_out_of_vocabulary": int((answers < 0).sum()), "types_absent": absent}
+  return {**table, "n_out_of_vocabulary": int((answers < 0).sum())}
