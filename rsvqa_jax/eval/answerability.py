@@ -94,9 +94,12 @@ def select(workdir, pool_csv, top, out=None, *, which="best", data_root=None, da
   out = out or os.path.join(folder(workdir), "selected.csv")
   _check_select_out(out, pool_csv)
   extra = {"select": train_lib.Pools.read(pool_csv, labelled=False)}
-  _check_pool_dataset(pool_csv, checkpointing.read_config(workdir, data_root), workdir)
   run, pools, state, _ = train_lib.restore(workdir, [], which=which, data_root=data_root,
                                            dataset=dataset, features=features, extra=extra)
+  data = run.config.data
+  _check_pool_dataset(pool_csv, run.dataset.root,
+                      config_lib.synthetic_root(run.config, workdir) if data.synthetic
+                      else data.root)
   p = pools["select"]
   values = train_lib.scores(run, state, "select")
   entropy = metrics_lib.binary_entropy(values)
@@ -110,21 +113,18 @@ def select(workdir, pool_csv, top, out=None, *, which="best", data_root=None, da
   return out, len(order)
 
 
-def _check_pool_dataset(pool_csv, config, workdir):
+def _check_pool_dataset(pool_csv, pools, root):
   """A pool file inside another dataset's folder names that dataset's image ids: scored with the
-  workdir's features, any id both hold would be ranked on another image, in silence. Checked
-  before the model is restored; the workdir's own folders are its dataset's and its pools'
-  (answerability.pools; unset, they are the dataset's folder or a cache folder of no dataset)."""
+  workdir's features, any id both hold would be ranked on another image, in silence. `pools`,
+  `root`: the workdir's pool folder and dataset folder (the restored run's: an in-memory run's
+  config names no dataset folder)."""
   parent = os.path.dirname(os.path.realpath(pool_csv))
   holds = split_files.dataset_file(parent) or os.path.exists(
       os.path.join(parent, synthetic.MANIFEST))
-  root = (config_lib.synthetic_root(config, workdir) if config.data.synthetic
-          else config.data.root)
-  if holds and parent not in {os.path.realpath(p) for p in (root, config.answerability.pools)
-                              if p}:
+  if holds and parent not in {os.path.realpath(p) for p in (pools, root) if p}:
     raise RSVQAError(f"--pool {pool_csv}: lies in the dataset folder {parent}, but the workdir "
-                     f"trained on {root or config.answerability.pools}: its image ids name that "
-                     "dataset's images; give a pool file of the workdir's dataset")
+                     f"trained on {root or pools}: its image ids name that dataset's images; give "
+                     "a pool file of the workdir's dataset")
 
 
 def _is_selection(path):
