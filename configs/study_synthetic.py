@@ -6,8 +6,8 @@ Skip-thoughts GRU and a DistilBERT-architecture encoder (both random init: no pr
 weights can be had offline), frozen and fine-tuned, reference and visual blind, e-mult fusion,
 3 seeds; adversarial testing with random images of the dataset (K = 10); dataset analysis; a
 balanced twin dataset with its own reference / blind pair. The image encoder is a small
-ResNet-18 pretrained once on the synthetic train images' land cover (standing in for ImageNet
-weights), frozen and cached. Sized to finish in about six minutes on a 2-core CPU.
+ResNet-18 pretrained on each dataset's synthetic train images' land cover (standing in for
+ImageNet weights), frozen and cached. Sized to finish in about six minutes on a 2-core CPU.
 
 Sized to be worth reading: 400 images x 20 questions, so the test split has 800 questions with
 every type at 40 or more (Rural/urban: one question per image, half rural, half urban); the

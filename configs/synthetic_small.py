@@ -2,7 +2,7 @@
 
 300 synthetic LR images x 30 questions (the dataset is generated on first use). The frozen image
 encoder is the small ResNet pretrained on the synthetic scenes' land cover (image.arch =
-"synthetic_resnet", pretrained once into the cache folder), the question encoder a small
+"synthetic_resnet", pretrained once per dataset into the cache folder), the question encoder a small
 randomly initialised Skip-thoughts GRU fine-tuned with the e-mult head:
   rsvqa-jax train --config configs/synthetic_small.py --workdir runs/small
 Arguments as synthetic_tiny.py: `blind` (visual-blind twin), `frozen` (frozen language model).

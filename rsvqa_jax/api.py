@@ -177,8 +177,8 @@ class TrainedRun:
     """Rows the head reads for each image, computed by the run's frozen image encoder."""
     config = self._run.config
     if "image" not in self._built:
-      self._built["image"] = encoder_lib.encoder_for(config_lib.image_config(
-          config.image, config_lib.cache_dir(config, self.workdir)))
+      self._built["image"] = encoder_lib.encoder_for(inputs.resolved_image(config,
+                                                                          self.workdir))
     encoder = self._built["image"]
     arrays = [_pixels(im) for im in images]
     native = self._run.dataset.image_size

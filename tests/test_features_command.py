@@ -17,7 +17,7 @@ from rsvqa_jax.errors import RSVQAError
 from rsvqa_jax.models import checkpoints, resnet
 from rsvqa_jax import config as config_lib
 from rsvqa_jax.features import encoder, image_cache, pixels
-from rsvqa_jax.train import loop
+from rsvqa_jax.train import inputs, loop
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CONFIG = os.path.join(ROOT, "configs", "synthetic_tiny.py")  # random ResNet-18, width 8, 32x32
@@ -186,19 +186,34 @@ def test_features_takes_config_overrides_as_train_does(tmp_path):
     features.settings(parser.parse_args(base + ["--config.image.nosuch=1"]))
 
 
-def test_each_pretrain_setting_has_its_own_encoder_folder():
+def test_each_pretrain_setting_and_dataset_has_its_own_encoder_folder(tmp_path):
   """Two configs of other image.pretrain settings shared CACHE/synthetic_resnet: the second
   one's pretraining replaced the encoder the first one's runs read, and they could no longer be
-  evaluated."""
+  evaluated. Two datasets shared it too: a run on 40 images of seed 0 read the encoder
+  pretrained on the train split of 80 images of seed 0, which holds pictures of its test split."""
   a = config_lib.load(os.path.join(ROOT, "configs", "synthetic_small.py"))
   b = config_lib.load(os.path.join(ROOT, "configs", "synthetic_small.py"))
   b.image.pretrain.image_size = a.image.pretrain.image_size // 2
-  folder = lambda c: config_lib.image_config(c.image, "/cache").pretrained_dir
+  config_lib.apply_overrides(a, ["data.cache_dir=/cache"])
+  config_lib.apply_overrides(b, ["data.cache_dir=/cache"])
+  folder = lambda c: inputs.resolved_image(c, "/runs/x").pretrained_dir
   assert folder(a) != folder(b)
   assert {os.path.dirname(folder(a)), os.path.dirname(folder(b))} == {"/cache/synthetic_resnet"}
   b.image.pretrain.image_size = a.image.pretrain.image_size
   b.image.batch_size = a.image.batch_size + 1  # not a pretraining setting
   assert folder(a) == folder(b)
+  b.data.synthetic_images = a.data.synthetic_images + 1
+  assert folder(a) != folder(b)
+  # the same dataset in a folder of its own (a study's, synth --out) reads the config's encoder
+  data = str(tmp_path / "data")
+  synthetic.generate(data, "lr", 12, 0, questions_per_image=4)
+  c = config_lib.load(os.path.join(ROOT, "configs", "synthetic_small.py"))
+  config_lib.apply_overrides(c, ["data.cache_dir=/cache", "data.synthetic_images=12",
+                                 "data.synthetic_questions_per_image=4"])
+  mine = config_lib.load(os.path.join(ROOT, "configs", "synthetic_small.py"))
+  config_lib.apply_overrides(mine, ["data.cache_dir=/cache", "data.synthetic=false",
+                                    f"data.root={data}"])
+  assert folder(mine) == folder(c) != folder(a)
 
 
 def test_features_and_training_agree_on_the_cache(tmp_path, capsys, monkeypatch):
@@ -223,7 +238,7 @@ def test_features_and_training_agree_on_the_cache(tmp_path, capsys, monkeypatch)
   captured = capsys.readouterr()
   out = captured.out
   assert rc == 0 and "stage pretrain" in captured.err
-  pretrained = config_lib.image_config(c.image, cache).pretrained_dir
+  pretrained = inputs.resolved_image(c, str(tmp_path / "run")).pretrained_dir
   assert os.path.dirname(pretrained) == os.path.join(cache, "synthetic_resnet")
   assert os.path.isfile(os.path.join(pretrained, "model.safetensors"))
   entry = [l.split(" -> ")[1] for l in out.splitlines() if " -> " in l][0]

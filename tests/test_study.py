@@ -296,6 +296,29 @@ def test_report_numbers_by_hand():
   assert all(math.isnan(v) for v in report.mean_std([]))
 
 
+def test_report_shows_a_type_the_test_split_lacks_as_n_0_and_n_a_and_says_so():
+  runs = [_run(0.8, 0.7, 0.9, 0.5, [0.5]), _run(0.6, 0.6, 0.7, 0.5)]
+  for run in runs:
+    run["accuracy"]["types_absent"] = ["presence"]
+  cell = {"label": "LM", "weights": "frozen", "reference": runs[:1], "blind": runs[1:]}
+  columns = report.columns_of([cell])
+  assert columns == ["comp", "presence", "rural_urban", "AA", "OA"]
+  flags = report.Flags(report.counts_of([cell], columns), 40)
+  assert flags.absent == ["presence"] and flags.small == ["rural_urban"]
+  md = tables.to_markdown(report.table2(report.table2_rows(_study([cell])), columns, flags))
+  assert "| N (test questions) |  |  | 90 | 0 | 10 |  | 100 |" in md
+  assert "| LM | frozen | e-mult | 90.00 (0.00) | n/a | 50.00 (0.00) † | 70.00 (0.00) |" in md
+  assert flags.note().endswith("No Presence question among the test questions: such a column "
+                               "reads n/a, and AA averages the other types.")
+  quiet = report.Flags(report.counts_of([cell], columns), 0)
+  assert quiet.note().startswith("Every other column has at least 0 test questions")
+  t6 = tables.to_markdown(report.table6([cell], columns, ["random"], flags, 1))
+  assert "| Difference | 40.00 | n/a | 0.00 |" in t6
+  t3, _ = report.table3(_study([cell]), columns, flags)
+  assert [r[0] for r in t3.rows] == ["All", "Comparison", "Presence", "Rural/urban", "Average",
+                                     "Overall"]
+
+
 def _study(cells, prior=0.6, balanced=None):
   return {"cells": cells, "adversarial": ["random"], "adv_pool": "dataset", "repeats": 2,
           "split": "test", "min_questions": 40,
@@ -388,7 +411,7 @@ def test_paper_study_refuses_without_real_data_and_weights(tmp_path):
       f"study.lm.skipthoughts.checkpoint={tmp_path / 'skipthoughts'}",
       f"study.lm.distilbert.checkpoint={tmp_path / 'distilbert'}"])
   s = study.Study(c, str(tmp_path / "w"))  # everything given: it would start
-  settings = dict((k, v) for k, v, _ in s.settings())
+  settings = dict((k, v) for k, v, _ in s.settings(str(tmp_path / "data")))
   assert settings["batch / epochs"] == "70 / 50" and settings["optimiser"] == "adam, lr 1e-05"
   config_lib.apply_overrides(c, ["image.checkpoint=random"])
   with pytest.raises(RSVQAError, match="image.checkpoint"):

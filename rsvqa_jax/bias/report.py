@@ -47,18 +47,24 @@ DOCS_BEGIN = ("<!-- study summary: begin (python -m rsvqa_jax.bias.report DIR --
 DOCS_END = "<!-- study summary: end -->"
 
 
+def _runs(cells):
+  return [run for cell in cells for run in cell["reference"] + cell.get("blind", [])]
+
+
 def columns_of(cells):
-  """Question types in the paper's order, then AA and OA."""
-  types = {t for cell in cells for run in cell["reference"] + cell.get("blind", [])
-           for t in run["accuracy"]["per_type"]}
+  """Question types in the paper's order, then AA and OA. A training type the evaluated split
+  lacks (accuracy.json's `types_absent`) is a column too: N 0, n/a, and a note (Flags)."""
+  types = {t for run in _runs(cells)
+           for t in [*run["accuracy"]["per_type"], *run["accuracy"].get("types_absent", ())]}
   return tables.type_order(types) + list(SUMMARY)
 
 
 def counts_of(cells, columns):
-  """{column: test questions} of the first run (every run of a study evaluates the same split)."""
+  """{column: test questions} of the first run (every run of a study evaluates the same split);
+  0 for a type the split lacks."""
   acc = next(r["accuracy"] for cell in cells for r in cell["reference"])
   n = acc.get("per_type_n", {})
-  return {c: acc.get("n") if c == "OA" else None if c == "AA" else n.get(c) for c in columns}
+  return {c: acc.get("n") if c == "OA" else None if c == "AA" else n.get(c, 0) for c in columns}
 
 
 def run_stats(runs, columns):
@@ -97,7 +103,8 @@ class Flags:
 
   def __init__(self, counts, minimum):
     self.counts, self.minimum = counts, minimum
-    self.small = [c for c, n in counts.items() if n is not None and n < minimum]
+    self.small = [c for c, n in counts.items() if n is not None and 0 < n < minimum]
+    self.absent = [c for c, n in counts.items() if n == 0 and c not in SUMMARY]
 
   def mark(self, column, text):
     return f"{text} {FLAG}" if column in self.small and text not in ("", "n/a") else text
@@ -110,14 +117,17 @@ class Flags:
             *("" if self.counts[c] is None else str(self.counts[c]) for c in columns))
 
   def note(self):
+    absent = (f" No {', '.join(tables.type_name(c) for c in self.absent)} question among the "
+              "test questions: such a column reads n/a, and AA averages the other types."
+              if self.absent else "")
     if not self.small:
-      return (f"Every column has at least {self.minimum} test questions "
-              f"(study.min_questions).")
+      which = "Every other column" if self.absent else "Every column"
+      return f"{which} has at least {self.minimum} test questions (study.min_questions).{absent}"
     which = ", ".join(f"{tables.type_name(c)} (N = {self.counts[c]})" for c in self.small)
     fewest = min(self.counts[c] for c in self.small)
     return (f"{FLAG} fewer than {self.minimum} test questions (study.min_questions): {which}; "
             f"one answer moves such a cell by 100 / N points ({100 / fewest:.1f} at N = "
-            f"{fewest}): read it as indicative.")
+            f"{fewest}): read it as indicative.{absent}")
 
 
 def _names(columns):

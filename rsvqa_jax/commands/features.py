@@ -10,7 +10,7 @@ once, unaugmented (variant none), so variants without the clean kind are an erro
 
 CACHE is the folder a training config names as data.cache_dir (default with --config: its
 data.cache_dir): entries go to CACHE/features and a synthetic_resnet to
-CACHE/synthetic_resnet/KEY (one folder per image.pretrain setting),
+CACHE/synthetic_resnet/KEY (one folder per image.pretrain setting and dataset),
 where training and evaluation look for them. The image settings come from the config's `image`
 section (defaults otherwise) with its --config.KEY=VALUE overrides, then from the flags. As in
 training (config.check_weights), real data needs the ResNet weights named, or random-init
@@ -56,7 +56,7 @@ def add_arguments(parser):
                            "random-init weights (required on real data)")
   parser.add_argument("--pretrained-dir",
                       help="image.pretrained_dir of synthetic_resnet (default: "
-                           "CACHE/synthetic_resnet/KEY, KEY hashed from image.pretrain)")
+                           "CACHE/synthetic_resnet/KEY, KEY hashed from image.pretrain and --data)")
   parser.add_argument("--pretrain", action="store_true",
                       help="pretrain the synthetic_resnet on the train split first, unless its "
                            "folder holds one of these settings")
@@ -84,7 +84,8 @@ def settings(args):
   if args.map:
     image.map = True
   config_lib.check(config)  # the flags' values too: a negative --image-size, say
-  return config_lib.image_config(image, cache), cache
+  from rsvqa_jax.train import inputs  # pylint: disable=g-import-not-at-top
+  return config_lib.image_config(image, cache, inputs.folder_source(args.data)), cache
 
 
 def check_checkpoint(image, data):

@@ -70,7 +70,8 @@ def image_section():
     "random" or empty = random init from `seed` at stem `width`, which real-data runs must ask
     for explicitly, see check_weights) or "synthetic_resnet" (the small ResNet pretrained on the
     synthetic scenes' land cover with `pretrain`, stored in `pretrained_dir`, default
-    CACHE/synthetic_resnet/KEY, KEY hashed from the pretrain settings).
+    CACHE/synthetic_resnet/KEY, KEY hashed from the pretrain settings and the dataset pretrained
+    on: each dataset's own train split).
   image_size: side the tiles are resized to before the encoder (0 = native size; for
     synthetic_resnet 0 means the size it was pretrained at).
   map: also keep the final spatial map in the cache (the spatial branch of the grounding work).

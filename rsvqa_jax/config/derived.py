@@ -21,13 +21,20 @@ def cache_dir(config, workdir):
   return os.path.join(os.path.dirname(os.path.abspath(workdir)), "rsvqa_cache")
 
 
-def image_config(image, cache):
+def image_config(image, cache, dataset):
   """A copy of an image section with its derived path set: pretrained_dir under `cache`, one
-  folder per pretraining setting (CACHE/synthetic_resnet/KEY), so a run of other settings
-  pretrains beside the encoder earlier runs read instead of over it."""
+  folder per pretraining setting and dataset (CACHE/synthetic_resnet/KEY), so a run of other
+  settings pretrains beside the encoder earlier runs read instead of over it, and a run on
+  another dataset never reads an encoder pretrained on images its evaluation splits may hold
+  (datasets of one generator seed share their pictures, in other splits).
+
+  `dataset`: what identifies the dataset pretraining reads (train/inputs.pretraining_source: a
+  synthetic dataset's generator settings, wherever its folder lies).
+  """
   out = ml_collections.ConfigDict(image.to_dict())
   if out.arch == "synthetic_resnet" and not out.pretrained_dir:
-    settings = json.dumps(out.pretrain.to_dict(), sort_keys=True)
+    settings = json.dumps({"pretrain": out.pretrain.to_dict(), "dataset": dataset},
+                          sort_keys=True)
     key = hashlib.sha256(settings.encode()).hexdigest()[:12]
     out.pretrained_dir = os.path.join(cache, PRETRAINED_DIR, key)
   return out

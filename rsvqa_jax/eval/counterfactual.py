@@ -41,7 +41,7 @@ from rsvqa_jax.errors import RSVQAError
 from rsvqa_jax.eval import outputs
 from rsvqa_jax.features import encoder as encoder_lib
 from rsvqa_jax.features import image_cache, pixels
-from rsvqa_jax.train import checkpointing, predict, restore
+from rsvqa_jax.train import checkpointing, inputs, predict, restore
 from rsvqa_jax.train import run as run_lib
 
 STEM = "counterfactual"
@@ -144,8 +144,7 @@ def _plan(records, scene_of, seed):
 
 
 def _encoder(run):
-  cache = config_lib.cache_dir(run.config, run.workdir)
-  return encoder_lib.encoder_for(config_lib.image_config(run.config.image, cache))
+  return encoder_lib.encoder_for(inputs.resolved_image(run.config, run.workdir))
 
 
 def _encode(run, encoder, images):

@@ -90,8 +90,9 @@ class Study:
     return runs.config_for(self.config, self.cache, lm, weights, role, seed, root, name,
                            checkpoint, fusion, overrides)
 
-  def settings(self):
-    return settings_lib.rows(self.config, self.cache)
+  def settings(self, root):
+    """The report's Settings rows for the dataset in folder `root`."""
+    return settings_lib.rows(self.config, self.cache, root)
 
   # The protocol.
 

@@ -20,8 +20,8 @@ def results(study, ds, root, name, *, cells, table2, analysis, balanced, shortcu
           "adversarial": list(s.adversarial), "adv_pool": s.adv_pool, "cells": cells,
           "table2": table2, "fusion": names.FUSION_LABELS[s.fusion], "analysis": analysis,
           "balanced": balanced, "timings": study.timings.values,
-          "image_encoder": settings.image_encoder(study.config, study.cache),
-          "settings": settings.rows(study.config, study.cache),
+          "image_encoder": settings.image_encoder(study.config, study.cache, root),
+          "settings": settings.rows(study.config, study.cache, root),
           "min_questions": s.min_questions, "reading": s.reading.to_dict(),
           "trained_this_call": study.trained, "shortcuts": shortcuts}
 

@@ -13,7 +13,7 @@ from rsvqa_jax.bias import tables
 from rsvqa_jax.errors import RSVQAError
 from rsvqa_jax.eval import accuracy, outputs
 from rsvqa_jax.study import adversarial_tests, reuse
-from rsvqa_jax.train import checkpointing, loop
+from rsvqa_jax.train import checkpointing, inputs, loop
 
 
 def config_for(config, cache, lm, weights, role, seed, root, name, checkpoint, fusion=None,
@@ -33,7 +33,7 @@ def config_for(config, cache, lm, weights, role, seed, root, name, checkpoint, f
   c.data.root = root
   c.data.synthetic = False
   c.data.cache_dir = cache
-  c.image = config_lib.image_config(c.image, cache)
+  c.image = inputs.resolved_image(c, None)  # data.cache_dir is set: no workdir needed
   c.text.encoder = e.encoder
   c.text.checkpoint = checkpoint or config_lib.RANDOM
   if e.encoder == "skipthoughts" and not checkpoint:

@@ -3,6 +3,7 @@ from rsvqa_jax import config as config_lib
 from rsvqa_jax.bias import tables
 from rsvqa_jax.features import pretrain
 from rsvqa_jax.study import names
+from rsvqa_jax.train import inputs
 
 # The paper's settings (Section 3.1, 6.1-6.2; dropout and the text lr from the original code and
 # Figure 8), printed beside the ones a report's models were trained with.
@@ -22,7 +23,7 @@ PAPER_SETTINGS = {
 }
 
 
-def rows(config, cache):
+def rows(config, cache, root):
   """[(setting, what this study's models were trained with, the paper's)] for the report."""
   s, c = config.study, config
   out = []
@@ -36,7 +37,7 @@ def rows(config, cache):
   out.append(("dataset", data))
   image = c.image
   if image.arch == "synthetic_resnet":
-    p, made = image.pretrain, image_encoder(config, cache)
+    p, made = image.pretrain, image_encoder(config, cache, root)
     encoder = (f"synthetic ResNet-{p.depth} (width {p.width}, {8 * p.width}-d) at {p.image_size} "
                f"px, pretrained {p.epochs} epochs (batch {p.batch_size}, lr {p.learning_rate:g}) "
                "on the train images' land cover, frozen")
@@ -78,9 +79,10 @@ def rows(config, cache):
   return [(key, value, paper(key)) for key, value in out]
 
 
-def image_encoder(config, cache):
-  """What the study's image encoder is; a synthetic ResNet's pretraining manifest, once made."""
-  image = config_lib.image_config(config.image, cache)
+def image_encoder(config, cache, root):
+  """What the image encoder of the study's dataset (folder `root`) is; a synthetic ResNet's
+  pretraining manifest, once made."""
+  image = config_lib.image_config(config.image, cache, inputs.folder_source(root))
   if image.arch == "synthetic_resnet":
     manifest = pretrain.read_manifest(image.pretrained_dir)
     out = {"arch": "synthetic_resnet"}

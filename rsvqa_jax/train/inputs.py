@@ -170,6 +170,26 @@ def record_data(workdir, dataset, config):
     storage.write_json(path, _data_record(dataset, config))
 
 
+def pretraining_source(config, workdir):
+  """What identifies the dataset a synthetic_resnet of `config` is pretrained on (its train
+  split): a synthetic dataset's generator settings (the config's, or those recorded in the
+  data.root folder), else the folder's absolute path."""
+  if config.data.synthetic:
+    return synthetic_params(config)
+  return folder_source(config.data.root) if config.data.root else None  # None: in memory
+
+
+def folder_source(root):
+  """pretraining_source of the dataset folder `root`."""
+  return synthetic.read_manifest(root) or os.path.abspath(root)
+
+
+def resolved_image(config, workdir):
+  """config.image with its derived paths set (config.image_config), as training reads it."""
+  return config_lib.image_config(config.image, config_lib.cache_dir(config, workdir),
+                                 pretraining_source(config, workdir))
+
+
 def image_features(config, dataset, workdir, splits, *, variant="none", kind="clean",
                    noise_seed=0):
   """Frozen-encoder features of the images of `splits` (None: all) from the cache.
@@ -180,7 +200,7 @@ def image_features(config, dataset, workdir, splits, *, variant="none", kind="cl
   """
   cache = config_lib.cache_dir(config, workdir)
   return image_cache.image_features(
-      dataset, splits, config_lib.image_config(config.image, cache),
+      dataset, splits, resolved_image(config, workdir),
       os.path.join(cache, config_lib.FEATURES_DIR), variant=variant, kind=kind,
       noise_seed=noise_seed)
 

@@ -51,6 +51,5 @@ def run_inputs(config, workdir, log=_log.info):
   if config.data.synthetic:
     synthetic_dataset(config, workdir, log)
   dataset = inputs.load_dataset(config, workdir)
-  image_encoder(config_lib.image_config(config.image, config_lib.cache_dir(config, workdir)),
-                dataset, log)
+  image_encoder(inputs.resolved_image(config, workdir), dataset, log)
   return dataset

@@ -103,20 +103,26 @@ def logits(state, params, batch, compute_dtype, *, deterministic, key=None):
   return model(inputs, deterministic=deterministic).astype(jnp.float32)
 
 
+def gradients(state, batch, dtype):
+  """((loss, (float32 logits, labelled samples)), gradients of the trainable parameters) of
+  one training step: the forward and backward pass, dropout drawn from the step's key."""
+  key = jax.random.fold_in(jax.random.wrap_key_data(state.rng), state.step)
+  run = state.replace(frozen=jax.lax.stop_gradient(state.frozen))
+
+  def loss_fn(params):
+    scores = logits(run, params, batch, dtype, deterministic=False, key=key)
+    loss, n = masked_cross_entropy(scores, batch["answer"])
+    return loss, (scores, n)
+
+  return jax.value_and_grad(loss_fn, has_aux=True)(state.params)
+
+
 def make_train_step(optimizer, mesh, compute_dtype="float32"):
   """jit(state, batch) -> (state, {"loss", "n", "correct", "finite_grads"}); state donated."""
   dtype = DTYPES[compute_dtype]
 
   def step(state, batch):
-    key = jax.random.fold_in(jax.random.wrap_key_data(state.rng), state.step)
-    run = state.replace(frozen=jax.lax.stop_gradient(state.frozen))
-
-    def loss_fn(params):
-      scores = logits(run, params, batch, dtype, deterministic=False, key=key)
-      loss, n = masked_cross_entropy(scores, batch["answer"])
-      return loss, (scores, n)
-
-    (loss, (scores, n)), grads = jax.value_and_grad(loss_fn, has_aux=True)(state.params)
+    (loss, (scores, n)), grads = gradients(state, batch, dtype)
     params, opt_state, finite = finite_update(optimizer, grads, state.opt_state, state.params)
     correct = ((scores.argmax(-1) == batch["answer"]) & (batch["answer"] >= 0)).sum()
     new_state = state.replace(params=params, opt_state=opt_state, step=state.step + 1)
