@@ -121,3 +121,24 @@ def test_a_json_file_for_a_csv_is_named_in_one_short_line(files, capsys):
                          str(labels), "--out", str(files / "o")])
   assert line.endswith("missing column(s) pool_id, image_id, score (header: "
                        f"'{','.join(f'column_{i}' for i in range(100))[:77]}...')")
+
+
+def test_pools_found_drawn_with_other_settings_than_the_configs_are_a_warning(tmp_path, caplog):
+  """synth --answerability-balance 0.5 wrote the dataset's pools; a config of balance 1.0 used
+  them as they are, and its workdir recorded 1.0 without a word."""
+  from rsvqa_jax.train import answerability  # pylint: disable=g-import-not-at-top
+  from test_train_support import warnings_of_rsvqa_jax  # pylint: disable=g-import-not-at-top
+  a = config_lib.answerability_section()
+  (tmp_path / pools_lib.MANIFEST).write_text(json.dumps(
+      {**pools_lib.params(balance=0.5, seed=3), "splits": {}}))
+  with warnings_of_rsvqa_jax(caplog):
+    answerability._warn_other_knobs(str(tmp_path), a)
+  [message] = [r.getMessage() for r in caplog.records]
+  assert "answerability.balance=1 (drawn with 0.5), answerability.pool_seed=0 (drawn with 3)" in \
+      message and "applies only to pools this tool draws" in message
+  caplog.clear()
+  a.balance, a.pool_seed = 0.5, 3
+  with warnings_of_rsvqa_jax(caplog):
+    answerability._warn_other_knobs(str(tmp_path), a)
+    answerability._warn_other_knobs(str(tmp_path / "none"), a)  # user pools without a manifest
+  assert not caplog.records

@@ -131,7 +131,26 @@ def pools_stage(config, dataset, workdir, log=_log.info):
     manifest, made = pools_lib.ensure(dataset.root, folder, ids, **_knobs(config.answerability))
     if made:
       log(f"stage pools: {folder}: " + describe(manifest))
+  else:
+    _warn_other_knobs(folder, config.answerability)
   return folder
+
+
+def _warn_other_knobs(folder, a):
+  """A WARNING when pools found in `folder` were drawn with other settings than the config's:
+  those apply only to pools this tool draws, yet the workdir's config records them."""
+  found = storage.read_json(os.path.join(folder, pools_lib.MANIFEST))
+  if not isinstance(found, dict):
+    return
+  wanted = pools_lib.params(**_knobs(a))
+  names = {"seed": "pool_seed"}
+  other = [f"answerability.{names.get(k, k)}={wanted[k]:g} (drawn with {found[k]:g})"
+           for k in wanted if k != "version" and isinstance(found.get(k), (int, float))
+           and found[k] != wanted[k]]
+  if other:
+    _log.warning("%s: its pools are used as they were drawn (%s); config %s applies only to "
+                 "pools this tool draws from a synthetic dataset", folder,
+                 pools_lib.MANIFEST, ", ".join(other))
 
 
 def describe(manifest):
