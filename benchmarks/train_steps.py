@@ -33,6 +33,7 @@ BERT_DIMS = {"hidden": 768, "heads": 12, "intermediate": 3072}
 GRU_DIMS = {"word_dim": 620, "hidden_dim": 2400}
 QUICK_GRU_HIDDEN = 1200
 ADAM_BYTES_PER_PARAM = 7 * 4  # f32 reads of param, gradient, 2 moments; writes of 3
+PRODUCT_BYTES_PER_PARAM = 8  # forward reads the f32 master weight, the weight gradient writes f32
 ROOFLINE_GOAL = 0.85  # issue 18: every train step at >= 85% of its roofline
 RUNNERS = {}  # runner_key -> warm JaxStep of a fine-tuned e-mult row, for benchmarks.flops
 
@@ -127,10 +128,10 @@ class JaxStep:
 
   def __init__(self, model, frozen, batch_np, mesh=None, compute_dtype="float32"):
     self.mesh = mesh or shd.make_mesh()
-    optimizer = optimizers.make_optimizer(base_config().optim)
-    self.state = shd.replicate(state_lib.create(model, optimizer, seed=0, freeze_text=frozen),
-                               self.mesh)
-    self.step = steps_lib.make_train_step(optimizer, self.mesh, compute_dtype)
+    self.optimizer = optimizers.make_optimizer(base_config().optim)
+    self.state = shd.replicate(state_lib.create(model, self.optimizer, seed=0,
+                                                freeze_text=frozen), self.mesh)
+    self.step = steps_lib.make_train_step(self.optimizer, self.mesh, compute_dtype)
     self.batch = shd.global_batch(batch_np, self.mesh)
     self.metrics = None
 

@@ -71,7 +71,6 @@ DEFAULT_VARIANTS = {
 TORCH_CONTENDERS = {"torch": {}, "torch_passive": {"OMP_WAIT_POLICY": "PASSIVE"}}
 MEMORY_GOAL = 0.7  # issue 26: frozen heads at >= 0.7 of their memory roofline
 TORCH_GOAL = 1.0  # issue 26: bf16 >= 1.0x torch autocast eager on every row
-PRODUCT_BYTES_PER_PARAM = 8  # forward reads the f32 master weight, the weight gradient writes f32
 
 
 def parse_row(spec):
@@ -422,7 +421,8 @@ def summarize(record, rows, variants, torch_names=()):
     params = info.get("params")
     cost = {"analytic_flops_per_step": flops, "trainable_params": params}
     if params is not None:
-      memory_bytes = float((train_steps.ADAM_BYTES_PER_PARAM + PRODUCT_BYTES_PER_PARAM) * params
+      memory_bytes = float((train_steps.ADAM_BYTES_PER_PARAM +
+                            train_steps.PRODUCT_BYTES_PER_PARAM) * params
                            + info.get("input_bytes", 0))
       cost["bytes_per_step"] = memory_bytes
       if bandwidth:

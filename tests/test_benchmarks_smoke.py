@@ -408,3 +408,32 @@ def test_word_table_sparse_adam_is_optax_adam_and_the_patched_lookup_passes_no_g
   assert not row["update"]["errors"] and not row["step"]["errors"]
   assert row["step"]["as trained / no table gradient"]["repeats"] == 2
   assert 0 < row["touched_rows"] <= row["tokens"] == 8 * questions.wordpiece_tokens.shape[1]
+
+
+def test_step_pieces_are_the_step_split_in_two_and_each_is_timed_at_toy_size():
+  from benchmarks import step_pieces  # pylint: disable=g-import-not-at-top
+  from rsvqa_jax.train import steps as steps_lib  # pylint: disable=g-import-not-at-top
+  size, questions = train_steps.sizes("toy"), inputs.make_questions(8)
+  model, q_dim = train_steps.jax_model("distilbert", True, "mult", size, questions)
+  step = train_steps.JaxStep(model, True, train_steps.batch_for("distilbert", True, q_dim,
+                                                                questions, 8),
+                             compute_dtype="bfloat16")
+  state = jax.tree.map(jnp.copy, step.state)
+  (loss, _), grads = jax.jit(steps_lib.gradients, static_argnums=2)(state, step.batch,
+                                                                     jnp.bfloat16)
+  params = steps_lib.finite_update(step.optimizer, grads, state.opt_state, state.params)[0]
+  step.run_one()
+  assert float(step.metrics["loss"]) == pytest.approx(float(loss), rel=1e-6)
+  for ours, theirs in zip(jax.tree.leaves(params), jax.tree.leaves(step.state.params)):
+    np.testing.assert_allclose(np.asarray(ours), np.asarray(theirs), rtol=1e-6, atol=1e-7)
+  rows = {dtype: step_pieces.measure_row("skipthoughts:frozen:mult", size, questions, 8, dtype,
+                                         2, 0.01, 1 << 12) for dtype in ("float32", "bfloat16")}
+  for dtype, row in rows.items():
+    assert not row["errors"] and row["ms"]["update"]["repeats"] == 2, dtype
+    assert row["update / triad"]["median"] > 0 and row["pieces / step"]["repeats"] == 2
+    assert row["update_copies"] == 0  # each donated buffer updated in place, as in the step
+  assert "casts ms" not in rows["float32"] and rows["bfloat16"]["casts ms"]["repeats"] == 2
+  md = step_pieces.markdown({"command": "c", "machine": {"usable_cpus": 2, "jax": "x"},
+                             "cpu": "cpu", "batch": 8, "size": "toy", "rounds": 2,
+                             "compute_dtype": "bfloat16", "rows": [rows["bfloat16"]]})
+  assert "| skipthoughts:frozen:mult | " in md and "update / triad" in md
