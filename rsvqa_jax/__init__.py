@@ -20,3 +20,7 @@ def __getattr__(name):
     from rsvqa_jax import api  # pylint: disable=g-import-not-at-top
     return getattr(api, name)
   raise AttributeError(f"module 'rsvqa_jax' has no attribute {name!r}")
+
+
+def __dir__():  # the lazy names too, for a notebook's completion
+  return sorted({*globals(), *__all__})

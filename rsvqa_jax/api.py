@@ -71,8 +71,12 @@ def _count(value, what, least):
   return int(value)
 
 
-def _pixels(image):
-  """uint8 HxWx3 of an array or an image file (TIFF, or any format PIL reads)."""
+def _pixels(image, index):
+  """uint8 HxWx3 of an array or an image file (TIFF, or any format PIL reads); `index`: its
+  place in the caller's list, named when it is refused."""
+  if isinstance(image, bytes):
+    raise RSVQAError(f"image {index}: a bytes object {reprlib.repr(image)}; give a path as str "
+                     "(or a uint8 H x W x 3 array)")
   if isinstance(image, (str, os.PathLike)):
     path = os.fspath(image)
     if os.path.isdir(path):
@@ -92,8 +96,8 @@ def _pixels(image):
   array = np.asarray(image)
   if (array.ndim != 3 or array.shape[2] != 3 or array.dtype != np.uint8
       or not array.shape[0] or not array.shape[1]):
-    raise RSVQAError(f"image of shape {array.shape} and dtype {array.dtype}: expected uint8 "
-                     "H x W x 3 (or a file path)")
+    raise RSVQAError(f"image {index}: shape {array.shape} and dtype {array.dtype}, expected "
+                     "uint8 H x W x 3 (or a file path)")
   return array
 
 
@@ -110,8 +114,13 @@ class TrainedRun:
   _allow_pickle: bool
   _built: dict = dataclasses.field(default_factory=dict)  # encoders built once, for every predict
 
+  def __repr__(self):  # the dataclass's would print every array of the state
+    return (f"TrainedRun(workdir={self.workdir!r}, step={self.step}, checkpoint={self._which!r}, "
+            f"{len(self._run.vocab.answers)} answers)")
+
   @property
   def config(self):
+    """The run's config, as recorded in its workdir (config.json)."""
     return self._run.config
 
   @property
@@ -180,7 +189,7 @@ class TrainedRun:
       self._built["image"] = encoder_lib.encoder_for(inputs.resolved_image(config,
                                                                           self.workdir))
     encoder = self._built["image"]
-    arrays = [_pixels(im) for im in images]
+    arrays = [_pixels(im, i) for i, im in enumerate(images)]
     native = self._run.dataset.image_size
     if not encoder.image_size and native is not None:  # image.image_size=0: tiles as they are
       odd = next((i for i, a in enumerate(arrays) if a.shape[:2] != tuple(native)), None)
@@ -283,6 +292,10 @@ def analyze(data_root, dataset, predictions=None, adversarial_predictions=None, 
   adv = (predictions_lib.load(adversarial_predictions, evaluated, dataset, space,
                                adversarial=True, chosen=chosen, others=ds.splits)
          if adversarial_predictions else {})
+  for path, loaded in ((predictions, model), (adversarial_predictions, adv)):
+    for name, aligned in loaded.items():  # as the command prints them; counted wrong: a WARNING
+      level = logging.WARNING if aligned.n_outside or aligned.missing else logging.INFO
+      _log.log(level, aligned.describe(f"{path} on {name}"))
   label = tables.dataset_label(dataset)
   out = {}
   for name in names:

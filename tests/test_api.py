@@ -60,8 +60,11 @@ def test_predict_agrees_with_evaluate(tiny):
                                                                  "rural_urban"}
   with pytest.raises(RSVQAError, match="one image per question"):
     run.predict(images[:2], ["Is there a road?"])
-  with pytest.raises(RSVQAError, match="expected uint8 H x W x 3"):
-    run.predict([np.zeros((4, 4), np.uint8)], ["Is there a road?"])
+  with pytest.raises(RSVQAError, match=r"image 1: shape \(4, 4\) and dtype uint8, expected uint8 "
+                                       "H x W x 3"):
+    run.predict([images[0], np.zeros((4, 4), np.uint8)], ["Is there a road?"] * 2)
+  with pytest.raises(RSVQAError, match="image 0: a bytes object .*; give a path as str"):
+    run.predict([os.fsencode(images[0])], ["Is there a road?"])
   with pytest.raises(RSVQAError, match="expected uint8 H x W x 3"):
     run.predict([np.zeros((0, 0, 3), np.uint8)], ["Is there a road?"])
   with pytest.raises(RSVQAError, match="predict: images is one image; give a list"):
@@ -234,3 +237,42 @@ def test_evaluate_seeds_says_what_it_scored(tiny, monkeypatch, capsys):
                                                "adversarial": "random", "repeats": 2,
                                                "adv_seed": 0, "pool": "dataset"}
   assert re.search(r"runs/tiny: \d+ test questions \(best checkpoint, step \d+\)", out), out
+
+
+def test_analyze_refuses_an_adversarial_file_as_predictions_and_warns_of_answers_counted_wrong(
+    tiny, tmp_path, caplog):
+  """From Python, a file of K adversarial repeats given as predictions was averaged into
+  RSVQA_Acc and IO_Prior without a word (the command refused it), and answers outside the
+  answer space were counted wrong in silence (the command prints how many)."""
+  root = str(tiny / "runs" / "rsvqa_cache" / "synthetic_lr_40_0_q20")
+  run = rsvqa_jax.load_run(str(tiny / "runs" / "tiny"))
+  run.evaluate("test")
+  run.evaluate("test", adversarial_kind="random", repeats=2)
+  folder = tiny / "runs" / "tiny" / "eval" / "test"
+  with pytest.raises(RSVQAError, match=r"2 repeats \(a 'repeat' column\); --predictions takes "
+                                       "one answer per question"):
+    rsvqa_jax.analyze(root, "lr", predictions=str(folder / "adversarial_random_predictions.csv"))
+  with open(folder / "predictions.csv", encoding="utf-8") as f:
+    rows = list(csv.DictReader(f))
+  rows[0]["prediction"] = "banana"
+  odd = tmp_path / "odd.csv"
+  with open(odd, "w", encoding="utf-8", newline="") as f:
+    writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+    writer.writeheader()
+    writer.writerows(rows)
+  with warnings_of_rsvqa_jax(caplog):
+    rsvqa_jax.analyze(root, "lr", predictions=str(odd))
+  [message] = [r.getMessage() for r in caplog.records]
+  assert f"{odd} on test:" in message and "1 outside the training answer space" in message
+  caplog.clear()
+  with warnings_of_rsvqa_jax(caplog):
+    rsvqa_jax.analyze(root, "lr", predictions=str(folder / "predictions.csv"))
+  assert not caplog.records  # every answer in the space: an INFO line only
+
+
+def test_a_run_prints_in_one_short_line_and_the_package_lists_its_lazy_names(tiny):
+  run = rsvqa_jax.load_run(str(tiny / "runs" / "tiny"))
+  text = repr(run)  # the dataclass's repr printed the whole state: 155,000 characters
+  assert text.startswith("TrainedRun(workdir=") and "checkpoint='best'" in text
+  assert len(text) < 300 and "\n" not in text
+  assert {"load_run", "analyze", "TrainedRun", "RSVQAError"} <= set(dir(rsvqa_jax))

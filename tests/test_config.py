@@ -297,3 +297,17 @@ def test_the_config_bounds_questions_per_image_as_the_generator_does():
 def test_the_config_offers_the_select_metrics_the_scores_have():
   from rsvqa_jax.bias import answerability  # pylint: disable=g-import-not-at-top
   assert config_lib.SELECT_METRICS == answerability.RANKING_KEYS + answerability.CLASS_KEYS
+
+
+def test_python_callers_misusing_the_config_api_are_told_what_to_give():
+  """From Python, one string of overrides was read a letter at a time ("--config.t: give a
+  value"), and load(None) and from_dict([1]) were AttributeErrors."""
+  with pytest.raises(RSVQAError, match="is one string; give a list of 'key=value' strings"):
+    config_lib.apply_overrides(config_lib.base_config(), "train.batch_size=3")
+  with pytest.raises(RSVQAError, match=r"config: None; give the path of a config file"):
+    config_lib.load(None)
+  with pytest.raises(RSVQAError, match="from_dict: expected a dict of config sections, got list"):
+    config_lib.from_dict([1])
+  import pathlib  # pylint: disable=g-import-not-at-top
+  path = pathlib.Path(os.path.dirname(__file__)).parent / "configs" / "synthetic_tiny.py"
+  assert config_lib.load(path).data.synthetic_images == config_lib.load(str(path)).data.synthetic_images

@@ -62,3 +62,29 @@ def test_answerability_quotes_its_summary_and_tables(tmp_path, capsys):
   assert page.read_text() == (f"a\n{answerability.DOCS_BEGIN}\nsummary\n\n| main |\n"
                               f"{answerability.DOCS_END}\nb\n")
   assert capsys.readouterr().out == f"{page}: answerability summary updated\n"
+
+
+def test_every_public_name_of_the_reference_pages_modules_says_what_it_is():
+  """The reference page is built from docstrings: a public function, class, method or property
+  without one is listed there bare (analyze's docstring sent readers to to_csv / to_latex,
+  which had none)."""
+  import importlib  # pylint: disable=g-import-not-at-top
+  import inspect  # pylint: disable=g-import-not-at-top
+  with open(os.path.join(ROOT, "docs", "reference.md"), encoding="utf-8") as f:
+    modules = re.findall(r"^::: (\S+)$", f.read(), re.M)
+  bare = []
+  for name in modules:
+    module = importlib.import_module(name)
+    exported = getattr(module, "__all__", None)  # a package: the names it re-exports
+    for attr, value in vars(module).items():
+      if attr.startswith("_") or (attr not in exported if exported is not None else
+                                  getattr(value, "__module__", None) != name):
+        continue
+      if not (inspect.isfunction(value) or inspect.isclass(value)):
+        continue
+      members = [(attr, value)]
+      if inspect.isclass(value):
+        members += [(f"{attr}.{k}", v) for k, v in vars(value).items() if not k.startswith("_")
+                    and (inspect.isfunction(v) or isinstance(v, property))]
+      bare += [label for label, member in members if not inspect.getdoc(member)]
+  assert not bare, f"no docstring: {', '.join(bare)}"

@@ -87,3 +87,22 @@ def test_predict_with_fallback_and_accuracies():
   assert math.isnan(metrics.uniform_accuracy(pred, np.zeros(4, bool)))
   with pytest.raises(ValueError):
     metrics.predict(priors, keys)
+
+
+def test_misused_inputs_are_refused_never_read_in_silence():
+  """From Python, answer strings or probabilities cast to bool read as right, a string of types
+  was iterated letter by letter, a percentage gave IO "undefined"."""
+  with pytest.raises(ValueError, match=r"correct: expected booleans .* such as 'yes'"):
+    metrics.accuracy(["yes", "no"])
+  with pytest.raises(ValueError, match="float64 values such as 0.3"):
+    metrics.accuracy([0.3, 0.1, 0.0])
+  assert metrics.accuracy([1, 0, 1.0]) == pytest.approx(2 / 3)  # 0/1 numbers are booleans
+  with pytest.raises(ValueError, match="types='count'; expected a list of question types"):
+    metrics.accuracy_table([True, False], ["count", "count"], "count")
+  with pytest.raises(ValueError, match=r"correct of shape \[1, 3\] .* qtype of shape \[2\]"):
+    metrics.accuracy_table([True, False, True], ["count", "presence"], ["count"])
+  for acc, bound in ((50.0, 30.0), (0.5, 1.5), (0.5, None), (-0.1, 0.2)):
+    with pytest.raises(ValueError, match="accuracies are fractions in"):
+      metrics.io_lower_bound(acc, bound)
+  assert math.isnan(metrics.io_lower_bound(0.5, math.nan))
+  assert metrics.fit_priors(["a", "a"], ["yes", "no"])["a"].answer == "no"  # lists, not arrays

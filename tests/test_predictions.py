@@ -327,9 +327,9 @@ def test_an_adversarial_file_that_does_not_show_swapped_images_is_a_warning(tmp_
   own = write_csv(tmp_path / "own.csv",
                   ["question_id", "repeat", "image_id", "substituted_image_id", "prediction"],
                   [[q, r, i, i, "yes"] for r in (0, 1) for q, i in ((1, 10), (2, 10), (3, 11))])
-  with warnings_of_rsvqa_jax(caplog):
+  with pytest.raises(RSVQAError, match="2 repeats"):  # a clean file has one answer per question
     predictions.load(own, {"test": split})
-    assert not caplog.records  # read as a clean file, its images are what they should be
+  with warnings_of_rsvqa_jax(caplog):
     predictions.load(own, {"test": split}, adversarial=True)
   assert [r.getMessage() for r in caplog.records] == [
       f"{own}: every row's substituted_image_id is its own image_id: unless the images' pixels "
@@ -351,7 +351,7 @@ def test_a_split_without_any_prediction_is_refused(tmp_path, caplog):
     predictions.load(header, splits)
   some = write_csv(tmp_path / "some.csv", ["question_id", "prediction"], [[1, "yes"]])
   with pytest.raises(RSVQAError, match=r"of split\(s\) test_phili; it answers test: analyze that "
-                     r"alone \(--split test\)"):
+                     r"alone \(--split test; split='test' in Python\)"):
     predictions.load(some, splits)
   out = predictions.load(some, {"test": test})["test"]
   assert out.missing == 2  # a split partly answered: the rest counted wrong, and reported

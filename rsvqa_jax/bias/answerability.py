@@ -273,6 +273,7 @@ def table4(rows, caption):
 
 
 def words_of(question):
+  """A question's words: lower case, split at every character that is not a letter or digit."""
   return [w for w in "".join(c if c.isalnum() else " " for c in question.lower()).split()]
 
 

@@ -22,13 +22,27 @@ Accuracies are fractions in [0, 1]; an empty set of samples has accuracy NaN (re
 """
 import dataclasses
 import math
+import reprlib
 
 import numpy as np
 
 
+def booleans(correct, name="correct"):
+  """`correct` as a bool array: booleans, or numbers that are all 0 or 1. Anything else (answer
+  strings, probabilities) is refused: cast to bool it would read as right in silence."""
+  array = np.asarray(correct)
+  if array.dtype == bool:
+    return array
+  if array.size and (not np.issubdtype(array.dtype, np.number)
+                     or not np.isin(array, (0, 1)).all()):
+    raise ValueError(f"{name}: expected booleans (whether each answer was right), got "
+                     f"{array.dtype} values such as {reprlib.repr(array.ravel()[0].item())}")
+  return array.astype(bool)
+
+
 def accuracy(correct):
   """Mean of a boolean array; NaN when it is empty."""
-  correct = np.asarray(correct, dtype=bool)
+  correct = booleans(correct)
   return float(correct.mean()) if correct.size else math.nan
 
 
@@ -55,9 +69,14 @@ def accuracy_table(correct, qtype, types):
     counts; "repeats": K; "std": {"oa", "aa", "per_type"}: population std over the repeats;
     "per_repeat": {"oa": [K], "aa": [K], "per_type": {t: [K]}}.
   """
-  correct = np.asarray(correct, dtype=bool)
+  correct = booleans(correct)
   correct = correct[None] if correct.ndim == 1 else correct
   qtype = np.asarray(qtype)
+  if isinstance(types, str):
+    raise ValueError(f"accuracy_table: types={types!r}; expected a list of question types")
+  if correct.ndim != 2 or qtype.shape != correct.shape[1:]:
+    raise ValueError(f"accuracy_table: correct of shape {list(correct.shape)} ([K, N] or [N]) "
+                     f"and qtype of shape {list(qtype.shape)} ([N]) do not agree")
   per_type = {t: [accuracy(row[qtype == t]) for row in correct] for t in types}
   aa = [average_accuracy({t: per_type[t][k] for t in types}) for k in range(len(correct))]
   oa = [accuracy(row) for row in correct]
@@ -74,7 +93,12 @@ def accuracy_table(correct, qtype, types):
 
 
 def io_lower_bound(acc, lower_bound):
-  """Equation 1. None when lower_bound == 1 (undefined); NaN when an input is NaN."""
+  """Equation 1. None when lower_bound == 1 (undefined); NaN when an input is NaN; a value
+  outside [0, 1] (a percentage) is refused."""
+  for value, name in ((acc, "acc"), (lower_bound, "lower_bound")):
+    if not isinstance(value, (int, float, np.floating, np.integer)) or value < 0 or value > 1:
+      if not (isinstance(value, (float, np.floating)) and math.isnan(value)):
+        raise ValueError(f"io_lower_bound: {name}={value!r}; accuracies are fractions in [0, 1]")
   if math.isnan(acc) or math.isnan(lower_bound):
     return math.nan
   if lower_bound >= 1.0 - 1e-12:
@@ -102,8 +126,8 @@ def factorize(values):
 
 def fit_priors(keys, answers):
   """subset key -> SubsetPrior, from parallel arrays of keys and answers."""
-  key_codes, key_list = factorize(keys.tolist())
-  answer_codes, answer_list = factorize(answers.tolist())
+  key_codes, key_list = factorize(np.asarray(keys).tolist())
+  answer_codes, answer_list = factorize(np.asarray(answers).tolist())
   if not key_list:
     return {}
   ranked = sorted(answer_list)  # rank order = lexicographic order, for the tie break

@@ -184,14 +184,17 @@ class Aligned:
 
   @property
   def repeats(self):
+    """K: the predictions per question (adversarial substitutions; 1 for a clean file)."""
     return int(self.prediction.shape[0])
 
   @property
   def n_mapped(self):
+    """Predictions the answer normalisation changed to an answer of the space."""
     return sum(self.mapped.values())
 
   @property
   def n_outside(self):
+    """Predictions outside the training answer space (counted wrong)."""
     return sum(self.outside.values())
 
   def correct(self, answers):
@@ -316,6 +319,11 @@ def load(path, splits, dataset=None, space=None, *, adversarial=False, chosen=Tr
                  "pixels were replaced (white, black, noise), IO_AdTest compares the model with "
                  "itself on clean images")
   out = align(file.by_repeat, splits, path, dataset, space, others)
+  repeats = max((a.repeats for a in out.values()), default=1)
+  if not adversarial and repeats > 1:
+    raise RSVQAError(f"{path}: {repeats} repeats (a 'repeat' column); --predictions takes one "
+                     "answer per question, an adversarial file goes to --adversarial-predictions "
+                     "(from Python: predictions= and adversarial_predictions=)")
   unanswered = [name for name, a in out.items()
                 if a.prediction.size and a.missing == a.prediction.size]
   answered = [name for name in out if name not in unanswered]
@@ -326,5 +334,5 @@ def load(path, splits, dataset=None, space=None, *, adversarial=False, chosen=Tr
   if unanswered:
     raise RSVQAError(f"{path}: no prediction for any question of split(s) {', '.join(unanswered)}"
                      + (f"; it answers {', '.join(answered)}: analyze that alone (--split "
-                        f"{answered[0]})" if answered else ""))
+                        f"{answered[0]}; split={answered[0]!r} in Python)" if answered else ""))
   return out

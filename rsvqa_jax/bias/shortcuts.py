@@ -113,6 +113,8 @@ class Cooccurrence:
       self.n_pair.update((x, answer) for x in items)
 
   def pmi(self, item, answer):
+    """Pointwise mutual information of `item` and `answer` over the samples; -inf if never
+    seen together."""
     joint = self.n_pair.get((item, answer), 0)
     if not joint:
       return -math.inf
@@ -183,10 +185,12 @@ class Grouping:
 
   @property
   def n_groups(self):
+    """How many groups (distinct concept values)."""
     return len(self.values)
 
   @property
   def n_imbalanced(self):
+    """How many groups the entropy rule calls imbalanced."""
     return int(self.imbalanced.sum())
 
 
@@ -263,6 +267,8 @@ class ImageLabels:
   source: str  # the folder, file or features they were read from
 
   def describe(self, image_ids):
+    """What the labels cover of `image_ids`: their kind and source, and the counts of images
+    labelled, labelled images outside `image_ids` and distinct labels."""
     have = sum(bool(self.labels.get(i)) for i in image_ids)
     known = set(image_ids)
     return {"kind": self.kind, "source": self.source, "images": len(image_ids),
@@ -414,6 +420,7 @@ class Benchmark:
   train_rules: dict  # concept -> Grouping of the train samples (the head splits)
 
   def ood_ids(self, concept):
+    """The sorted question ids of the IID test split that form `concept`'s OOD set."""
     test = self.splits["iid_test"]
     return np.sort(test.question_id[self.test_rules[concept].ood])
 
@@ -467,6 +474,7 @@ DATA_DIR = "data"
 
 
 def ood_file(out, concept):
+  """The path of a concept's OOD set file in the benchmark folder `out`."""
   return os.path.join(out, f"ood_{concept}.json")
 
 

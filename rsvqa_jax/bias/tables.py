@@ -38,6 +38,7 @@ def dataset_label(name):
 
 
 def type_name(qtype):
+  """The displayed name of a question type key ('rural_urban' -> 'Rural/urban')."""
   return TYPE_NAMES.get(qtype.lower(), qtype)
 
 
@@ -63,6 +64,8 @@ def two_decimals(x):
 
 
 def cell(value):
+  """A table cell's text: 'undefined' for None, a fraction in percent (two decimals; 'n/a' for
+  NaN), else str."""
   if value is None:
     return "undefined"
   if isinstance(value, float):
@@ -71,6 +74,7 @@ def cell(value):
 
 
 def to_csv(table):
+  """The Table as CSV text: a header row of its columns, then its rows (no caption)."""
   buf = io.StringIO()
   writer = csv.writer(buf, lineterminator="\n")
   writer.writerow(table.columns)
@@ -94,10 +98,12 @@ _LATEX_SPECIAL = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$",
 
 
 def latex_escape(text):
+  """`text` with LaTeX's special characters escaped."""
   return "".join(_LATEX_SPECIAL.get(ch, ch) for ch in text)
 
 
 def to_latex(table):
+  """The Table as a LaTeX table environment: its caption, then a tabular of its columns."""
   align = "l" * 2 + "r" * (len(table.columns) - 2) if len(table.columns) > 2 else "l" * len(table.columns)
   lines = [r"\begin{table}[ht]", r"\centering", rf"\caption{{{latex_escape(table.caption)}}}",
            rf"\begin{{tabular}}{{{align}}}", r"\hline",
@@ -308,6 +314,7 @@ class RunRecord:
 
   @property
   def weights(self):
+    """'frozen' or 'fine-tuned': the language model's weights as the tables name them."""
     return "frozen" if self.frozen else "fine-tuned"
 
 

@@ -127,9 +127,5 @@ def _load(path, evaluated, dataset, space, *, clean, chosen):
   out = predictions.load(path, evaluated, dataset.name, space, adversarial=not clean,
                          chosen=chosen, others=dataset.splits)
   for split, aligned in out.items():
-    if clean and aligned.repeats > 1:
-      raise RSVQAError(f"{path}: {aligned.repeats} repeats (a 'repeat' column); --predictions "
-                       "takes one answer per question, an adversarial file goes to "
-                       "--adversarial-predictions")
     print(aligned.describe(f"{path} on {split}"))
   return out

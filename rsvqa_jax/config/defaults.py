@@ -27,6 +27,7 @@ def _typed_none(field_type):
 
 
 def data_section():
+  """Which dataset a run reads (a folder, or the synthetic generator's), its splits and caches."""
   c = ml_collections.ConfigDict()
   c.name = "lr"  # lr | hr | xben
   c.root = _typed_none(str)
@@ -90,6 +91,7 @@ def image_section():
 
 
 def text_section():
+  """The question encoder (models/skipthoughts.py, models/bert.py), frozen or fine-tuned."""
   c = ml_collections.ConfigDict()
   c.encoder = "skipthoughts"  # skipthoughts | distilbert | bert | roberta
   # Skip-thoughts folder or Hugging Face folder; "random": random init (must be explicit on
@@ -130,6 +132,8 @@ def model_section():
 
 
 def optim_section():
+  """The optimizer (train/optimizers.py): one learning rate for the head, one for the text
+  encoder."""
   c = ml_collections.ConfigDict()
   c.name = "adam"  # adam | sgd
   c.lr = 1e-5  # fusion + classifier
@@ -141,6 +145,7 @@ def optim_section():
 
 
 def train_section():
+  """The training loop (train/loop.py): batches, epochs, checkpoints, compute dtype."""
   c = ml_collections.ConfigDict()
   c.batch_size = 70  # global, over all devices and hosts (topped up with masked rows when
   # the devices do not divide it: sharding.batch_layout)

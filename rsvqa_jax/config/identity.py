@@ -7,6 +7,7 @@ import ml_collections
 
 from rsvqa_jax.config.defaults import base_config
 from rsvqa_jax.config.overrides import describe_type
+from rsvqa_jax.errors import RSVQAError
 
 # Keys that steer one invocation without changing what is trained (not part of the identity).
 RUN_CONTROL_KEYS = ("train.stop_after_steps", "train.progress_bar")
@@ -100,6 +101,8 @@ RETIRED_KEYS = ("text.allow_pickle",)
 
 def from_dict(d):
   """ConfigDict from a dict written by `to_dict`, over the defaults (tuples where they are)."""
+  if not isinstance(d, dict):
+    raise RSVQAError(f"from_dict: expected a dict of config sections, got {type(d).__name__}")
   config = base_config()
   d = json.loads(json.dumps(d))
   for key in RETIRED_KEYS:

@@ -49,7 +49,9 @@ def load(spec):
   ConfigDict) is one RSVQAError naming the file and, where known, its line. An RSVQAError the file
   raises on purpose (apply_flags, argument_error) goes through unchanged.
   """
-  name, _, arg = spec.partition(":")
+  if not isinstance(spec, (str, os.PathLike)):
+    raise RSVQAError(f"config: {spec!r}; give the path of a config file (configs/X.py[:arg])")
+  name, _, arg = os.fspath(spec).partition(":")
   path = config_path(name)
   if not path.endswith(".py"):  # importlib finds no loader for another suffix
     raise RSVQAError(f"{path}: not a config file: give a Python file (.py) defining get_config()")

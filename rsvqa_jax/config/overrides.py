@@ -85,6 +85,9 @@ def override(config, key, text):
 
 def apply_overrides(config, pairs):
   """Applies `key=value` strings in order; returns the config."""
+  if isinstance(pairs, str):  # iterated, it would be read one letter at a time
+    raise RSVQAError(f"apply_overrides: pairs={pairs!r} is one string; give a list of "
+                     "'key=value' strings")
   for pair in pairs:
     key, sep, text = pair.partition("=")
     if not sep:

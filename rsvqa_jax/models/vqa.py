@@ -127,6 +127,7 @@ class RSVQAModel(nnx.Module):
     self.text_encoder = text_encoder
 
   def question_vector(self, batch, *, deterministic):
+    """The batch's question vectors: given (a cached frozen encoder's), or encoded here."""
     if "question_vector" in batch:
       return batch["question_vector"]
     if self.text_encoder is None:
