@@ -246,7 +246,8 @@ def test_evaluate_command_writes_json_and_csv(tmp_path, capsys):
   evaluated = {"test": ds["test"]}
   result = analysis.analyze(ds["train"], ds["test"],
                             predictions=predictions.load(clean_csv, evaluated, "lr")["test"],
-                            adversarial=predictions.load(adv_csv, evaluated, "lr")["test"])
+                            adversarial=predictions.load(adv_csv, evaluated, "lr",
+                                                             adversarial=True)["test"])
   assert result.adversarial.overall == pytest.approx(adv["oa"], abs=1e-12)
   assert result.adversarial.average == pytest.approx(adv["aa"], abs=1e-12)
   per_type = {t: result.adversarial.per_type[t] for t in adv["per_type"]}  # test's types
