@@ -19,7 +19,6 @@ import reprlib
 
 import numpy as np
 
-from rsvqa_jax import config as config_lib
 from rsvqa_jax.bias import analysis as analysis_lib
 from rsvqa_jax.bias import predictions as predictions_lib
 from rsvqa_jax.bias import tables
@@ -220,9 +219,10 @@ class TrainedRun:
   def evaluate(self, split="test", adversarial_kind=None, repeats=None, seed=0, pool="dataset"):
     """The accuracy table of `split` (clean, or with `adversarial_kind` substitutions).
 
-    The same evaluation `rsvqa-jax evaluate` runs, with its defaults (`repeats`: 10), and it
-    writes the same files under WORKDIR/eval/SPLIT/. Returns the table: OA, AA, per-type accuracy
-    and counts; over the `repeats` substitutions, their mean, std and every repeat's values.
+    The same evaluation `rsvqa-jax evaluate` runs, with its defaults (`repeats`: 10; 1 for white
+    and black, whose repeats are all alike), and it writes the same files under
+    WORKDIR/eval/SPLIT/. Returns the table: OA, AA, per-type accuracy and counts; over the
+    `repeats` substitutions, their mean, std and every repeat's values.
     """
     where = dict(which=self._which, data_root=self._data_root)
     if not isinstance(split, str) or not split:
@@ -235,7 +235,8 @@ class TrainedRun:
         raise RSVQAError(f"evaluate {name}={value!r}: choose one of {', '.join(choices)}")
     if pool != "dataset" and adversarial_kind != "random":
       raise RSVQAError(f"evaluate pool={pool!r}: applies to adversarial_kind='random' only")
-    repeats = adversarial.REPEATS if repeats is None else _count(repeats, "repeats", 1)
+    repeats = (adversarial.default_repeats(adversarial_kind) if repeats is None
+               else _count(repeats, "repeats", 1))
     seed = _count(seed, "seed", 0)
     with skipthoughts_params.pickle_allowed(self._allow_pickle):
       if adversarial_kind is None:

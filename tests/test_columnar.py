@@ -18,6 +18,7 @@ from rsvqa_jax.data import pipeline
 from rsvqa_jax.data import records
 from rsvqa_jax.data import rsvqa_json
 from rsvqa_jax.data import synthetic
+from rsvqa_jax.data import split_files
 from rsvqa_jax.data import synthetic_xben
 from rsvqa_jax.data.answers import AnswerVocab
 from rsvqa_jax.data.tokenizers import WordTokenizer
@@ -202,6 +203,8 @@ def _edit(root, split, kind, fn, layout="xben"):
     ("questions", lambda e: e[0].update(question=" "), "has an empty question string"),
     ("questions", lambda e: e[0].update(answers_ids=[]), r"has answers_ids \[\]: it names no"),
     ("questions", lambda e: e[0].update(img_id="0"), "has img_id '0': expected an integer id"),
+    ("questions", lambda e: e[0].update(img_id=2**64), "has img_id 18446744073709551616: out of "
+     r"range: ids are whole numbers from 0 to 2\*\*63-1$"),
     ("answers", lambda e: e[0].update(answer=None), "is None: expected a non-empty string"),
     ("answers", lambda e: e.append(dict(e[0])), r"id \d+ appears twice \(entries 0 and \d+\)"),
     ("questions", lambda e: e[0].update(active="false"), "has active 'false'"),
@@ -314,6 +317,11 @@ def test_both_readers_count_answers_naming_another_question(xben, caplog):
     assert warned[0].endswith("; the answers_ids link is used"), warned
     said.append(warned[0])
   assert said[0] == said[1], said  # the same first answer named by both readers
+  assert ", not an integer id" not in said[0]  # answer 0 names another question's id
+  caplog.clear()
+  with warnings_of_rsvqa_jax(caplog):
+    split_files.warn_back_links(a_path, [(0, "0", 0)])
+  assert "answer 0 has question_id '0', not an integer id, reached from question 0)" in caplog.text
 
 
 def test_missing_split_file_is_one_line(xben):

@@ -215,6 +215,26 @@ def test_a_recorded_config_that_makes_no_sense_is_named(tmp_path, capsys, edit, 
   assert re.search(message, lines[0]), lines
 
 
+def test_a_recorded_config_without_some_keys_says_it_takes_their_defaults(tmp_path, capsys):
+  """A workdir of an older rsvqa-jax lacks the keys added since: their defaults are used, and
+  the command says which (here before it stops at the missing checkpoint)."""
+  workdir = tmp_path / "w"
+  workdir.mkdir()
+  recorded = config_lib.to_dict(config_lib.base_config())
+  del recorded["train"]["eval_batch_size"], recorded["image"]["image_size"]
+  (workdir / "config.json").write_text(json.dumps(recorded))
+  assert config_lib.defaulted_keys(recorded) == ["image.image_size", "train.eval_batch_size"]
+  status, lines = _evaluate(capsys, "--workdir", str(workdir))
+  assert status == 2 and len(lines) == 2, lines
+  assert lines[0] == (f"WARNING: {workdir}/config.json: has no image.image_size, "
+                      "train.eval_batch_size; the defaults are used (written by an older "
+                      "rsvqa-jax?)"), lines
+  del recorded["model"]  # a whole section: each of its keys (the command refuses that workdir)
+  model = [f"model.{k}" for k in config_lib.base_config().model]
+  assert config_lib.defaulted_keys(recorded) == ["image.image_size", *model,
+                                                 "train.eval_batch_size"]
+
+
 @pytest.mark.parametrize("content,message", [
     ({"answers": ["yes", "no", "yes"]}, "'answers' must be distinct strings"),
     ({"answers": ["yes", 0]}, "'answers' must be distinct strings"),

@@ -225,6 +225,9 @@ def test_evaluate_command_writes_json_and_csv(tmp_path, capsys):
   for paths in (outputs.accuracy_paths(workdir, "test"),
                 outputs.adversarial_paths(workdir, "test", "white")):
     assert f"wrote {', '.join(paths)}\n" in printed  # where the files an audit reads are
+  assert evaluate_cmd.run(parser.parse_args(["--workdir", workdir, "--adversarial", "black"])) == 0
+  with open(outputs.adversarial_paths(workdir, "test", "black")[0]) as f:
+    assert json.load(f)["repeats"] == 1  # unless told: its repeats would all be alike
   with pytest.raises(RSVQAError, match="--pool applies to --adversarial random only"):
     evaluate_cmd.run(parser.parse_args(["--workdir", workdir, "--adversarial", "white", "--pool",
                                         "split"]))

@@ -1,6 +1,5 @@
 """Fusions and the assembled model: MUTAN against the Tucker formula, shapes, blind twin, and
 where the original RSVQA code's e-mult drops out."""
-import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest

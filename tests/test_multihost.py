@@ -16,6 +16,9 @@ import sys
 import numpy as np
 import pytest
 
+from rsvqa_jax.errors import RSVQAError
+from rsvqa_jax.train import sharding
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 
@@ -96,3 +99,18 @@ def test_two_processes_train_one_model(tmp_path):
   with open(os.path.join(workdir, "metrics.jsonl"), encoding="utf-8") as f:
     train_steps = [json.loads(line)["step"] for line in f if '"split": "train"' in line]
   assert len(train_steps) == len(set(train_steps))  # written by one process only
+
+
+@pytest.mark.parametrize("processes,process_id,message", [
+    ("abc", "0", r"environment JAX_NUM_PROCESSES='abc': must be a whole number >= 1$"),
+    ("0", "0", r"environment JAX_NUM_PROCESSES='0': must be a whole number >= 1$"),
+    ("2", "2", r"environment JAX_PROCESS_ID='2': must be a whole number from 0 to 1$"),
+    ("2", "-1", r"environment JAX_PROCESS_ID='-1': must be a whole number from 0 to 1$"),
+], ids=["text", "zero", "id_too_large", "negative_id"])
+def test_a_mistyped_process_count_or_id_is_named(monkeypatch, processes, process_id, message):
+  """Refused before jax.distributed starts (which would wait, then crash, on a wrong count)."""
+  monkeypatch.setenv("JAX_COORDINATOR_ADDRESS", "localhost:1")
+  monkeypatch.setenv("JAX_NUM_PROCESSES", processes)
+  monkeypatch.setenv("JAX_PROCESS_ID", process_id)
+  with pytest.raises(RSVQAError, match=message):
+    sharding.maybe_initialize_distributed()

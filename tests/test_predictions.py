@@ -363,3 +363,23 @@ def test_a_split_without_any_prediction_is_refused(tmp_path, caplog):
     predictions.load(header, splits, chosen=False)  # answering none is refused all the same
   none = records.Split.from_rows("test_phili", [])
   assert predictions.load(some, {"test": test, "test_phili": none})["test_phili"].missing == 0
+
+
+def test_a_file_of_question_ids_two_splits_share_is_refused(tmp_path):
+  """A dataset numbering each split's questions from 0: a file of test's answers would also
+  grade test_phili's questions of the same ids, about other images (it did, in silence)."""
+  test = _split_on_images()
+  phili = records.Split.from_rows("test_phili", [
+      dict(question_id=q, image_id=20, qtype="t", question="q", answer="no", raw_answer="no")
+      for q in (2, 3, 7)])
+  splits = {"test": test, "test_phili": phili}
+  shared = write_csv(tmp_path / "shared.csv", ["question_id", "prediction"],
+                     [[1, "yes"], [2, "no"], [3, "yes"]])
+  for chosen in (True, False):
+    with pytest.raises(RSVQAError, match=r"shared.csv: question 2 is a question of both test and "
+                       r"test_phili .* analyze one split alone \(--split test; split='test' in "
+                       r"Python\)$"):
+      predictions.load(shared, splits, chosen=chosen)
+  assert predictions.load(shared, {"test": test})["test"].missing == 0
+  apart = write_csv(tmp_path / "apart.csv", ["question_id", "prediction"], [[1, "yes"], [7, "no"]])
+  assert set(predictions.load(apart, splits)) == {"test", "test_phili"}  # ids of one split each

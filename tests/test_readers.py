@@ -336,6 +336,15 @@ DAMAGES = {
                      r"question \d+ has img_id \d+\.0: expected an integer id$"),
     "string img_id": ("questions", _set_first(img_id="0"),
                       r"question \d+ has img_id '0': expected an integer id$"),
+    "img_id past int64": ("questions", _set_first(img_id=10**30),
+                          r"question \d+ has img_id 10{30}: out of range: ids are whole numbers "
+                          r"from 0 to 2\*\*63-1$"),
+    "question id past int64": ("questions", _set_first(id=2**70),
+                               r"entry \d+ has id \d+: out of range: ids are whole numbers from 0 "
+                               r"to 2\*\*63-1$"),
+    "answer id past int64": ("questions", _set_first(answers_ids=[0, 2**64]),
+                             r"question \d+ has answers_ids \[0, \d+\]: out of range: ids are "
+                             r"whole numbers from 0 to 2\*\*63-1$"),
     "float in questions_ids": ("images", lambda i: _active_image(i).update(questions_ids=[0.0]),
                                r"image \d+ has questions_ids \[0\.0\]" + NOT_IDS),
     "float in answers_ids": ("questions", _set_first(answers_ids=[1.5]),
@@ -362,7 +371,9 @@ def test_bad_ids_and_values(broken, damage):
 @pytest.mark.parametrize("kind", rsvqa_json.KINDS)
 def test_non_integer_ids(broken, kind, bad_id):
   path = _edit(broken, "val", kind, lambda entries: entries[3].update(id=bad_id))
-  expected = f"{path}: entry 3 has id {bad_id!r}: expected a non-negative integer"
+  expected = f"{path}: entry 3 has id {bad_id!r}: " + (
+      "out of range: ids are whole numbers from 0 to 2**63-1" if bad_id == 2**63
+      else "expected a non-negative integer")
   with pytest.raises(RSVQAError, match=f"^{re.escape(expected)}$"):
     rsvqa_json.read_dataset(broken, "lr")
 
@@ -386,7 +397,8 @@ def test_duplicate_key_in_one_object(broken):
     (b'{"a":' * 100000, "JSON nested too deeply to read$"),
     ('{"questions": [\n"caf\u00e9"]}'.encode("latin-1"),
      r"not UTF-8 text \(invalid continuation byte at byte 20, line 2\)$"),
-    (b'{"questions": [{"id": 1' + b"0" * 5000 + b"}]}", r"cannot read JSON \(.+\)$"),
+    (b'{"questions": [{"id": 1' + b"0" * 5000 + b"}]}",
+     r"cannot read JSON: it holds a number of more than 4,300 digits$"),
 ], ids=["deep arrays", "deep objects", "latin-1", "5001 digits"])
 def test_unreadable_json_text(broken, text, message):
   path = rsvqa_json.split_file(broken, "lr", "val", "questions")

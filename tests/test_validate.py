@@ -120,6 +120,15 @@ def test_validate_not_a_tiff(broken, capsys):
   assert rc == 2 and f"{path}: not a readable TIFF" in err and "\n" not in err
 
 
+def test_validate_a_tiff_without_an_image(broken, capsys):
+  """A TIFF header whose first page offset is 0: one line of ours, none of tifffile's."""
+  path = os.path.join(broken, "Images_LR", "1.tif")
+  with open(path, "wb") as f:
+    f.write(b"II*\x00" + bytes(4))
+  rc, err = _run_validate(broken, capsys)
+  assert rc == 2 and err == f"rsvqa-jax validate: error: {path}: a TIFF holding no image", err
+
+
 def _truncate(path):
   """Keeps the first half of an uncompressed tile: the header still reads, the pixels do not."""
   with open(path, "rb") as f:

@@ -283,6 +283,21 @@ def align(predictions, splits, path, dataset=None, space=None, others=None):
   return out
 
 
+def check_shared_ids(question_ids, splits, path):
+  """Refuses a file whose question ids are questions of two of `splits` (a dataset numbering each
+  split's questions from 0): which of them it answers cannot be told, and scoring it on both
+  would grade one split with answers given about other images."""
+  seen = {}
+  for name, split in splits.items():
+    for qid in question_ids.intersection(split.question_id.tolist()):
+      if qid in seen:
+        raise RSVQAError(f"{path}: question {qid} is a question of both {seen[qid]} and {name} "
+                         "(the dataset numbers their questions alike), so which one the file "
+                         f"answers cannot be told: analyze one split alone (--split {seen[qid]}; "
+                         f"split={seen[qid]!r} in Python)")
+      seen[qid] = name
+
+
 def check_images(image_ids, splits, path):
   """Refuses a file whose image_id column puts a question on another image than `splits` do."""
   wrong = []
@@ -310,6 +325,7 @@ def load(path, splits, dataset=None, space=None, *, adversarial=False, chosen=Tr
   with an INFO line, as long as the file answers another (evaluate writes one split per file).
   """
   file = read_file(path)
+  check_shared_ids(set().union(*file.by_repeat), splits, path)
   check_images(file.image_ids, splits, path)
   if adversarial and SUBSTITUTED not in file.columns:
     _log.warning(f"{path}: no {SUBSTITUTED} column, so which image each answer was given cannot "

@@ -40,7 +40,8 @@ def add_arguments(parser):
   parser.add_argument("--adversarial", choices=("random", "shuffle", "white", "black", "noise"),
                       help="adversarial testing: answer with a substituted image")
   parser.add_argument("--repeats", type=int, default=None,
-                      help="substitutions per question for --adversarial (default: 10)")
+                      help="substitutions per question for --adversarial (default: 10; 1 for "
+                           "white and black, whose repeats are all alike)")
   parser.add_argument("--adv-seed", type=argument_types.seed, default=None,
                       help="seed of the substitutions (and of the noise images); default 0")
   parser.add_argument("--pool", choices=("dataset", "split"), default=None,
@@ -138,7 +139,8 @@ def run(args):
     raise RSVQAError("--repeats applies to --adversarial only")
   if args.adv_seed is not None and not (args.adversarial or args.counterfactual):
     raise RSVQAError("--adv-seed applies to --adversarial and --counterfactual only")
-  args.repeats = adversarial.REPEATS if args.repeats is None else args.repeats
+  if args.repeats is None:
+    args.repeats = adversarial.default_repeats(args.adversarial)
   args.adv_seed = args.adv_seed or 0
   where = dict(which=args.checkpoint, data_root=args.data_root)
   if args.ood_selection and not args.shortcuts:

@@ -114,6 +114,22 @@ def sections():
   return [k for k, v in base_config().items() if isinstance(v, ml_collections.ConfigDict)]
 
 
+def defaulted_keys(recorded):
+  """The dotted keys of base_config that a recorded config dict lacks, in order: a workdir of an
+  older rsvqa-jax takes their defaults, which the reader says rather than doing so in silence."""
+  def walk(template, values, prefix):
+    for key, default in template.items():
+      name = f"{prefix}{key}"
+      if name in FREE_SECTIONS:
+        continue
+      if isinstance(default, ml_collections.ConfigDict):
+        inner = values.get(key) if isinstance(values, dict) else None
+        yield from walk(default, inner if isinstance(inner, dict) else {}, f"{name}.")
+      elif not (isinstance(values, dict) and key in values):
+        yield name
+  return list(walk(base_config(), recorded, ""))
+
+
 def _unknown_key(config, template, prefix=""):
   """The first dotted key of `config` that `template` lacks (a silent typo: c.trian = 1), or
   None."""

@@ -250,8 +250,8 @@ def _read_questions(path, name, strings):
       continue
     img = e["img_id"]
     if not records.is_id(img):
-      raise RSVQAError(f"{path}: question {i} has img_id {split_files.short_repr(img)}: expected "
-                       "an integer id")
+      raise RSVQAError(f"{path}: question {i} has img_id {split_files.short_repr(img)}: "
+                       + records.id_problem(img, "expected an integer id"))
     t, q, ids = split_files.question_fields(e, i, path, name)
     qid.append(i)
     image.append(img)

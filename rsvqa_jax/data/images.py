@@ -4,12 +4,23 @@ Every dataset stores one RGB tile per image id; a tile of the wrong size or band
 silently feed a wrong tensor to the model, so each read checks both and raises an RSVQAError.
 """
 import io
+import logging
 import os
 
 import numpy as np
 import tifffile
 
 from rsvqa_jax.errors import RSVQAError
+
+
+class _NoPagesLine(logging.Filter):
+  """Drops tifffile's own line on a TIFF without an image: `_parse` refuses it in one line."""
+
+  def filter(self, record):
+    return not record.getMessage().endswith("contains no pages")
+
+
+logging.getLogger("tifffile").addFilter(_NoPagesLine())
 
 
 def _hwc_shape(shape, path):
@@ -49,6 +60,8 @@ def _parse(source, name, size, bands, decode):
   """
   try:
     with tifffile.TiffFile(source) as tif:
+      if not tif.series:  # a TIFF header with no image (tifffile logs "contains no pages")
+        raise RSVQAError(f"{name}: a TIFF holding no image")
       series = tif.series[0]
       _check(series.shape, np.dtype(series.dtype), name, size, bands)
       return series.asarray() if decode else None

@@ -26,6 +26,14 @@ def is_id(value):
   return type(value) is int and 0 <= value <= MAX_ID
 
 
+def id_problem(value, expected):
+  """What is wrong with a value is_id refuses: `expected` (what an id is), or for a whole number
+  past int64 that it is out of range (it is an integer, just too large to hold)."""
+  if type(value) is int and value > MAX_ID:
+    return "out of range: ids are whole numbers from 0 to 2**63-1"
+  return expected
+
+
 @dataclasses.dataclass(frozen=True)
 class Split:
   """One split as columns. String columns are NumPy object arrays of `str`."""

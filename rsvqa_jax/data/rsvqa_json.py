@@ -85,8 +85,8 @@ def read_split(root, name, split):
   for qid, q in questions.items():
     img_id = q["img_id"]
     if not records.is_id(img_id):
-      raise RSVQAError(f"{q_path}: question {qid} has img_id {short_repr(img_id)}: expected an "
-                       "integer id")
+      raise RSVQAError(f"{q_path}: question {qid} has img_id {short_repr(img_id)}: "
+                       + records.id_problem(img_id, "expected an integer id"))
     if img_id not in images:
       raise RSVQAError(f"{q_path}: question {qid} has img_id {short_repr(img_id)} that points to "
                        f"no active image of {os.path.basename(img_path)}")

@@ -143,8 +143,8 @@ def load_json(path, what="split file"):
     return parse_json(text)
   except json.JSONDecodeError as e:
     problem = f"malformed JSON at line {e.lineno} column {e.colno}: {e.msg}"
-  except ValueError as e:  # an integer of more than 4,300 digits
-    problem = f"cannot read JSON ({e})"
+  except ValueError:  # Python reads no integer of more than 4,300 digits (no id is one)
+    problem = "cannot read JSON: it holds a number of more than 4,300 digits"
   except RecursionError:
     problem = "JSON nested too deeply to read"
   except DuplicateKey as e:
@@ -177,8 +177,8 @@ def entry_id(e, pos, path, required):
     raise RSVQAError(f"{path}: entry {pos} is not an object with an 'id'")
   i = e["id"]
   if not records.is_id(i):
-    raise RSVQAError(f"{path}: entry {pos} has id {short_repr(i)}: expected a non-negative "
-                     "integer")
+    raise RSVQAError(f"{path}: entry {pos} has id {short_repr(i)}: "
+                     + records.id_problem(i, "expected a non-negative integer"))
   if "active" not in e:
     raise RSVQAError(f"{path}: entry id {i} has no 'active' key: give each entry \"active\": "
                      "true, or false outside the split")
@@ -196,8 +196,9 @@ def entry_id(e, pos, path, required):
 def id_list(value, path, owner, key):
   """Checks that `owner`'s `key` (questions_ids, answers_ids) is a list of distinct ids."""
   if not isinstance(value, list) or not all(records.is_id(v) for v in value):
-    raise RSVQAError(f"{path}: {owner} has {key} {short_repr(value)}: expected a list of "
-                     "non-negative integers")
+    bad = next((v for v in value if not records.is_id(v)), None) if isinstance(value, list) else None
+    raise RSVQAError(f"{path}: {owner} has {key} {short_repr(value)}: "
+                     + records.id_problem(bad, "expected a list of non-negative integers"))
   if len(set(value)) != len(value):
     seen = set()
     twice = next(v for v in value if v in seen or seen.add(v))
@@ -269,7 +270,9 @@ def warn_back_links(a_path, mismatched):
     aid, value, qid = mismatched[0]
     LOG.warning(f"{a_path}: {len(mismatched)} answer(s) with a question_id other than the "
                  f"question whose answers_ids lead to them (the first: answer {aid} has "
-                 f"question_id {short_repr(value)}, reached from question {qid}); the answers_ids "
+                 f"question_id {short_repr(value)}"
+                 + ("" if records.is_id(value) else ", not an integer id")
+                 + f", reached from question {qid}); the answers_ids "
                  "link is used")
 
 

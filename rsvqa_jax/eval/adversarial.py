@@ -42,6 +42,12 @@ KINDS = ("random", "shuffle", "white", "black", "noise")
 PIXEL_KINDS = ("white", "black", "noise")
 POOLS = ("dataset", "split")
 REPEATS = 10  # substitutions per question unless told: the paper's, and the CLI's default
+SAME_EVERY_REPEAT = ("white", "black")  # one image for all: every repeat answers alike
+
+
+def default_repeats(kind):
+  """The repeats a `kind` runs unless told: REPEATS, or 1 where every repeat is the same."""
+  return 1 if kind in SAME_EVERY_REPEAT else REPEATS
 _log = logging.getLogger(__name__)
 
 

@@ -141,6 +141,11 @@ def _load_recorded(workdir):
   missing = [s for s in config_lib.sections() if not isinstance(recorded.get(s), dict)]
   if missing:  # its defaults would build another model: a shape error at the restore, far away
     raise RSVQAError(f"{path}: no {missing[0]!r} section; the workdir's config is damaged")
+  defaulted = config_lib.defaulted_keys(recorded)
+  if defaulted:  # a workdir of an older rsvqa-jax, which lacked these keys
+    more = f" and {len(defaulted) - 4} more" if len(defaulted) > 4 else ""
+    _log.warning("%s: has no %s%s; the defaults are used (written by an older rsvqa-jax?)",
+                 path, ", ".join(defaulted[:4]), more)
   try:
     config = config_lib.from_dict(recorded)
   except TypeError as e:  # a value of another type than the key's (from_dict names the key)

@@ -10,6 +10,7 @@ never resized: each host's rows are topped up to a multiple of its devices with 
 own rows labelled -1 (`pad_rows`), which the masked losses give weight 0, so loss, gradients
 and metrics are those of the configured batch (the dropout masks are drawn for the padded shape).
 """
+import logging
 import os
 from typing import NamedTuple
 
@@ -21,23 +22,46 @@ from rsvqa_jax.errors import RSVQAError
 
 DATA_AXIS = "data"
 
+_log = logging.getLogger(__name__)
+
+
+def _environment_count(name, low, high=None):
+  """The integer environment variable `name`, refused in one line outside [low, high)."""
+  text = os.environ[name]
+  try:
+    value = int(text)
+  except ValueError:
+    value = None
+  if value is None or value < low or (high is not None and value >= high):
+    bound = f"from {low} to {high - 1}" if high is not None else f">= {low}"
+    raise RSVQAError(f"environment {name}={text!r}: must be a whole number {bound}")
+  return value
+
 
 def maybe_initialize_distributed():
-  """Starts jax.distributed once when the environment asks for a multi-process run."""
+  """Starts jax.distributed once when the environment asks for a multi-process run.
+
+  Every process waits in jax.distributed until all have joined, and XLA ends a process whose
+  partners never came with a crash dump (no Python exception to catch): the line logged first
+  says what it waits for.
+  """
   address = os.environ.get("JAX_COORDINATOR_ADDRESS")
   if not address and os.environ.get("RSVQA_DISTRIBUTED") != "1":
     return False
   if jax.distributed.is_initialized():
     return True
-  # CPU processes need a collectives backend of their own (GPU and TPU clients ignore this).
-  jax.config.update("jax_cpu_collectives_implementation", "gloo")
   kwargs = {}
   if address:
     kwargs["coordinator_address"] = address
     if "JAX_NUM_PROCESSES" in os.environ:
-      kwargs["num_processes"] = int(os.environ["JAX_NUM_PROCESSES"])
+      kwargs["num_processes"] = _environment_count("JAX_NUM_PROCESSES", 1)
     if "JAX_PROCESS_ID" in os.environ:
-      kwargs["process_id"] = int(os.environ["JAX_PROCESS_ID"])
+      kwargs["process_id"] = _environment_count("JAX_PROCESS_ID", 0, kwargs.get("num_processes"))
+    _log.info("waiting for the %s processes at %s to join (this is process %s); start the same "
+              "command on every host", kwargs.get("num_processes", "cluster's"), address,
+              kwargs.get("process_id", "?"))
+  # CPU processes need a collectives backend of their own (GPU and TPU clients ignore this).
+  jax.config.update("jax_cpu_collectives_implementation", "gloo")
   jax.distributed.initialize(**kwargs)
   return True
 
