@@ -209,6 +209,7 @@ def test_empty_answers_ids(broken):
 @pytest.mark.parametrize("question, message", [
     ("  ", "has an empty question string \\(no visible character\\)"),
     ("\u200b\u00a0", "has an empty question string \\(no visible character\\)"),
+    ("\u0301\u0301", "has an empty question string \\(no visible character\\)"),  # marks alone
     (123, "has question 123: expected a string"),  # it said "empty question string"
     (None, "has question None: expected a string")])
 def test_empty_question(broken, question, message):

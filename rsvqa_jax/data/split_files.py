@@ -10,6 +10,7 @@ import json
 import logging
 import os
 import reprlib
+import unicodedata
 
 import numpy as np
 
@@ -18,6 +19,9 @@ from rsvqa_jax.data import records
 from rsvqa_jax.errors import RSVQAError
 
 LOG = logging.getLogger(__name__)  # columnar keeps what it warns of in its cache
+# Unicode categories of a visible character: letters, numbers, punctuation, symbols (not marks
+# alone, which have nothing to sit on, separators or controls).
+VISIBLE = "LNPS"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -221,7 +225,7 @@ def question_fields(q, qid, path, name):
   text = q["question"]
   if not isinstance(text, str):
     raise RSVQAError(f"{path}: question {qid} has question {short_repr(text)}: expected a string")
-  if not any(c.isprintable() and not c.isspace() for c in text):
+  if not any(unicodedata.category(c)[0] in VISIBLE for c in text):
     raise RSVQAError(f"{path}: question {qid} has an empty question string (no visible "
                      "character)")
   ids = id_list(q["answers_ids"], path, f"question {qid}", "answers_ids")
