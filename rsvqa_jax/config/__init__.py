@@ -38,8 +38,8 @@ __all__ = [
     "RESNET_DEPTHS", "RETIRED_KEYS", "RUN_CONTROL_KEYS", "SEED", "SELECT_METRICS", "WIDTH",
     "answerability_section", "apply_flags", "apply_overrides", "argument_error", "base_config",
     "cache_dir", "caches_questions", "check", "check_weights", "config_path", "data_section",
-    "defaulted_keys", "differences", "from_dict", "identity", "image_config", "image_section", "is_random",
-    "lm_entry", "load", "model_section", "optim_section", "override", "paper_config", "parse_cell",
-    "pretrain_section", "recorded_identity", "sections", "study_defaults", "synthetic_root",
-    "text_section", "to_dict", "train_section", "unknown_key", "unlike_seed_runs",
+    "defaulted_keys", "differences", "from_dict", "identity", "image_config", "image_section",
+    "is_random", "lm_entry", "load", "model_section", "optim_section", "override", "paper_config",
+    "parse_cell", "pretrain_section", "recorded_identity", "sections", "study_defaults",
+    "synthetic_root", "text_section", "to_dict", "train_section", "unknown_key", "unlike_seed_runs",
 ]
