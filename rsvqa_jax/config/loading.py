@@ -123,9 +123,9 @@ def defaulted_keys(recorded):
       if name in FREE_SECTIONS:
         continue
       if isinstance(default, ml_collections.ConfigDict):
-        inner = values.get(key) if isinstance(values, dict) else None
+        inner = values.get(key)
         yield from walk(default, inner if isinstance(inner, dict) else {}, f"{name}.")
-      elif not (isinstance(values, dict) and key in values):
+      elif key not in values:
         yield name
   return list(walk(base_config(), recorded, ""))
 
