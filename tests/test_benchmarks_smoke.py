@@ -437,3 +437,22 @@ def test_step_pieces_are_the_step_split_in_two_and_each_is_timed_at_toy_size():
                              "cpu": "cpu", "batch": 8, "size": "toy", "rounds": 2,
                              "compute_dtype": "bfloat16", "rows": [rows["bfloat16"]]})
   assert "| skipthoughts:frozen:mult | " in md and "update / triad" in md
+
+
+def test_adam_passes_times_every_form_of_the_same_update_at_toy_size():
+  from benchmarks import adam_passes  # pylint: disable=g-import-not-at-top
+  hlo = ("ENTRY %main {\n  %f = f32[] fusion(%g), kind=kLoop\n"
+         "  %m = f32[64,96]{1,0} fusion(%g, %m), kind=kLoop\n"
+         "  %s = f32[3,64,96]{2,1,0} fusion(%g, %b), kind=kLoop\n"
+         "  %t = (f32[64,96]{1,0}, f32[10]{0}) fusion(%g), kind=kLoop\n}")
+  assert adam_passes.weight_sized_fusions(hlo, 64 * 96) == 3
+  result = adam_passes.measure((64, 96), 2, 0.01)
+  rows = {r["form"]: r for r in result["rows"]}
+  assert set(rows) == set(adam_passes.FORMS) and not result["errors"]
+  for name, row in rows.items():
+    assert row["max_abs_diff_vs_optax"] < 1e-6, name  # three updates, the same arithmetic
+    assert row["ms"]["repeats"] == 2 and row["update / triad"]["median"] > 0, name
+  assert rows["optax"]["fusions"] == 3 and rows["one buffer, stacked"]["fusions"] == 1
+  md = adam_passes.markdown({"command": "c", "machine": {"usable_cpus": 2, "jax": "x"},
+                             "cpu": "cpu", "shape": [64, 96], "rounds": 2, **result})
+  assert "| one buffer, stacked | 1 | " in md and "64x96" in md
