@@ -456,3 +456,20 @@ def test_adam_passes_times_every_form_of_the_same_update_at_toy_size():
   md = adam_passes.markdown({"command": "c", "machine": {"usable_cpus": 2, "jax": "x"},
                              "cpu": "cpu", "shape": [64, 96], "rounds": 2, **result})
   assert "| one buffer, stacked | 1 | " in md and "64x96" in md
+
+
+def test_gru_scan_ab_times_the_checkout_against_a_revision_at_toy_size():
+  from benchmarks import gru_scan_ab  # pylint: disable=g-import-not-at-top
+  before = gru_scan_ab.module_at("HEAD")
+  assert before.__name__ == "skipthoughts_at_HEAD" and callable(before.gru_scan)
+  rows = gru_scan_ab.measure("HEAD", 4, 3, 16, 2, 0.01)
+  assert [(r["masks"], r["dtype"], r["pass"]) for r in rows][::3] == [
+      ("none", "float32", "forward"), ("none", "bfloat16", "forward and backward"),
+      ("Bayesian", "bfloat16", "forward")]
+  for r in rows:
+    assert not r["errors"] and r["before / now"]["repeats"] == 2
+    assert r["max_abs_diff"] < 1e-2  # the same inputs through the same recurrence
+  md = gru_scan_ab.markdown({"command": "c", "machine": {"usable_cpus": 2, "jax": "x"},
+                             "cpu": "cpu", "against": "HEAD", "batch": 4, "tokens": 3,
+                             "hidden": 16, "rounds": 2, "rows": rows})
+  assert "| Bayesian | bfloat16 | forward and backward | " in md

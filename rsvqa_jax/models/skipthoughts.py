@@ -8,10 +8,11 @@ the hidden state at the last real token. The Bayesian variant applies variationa
 
 Speed: the input projections of all time steps are one matmul before the scan, and each step
 does one recurrent matmul h @ [U | Ux] ([H, 3H]; one per gate under Bayesian masks, each gate
-reading its own masked h). The recurrence has a hand-written VJP: its
-backward scan carries only dh (one [B, 3H] @ [3H, H] matmul per step) and the gradient of
-[U | Ux] is one matmul over all B x L positions after the loop, instead of the per-step
-accumulation (contraction over B only) that differentiating the scan would do.
+reading its own masked h, and likewise for the projections). The recurrence has a hand-written
+VJP: its backward scan carries only dh (one [B, 3H] @ [3H, H] matmul per step) and the gradient
+of [U | Ux] is one matmul over all B x L positions after the loop (one per gate block under
+Bayesian masks), instead of the per-step accumulation (contraction over B only) that
+differentiating the scan would do.
 """
 import jax
 import jax.numpy as jnp
@@ -23,36 +24,34 @@ from rsvqa_jax.models.matmul import add_bias, dtype_token, einsum, matmul
 BAYESIAN_DROPOUT = 0.25
 
 
-def _gate_blocks(uu, mh):
-  """[U | Ux] as the scans use it: whole, or under Bayesian masks its three gate blocks.
-
-  Split once outside the loop: split inside it, XLA:CPU copied the three [H, H] blocks out of
-  [H, 3H] at every time step (18% of a frozen 2400-d Bayesian uni-skip step).
-  """
-  return uu if mh is None else tuple(jnp.split(uu, 3, axis=1))
+def _gates(y):
+  """A [..., 3H] array as its three gate blocks (r, u, candidate), [..., H] each."""
+  return tuple(jnp.split(y, 3, axis=-1))
 
 
 def _recurrent(h, uu, mh):
-  """[B, 3H] = h @ [U | Ux] (`_gate_blocks`), each gate's block reading its own masked h."""
+  """(r, u, candidate) parts of h @ [U | Ux], [B, H] each: one product over [U | Ux] [H, 3H],
+  or under Bayesian masks one per gate block of `uu` (U_r, U_u, Ux), each reading its own
+  masked h."""
   if mh is None:
-    return matmul(h, uu)
-  return jnp.concatenate([matmul(h * mh[i], blk) for i, blk in enumerate(uu)], axis=-1)
+    return _gates(matmul(h, uu))
+  return tuple(matmul(h * mh[i], blk) for i, blk in enumerate(uu))
 
 
 def _recurrent_transpose(dg, uu, mh):
-  """[B, H]: the cotangent of h in `_recurrent` given dg [B, 3H]."""
+  """[B, H]: the cotangent of h in `_recurrent` given its parts' cotangents dg."""
   if mh is None:
-    return einsum("bk,hk->bh", dg.astype(uu.dtype), uu)
+    return einsum("bk,hk->bh", jnp.concatenate(dg, axis=-1).astype(uu.dtype), uu)
   return sum(einsum("bk,hk->bh", d.astype(blk.dtype), blk) * mh[i] for i, (d, blk) in
-             enumerate(zip(jnp.split(dg, 3, axis=-1), uu)))
+             enumerate(zip(dg, uu)))
 
 
 def _recurrent_weight_grad(h_prev, dg, mh, dtype):
-  """[H, 3H] in `dtype`: the gradient of [U | Ux], one contraction over all L x B positions."""
+  """The gradient of `uu` in `dtype`, one contraction over all L x B positions: [H, 3H], or
+  under Bayesian masks the gradients of its three gate blocks."""
   if mh is None:
-    return einsum("tbh,tbk->hk", h_prev, dg, dtype)
-  return jnp.concatenate([einsum("tbh,tbk->hk", h_prev * mh[i], d, dtype) for i, d in
-                          enumerate(jnp.split(dg, 3, axis=-1))], axis=1)
+    return einsum("tbh,tbk->hk", h_prev, jnp.concatenate(dg, axis=-1), dtype)
+  return tuple(einsum("tbh,tbk->hk", h_prev * mh[i], d, dtype) for i, d in enumerate(dg))
 
 
 def _bits(tree):
@@ -72,23 +71,25 @@ def _from_bits(tree):
                       if x.dtype == jnp.uint16 else x, tree)
 
 
+def _cast(uu, dtype):
+  return jax.tree.map(lambda w: w.astype(dtype), uu)
+
+
 def _scan_forward(xp, m, uu, mh, save):
   """Forward recurrence over time-major inputs; with `save`, also the backward's residuals."""
-  hidden = uu.shape[0]
-  blocks = _gate_blocks(uu, mh)
+  xr, xu, xc = xp
 
   def step(h, inputs):
-    xp_t, m_t = inputs
-    g = _recurrent(h, blocks, mh)
-    r = jax.nn.sigmoid(xp_t[:, :hidden] + g[:, :hidden])
-    u = jax.nn.sigmoid(xp_t[:, hidden:2 * hidden] + g[:, hidden:2 * hidden])
-    hx = g[:, 2 * hidden:]
-    c = jnp.tanh(r * hx + xp_t[:, 2 * hidden:])
+    xr_t, xu_t, xc_t, m_t = inputs
+    gr, gu, hx = _recurrent(h, uu, mh)
+    r = jax.nn.sigmoid(xr_t + gr)
+    u = jax.nn.sigmoid(xu_t + gu)
+    c = jnp.tanh(r * hx + xc_t)
     h_new = jnp.where(m_t[:, None], u * h + (1.0 - u) * c, h)
     return h_new, _bits((h_new, (h, r, u, hx, c)) if save else h_new)
 
-  h0 = jnp.zeros((xp.shape[1], hidden), xp.dtype)
-  h_last, stacked = jax.lax.scan(step, h0, (xp, m))
+  h0 = jnp.zeros(xr.shape[1:], xr.dtype)
+  h_last, stacked = jax.lax.scan(step, h0, (xr, xu, xc, m))
   return h_last, _from_bits(stacked)
 
 
@@ -96,30 +97,35 @@ def _scan_forward(xp, m, uu, mh, save):
 def recurrence(xp, m, uu, mh):
   """The uni-skip recurrence.
 
+  Each gate's inputs and products are arrays of their own, never [.., 3H] arrays sliced inside
+  the loop: XLA:CPU runs a loop's element-wise gate math on column slices several times slower
+  than on whole arrays (the forward pass went 1.2x faster in float32, 2x in bf16:
+  benchmarks/gru_scan_ab).
+
   Args:
-    xp: [L, B, 3H] input projections (x @ [W | Wx] + [b | bx], time-major).
+    xp: (r, u, candidate) input projections, [L, B, H] each (x @ [W | Wx] + [b | bx] in parts,
+      time-major).
     m: [L, B] bool, True on real tokens.
-    uu: [H, 3H] = [U | Ux], in xp's dtype or a float32 master copy: cast to xp's dtype once
-      before the loop, its gradient returned in its own dtype (straight from the float32
-      accumulator on a CPU, not rounded to bf16).
+    uu: [H, 3H] = [U | Ux], or with `mh` its three gate blocks (U_r, U_u, Ux), in xp's dtype or
+      float32 master copies: cast to xp's dtype once before the loop, the gradient returned in
+      their own dtype (straight from the float32 accumulator on a CPU, not rounded to bf16).
     mh: None, or [3, B, H] Bayesian masks on h for the r, u and candidate gates.
 
   Returns:
     (h_last [B, H], states [L, B, H]). No gradient flows to `m` or `mh`.
   """
-  return _scan_forward(xp, m, uu.astype(xp.dtype), mh, save=False)
+  return _scan_forward(xp, m, _cast(uu, xp[0].dtype), mh, save=False)
 
 
 def _recurrence_fwd(xp, m, uu, mh):
-  weights = uu.astype(xp.dtype)
+  weights = _cast(uu, xp[0].dtype)
   h_last, (states, residuals) = _scan_forward(xp, m, weights, mh, save=True)
-  return (h_last, states), (residuals, m, weights, mh, dtype_token(uu))
+  return (h_last, states), (residuals, m, weights, mh, dtype_token(jax.tree.leaves(uu)[0]))
 
 
 def _recurrence_bwd(saved, cotangents):
   (h_prev, r, u, hx, c), m, uu, mh, uu_dtype = saved
   dh_last, dstates = cotangents
-  blocks = _gate_blocks(uu, mh)
 
   def step(dh, inputs):
     ds_t, m_t, h_t, r_t, u_t, hx_t, c_t = inputs
@@ -129,14 +135,15 @@ def _recurrence_bwd(saved, cotangents):
     da = dn * (1.0 - u_t) * (1.0 - c_t * c_t)  # through c = tanh(a)
     dpre_r = da * hx_t * r_t * (1.0 - r_t)
     dpre_u = dn * (h_t - c_t) * u_t * (1.0 - u_t)
-    dg = jnp.concatenate([dpre_r, dpre_u, da * r_t], axis=-1)
-    dh_prev = jnp.where(keep, dn * u_t + _recurrent_transpose(dg, blocks, mh), dh)
-    dxp = jnp.concatenate([dpre_r, dpre_u, da], axis=-1)
-    return dh_prev, _bits((dg.astype(uu.dtype), dxp.astype(uu.dtype)))
+    dg = (dpre_r, dpre_u, da * r_t)
+    dh_prev = jnp.where(keep, dn * u_t + _recurrent_transpose(dg, uu, mh), dh)
+    return dh_prev, _bits(tuple(d.astype(h_t.dtype) for d in (dpre_r, dpre_u, da)))
 
   _, stacked = jax.lax.scan(step, dh_last, (dstates, m, h_prev, r, u, hx, c), reverse=True)
-  dg, dxp = _from_bits(stacked)
-  return dxp, None, _recurrent_weight_grad(h_prev, dg, mh, uu_dtype.dtype), None
+  dpre_r, dpre_u, da = _from_bits(stacked)
+  # the candidate's recurrent part hx enters as r * hx: its cotangent is da * r
+  dg = (dpre_r, dpre_u, (da * r).astype(da.dtype))
+  return (dpre_r, dpre_u, da), None, _recurrent_weight_grad(h_prev, dg, mh, uu_dtype.dtype), None
 
 
 recurrence.defvjp(_recurrence_fwd, _recurrence_bwd)
@@ -156,17 +163,16 @@ def gru_scan(x, mask, W, U, b, Wx, Ux, bx, masks=None):
     (h_last [B, H], states [B, L, H]).
   """
   hidden = Ux.shape[0]
-  bias = jnp.concatenate([b, bx])
+  biases = (b[:hidden], b[hidden:], bx)
   if masks is None:
-    mh = None
-    xp = add_bias(matmul(x, jnp.concatenate([W, Wx], axis=1)), bias)
+    mh, uu = None, jnp.concatenate([U, Ux], axis=1)
+    xp = _gates(matmul(x, jnp.concatenate([W, Wx], axis=1)))
   else:
-    mx, mh = masks
-    xp = add_bias(jnp.concatenate([matmul(x * mx[0][:, None], W[:, :hidden]),
-                                   matmul(x * mx[1][:, None], W[:, hidden:]),
-                                   matmul(x * mx[2][:, None], Wx)], axis=-1), bias)
-  h_last, states = recurrence(jnp.swapaxes(xp, 0, 1), jnp.swapaxes(mask, 0, 1) != 0,
-                              jnp.concatenate([U, Ux], axis=1), mh)
+    (mx, mh), uu = masks, (U[:, :hidden], U[:, hidden:], Ux)
+    xp = tuple(matmul(x * mx[i][:, None], w)
+               for i, w in enumerate((W[:, :hidden], W[:, hidden:], Wx)))
+  xp = tuple(jnp.swapaxes(add_bias(y, bias), 0, 1) for y, bias in zip(xp, biases))
+  h_last, states = recurrence(xp, jnp.swapaxes(mask, 0, 1) != 0, uu, mh)
   return h_last, jnp.swapaxes(states, 0, 1)
 
 
