@@ -16,6 +16,7 @@ import errno
 import importlib
 import logging
 import os
+import re
 import signal
 import sys
 import threading
@@ -175,6 +176,7 @@ def main(argv=None):
   host_memory.keep_freed_memory()  # before JAX starts its threads
   name = " ".join(filter(None, (args.command, getattr(args, "action", None))))  # grounding score
   try:
+    check_xla_flags(os.environ)
     return _load(args.command).run(args) or 0
   except RSVQAError as e:
     print(f"rsvqa-jax {name}: error: {e}", file=sys.stderr)
@@ -203,6 +205,19 @@ def main(argv=None):
 
 
 SHOW_TRACEBACK = "RSVQA_JAX_TRACEBACK"
+_DEVICE_COUNT_FLAG = re.compile(r"--xla_force_host_platform_device_count=(\S*)")
+
+
+def check_xla_flags(environ):
+  """Refuses a simulated CPU device count (docs/training.md) that is no whole number >= 1.
+
+  XLA reads XLA_FLAGS when JAX starts its CPU backend: it answers 0 or -1 with a misleading
+  backend error, and a value that is no number by printing every flag it knows and aborting.
+  """
+  for value in _DEVICE_COUNT_FLAG.findall(environ.get("XLA_FLAGS", "")):
+    if not (value.isascii() and value.isdigit() and int(value) >= 1):
+      raise RSVQAError(f"environment XLA_FLAGS: --xla_force_host_platform_device_count={value}: "
+                       "the number of simulated CPU devices must be a whole number >= 1")
 
 
 def os_error_line(error):

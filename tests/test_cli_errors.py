@@ -240,3 +240,17 @@ def test_an_unknown_dataset_lists_every_layout_read():
   with pytest.raises(RSVQAError, match="unknown dataset 'bogus': expected one of lr, hr, xben, "
                                        "floodnet, rsivqa$"):
     other_datasets.read_any("d", "bogus")
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "abc", "1.5", ""])
+def test_a_simulated_device_count_that_is_no_whole_number_is_one_line(monkeypatch, capsys,
+                                                                      value):
+  """XLA answered 0 with "Could not determine process_index" and "abc" with its flag list and an
+  abort of the process."""
+  monkeypatch.setenv("XLA_FLAGS", f"--xla_cpu_foo=1 --xla_force_host_platform_device_count={value}")
+  status, lines = _run(capsys, "config", "--config", "configs/synthetic_tiny.py")
+  assert status == 2 and lines == [
+      f"rsvqa-jax config: error: environment XLA_FLAGS: --xla_force_host_platform_device_count="
+      f"{value}: the number of simulated CPU devices must be a whole number >= 1"]
+  monkeypatch.setenv("XLA_FLAGS", "--xla_force_host_platform_device_count=8")
+  assert _run(capsys, "config", "--config", "configs/synthetic_tiny.py")[0] == 0
