@@ -97,10 +97,11 @@ def _scan_forward(xp, m, uu, mh, save):
 def recurrence(xp, m, uu, mh):
   """The uni-skip recurrence.
 
-  Each gate's inputs and products are arrays of their own, never [.., 3H] arrays sliced inside
-  the loop: XLA:CPU runs a loop's element-wise gate math on column slices several times slower
-  than on whole arrays (the forward pass went 1.2x faster in float32, 2x in bf16:
-  benchmarks/gru_scan_ab).
+  Each gate's input projection is an array of its own, never a slice of one [L, B, 3H] input
+  taken inside the loop: XLA:CPU ran the loop's element-wise gate math on such slices several
+  times slower (splitting it made the forward pass 1.2x faster in float32, 2x in bf16:
+  benchmarks/gru_scan_ab). The one recurrent product h @ [U | Ux] is split in the loop: three
+  [H, H] products instead measured no faster.
 
   Args:
     xp: (r, u, candidate) input projections, [L, B, H] each (x @ [W | Wx] + [b | bx] in parts,
