@@ -82,7 +82,6 @@ class Form:
       self.state, donate = (jnp.stack([p, zeros, zeros]), jnp.float32(0)), (1,)
     self.update = jax.jit(fn, donate_argnums=donate).lower(self.grad, *self.state).compile()
     self.fusions = weight_sized_fusions(self.update.as_text(), math.prod(shape))
-    self.steps = 1
 
   def param(self):
     if self.name == "optax":
@@ -92,12 +91,6 @@ class Form:
   def run_once(self):
     self.state = tuple(self.update(self.grad, *self.state))
     jax.block_until_ready(self.state)
-
-  def calibrate(self, block_s):
-    self.steps = max(1, round(block_s / timing.time_block(self.run_once, 1)))
-
-  def block(self):
-    return timing.time_block(self.run_once, self.steps) / self.steps
 
 
 FORMS = ("optax", "three arrays", "one buffer, stacked", "one buffer, selected")
@@ -112,11 +105,9 @@ def measure(shape, rounds, block_s):
       form.run_once()
   reference = forms["optax"].param()
   parity = {name: float(jnp.abs(f.param() - reference).max()) for name, f in forms.items()}
-  for form in forms.values():
-    form.calibrate(block_s)
+  runners = {name: timing.timed_blocks(f.run_once, block_s) for name, f in forms.items()}
   triad = timing.bandwidth_probe(math.prod(shape))
-  seconds, errors = timing.alternate({**{k: f.block for k, f in forms.items()},
-                                      "triad": lambda: 1 / triad()}, rounds)
+  seconds, errors = timing.alternate({**runners, "triad": lambda: 1 / triad()}, rounds)
   bandwidth = [1 / s for s in seconds.pop("triad", [])]
   adam_bytes = math.prod(shape) * train_steps.ADAM_BYTES_PER_PARAM
   rows = []

@@ -76,11 +76,6 @@ def compiled(module, data, dtype, bayesian, backward):
   return lambda: jax.block_until_ready(fn(*args)), result
 
 
-def _timed(run, block_s):
-  calls = max(1, round(block_s / timing.time_block(run, 1)))
-  return lambda: timing.time_block(run, calls) / calls
-
-
 def measure(against, batch, tokens, hidden, rounds, block_s):
   """One row per (masks, dtype, pass): both modules' ms, paired ratio, largest difference."""
   before = module_at(against)
@@ -94,7 +89,7 @@ def measure(against, batch, tokens, hidden, rounds, block_s):
         diff = max(float(jnp.abs(a - b).max()) for a, b in
                    zip(jax.tree.leaves(runs["before"][1]), jax.tree.leaves(runs["now"][1])))
         seconds, errors = timing.alternate(
-            {name: _timed(run, block_s) for name, (run, _) in runs.items()}, rounds)
+            {name: timing.timed_blocks(run, block_s) for name, (run, _) in runs.items()}, rounds)
         row = {"masks": "Bayesian" if bayesian else "none", "dtype": dtype,
                "pass": "forward and backward" if backward else "forward",
                "max_abs_diff": diff, "errors": errors,

@@ -23,7 +23,6 @@ least, at that bandwidth). Writes DIR/results.json and DIR/results.md.
 import argparse
 import functools
 import re
-import time
 
 import jax
 import jax.numpy as jnp
@@ -35,21 +34,6 @@ from rsvqa_jax.train import steps as steps_lib
 ROWS = ("distilbert:frozen:mult", "distilbert:frozen:mutan", "skipthoughts:frozen:mult",
         "skipthoughts:frozen:mutan")
 TRIAD_ELEMENTS = {"toy": 1 << 16, "quick": 1 << 23, "full": 1 << 23}
-
-
-def _timed_blocks(run_once, block_s):
-  """A callable() -> seconds per call of `run_once`, over a block of about `block_s` seconds."""
-  start = time.perf_counter()
-  run_once()
-  calls = max(1, round(block_s / (time.perf_counter() - start)))
-
-  def block():
-    start = time.perf_counter()
-    for _ in range(calls):
-      run_once()
-    return (time.perf_counter() - start) / calls
-
-  return block
 
 
 def _cast_floating(tree, dtype):
@@ -87,7 +71,7 @@ class Pieces:
       precast = state.replace(params=_cast_floating(state.params, compute))
       pieces["precast gradients"] = lambda: jax.block_until_ready(
           gradients(precast, self.step.batch))
-    self.runners = {name: _timed_blocks(run, block_s) for name, run in pieces.items()}
+    self.runners = {name: timing.timed_blocks(run, block_s) for name, run in pieces.items()}
 
   def _run_update(self):
     self._params, self._opt_state, finite = self._update(self._grads, self._params,

@@ -210,6 +210,13 @@ def time_block(run, steps):
   return time.perf_counter() - start
 
 
+def timed_blocks(run_once, block_s):
+  """A callable() -> seconds per call of `run_once` (which blocks until its work is done), over
+  a block of as many calls as take about `block_s` seconds (counted from one call, made here)."""
+  calls = max(1, round(block_s / time_block(run_once, 1)))
+  return lambda: time_block(run_once, calls) / calls
+
+
 def round_order(names, round_index):
   """The runners' order in round `round_index` (0-based): as given in the 1st, 3rd, ... round,
   reversed in the 2nd, 4th, ..., so neither side (JAX listed first, PyTorch after) always runs
