@@ -75,6 +75,7 @@ class Form:
       self.grad = {"w": grad}
     elif name == "three arrays":
       fn = lambda g, p, m, v, count: _adam(p, m, v, count, g)  # noqa: E731
+      # two moment buffers of their own: one buffer donated twice is refused
       self.state, donate = (p, zeros, zeros + 0, jnp.float32(0)), (1, 2, 3)
     else:
       one = {"one buffer, stacked": _stacked, "one buffer, selected": _selected}[name]
