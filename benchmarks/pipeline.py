@@ -194,9 +194,10 @@ def _frozen_ceiling(mode, torch, row, mean_width, dtype):
 
 
 def _torch_side(torch, mode, questions, device):
-  """The two original pipelines, sharing one frozen ResNet and one preloaded image set."""
+  """The two original pipelines, sharing one frozen ResNet and one preloaded image set, and
+  the thread counts both sides run with."""
   from benchmarks import torch_reference as tr  # pylint: disable=g-import-not-at-top
-  timing.configure_torch(torch)
+  threads = timing.configure_torch(torch)
   torch.manual_seed(0)
   resnet = (tr.ResNet(blocks=(1, 1, 1, 1), width=8) if mode == "toy" else tr.ResNet())
   resnet = resnet.to(device).train()  # frozen, but BatchNorm on batch statistics, as the original
@@ -205,7 +206,7 @@ def _torch_side(torch, mode, questions, device):
   side = image_size(mode)
   pool = np.random.default_rng(0).integers(0, 256, (LR_IMAGES, side, side, 3), dtype=np.uint8)
   return {k: OriginalPipeline(k == "frozen", questions, mode, device, resnet, pool)
-          for k in ("frozen", "tuned")}, (side // 32, side // 32, resnet.out_features)
+          for k in ("frozen", "tuned")}, (side // 32, side // 32, resnet.out_features), threads
 
 
 def run(mode, log=print):
@@ -219,7 +220,7 @@ def run(mode, log=print):
                       "torch missing")]
   device = torch_device(torch)
   log(f"  pipeline: original (torch eager on {device}, per-batch ResNet-152 and Bayesian uni-skip)")
-  original, map_shape = _torch_side(torch, mode, questions, device)
+  original, map_shape, threads = _torch_side(torch, mode, questions, device)
   warm = {f"original {k}": p.run_batch(record=False) for k, p in original.items()}
   log("  pipeline: this tool (cached ResNet maps, same model)")
   features = np.abs(np.random.default_rng(1).standard_normal(
@@ -262,6 +263,7 @@ def run(mode, log=print):
   section = {
       "rows": rows,
       "device": device,
+      "threads": threads,
       "components_original_s_per_batch": rows[0]["original_components_s_per_batch"],
       "tool_warmup_s": warm,
       "tool_token_widths": {k: p.widths for k, p in ours.items()},

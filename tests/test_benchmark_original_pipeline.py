@@ -98,8 +98,9 @@ def test_original_head_matches_rsvqa_jax_original_head():
 def test_both_pipelines_run_a_toy_batch():
   questions = inputs.make_questions(inputs.BATCH, word_width=pipeline.ORIGINAL_LENGTH)
   assert questions.word_tokens.shape == (inputs.BATCH, 20)
-  original, map_shape = pipeline._torch_side(torch, "toy", questions, "cpu")  # pylint: disable=protected-access
+  original, map_shape, threads = pipeline._torch_side(torch, "toy", questions, "cpu")  # pylint: disable=protected-access
   assert map_shape == (2, 2, 256)
+  assert threads["torch.get_num_threads"] == threads["xla_intra_op_threads"] >= 1
   for kind, p in original.items():
     assert p.run_batch() > 0
     recorded = {k for k, v in p.components.items() if v}

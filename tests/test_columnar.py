@@ -72,7 +72,7 @@ def test_columnar_is_built_once_and_rebuilt_when_a_file_changes(xben, monkeypatc
   real_build = columnar.build
   monkeypatch.setattr(columnar, "build", lambda *a: calls.append(a) or real_build(*a))
   assert columnar.ensure(root, "xben") == first and not calls  # cached
-  path = rsvqa_json.split_file(root, "xben", "test", "answers")
+  path = split_files.split_file(root, "xben", "test", "answers")
   with open(path) as f:
     data = json.load(f)
   changed = data["answers"][0]
@@ -186,7 +186,7 @@ def test_blocks_hand_other_forms_to_the_plain_reader(tmp_path):
 
 
 def _edit(root, split, kind, fn, layout="xben"):
-  path = rsvqa_json.split_file(root, layout, split, kind)
+  path = split_files.split_file(root, layout, split, kind)
   with open(path) as f:
     data = json.load(f)
   fn(data[kind])
@@ -245,7 +245,7 @@ def test_both_readers_name_the_questions_no_image_lists(xben, caplog):
       train = rsvqa_json.read_dataset(root, "xben", columnar=read_columnar)["train"]
     assert not set(dropped) & set(train.question_id.tolist())
     warned = [m for m in (r.getMessage() for r in caplog.records) if "listed by no" in m]
-    assert warned == [f"{rsvqa_json.split_file(root, 'xben', 'train', 'questions')}: 2 active "
+    assert warned == [f"{split_files.split_file(root, 'xben', 'train', 'questions')}: 2 active "
                       "question(s) listed by no active image of RSVQAxBEN_split_train_images.json "
                       f"(the first: {dropped[0]}), left out of the split"], warned
 
@@ -268,7 +268,7 @@ def test_both_readers_count_inactive_questions_an_active_image_lists(xben, caplo
       train = rsvqa_json.read_dataset(root, "xben", columnar=read_columnar)["train"]
     assert len(train) == len(before) - 3 and not set(off) & set(train.question_id.tolist())
     warned = [m for m in (r.getMessage() for r in caplog.records) if "inactive in" in m]
-    assert warned == [f"{rsvqa_json.split_file(root, 'xben', 'train', 'images')}: active images "
+    assert warned == [f"{split_files.split_file(root, 'xben', 'train', 'images')}: active images "
                       "list 3 question(s) that are inactive in RSVQAxBEN_split_train_questions.json"
                       f" (the first: {off[0]}), left out of the split (the original RSVQA loader "
                       "keeps them)"], warned
@@ -302,7 +302,7 @@ def test_both_readers_count_answers_naming_another_question(xben, caplog):
     answers[1]["question_id"] = None
     del answers[2]["question_id"]
   _edit(root, "train", "answers", relink)
-  a_path = rsvqa_json.split_file(root, "xben", "train", "answers")
+  a_path = split_files.split_file(root, "xben", "train", "answers")
   said = []
   for read_columnar in (False, True):
     caplog.clear()
@@ -326,7 +326,7 @@ def test_both_readers_count_answers_naming_another_question(xben, caplog):
 
 def test_missing_split_file_is_one_line(xben):
   root, _ = xben
-  os.remove(rsvqa_json.split_file(root, "xben", "val", "images"))
+  os.remove(split_files.split_file(root, "xben", "val", "images"))
   with pytest.raises(RSVQAError, match="RSVQAxBEN_split_val_images.json: split file missing"):
     rsvqa_json.read_dataset(root)
 
@@ -335,13 +335,13 @@ def test_xben_synth_answers_follow_the_image_labels(tmp_path, capsys):
   root = str(tmp_path / "x")
   assert cli.main(["synth", "--variant", "xben", "--images", "40", "--out", root]) == 0
   assert "wrote 40 image ids and 1000 questions" in capsys.readouterr().out
-  assert rsvqa_json.detect_variant(root) == "xben"
+  assert split_files.detect_variant(root) == "xben"
   manifest = synthetic.read_manifest(root)
   assert manifest["variant"] == "xben" and manifest["questions_per_image"] == 25
   assert not os.path.exists(os.path.join(root, "Images"))  # image ids only
   labels = {}
   for split in ("train", "val", "test"):
-    for e in rsvqa_json.load_json_list(rsvqa_json.split_file(root, "xben", split, "images"), "images"):
+    for e in split_files.load_json_list(split_files.split_file(root, "xben", split, "images"), "images"):
       labels[e["id"]] = e["labels"]
   assert len(labels) == 40 and all(1 <= len(v) <= 6 for v in labels.values())
   ds = rsvqa_json.read_dataset(root)
@@ -406,9 +406,9 @@ def test_xben_synth_is_deterministic_and_the_benchmark_renders(tmp_path):
   synthetic.generate_xben(a, images=30, seed=5, questions_per_image=4)
   synthetic.generate_xben(b, images=30, seed=5, questions_per_image=4)
   for split in ("train", "val", "test"):
-    for kind in rsvqa_json.KINDS:
-      with open(rsvqa_json.split_file(a, "xben", split, kind), "rb") as f, \
-          open(rsvqa_json.split_file(b, "xben", split, kind), "rb") as g:
+    for kind in split_files.KINDS:
+      with open(split_files.split_file(a, "xben", split, kind), "rb") as f, \
+          open(split_files.split_file(b, "xben", split, kind), "rb") as g:
         assert f.read() == g.read()
   from benchmarks import run  # pylint: disable=g-import-not-at-top
   row = {"stage": "epoch", "wall_s": 2.0, "cpu_s": 1.5, "peak_rss_bytes": 3 * 2**30, "batches": 7}
@@ -456,7 +456,7 @@ def test_both_readers_read_a_split_file_with_a_byte_order_mark(tmp_path):
   root = str(tmp_path / "lr")
   synthetic.generate(root, "lr", images=6, seed=0, questions_per_image=10)
   plain = rsvqa_json.read_dataset(root, "lr", columnar=False)
-  path = rsvqa_json.split_file(root, "lr", "train", "questions")
+  path = split_files.split_file(root, "lr", "train", "questions")
   with open(path, "rb") as f:
     data = f.read()
   with open(path, "wb") as f:

@@ -8,7 +8,7 @@ import pytest
 
 from rsvqa_jax import cli
 from rsvqa_jax.bias import grounding as metrics
-from rsvqa_jax.data import grounding, questions, rsvqa_json, scenes, synthetic
+from rsvqa_jax.data import grounding, questions, scenes, split_files, synthetic
 
 
 @pytest.fixture(scope="module", params=["lr", "hr"])
@@ -22,7 +22,7 @@ def generated(request, tmp_path_factory):
 
 def _scene_of(variant, root, image_id):
   """The image's scene drawn again from the generator (not read from its masks/)."""
-  layout = rsvqa_json.LAYOUTS[variant]
+  layout = split_files.LAYOUTS[variant]
   manifest = synthetic.read_manifest(root)
   region = synthetic.regions(variant, manifest["images"])[image_id]
   return scenes.make_scene(manifest["seed"], image_id, layout.image_size, region)
@@ -34,7 +34,7 @@ def test_every_question_has_a_mask_that_holds_its_answer(generated):
   index = json.load(open(os.path.join(folder, grounding.INDEX)))
   empty = {e["question_id"]: e for e in index["empty"]}
   assert index["n_questions"] == len(gen.questions) and index["n_empty"] == len(empty)
-  size = rsvqa_json.LAYOUTS[variant].image_size
+  size = split_files.LAYOUTS[variant].image_size
   seen_types = set()
   for split in gen.splits.values():
     for qid, image_id in zip(split.question_id.tolist(), split.image_id.tolist()):

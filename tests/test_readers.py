@@ -45,7 +45,7 @@ def _assert_same(split, expected):
 
 def test_lr_round_trip(lr):
   root, gen = lr
-  assert rsvqa_json.detect_variant(root) == "lr"
+  assert split_files.detect_variant(root) == "lr"
   ds = rsvqa_json.read_dataset(root)
   assert ds.name == "lr" and list(ds.splits) == ["train", "val", "test"] and ds.image_size == (256, 256)
   for name, split in ds.splits.items():
@@ -58,7 +58,7 @@ def test_lr_round_trip(lr):
 
 def test_hr_round_trip_both_test_sets(hr):
   root, gen = hr
-  assert rsvqa_json.detect_variant(root) == "hr"
+  assert split_files.detect_variant(root) == "hr"
   ds = rsvqa_json.read_dataset(root, "hr")
   assert list(ds.splits) == ["train", "val", "test", "test_phili"] and ds.image_size == (512, 512)
   for name, split in ds.splits.items():
@@ -101,7 +101,7 @@ def _write_xben(root):
 def test_xben_reader_and_top_k(tmp_path, monkeypatch):
   root = str(tmp_path / "xben")
   _write_xben(root)
-  assert rsvqa_json.detect_variant(root) == "xben"
+  assert split_files.detect_variant(root) == "xben"
   ds = rsvqa_json.read_dataset(root)
   assert ds.image_size == (120, 120) and ds.image_path(2) == os.path.join(root, "Images", "2.tif")
   train = ds["train"]
@@ -117,11 +117,11 @@ def test_xben_reader_and_top_k(tmp_path, monkeypatch):
 
 def test_detect_variant_errors(tmp_path, lr):
   with pytest.raises(RSVQAError, match="holds none"):
-    rsvqa_json.detect_variant(str(tmp_path))
+    split_files.detect_variant(str(tmp_path))
   shutil.copy(os.path.join(lr[0], "LR_split_train_questions.json"), tmp_path)
   (tmp_path / "USGS_split_train_questions.json").write_text("{}")
   with pytest.raises(RSVQAError, match=r"several layouts \(lr, hr\); name one with --dataset$"):
-    rsvqa_json.detect_variant(str(tmp_path))
+    split_files.detect_variant(str(tmp_path))
   with pytest.raises(RSVQAError, match="unknown dataset"):
     rsvqa_json.read_dataset(lr[0], "floodnet")
 
@@ -130,7 +130,7 @@ def test_detect_variant_errors(tmp_path, lr):
 def test_a_folder_read_as_another_layout_names_its_own(lr, columnar):
   """An LR folder read as HR said only that USGS_split_train_images.json was missing."""
   for name in ("hr", "xben"):
-    prefix = rsvqa_json.LAYOUTS[name].prefix
+    prefix = split_files.LAYOUTS[name].prefix
     with pytest.raises(RSVQAError, match=(
         f"^{re.escape(lr[0])}: no {prefix}_split_train_questions.json \\(dataset {name}\\); the "
         "folder holds dataset lr: name it with --dataset lr \\(in a training config, "
@@ -140,7 +140,7 @@ def test_a_folder_read_as_another_layout_names_its_own(lr, columnar):
 
 def test_a_folder_of_two_layouts_read_as_a_third_names_both(lr, hr, tmp_path):
   for layout, (root, _) in (("lr", lr), ("hr", hr)):
-    name = rsvqa_json.split_file(root, layout, "train", "questions")
+    name = split_files.split_file(root, layout, "train", "questions")
     shutil.copy(name, tmp_path)
   with pytest.raises(RSVQAError, match=r"the folder holds datasets lr, hr: name one with "
                                        r"--dataset \(in a training config, data.name\)$"):
@@ -148,7 +148,7 @@ def test_a_folder_of_two_layouts_read_as_a_third_names_both(lr, hr, tmp_path):
 
 
 def _edit(root, split, kind, fn):
-  path = rsvqa_json.split_file(root, "lr", split, kind)
+  path = split_files.split_file(root, "lr", split, kind)
   with open(path) as f:
     data = json.load(f)
   fn(data[kind])
@@ -162,14 +162,14 @@ def _first_active(entries):
 
 
 def test_missing_split_file(broken):
-  path = rsvqa_json.split_file(broken, "lr", "val", "answers")
+  path = split_files.split_file(broken, "lr", "val", "answers")
   os.remove(path)
   with pytest.raises(RSVQAError, match=f"^{path}: split file missing$"):
     rsvqa_json.read_dataset(broken, "lr")
 
 
 def test_malformed_json(broken):
-  path = rsvqa_json.split_file(broken, "lr", "test", "questions")
+  path = split_files.split_file(broken, "lr", "test", "questions")
   with open(path, "w") as f:
     f.write('{"questions": [\n  {"id": 0, "active": false},\n  {"id": 1 "active": false}\n]}')
   with pytest.raises(RSVQAError, match=f"^{path}: malformed JSON at line 3 column 12: "):
@@ -177,7 +177,7 @@ def test_malformed_json(broken):
 
 
 def test_wrong_top_level(broken):
-  path = rsvqa_json.split_file(broken, "lr", "train", "images")
+  path = split_files.split_file(broken, "lr", "train", "images")
   with open(path, "w") as f:
     json.dump([{"id": 0}], f)
   with pytest.raises(RSVQAError, match="expected a JSON object with a 'images' list"):
@@ -244,12 +244,12 @@ def test_inactive_entries_are_skipped(broken, lr):
 def test_a_question_active_in_two_splits_is_warned_of(broken, caplog, columnar):
   """A test image and its questions copied into the train files, active there too: the test
   score is no longer held out, which nothing said."""
-  test = {kind: json.load(open(rsvqa_json.split_file(broken, "lr", "test", kind)))[kind]
-          for kind in rsvqa_json.KINDS}
+  test = {kind: json.load(open(split_files.split_file(broken, "lr", "test", kind)))[kind]
+          for kind in split_files.KINDS}
   image = _active_image(test["images"])
   ids = {"images": [image["id"]], "questions": image["questions_ids"],
          "answers": [i for q in image["questions_ids"] for i in test["questions"][q]["answers_ids"]]}
-  for kind in rsvqa_json.KINDS:
+  for kind in split_files.KINDS:
     _edit(broken, "train", kind, lambda entries, kind=kind: [
         entries.__setitem__(i, test[kind][i]) for i in ids[kind]])
   with warnings_of_rsvqa_jax(caplog):
@@ -369,7 +369,7 @@ def test_bad_ids_and_values(broken, damage):
 
 
 @pytest.mark.parametrize("bad_id", [3.0, 3.5, True, "3", None, -1, 2**63])
-@pytest.mark.parametrize("kind", rsvqa_json.KINDS)
+@pytest.mark.parametrize("kind", split_files.KINDS)
 def test_non_integer_ids(broken, kind, bad_id):
   path = _edit(broken, "val", kind, lambda entries: entries[3].update(id=bad_id))
   expected = f"{path}: entry 3 has id {bad_id!r}: " + (
@@ -385,7 +385,7 @@ def _write(path, data):
 
 
 def test_duplicate_key_in_one_object(broken):
-  path = rsvqa_json.split_file(broken, "lr", "test", "answers")
+  path = split_files.split_file(broken, "lr", "test", "answers")
   with open(path) as f:
     text = f.read()
   _write(path, text.replace('"active":true', '"active":true,"active":false', 1).encode())
@@ -402,14 +402,14 @@ def test_duplicate_key_in_one_object(broken):
      r"cannot read JSON: it holds a number of more than 4,300 digits$"),
 ], ids=["deep arrays", "deep objects", "latin-1", "5001 digits"])
 def test_unreadable_json_text(broken, text, message):
-  path = rsvqa_json.split_file(broken, "lr", "val", "questions")
+  path = split_files.split_file(broken, "lr", "val", "questions")
   _write(path, text)
   with pytest.raises(RSVQAError, match=f"^{path}: {message}"):
     rsvqa_json.read_dataset(broken, "lr")
 
 
 def test_split_file_is_a_directory(broken):
-  path = rsvqa_json.split_file(broken, "lr", "val", "images")
+  path = split_files.split_file(broken, "lr", "val", "images")
   os.remove(path)
   os.mkdir(path)
   with pytest.raises(RSVQAError, match=f"^{path}: split file is a directory, not a file$"):
@@ -417,7 +417,7 @@ def test_split_file_is_a_directory(broken):
 
 
 def test_split_file_is_a_symlink_loop(broken):
-  path = rsvqa_json.split_file(broken, "lr", "train", "questions")
+  path = split_files.split_file(broken, "lr", "train", "questions")
   os.remove(path)
   os.symlink(os.path.basename(path), path)  # points at itself
   with pytest.raises(RSVQAError, match=f"^{path}: cannot read split file \\(.+\\)$"):

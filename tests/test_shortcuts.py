@@ -16,7 +16,7 @@ import pytest
 
 from rsvqa_jax import cli
 from rsvqa_jax.bias import shortcut_report, shortcuts
-from rsvqa_jax.data import json_stream, records, rsvqa_json, synthetic
+from rsvqa_jax.data import json_stream, records, rsvqa_json, split_files, synthetic
 from rsvqa_jax.errors import RSVQAError
 
 
@@ -240,8 +240,8 @@ def test_labels_csv_and_refusal_without_labels(bench, tmp_path, capsys):
   bare = tmp_path / "bare"
   bare.mkdir()
   for s in ("train", "val", "test"):
-    for k in rsvqa_json.KINDS:
-      path = rsvqa_json.split_file(data, "lr", s, k)
+    for k in split_files.KINDS:
+      path = split_files.split_file(data, "lr", s, k)
       (bare / os.path.basename(path)).write_bytes(open(path, "rb").read())
   shutil.copytree(os.path.join(data, "Images_LR"), bare / "Images_LR")
   assert cli.main(["shortcuts", "--data", str(bare), "--out", str(tmp_path / "o")]) == 2
@@ -270,7 +270,7 @@ def test_xben_entry_labels_are_streamed_with_the_same_labels_and_errors(tmp_path
   itself as before."""
   root = str(tmp_path / "xben")
   synthetic.generate_xben(root, images=60, seed=2, questions_per_image=4)
-  entries = {s: rsvqa_json.load_json_list(rsvqa_json.split_file(root, "xben", s, "images"),
+  entries = {s: split_files.load_json_list(split_files.split_file(root, "xben", s, "images"),
                                           "images") for s in shortcuts.POOL}
   ids = sorted(e["id"] for es in entries.values() for e in es)[::2]
   expected = {e["id"]: tuple(sorted(set(e["labels"])))
@@ -282,7 +282,7 @@ def test_xben_entry_labels_are_streamed_with_the_same_labels_and_errors(tmp_path
   assert found.labels == expected and (found.kind, found.source) == ("image entries", root)
   assert len(sizes) > 2 * len(shortcuts.POOL) and sum(sizes) == sum(map(len, entries.values()))
   split = shortcuts.POOL[-1]
-  path = rsvqa_json.split_file(root, "xben", split, "images")
+  path = split_files.split_file(root, "xben", split, "images")
   bad = dict(entries[split][-1], labels="Pastures")  # the last entry: read in the last block
   with open(path, "w") as f:
     json.dump({"images": entries[split][:-1] + [bad]}, f)

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from rsvqa_jax import cli, storage
-from rsvqa_jax.data import images, rsvqa_json, synthetic
+from rsvqa_jax.data import images, rsvqa_json, split_files, synthetic
 from rsvqa_jax.errors import RSVQAError
 
 SMALL = dict(variant="lr", images=4, seed=0, questions_per_image=3)
@@ -108,7 +108,7 @@ def _old_generator_leftover(folder):
     f.write(b"II*\0half")
   with open(os.path.join(folder, synthetic.MASK_DIR, "0.npz"), "wb") as f:
     f.write(b"PK")
-  with open(rsvqa_json.split_file(folder, "lr", "train", "images"), "w") as f:
+  with open(split_files.split_file(folder, "lr", "train", "images"), "w") as f:
     f.write('{"images": [')
 
 

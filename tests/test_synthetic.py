@@ -12,7 +12,7 @@ from scipy import ndimage
 
 from rsvqa_jax.data import images
 from rsvqa_jax.data import questions as Q
-from rsvqa_jax.data import rsvqa_json
+from rsvqa_jax.data import split_files
 from rsvqa_jax.data import scenes
 from rsvqa_jax.data import synthetic
 from rsvqa_jax.errors import RSVQAError
@@ -46,7 +46,7 @@ def _files(root):
 
 
 def _load(root, name, split, kind):
-  with open(rsvqa_json.split_file(root, name, split, kind)) as f:
+  with open(split_files.split_file(root, name, split, kind)) as f:
     data = json.load(f)
   assert list(data) == [kind]
   return data[kind]
@@ -68,7 +68,7 @@ def _check_layout(root, name, splits):
   n_images = n_questions = None
   owner = {}
   for split in splits:
-    imgs, qs, ans = (_load(root, name, split, k) for k in rsvqa_json.KINDS)
+    imgs, qs, ans = (_load(root, name, split, k) for k in split_files.KINDS)
     n_images = n_images or len(imgs)
     n_questions = n_questions or len(qs)
     assert len(imgs) == n_images and len(qs) == len(ans) == n_questions  # indexed by global id

@@ -46,7 +46,7 @@ from rsvqa_jax.bias import subsets
 from rsvqa_jax.data import json_stream
 from rsvqa_jax.data import records
 from rsvqa_jax.data import resplit
-from rsvqa_jax.data import rsvqa_json
+from rsvqa_jax.data import split_files
 from rsvqa_jax.errors import RSVQAError
 
 CONCEPTS = ("qt", "kw", "kwp", "qt_kw", "ko", "kop", "qt_ko", "kw_ko", "qt_kw_ko")
@@ -307,12 +307,12 @@ def entry_labels(root, name, image_ids):
   their size."""
   wanted, pairs = set(int(i) for i in image_ids), []
   for split in POOL:
-    path = rsvqa_json.split_file(root, name, split, "images")
+    path = split_files.split_file(root, name, split, "images")
     for entry in (e for block in json_stream.blocks(path, "images") for e in block):
       if isinstance(entry, dict) and entry.get("id") in wanted and "labels" in entry:
         found = entry["labels"]
         if not isinstance(found, list) or not all(isinstance(x, str) for x in found):
-          raise RSVQAError(f"{path}: image {entry['id']} has labels {rsvqa_json.short_repr(found)}"
+          raise RSVQAError(f"{path}: image {entry['id']} has labels {split_files.short_repr(found)}"
                            ": expected a list of strings")
         pairs += [(entry["id"], x) for x in found]
   if not pairs:
@@ -552,7 +552,7 @@ def load(out):
                      f"rsvqa-jax reads version {VERSION}; build the benchmark again with "
                      "rsvqa-jax shortcuts")
   path = os.path.join(out, SPLIT_FILE)
-  split = rsvqa_json.load_json(path, "split file")
+  split = split_files.load_json(path, "split file")
   if not isinstance(split, dict) or set(split) != set(SPLITS):
     raise RSVQAError(f"{path}: expected an object with the lists {', '.join(SPLITS)}")
   split_ids = {s: _ids(split[s], path) for s in SPLITS}
@@ -569,7 +569,7 @@ def load(out):
         values[int(row[0])] = dict(zip(CONCEPTS, row[2:]))
   except OSError as e:
     raise RSVQAError(f"{path}: cannot read ({e.strerror or e})") from None
-  ood = {c: np.sort(_ids(rsvqa_json.load_json(ood_file(out, c), "OOD set"), ood_file(out, c)))
+  ood = {c: np.sort(_ids(split_files.load_json(ood_file(out, c), "OOD set"), ood_file(out, c)))
          for c in CONCEPTS}
   for c, ids in ood.items():
     stray = np.setdiff1d(ids, split_ids["iid_test"])

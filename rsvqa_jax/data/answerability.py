@@ -33,7 +33,7 @@ import numpy as np
 from rsvqa_jax import storage
 from rsvqa_jax.data import csv_columns
 from rsvqa_jax.data import questions as questions_lib
-from rsvqa_jax.data import rsvqa_json, scenes, split_files, synthetic
+from rsvqa_jax.data import scenes, split_files, synthetic
 from rsvqa_jax.errors import RSVQAError
 
 _log = logging.getLogger(__name__)
@@ -229,7 +229,7 @@ def generate(dataset_root, out, image_ids, **knobs):
   `dataset_root` into folder `out`; returns the manifest (with label shares per split)."""
   wanted = _wanted(dataset_root, image_ids, params(**knobs))
   variant, n_images, seed = (wanted["dataset"][k] for k in ("variant", "images", "seed"))
-  size = rsvqa_json.LAYOUTS[variant].image_size
+  size = split_files.LAYOUTS[variant].image_size
   region = synthetic.regions(variant, n_images)
   os.makedirs(out, exist_ok=True)
   if os.path.exists(os.path.join(out, MANIFEST)):

@@ -73,7 +73,7 @@ def _floodnet_type(raw_type, question, path, key):
 
 def _floodnet_entries(path):
   """question id -> entry of one question file, checked; None if no entry has an answer."""
-  data = rsvqa_json.load_json(path, "FloodNet question file")
+  data = split_files.load_json(path, "FloodNet question file")
   if not isinstance(data, dict):
     raise RSVQAError(f"{path}: expected a JSON object keyed by question id")
   if not any(isinstance(v, dict) and "Ground_Truth" in v for v in data.values()):
@@ -91,8 +91,8 @@ def _floodnet_entries(path):
       raise RSVQAError(f"{path}: question id {qid} appears twice (keys {keys[qid]!r} and {key!r})")
     for field in ("Image_ID", "Question", "Ground_Truth"):
       value = entry[field]
-      if rsvqa_json.nonempty_text(value) is None:
-        shown = rsvqa_json.short_repr(value)
+      if split_files.nonempty_text(value) is None:
+        shown = split_files.short_repr(value)
         raise RSVQAError(f"{path}: question {key}: {field} is {shown}, expected a non-empty string")
     entries[qid], keys[qid] = entry, key
   return entries
@@ -163,7 +163,7 @@ def read_rsivqa(root):
   rows, image_ids = [], {}
   for path in paths:
     folder = os.path.relpath(os.path.dirname(path), root)
-    text = rsvqa_json.read_text(path, "RSIVQA question file")
+    text = split_files.read_text(path, "RSIVQA question file")
     # Universal newlines, as text-mode iteration over the file gave.
     for line_no, line in enumerate(text.replace("\r\n", "\n").replace("\r", "\n").split("\n"), 1):
       if not line.strip():
@@ -189,7 +189,7 @@ def read_any(root, name):
     return read_floodnet(root)
   if name == "rsivqa":
     return read_rsivqa(root)
-  if name not in rsvqa_json.LAYOUTS:
+  if name not in split_files.LAYOUTS:
     raise RSVQAError(f"unknown dataset {name!r}: expected one of "
-                     f"{', '.join((*rsvqa_json.LAYOUTS, 'floodnet', 'rsivqa'))}")
+                     f"{', '.join((*split_files.LAYOUTS, 'floodnet', 'rsivqa'))}")
   return rsvqa_json.read_dataset(root, name)

@@ -16,7 +16,7 @@ import json
 import os
 import shutil
 
-from rsvqa_jax.data import rsvqa_json
+from rsvqa_jax.data import split_files
 from rsvqa_jax.errors import RSVQAError
 
 POOL = ("train", "val")
@@ -44,8 +44,8 @@ def _active_entries(root, name, kind):
   """id -> entry of every active entry of the pool's split files of `kind`."""
   out = {}
   for split in POOL:
-    path = rsvqa_json.split_file(root, name, split, kind)
-    for entry in rsvqa_json.load_json_list(path, kind):
+    path = split_files.split_file(root, name, split, kind)
+    for entry in split_files.load_json_list(path, kind):
       if isinstance(entry, dict) and entry.get("active") is True:
         out[entry["id"]] = entry
   return out
@@ -58,7 +58,7 @@ def write(source, name, out, split_of):
   (the source must have been read by rsvqa_json.read_dataset, which checked its references).
   Returns {split: number of images active in it}.
   """
-  layout = rsvqa_json.LAYOUTS[name]
+  layout = split_files.LAYOUTS[name]
   os.makedirs(out, exist_ok=True)
   questions = _active_entries(source, name, "questions")
   answers = _active_entries(source, name, "answers")
@@ -76,17 +76,17 @@ def write(source, name, out, split_of):
     for kind, full, splits_of in (("images", images, image_splits),
                                   ("questions", questions, question_splits),
                                   ("answers", answers, answer_splits)):
-      _dump(rsvqa_json.split_file(out, name, split, kind), kind,
+      _dump(split_files.split_file(out, name, split, kind), kind,
             [{**full[i], "active": True} if split in splits_of[i] else {"id": i, "active": False}
              for i in sorted(splits_of)])
   image_ids = set(image_splits)
   for split in KEPT:
     if split not in layout.splits:
       continue
-    for kind in rsvqa_json.KINDS:
-      link_or_copy(rsvqa_json.split_file(source, name, split, kind),
-                   rsvqa_json.split_file(out, name, split, kind))
-    kept = rsvqa_json.load_json_list(rsvqa_json.split_file(source, name, split, "images"), "images")
+    for kind in split_files.KINDS:
+      link_or_copy(split_files.split_file(source, name, split, kind),
+                   split_files.split_file(out, name, split, kind))
+    kept = split_files.load_json_list(split_files.split_file(source, name, split, "images"), "images")
     image_ids.update(e["id"] for e in kept if isinstance(e, dict) and e.get("active") is True)
   folders = [layout.image_dir]
   if os.path.isdir(os.path.join(source, MASK_DIR)):

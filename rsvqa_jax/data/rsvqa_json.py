@@ -15,9 +15,9 @@ from rsvqa_jax.data import answers as answers_lib
 from rsvqa_jax.data import columnar as columnar_lib
 from rsvqa_jax.data import records
 from rsvqa_jax.data import split_files
-from rsvqa_jax.data.split_files import (  # pylint: disable=unused-import (read here by callers)
-    KINDS, LAYOUTS, detect_variant, entry_id, id_list, load_json, load_json_list,
-    make_dataset, nonempty_text, question_fields, read_text, short_repr, split_file)
+from rsvqa_jax.data.split_files import (
+    KINDS, LAYOUTS, detect_variant, entry_id, id_list, load_json_list, make_dataset, nonempty_text,
+    question_fields, short_repr, split_file)
 from rsvqa_jax.errors import RSVQAError
 
 COLUMNAR = ("xben",)  # layouts read_dataset reads through the columnar cache by default

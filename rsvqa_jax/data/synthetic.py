@@ -43,8 +43,8 @@ from rsvqa_jax.data import grounding
 from rsvqa_jax.data import images as images_lib
 from rsvqa_jax.data import questions as questions_lib
 from rsvqa_jax.data import records
-from rsvqa_jax.data import rsvqa_json
 from rsvqa_jax.data import scenes
+from rsvqa_jax.data import split_files
 from rsvqa_jax.data import synthetic_xben
 from rsvqa_jax.errors import RSVQAError
 
@@ -275,7 +275,7 @@ def _atomically(out, p, write):
 def _write_dataset(out, p):
   """Draws the scenes and questions of parameters `p` and writes them into the empty `out`."""
   variant, images, seed = p["variant"], p["images"], p["seed"]
-  layout = rsvqa_json.LAYOUTS[variant]
+  layout = split_files.LAYOUTS[variant]
   os.makedirs(os.path.join(out, layout.image_dir))
   os.makedirs(os.path.join(out, MASK_DIR))
   region = regions(variant, images)
@@ -322,8 +322,8 @@ def _generator_names():
   """The files the generator writes at the top of a dataset, in either layout."""
   names = {MANIFEST}
   for variant in VARIANTS:
-    names.update(os.path.basename(rsvqa_json.split_file("", variant, s, k))
-                 for s in rsvqa_json.LAYOUTS[variant].splits for k in rsvqa_json.KINDS)
+    names.update(os.path.basename(split_files.split_file("", variant, s, k))
+                 for s in split_files.LAYOUTS[variant].splits for k in split_files.KINDS)
   return names
 
 
@@ -334,7 +334,7 @@ def _left_half_written(out):
   so a user's copy of RSVQA LR or HR is never taken for a leftover.
   """
   folders = {MASK_DIR: _MASK_NAME}
-  folders.update((rsvqa_json.LAYOUTS[v].image_dir, _IMAGE_NAME) for v in VARIANTS)
+  folders.update((split_files.LAYOUTS[v].image_dir, _IMAGE_NAME) for v in VARIANTS)
   names = os.listdir(out)
   if not os.path.isdir(os.path.join(out, MASK_DIR)):
     return False
@@ -391,7 +391,7 @@ def _make_way(out, p):
 
 
 def _write_files(out, variant, seed, image_splits, regions, land_use, by_image, questions):
-  layout = rsvqa_json.LAYOUTS[variant]
+  layout = split_files.LAYOUTS[variant]
   n_q = len(questions)
   for split in layout.splits:
     img_entries = [_image_entry(i, image_splits[i] == split, seed, variant, regions[i], land_use[i],
@@ -408,9 +408,9 @@ def _write_files(out, variant, seed, image_splits, regions, land_use, by_image, 
                         "type": q.qtype, "question": q.text, "answers_ids": [qid], "active": True})
       a_entries.append({"id": qid, "date_added": date, "question_id": qid, "people_id": 1,
                         "answer": q.answer, "active": True})
-    _dump(rsvqa_json.split_file(out, variant, split, "images"), "images", img_entries)
-    _dump(rsvqa_json.split_file(out, variant, split, "questions"), "questions", q_entries)
-    _dump(rsvqa_json.split_file(out, variant, split, "answers"), "answers", a_entries)
+    _dump(split_files.split_file(out, variant, split, "images"), "images", img_entries)
+    _dump(split_files.split_file(out, variant, split, "questions"), "questions", q_entries)
+    _dump(split_files.split_file(out, variant, split, "answers"), "answers", a_entries)
 
 
 def _intended(variant, layout, image_splits, questions):

@@ -16,6 +16,7 @@ from rsvqa_jax import progress
 from rsvqa_jax.data import answers as answers_lib
 from rsvqa_jax.data import images as images_lib
 from rsvqa_jax.data import rsvqa_json
+from rsvqa_jax.data import split_files
 from rsvqa_jax.errors import RSVQAError
 
 IMAGE_CHECKS = ("decode", "headers", "skip")  # every pixel / size, bands, dtype only / none
@@ -100,7 +101,7 @@ def validate(root, name=None, images="decode"):
     raise ValueError(f"images={images!r}: expected one of {IMAGE_CHECKS}")
   dataset = rsvqa_json.read_dataset(root, name)
   if images != "skip":
-    folder = os.path.join(root, rsvqa_json.LAYOUTS[dataset.name].image_dir)
+    folder = os.path.join(root, split_files.LAYOUTS[dataset.name].image_dir)
     if not os.path.isdir(folder):
       what = "a file, not the image folder" if os.path.exists(folder) else "image folder missing"
       raise RSVQAError(f"{folder}: {what} (the {dataset.name.upper()} layout keeps its images "

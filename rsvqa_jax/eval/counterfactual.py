@@ -36,7 +36,7 @@ from rsvqa_jax.bias import lr_templates, tables
 from rsvqa_jax.data import answers as answers_lib
 from rsvqa_jax.data import counterfactual as edits_lib
 from rsvqa_jax.data import questions as questions_lib
-from rsvqa_jax.data import rsvqa_json, scenes, synthetic
+from rsvqa_jax.data import scenes, split_files, synthetic
 from rsvqa_jax.errors import RSVQAError
 from rsvqa_jax.eval import outputs
 from rsvqa_jax.features import encoder as encoder_lib
@@ -99,7 +99,7 @@ class _Scenes:
   def __init__(self, manifest):
     self.seed, self.variant = manifest["seed"], manifest["variant"]
     self.regions = synthetic.regions(self.variant, manifest["images"])
-    self.size = rsvqa_json.LAYOUTS[self.variant].image_size
+    self.size = split_files.LAYOUTS[self.variant].image_size
     self._cached = (None, None)
 
   def res_m(self, image_id):
