@@ -236,7 +236,8 @@ def markdown(results):
       "Host malloc: " + ("not recorded" if malloc is None else
                          "freed memory kept for reuse (rsvqa_jax.host_memory), for JAX and "
                          "PyTorch alike" if malloc else "system default"), "",
-      f"Threads: {results.get('threads')}", "",
+      "Threads: " + (str(results["threads"]) if "threads" in results else
+                     "each library's default (no family run here sets them)"), "",
       f"Total runtime: {results['runtime_s']:.0f} s ({results['mode']} mode)",
       "", "Figures: median (min-max) over repeats; ratios are paired per round."])
   lines += ["", "## Targets", ""]
