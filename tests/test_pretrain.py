@@ -144,3 +144,67 @@ def test_pretraining_step_reuses_or_retrains(trained, monkeypatch):
   assert pretrain_resnet.current(cfg) is None  # other settings: not this model
   with pytest.raises(AssertionError, match="retrained"):
     prepare.image_encoder(cfg, ds)
+
+
+def _weights(out):
+  return checkpoints.load_safetensors(os.path.join(out, pretrain_resnet.WEIGHTS))[0]
+
+
+def test_killed_pretraining_resumes_after_its_last_epoch_to_the_same_weights(tmp_path,
+                                                                              monkeypatch):
+  """A pretraining killed in its third epoch restarts there (two epochs kept) and ends with the
+  weights, losses and metrics of one never stopped; the resume file goes once the model is in."""
+  ds = _dataset(tmp_path / "data", n_train=20, n_val=10)
+  cfg = _pcfg(epochs=4)
+  whole = pretrain_resnet.pretrain(ds, str(tmp_path / "whole"), cfg)
+  out = str(tmp_path / "killed")
+  step, calls = pretrain_resnet._train_step, []  # pylint: disable=protected-access
+
+  def dies_in_epoch_3(*args):
+    calls.append(1)
+    if len(calls) == 2 * 2 + 1:  # 20 images, batches of 10: 2 steps an epoch
+      raise KeyboardInterrupt
+    return step(*args)
+
+  monkeypatch.setattr(pretrain_resnet, "_train_step", dies_in_epoch_3)
+  with pytest.raises(KeyboardInterrupt):
+    pretrain_resnet.pretrain(ds, out, cfg)
+  assert os.path.exists(os.path.join(out, pretrain_resnet.RESUME))
+  assert pretrain_resnet.read_manifest(out) is None
+  calls.clear()
+  resumed = pretrain_resnet.pretrain(ds, out, cfg)
+  assert len(calls) == 2 * 2  # only epochs 3 and 4 ran again
+  assert not os.path.exists(os.path.join(out, pretrain_resnet.RESUME))
+  assert resumed["epoch_losses"] == whole["epoch_losses"]
+  assert checkpoints.tree_sha256(_weights(out)) == checkpoints.tree_sha256(
+      _weights(str(tmp_path / "whole")))
+  assert resumed["metrics"] == whole["metrics"]
+
+
+def test_resume_file_of_other_settings_or_damaged_is_not_used(tmp_path, monkeypatch, caplog):
+  ds = _dataset(tmp_path / "data", n_train=20, n_val=10)
+  out = str(tmp_path / "model")
+  step, calls = pretrain_resnet._train_step, []  # pylint: disable=protected-access
+
+  def dies_in_epoch_2(*args):
+    calls.append(1)
+    if len(calls) == 3:
+      raise KeyboardInterrupt
+    return step(*args)
+
+  monkeypatch.setattr(pretrain_resnet, "_train_step", dies_in_epoch_2)
+  with pytest.raises(KeyboardInterrupt):
+    pretrain_resnet.pretrain(ds, out, _pcfg(epochs=2))
+  resume = os.path.join(out, pretrain_resnet.RESUME)
+  kept = open(resume, "rb").read()
+  monkeypatch.setattr(pretrain_resnet, "_train_step", step)
+  other = pretrain_resnet.pretrain(ds, out, _pcfg(epochs=2, learning_rate=1e-3))
+  assert "other settings or images: starting over" in caplog.text
+  assert other["pretrain_config"]["learning_rate"] == 1e-3
+  with open(resume, "wb") as f:  # a flipped byte in the arrays
+    f.write(kept[:-5] + bytes([kept[-5] ^ 0xFF]) + kept[-4:])
+  caplog.clear()
+  monkeypatch.setattr(pretrain_resnet, "_train_step", lambda *a: (calls.append(1), step(*a))[1])
+  calls.clear()
+  pretrain_resnet.pretrain(ds, out, _pcfg(epochs=2))
+  assert "do not match the sha256" in caplog.text and len(calls) == 4  # both epochs again

@@ -7,16 +7,22 @@ land-cover class, whether it is present (multi-label) and which fraction of the 
 both read from the generator's object masks (DIR/masks/{image_id}.npz). Validation images only
 measure it. The result is stored in `pretrained_dir` (model.safetensors in the format of
 models/checkpoints.py, loadable by resnet_params.load_resnet, + manifest.json) and then used
-frozen through the feature cache (image.arch = "synthetic_resnet").
+frozen through the feature cache (image.arch = "synthetic_resnet"). Until it ends, the state
+after each whole epoch is kept in `pretrained_dir`/resume.safetensors, so a killed pretraining
+resumes there and ends with the weights of one never stopped.
 
 Pretraining is an explicit step (train/prepare.py: `rsvqa-jax features --pretrain`, the first
 stage of `train` and of the study): looking features up never trains anything.
 """
 import functools
+import hashlib
+import json
+import logging
 import os
 import time
 
 import jax
+import jax.numpy as jnp
 import ml_collections
 import numpy as np
 import optax
@@ -32,6 +38,9 @@ from rsvqa_jax.models import checkpoints, resnet, resnet_params
 FORMAT_VERSION = 2  # 2: weights written by models/checkpoints.py with ResNet metadata
 CLASSES = tuple(scenes.CLASSES)
 WEIGHTS = "model.safetensors"
+RESUME = "resume.safetensors"  # model, optimizer and sampler after the last whole epoch
+
+_log = logging.getLogger(__name__)
 
 
 def land_cover_labels(root, image_ids):
@@ -108,8 +117,59 @@ def presence_metrics(prob, presence, fraction_pred, fraction, train_prevalence):
   }
 
 
+def _run_key(dataset, cfg, arrays, state):
+  """What a resumed pretraining must share with the one that saved its state: the settings,
+  the dataset's folder, the training images and labels, and the state's structure."""
+  h = hashlib.sha256()
+  for a in arrays:
+    h.update(f"{a.dtype}|{a.shape}|".encode())
+    h.update(np.ascontiguousarray(a).tobytes())
+  for path, leaf in jax.tree_util.tree_flatten_with_path(state)[0]:
+    h.update(f"{jax.tree_util.keystr(path)}|{leaf.dtype}|{leaf.shape}|".encode())
+  return {"settings": cfg.to_dict(), "dataset": os.path.abspath(dataset.root),
+          "train_sha256": h.hexdigest()}
+
+
+def _save_progress(out_dir, key, state, progress_record):
+  """Writes the state after a whole epoch; the file is replaced whole, and names its sha256."""
+  leaves = {str(i): np.asarray(leaf) for i, leaf in enumerate(jax.tree.leaves(state))}
+  path = os.path.join(out_dir, RESUME)
+  checkpoints.save_safetensors(path + ".tmp", leaves, {"progress": json.dumps(
+      {**progress_record, "key": key, "tree_sha256": checkpoints.tree_sha256(leaves)})})
+  os.replace(path + ".tmp", path)
+
+
+def _restore_progress(out_dir, key, state):
+  """(state, progress record) saved by a pretraining of the same key, else None (a file of
+  another run, or one that does not verify, is set aside with a WARNING)."""
+  path = os.path.join(out_dir, RESUME)
+  if not os.path.exists(path):
+    return None
+  try:
+    tree, metadata = checkpoints.load_safetensors(path)
+    record = json.loads(metadata["progress"])
+    leaves = [tree[i] for i in range(len(tree))]
+    if record.pop("key") != key:
+      _log.warning("%s: saved by a pretraining of other settings or images: starting over", path)
+      return None
+    if record.pop("tree_sha256") != checkpoints.tree_sha256({str(i): v for i, v in
+                                                             enumerate(leaves)}):
+      raise ValueError("its arrays do not match the sha256 it records")
+  except (RSVQAError, ValueError, KeyError, TypeError) as e:
+    _log.warning("%s: unreadable (%s): starting over", path, e)
+    return None
+  # Scalars come back 1-d (safetensors stores none); the key vouched for every shape.
+  like = jax.tree.leaves(state)
+  return jax.tree.unflatten(jax.tree.structure(state), [
+      jnp.asarray(v).reshape(t.shape) for v, t in zip(leaves, like)]), record
+
+
 def pretrain(dataset, out_dir, cfg=None, *, train_split="train", eval_split="val"):
-  """Trains on `train_split` images, measures on `eval_split`, writes out_dir; returns manifest."""
+  """Trains on `train_split` images, measures on `eval_split`, writes out_dir; returns manifest.
+
+  Resumes from out_dir/resume.safetensors when a pretraining of the same settings and images
+  left it there; removes it once the model is written.
+  """
   cfg = cfg or config_lib.pretrain_section()
   started = time.time()
   train_ids = dataset.image_ids(train_split)
@@ -123,9 +183,20 @@ def pretrain(dataset, out_dir, cfg=None, *, train_split="train", eval_split="val
   rng = np.random.default_rng(cfg.seed)
   batch_size = min(cfg.batch_size, len(train_ids))
   steps = len(train_ids) // batch_size  # drop the remainder: one shape, full BatchNorm batches
-  losses = []
-  with progress.bar(total=cfg.epochs * steps, desc="pretrain synthetic_resnet", unit="step") as bar:
-    for _ in range(cfg.epochs):
+  os.makedirs(out_dir, exist_ok=True)
+  key = _run_key(dataset, cfg, (np.asarray(train_ids), images, presence, fraction),
+                 nnx.state((model, optimizer)))
+  losses, earlier_seconds = [], 0.0
+  restored = _restore_progress(out_dir, key, nnx.state((model, optimizer)))
+  if restored is not None:
+    state, record = restored
+    nnx.update((model, optimizer), state)
+    rng.bit_generator.state = record["rng"]
+    losses, earlier_seconds = record["losses"], record["seconds"]
+    _log.info("pretrain synthetic_resnet: resuming after epoch %d of %d", len(losses), cfg.epochs)
+  with progress.bar(total=cfg.epochs * steps, initial=len(losses) * steps,
+                    desc="pretrain synthetic_resnet", unit="step") as bar:
+    for _ in range(len(losses), cfg.epochs):
       order = rng.permutation(len(train_ids))
       epoch_loss = 0.0
       for s in range(steps):
@@ -136,7 +207,11 @@ def pretrain(dataset, out_dir, cfg=None, *, train_split="train", eval_split="val
         bar.set_postfix(loss=f"{float(loss):.4f}")
         bar.update()
       losses.append(epoch_loss / steps)
-  train_seconds = time.time() - started
+      if len(losses) < cfg.epochs:
+        _save_progress(out_dir, key, nnx.state((model, optimizer)), {
+            "rng": rng.bit_generator.state, "losses": losses,
+            "seconds": earlier_seconds + time.time() - started})
+  train_seconds = earlier_seconds + time.time() - started
   prevalence = presence.mean(axis=0)
   metrics = {}
   split_ids = {train_split: train_ids}
@@ -157,9 +232,12 @@ def pretrain(dataset, out_dir, cfg=None, *, train_split="train", eval_split="val
       "dataset": {"name": dataset.name, "root": os.path.abspath(dataset.root),
                   "train_split": train_split, "train_images": len(train_ids)},
       "epoch_losses": losses, "metrics": metrics,
-      "train_seconds": round(train_seconds, 2), "seconds": round(time.time() - started, 2),
+      "train_seconds": round(train_seconds, 2),
+      "seconds": round(earlier_seconds + time.time() - started, 2),
   }
   save_pretrained(out_dir, model, manifest)
+  if os.path.exists(os.path.join(out_dir, RESUME)):
+    os.remove(os.path.join(out_dir, RESUME))
   return read_manifest(out_dir)
 
 
