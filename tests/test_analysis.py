@@ -312,7 +312,7 @@ def test_analyze_synthetic_end_to_end(tmp_path):
   from rsvqa_jax.data import rsvqa_json  # pylint: disable=g-import-not-at-top
   data, out = tmp_path / "data", tmp_path / "out"
   synthetic.generate(str(data), "lr", images=16, seed=3, questions_per_image=12)
-  argv = ["--data", str(data), "--dataset", "lr", "--out", str(out)]
+  argv = ["--data", str(data), "--out", str(out)]  # the layout detected: LR, its templates
   if "analyze" in cli.COMMANDS:
     assert cli.main(["analyze", *argv]) == 0
   else:
@@ -336,6 +336,15 @@ def test_analyze_synthetic_end_to_end(tmp_path):
   test = ds["test"]
   hits = sum(prior.get(t) == a for t, a in zip(test.qtype, test.answer))
   assert rows["Overall"]["Prior_Acc (%)"] == f"{100 * hits / len(test):.2f}"
+
+
+def test_a_folder_of_no_detectable_layout_asks_for_dataset(tmp_path, capsys):
+  (tmp_path / "flood").mkdir()
+  assert cli.main(["analyze", "--data", str(tmp_path / "flood"), "--out",
+                   str(tmp_path / "out")]) == 2
+  err = capsys.readouterr().err.strip()
+  assert len(err.splitlines()) == 1 and "cannot tell the dataset variant" in err
+  assert err.endswith("name its layout with --dataset (lr, hr, xben, floodnet, rsivqa)")
 
 
 def test_a_tiny_set_plots_without_a_raw_warning(tmp_path, recwarn):

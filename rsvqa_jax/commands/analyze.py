@@ -39,7 +39,9 @@ MAX_QUESTION_ROWS = 500
 
 def add_arguments(parser):
   parser.add_argument("--data", required=True, help="dataset folder")
-  parser.add_argument("--dataset", required=True, choices=DATASETS, help="file layout of --data")
+  parser.add_argument("--dataset", choices=DATASETS,
+                      help="file layout of --data (default: detected among lr, hr, xben; "
+                           "floodnet and rsivqa are named)")
   parser.add_argument("--out", required=True, help="folder for the tables and the figure")
   parser.add_argument("--split", action="append",
                       help="split to evaluate (repeatable); default: the test split(s), or the only "
@@ -56,6 +58,14 @@ def add_arguments(parser):
                            "this shortcut benchmark folder (--data: its O/data)")
 
 
+def _detected(root):
+  """The RSVQA layout of folder `root`; FloodNet and RSIVQA folders hold no file to tell them by."""
+  try:
+    return split_files.detect_variant(root)
+  except RSVQAError as e:
+    raise RSVQAError(f"{e}; name its layout with --dataset ({', '.join(DATASETS)})") from None
+
+
 def run(args):
   if args.adversarial_predictions and not args.predictions:
     raise RSVQAError("--adversarial-predictions needs --predictions (IO_AdTest compares the two)")
@@ -65,7 +75,8 @@ def run(args):
   if found:
     raise RSVQAError(f"--out {args.out} holds a dataset ({os.path.basename(found)}); give a "
                      "folder of its own for the tables")
-  dataset = other_datasets.read_any(args.data, args.dataset)
+  layout = args.dataset or _detected(args.data)
+  dataset = other_datasets.read_any(args.data, layout)
   fit, eval_names = analysis.default_splits(dataset)
   for name in args.split or ():
     if name not in dataset.splits:
@@ -77,10 +88,10 @@ def run(args):
   adversarial = _load(args.adversarial_predictions, evaluated, dataset, space, clean=False,
                       chosen=chosen)
   benchmark = _shortcut_benchmark(args, dataset, model) if args.shortcuts else None
-  label = tables.dataset_label(args.dataset)
+  label = tables.dataset_label(layout)
   written = []
   for name, split in evaluated.items():
-    result = analysis.analyze(dataset[fit], split, templates=args.dataset == "lr",
+    result = analysis.analyze(dataset[fit], split, templates=layout == "lr",
                               predictions=model.get(name), adversarial=adversarial.get(name))
     main, _, paths = tables.write_analysis(result, label, args.out,
                                            max_question_rows=MAX_QUESTION_ROWS)

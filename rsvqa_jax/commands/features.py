@@ -1,6 +1,6 @@
 """`rsvqa-jax features`: precompute the frozen image-encoder feature cache of a dataset.
 
-  rsvqa-jax features --data DIR --dataset lr --cache CACHE [--config configs/X.py[:arg]]
+  rsvqa-jax features --data DIR [--dataset lr] --cache CACHE [--config configs/X.py[:arg]]
       [--arch resnet152 --checkpoint resnet152.pth | --checkpoint random |
        --arch synthetic_resnet --pretrain]
       [--variants none,hflip,vflip,rot90,rot180,rot270] [--kinds clean,white,black,noise]
@@ -36,8 +36,8 @@ def _names(text, allowed, flag):
 
 def add_arguments(parser):
   parser.add_argument("--data", required=True, help="dataset folder (official RSVQA layout)")
-  parser.add_argument("--dataset", required=True, choices=("lr", "hr", "xben"),
-                      help="file layout of --data")
+  parser.add_argument("--dataset", choices=("lr", "hr", "xben"),
+                      help="file layout of --data (default: detected)")
   parser.add_argument("--cache", help="cache folder, as a config's data.cache_dir (default: the "
                                       "--config's data.cache_dir)")
   parser.add_argument("--config", help="training config file (path.py[:arg]); its image section "
