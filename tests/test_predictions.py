@@ -80,18 +80,39 @@ def test_repeats_are_read_and_aligned(tmp_path):
     (["question_id", "prediction"], [[1, "yes"], [1, "no"]], r"p.csv:3: duplicate question_id 1 "
      r"\(K answers per question, as adversarial files give, need a repeat column numbering them\)$"),
     (["question_id", "prediction"], [["one", "yes"]], r"p.csv:2: question_id 'one' is not an integer"),
-    (["question_id", "prediction"], [[1]], r"p.csv:2: row has no prediction value"),
+    (["question_id", "prediction"], [[1]], r"p.csv:2: row has fewer values than the header"),
     (["question_id", "repeat", "prediction"], [[1, 0, "a"], [1, 0, "b"]],
      r"p.csv:3: duplicate question_id 1 in repeat 0"),
     (["question_id", "repeat", "prediction"], [[1, "x", "a"]], r"p.csv:2: repeat 'x' is not an integer"),
     (["question_id", "repeat", "prediction"], [[1, -1, "a"]], r"p.csv:2: repeat -1 is negative"),
     (["question_id", "repeat", "prediction"], [[1, 0, "a"], [1, 2, "a"]],
      r"p.csv: repeats 0, 2 are not numbered 0..K-1"),
+    # What int() takes and no one writes for an id: 2_30 read as 230, Arabic-Indic digits.
+    (["question_id", "prediction"], [["2_30", "yes"]], r"p.csv:2: question_id '2_30' is not an "),
+    (["question_id", "prediction"], [["\u0663", "yes"]], r"p.csv:2: question_id '\u0663' is not"),
+    # Two prediction columns: the last was read without a word.
+    (["question_id", "prediction", "prediction"], [[1, "yes", "no"]],
+     r"p.csv: column prediction appears 2 times in the header; which one to read is ambiguous"),
+    # An unquoted comma in an answer cut it to its first part.
+    (["question_id", "prediction"], [[1, "yes", " there is"]],
+     r"p.csv:2: row has more values than the header \(a comma in an unquoted value\? quote it\)"),
 ])
 def test_bad_csv(tmp_path, header, rows, message):
   path = write_csv(tmp_path / "p.csv", header, rows)
   with pytest.raises(RSVQAError, match=message):
     predictions.read(path)
+
+
+def test_an_unclosed_quote_is_refused_not_read_as_one_answer(tmp_path):
+  """`2,"no` swallowed every row after it into one prediction, the rest counted missing."""
+  path = tmp_path / "p.csv"
+  path.write_text('question_id,prediction\n1,yes\n2,"no\n3,yes\n4,no\n')
+  with pytest.raises(RSVQAError, match=r"p.csv:3: a value runs over lines 3-5 \(an unclosed "
+                                       r"quote\?\)"):
+    predictions.read(str(path))
+  path.write_text('question_id,prediction\n1,"yes\nno"\n')
+  with pytest.raises(RSVQAError, match=r"p.csv:2: a value runs over lines 2-3"):
+    predictions.read(str(path))
 
 
 def test_a_json_file_or_a_long_header_is_a_short_error(tmp_path):

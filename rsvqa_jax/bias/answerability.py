@@ -37,6 +37,7 @@ import numpy as np
 
 from rsvqa_jax.bias import tables
 from rsvqa_jax.data import answerability as pools_lib
+from rsvqa_jax.data import csv_columns
 from rsvqa_jax.errors import RSVQAError
 
 KS = (1, 3, 5)
@@ -171,7 +172,7 @@ def _scores(path):
   keys, values = [], []
   for line, row in rows:
     try:
-      s = float(row["score"])
+      s = csv_columns.number(row["score"])
     except ValueError:
       s = math.nan
     if not 0 <= s <= 1:

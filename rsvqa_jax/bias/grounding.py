@@ -33,6 +33,7 @@ from PIL import Image
 from rsvqa_jax import errors
 from rsvqa_jax import storage
 from rsvqa_jax.bias import tables
+from rsvqa_jax.data import csv_columns
 from rsvqa_jax.errors import RSVQAError
 
 THRESHOLD = 0.5
@@ -244,31 +245,19 @@ def required_masks(folder, flag):
 
 def read_confidence(path):
   """{question id: confidence} of a CSV with columns question_id,confidence."""
-  try:
-    f = open(path, newline="", encoding="utf-8-sig")
-  except OSError as e:
-    raise RSVQAError(f"{path}: cannot read confidence file ({e.strerror})") from None
   out = {}
-  with f:
-    reader = csv.DictReader(f)
-    missing = [c for c in ("question_id", "confidence") if c not in (reader.fieldnames or ())]
-    if missing:
-      raise RSVQAError(f"{path}: missing column(s) {', '.join(missing)} (header: "
-                       f"{reader.fieldnames})")
+  for line, row in csv_columns.read(path, ("question_id", "confidence"), (),
+                                    "confidence file")[1]:
     try:
-      for row in reader:
-        try:
-          qid, value = int(row["question_id"]), float(row["confidence"])
-        except (TypeError, ValueError):
-          raise RSVQAError(f"{path}:{reader.line_num}: question_id {row['question_id']!r} or "
-                           f"confidence {row['confidence']!r} is not a number") from None
-        if qid in out:
-          raise RSVQAError(f"{path}:{reader.line_num}: duplicate question_id {qid}")
-        if math.isnan(value):
-          raise RSVQAError(f"{path}:{reader.line_num}: confidence of question {qid} is NaN")
-        out[qid] = value
-    except (UnicodeDecodeError, csv.Error) as e:
-      raise RSVQAError(f"{path}:{reader.line_num}: not a readable UTF-8 CSV row ({e})") from None
+      qid, value = csv_columns.integer(row["question_id"]), csv_columns.number(row["confidence"])
+    except ValueError:
+      raise RSVQAError(f"{path}:{line}: question_id {row['question_id']!r} or confidence "
+                       f"{row['confidence']!r} is not a number") from None
+    if qid in out:
+      raise RSVQAError(f"{path}:{line}: duplicate question_id {qid}")
+    if math.isnan(value):
+      raise RSVQAError(f"{path}:{line}: confidence of question {qid} is NaN")
+    out[qid] = value
   return out
 
 

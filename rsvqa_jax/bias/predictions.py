@@ -14,7 +14,8 @@ counted wrong and listed (`outside`), never silently compared. A question of the
 split with no row counts as wrong and is reported (a split with no row at all is refused). A
 row naming a question in none of the evaluated splits, a repeated question id (within a
 repeat), a missing column, a non-integer id or repeat, repeats not numbered 0..K-1 and a file
-that is not UTF-8 CSV are errors. An optional `image_id` column (ours writes one) must name each question's image in the dataset:
+that is not UTF-8 CSV are errors, as is what data/csv_columns.py refuses in any audit's CSV (a
+column named twice, a row with more values than the header, a value over several lines). An optional `image_id` column (ours writes one) must name each question's image in the dataset:
 the same question ids over other images are another dataset or version, refused. An adversarial
 file without `substituted_image_id` is read with a WARNING: which image each answer was given
 cannot be checked; so is one where it is every question's own `image_id` (right only for the
@@ -77,38 +78,14 @@ def write(path, split, predicted, **extra):
 
 def _integer(path, line, name, value):
   try:
-    out = int(value)
-  except (TypeError, ValueError):
+    out = csv_columns.integer(value)
+  except ValueError:
     hint = " (the dataset's integer image id; drop the column if yours names images otherwise)"
     raise RSVQAError(f"{path}:{line}: {name} {value!r} is not an integer"
                      + (hint if name == IMAGE else "")) from None
   if name == REPEAT and out < 0:
     raise RSVQAError(f"{path}:{line}: repeat {out} is negative")
   return out
-
-
-def _rows(path, reader):
-  """(repeat, question id, prediction, image id or None, substituted image id or None) of every
-  row, checked for format and duplicates."""
-  csv_columns.check(path, REQUIRED, reader.fieldnames)
-  has_repeat, has_image = REPEAT in reader.fieldnames, IMAGE in reader.fieldnames
-  has_substituted = SUBSTITUTED in reader.fieldnames
-  seen = set()
-  for row in reader:
-    line = reader.line_num
-    qid = _integer(path, line, "question_id", row["question_id"])
-    repeat = _integer(path, line, REPEAT, row[REPEAT]) if has_repeat else 0
-    if (repeat, qid) in seen:
-      raise RSVQAError(f"{path}:{line}: duplicate question_id {qid}"
-                       + (f" in repeat {repeat}" if has_repeat else
-                          f" (K answers per question, as adversarial files give, need a {REPEAT} "
-                          "column numbering them)"))
-    seen.add((repeat, qid))
-    if row["prediction"] is None:
-      raise RSVQAError(f"{path}:{line}: row has no prediction value")
-    image = _integer(path, line, IMAGE, row[IMAGE]) if has_image else None
-    substituted = _integer(path, line, SUBSTITUTED, row[SUBSTITUTED]) if has_substituted else None
-    yield repeat, qid, row["prediction"], image, substituted
 
 
 @dataclasses.dataclass(frozen=True)
@@ -128,42 +105,29 @@ def read(path):
 
 def read_file(path):
   """File of `path`, every row checked (see the module docstring)."""
-  try:
-    f = open(path, newline="", encoding="utf-8-sig")
-  except OSError as e:
-    raise RSVQAError(f"{path}: cannot read predictions file ({e.strerror})") from e
-  by_repeat, image_ids, swapped = collections.defaultdict(dict), {}, 0
-  with f:
-    reader = csv.DictReader(f)
-    try:
-      for repeat, qid, prediction, image, substituted in _rows(path, reader):
-        by_repeat[repeat][qid] = prediction
-        if image is not None:
-          image_ids[qid] = image
-        swapped += substituted != image
-    except UnicodeDecodeError:
-      raise RSVQAError(f"{path}: not UTF-8 text ({_first_bad_byte(path)}); save it as UTF-8 "
-                       "CSV") from None
-    except csv.Error as e:
-      raise RSVQAError(f"{path}:{reader.line_num}: not a readable CSV row ({e})") from None
+  columns, rows = csv_columns.read(path, REQUIRED, (REPEAT, IMAGE, SUBSTITUTED),
+                                   "predictions file")
+  by_repeat, image_ids, swapped, seen = collections.defaultdict(dict), {}, 0, set()
+  for line, row in rows:
+    qid = _integer(path, line, "question_id", row["question_id"])
+    repeat = 0 if row[REPEAT] is None else _integer(path, line, REPEAT, row[REPEAT])
+    if (repeat, qid) in seen:
+      raise RSVQAError(f"{path}:{line}: duplicate question_id {qid}"
+                       + (f" in repeat {repeat}" if REPEAT in columns else
+                          f" (K answers per question, as adversarial files give, need a {REPEAT} "
+                          "column numbering them)"))
+    seen.add((repeat, qid))
+    image, substituted = (None if row[c] is None else _integer(path, line, c, row[c])
+                          for c in (IMAGE, SUBSTITUTED))
+    by_repeat[repeat][qid] = row["prediction"]
+    if image is not None:
+      image_ids[qid] = image
+    swapped += substituted != image
   repeats = sorted(by_repeat)
   if repeats != list(range(len(repeats))):
     raise RSVQAError(f"{path}: repeats {_listed(repeats)} are not numbered 0..K-1")
-  columns = tuple(reader.fieldnames or ())
   return File(by_repeat=[by_repeat[k] for k in repeats] or [{}], image_ids=image_ids,
               columns=columns, swapped=swapped if {IMAGE, SUBSTITUTED} <= set(columns) else None)
-
-
-def _first_bad_byte(path):
-  """Where a file stops being UTF-8, for the error message (the reader decodes in blocks)."""
-  with open(path, "rb") as f:
-    data = f.read()
-  try:
-    data.decode("utf-8-sig")
-  except UnicodeDecodeError as e:
-    line = data.count(b"\n", 0, e.start) + 1
-    return f"byte {data[e.start]:#04x} on line {line}"
-  return "a bad byte"
 
 
 def _listed(values, limit=TOP):

@@ -43,6 +43,7 @@ from rsvqa_jax import storage
 from rsvqa_jax.bias import lr_templates
 from rsvqa_jax.bias import metrics
 from rsvqa_jax.bias import subsets
+from rsvqa_jax.data import csv_columns
 from rsvqa_jax.data import json_stream
 from rsvqa_jax.data import records
 from rsvqa_jax.data import resplit
@@ -322,29 +323,17 @@ def entry_labels(root, name, image_ids):
 
 def csv_labels(path):
   """ImageLabels of a user CSV with columns image_id,label (one row per label of an image)."""
-  try:
-    with open(path, newline="", encoding="utf-8-sig") as f:
-      reader = csv.DictReader(f)
-      missing = [c for c in ("image_id", "label") if c not in (reader.fieldnames or ())]
-      if missing:
-        raise RSVQAError(f"{path}: missing column(s) {', '.join(missing)} (header: "
-                         f"{reader.fieldnames})")
-      pairs = []
-      for row in reader:
-        try:
-          image = int(row["image_id"])
-        except (TypeError, ValueError):
-          raise RSVQAError(f"{path}:{reader.line_num}: image_id {row['image_id']!r} is not an "
-                           "integer") from None
-        label = (row["label"] or "").strip()
-        if not label or JOIN in label:
-          raise RSVQAError(f"{path}:{reader.line_num}: label {row['label']!r}: expected a "
-                           f"non-empty label without {JOIN!r}")
-        pairs.append((image, label))
-  except OSError as e:
-    raise RSVQAError(f"{path}: cannot read image labels ({e.strerror or e})") from None
-  except (UnicodeDecodeError, csv.Error) as e:
-    raise RSVQAError(f"{path}: not a UTF-8 CSV file ({e})") from None
+  pairs = []
+  for line, row in csv_columns.read(path, ("image_id", "label"), (), "image labels")[1]:
+    try:
+      image = csv_columns.integer(row["image_id"])
+    except ValueError:
+      raise RSVQAError(f"{path}:{line}: image_id {row['image_id']!r} is not an integer") from None
+    label = row["label"].strip()
+    if not label or JOIN in label:
+      raise RSVQAError(f"{path}:{line}: label {row['label']!r}: expected a non-empty label "
+                       f"without {JOIN!r}")
+    pairs.append((image, label))
   return ImageLabels(_labels(pairs), "csv", os.path.abspath(path))
 
 

@@ -272,28 +272,10 @@ def write(path, rows, columns=COLUMNS):
 
 
 def read(path, required, optional=()):
-  """[(line number, {column: text})] of a CSV holding the `required` columns (one-line errors
-  naming the file and line); `optional` columns read as None when the file lacks them."""
-  try:
-    with open(path, newline="", encoding="utf-8-sig") as f:
-      reader = csv.DictReader(f)
-      csv_columns.check(path, required, reader.fieldnames)
-      wanted = tuple(required) + tuple(optional)
-      rows = []
-      for row in reader:
-        if any(row.get(c) is None for c in required):
-          raise RSVQAError(f"{path}:{reader.line_num}: row has fewer values than the header")
-        rows.append((reader.line_num, {c: (row.get(c) or "").strip() if c in row else None
-                                       for c in wanted}))
-      return rows
-  except FileNotFoundError:
-    raise RSVQAError(f"{path}: file not found") from None
-  except OSError as e:
-    raise RSVQAError(f"{path}: cannot read ({e.strerror})") from None
-  except UnicodeDecodeError:
-    raise RSVQAError(f"{path}: not UTF-8 text; save it as UTF-8 CSV") from None
-  except csv.Error as e:
-    raise RSVQAError(f"{path}: not a readable CSV ({e})") from None
+  """[(line number, {column: text stripped})] of a CSV holding the `required` columns (one-line
+  errors naming the file and line); `optional` columns read as None when the file lacks them."""
+  return [(line, {c: v if v is None else v.strip() for c, v in row.items()})
+          for line, row in csv_columns.read(path, required, optional, "pool file")[1]]
 
 
 def parse_label(path, line, value):
@@ -317,7 +299,7 @@ def read_pools(path, *, labelled=True):
       closed.add(last)
       last = pool
     try:
-      image = int(row["image_id"])
+      image = csv_columns.integer(row["image_id"])
     except ValueError:
       raise RSVQAError(f"{path}:{line}: image_id {row['image_id']!r} is not an integer") from None
     if (pool, image) in seen:
