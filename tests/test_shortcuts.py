@@ -427,3 +427,24 @@ def test_image_clusters_from_the_command_line(bench, tmp_path):
                    "--cache", str(tmp_path / "cache")]) == 0
   assert "k-means clusters (K=2)" in json.dumps(json.load(open(os.path.join(out,
                                                                             "shortcuts.json"))))
+
+
+def test_analyze_never_writes_its_tables_into_a_benchmark_folder(bench, tmp_path, capsys):
+  """--out the benchmark itself: analyze's shortcuts.json replaced the benchmark's manifest."""
+  _, out = bench
+  data = os.path.join(out, "data")
+  preds = tmp_path / "preds.csv"
+  test = rsvqa_json.read_dataset(data, "lr")["test"]
+  preds.write_text("question_id,prediction\n" + "".join(f"{q},yes\n" for q in
+                                                      test.question_id.tolist()))
+  manifest = open(os.path.join(out, shortcuts.MANIFEST)).read()
+  assert cli.main(["analyze", "--data", data, "--out", out, "--predictions", str(preds),
+                   "--shortcuts", out]) == 2
+  assert capsys.readouterr().err.strip().endswith(
+      f"--out {out} is a shortcut benchmark folder (split.json); give a folder of its own for "
+      "the tables")
+  assert open(os.path.join(out, shortcuts.MANIFEST)).read() == manifest
+  shortcuts.load(out)
+  (tmp_path / "file").write_text("x")
+  assert cli.main(["shortcuts", "--data", data, "--out", str(tmp_path / "file")]) == 2
+  assert capsys.readouterr().err.strip().endswith("is a file, not a folder")

@@ -249,8 +249,9 @@ def _check_out(out, source):
     raise RSVQAError(f"--out {out}: holds the source dataset {source}; choose another folder")
   if not os.path.exists(out):
     return
-  if not os.path.isdir(out) or (os.listdir(out) and
-                                not os.path.isfile(os.path.join(out, shortcuts.MANIFEST))):
+  if not os.path.isdir(out):
+    raise RSVQAError(f"--out {out}: is a file, not a folder")
+  if os.listdir(out) and not os.path.isfile(os.path.join(out, shortcuts.MANIFEST)):
     raise RSVQAError(f"{out}: holds files that are not a shortcut benchmark (no "
                      f"{shortcuts.MANIFEST}); refusing to write over it")
   # The folder is replaced whole: anything else in it (notes, a run's workdir) would be lost.

@@ -75,6 +75,9 @@ def run(args):
   if found:
     raise RSVQAError(f"--out {args.out} holds a dataset ({os.path.basename(found)}); give a "
                      "folder of its own for the tables")
+  if os.path.isfile(os.path.join(args.out, shortcuts.SPLIT_FILE)):  # its manifest is ours too
+    raise RSVQAError(f"--out {args.out} is a shortcut benchmark folder ({shortcuts.SPLIT_FILE}); "
+                     "give a folder of its own for the tables")
   layout = args.dataset or _detected(args.data)
   dataset = other_datasets.read_any(args.data, layout)
   fit, eval_names = analysis.default_splits(dataset)
