@@ -82,6 +82,23 @@ def _write_masks(folder, masks):
     g.write_png(str(folder / f"{qid}.png"), np.asarray(m, np.uint8) * 255)
 
 
+def test_masks_of_16_bits_are_scaled_and_alpha_only_masks_refused(tmp_path):
+  """PIL's grey conversion clips 16-bit values, so a 16-bit map read as one constant 255."""
+  from PIL import Image  # pylint: disable=g-import-not-at-top
+  ramp = np.arange(4 * 4, dtype=np.uint16).reshape(4, 4) * 4369  # 0 .. 65535 in 15 steps
+  Image.fromarray(ramp).save(tmp_path / "16.png")
+  assert Image.open(tmp_path / "16.png").mode == "I;16"
+  np.testing.assert_array_equal(g.read_mask(str(tmp_path / "16.png")), ramp // 257)
+  rgba = np.zeros((4, 4, 4), np.uint8)
+  rgba[:2, :, 3] = 255
+  Image.fromarray(rgba, "RGBA").save(tmp_path / "alpha.png")
+  with pytest.raises(g.RSVQAError, match="alpha.png: the mask is drawn in the alpha channel only"):
+    g.read_mask(str(tmp_path / "alpha.png"))
+  rgba[:2, :, :3] = 255  # drawn in colour as well: read as grey
+  Image.fromarray(rgba, "RGBA").save(tmp_path / "both.png")
+  assert g.read_mask(str(tmp_path / "both.png"))[:2].min() == 255
+
+
 def test_score_command(tmp_path, capsys):
   truth = {1: box(0, 0, 10, 10), 2: box(20, 20, 40, 60), 3: box(0, 0, 64, 50),
            4: np.zeros((SIZE, SIZE), bool), 5: box(5, 5, 9, 9)}

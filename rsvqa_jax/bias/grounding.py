@@ -189,10 +189,23 @@ def coverage_breakdown(ious, coverages, confidences=None):
 
 
 def read_mask(path):
-  """A PNG as a 2-D uint8 array (colour images converted to grey); RSVQAError if unreadable."""
+  """A PNG as a 2-D uint8 array: colour converted to grey, 16-bit grey scaled to 8 bits (PIL's
+  own conversion clips it, so a 16-bit map read as all 255); RSVQAError if unreadable, or if its
+  shape is in the alpha channel alone (grey conversion would drop it)."""
   try:
     with Image.open(path) as im:
-      return np.asarray(im if im.mode == "L" else im.convert("L"))
+      if im.mode.startswith("I;16"):
+        return ((np.asarray(im).astype(np.uint32) + 128) // 257).astype(np.uint8)
+      if im.mode in ("I", "F"):
+        raise RSVQAError(f"{path}: a 32-bit {'float' if im.mode == 'F' else 'integer'} image; "
+                         "save the mask as an 8-bit or 16-bit grey PNG")
+      grey = np.asarray(im if im.mode == "L" else im.convert("L"))
+      if "A" in im.getbands() and grey.min() == grey.max():
+        alpha = np.asarray(im.getchannel("A"))
+        if alpha.min() != alpha.max():
+          raise RSVQAError(f"{path}: the mask is drawn in the alpha channel only (its colour is "
+                           "the same everywhere); save it as a grey PNG")
+      return grey
   except (OSError, ValueError) as e:
     raise RSVQAError(f"{path}: not a readable PNG mask ({e})") from None
 
