@@ -25,6 +25,16 @@ def test_perfect_ranking_scores_one():
   assert out["ndcg_pools_left_out"] == out["map_pools_left_out"] == 0
 
 
+def test_pools_of_one_candidate_rank_nothing_and_are_left_out():
+  """Every pool of one candidate read NDCG and MAP 1 whatever the scores (constant 0 included)."""
+  out = m.ranking(["a", "b", "c"], [2, 2, 1], [0.0, 0.0, 0.0])
+  assert all(out[k] is None for k in m.RANKING_KEYS)
+  assert out["ndcg_pools_left_out"] == out["map_pools_left_out"] == 3
+  out = m.ranking(["a", "b", "b"], [2, 0, 2], [0.9, 0.9, 0.1])  # pool b ranked wrong
+  assert out["ndcg_pools_left_out"] == out["map_pools_left_out"] == 1
+  assert out["map@1"] == 0.0
+
+
 def test_reversed_ranking_by_hand():
   out = m.ranking(["a"] * 3, [2, 1, 0], [0.1, 0.5, 0.9])  # ranked labels 0, 1, 2
   ideal3 = 3 + 1 / LOG3
@@ -288,12 +298,12 @@ def test_score_says_why_a_ranking_metric_is_undefined(tmp_path, capsys):
   assert cli.main(["answerability", "score", "--scores", str(scores), "--labels", str(labels),
                    "--out", str(out)]) == 0
   printed = capsys.readouterr().out
-  assert f"{labels}: MAP n/a: no pool has a pair labelled 2 (2 pools left out)" in printed
+  assert f"{labels}: MAP n/a: no pool of 2 or more candidates has a pair labelled 2 (2 pools left out)" in printed
   assert "NDCG n/a" not in printed
   labels.write_text("pool_id,image_id,label\na,1,0\na,2,0\nb,3,0\nb,4,0\n")
   assert cli.main(["answerability", "score", "--scores", str(scores), "--labels", str(labels),
                    "--out", str(out)]) == 0
-  assert f"{labels}: NDCG n/a: no pool has a pair labelled 1 or 2 (2 pools left out)" in (
+  assert f"{labels}: NDCG n/a: no pool of 2 or more candidates has a pair labelled 1 or 2 (2 pools left out)" in (
       capsys.readouterr().out)
 
 

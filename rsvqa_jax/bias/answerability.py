@@ -25,7 +25,8 @@ the plain values.
           labelled 2 (every t then has F1 0), the binary metrics are not reported (None): tuning
           t on the test pairs would flatter them.
 Pools need not have one size (a small split's are smaller, data/answerability.py): @k past a
-pool's size counts its whole ranking, so NDCG@5 of pools of 3 is their NDCG@3.
+pool's size counts its whole ranking, so NDCG@5 of pools of 3 is their NDCG@3. A pool of one
+candidate ranks nothing and is left out of both (counted).
 A constant scorer (Majority) is thresholded like any other: on validation F1 is highest with
 every pair positive, so its binary row is the all-positive guess, F1 = 2p / (1 + p).
 """
@@ -103,6 +104,9 @@ def ranking(pool_ids, labels, scores):
   per = {key: [] for key in RANKING_KEYS}
   left = {"ndcg": 0, "map": 0}
   for rows in pools(pool_ids):
+    if len(rows) < 2:  # one candidate: no ranking to score (it would read 1 whatever its score)
+      left = {name: n + 1 for name, n in left.items()}
+      continue
     order, groups = ranked(np.asarray(labels)[rows], np.asarray(scores)[rows])
     for name, fn in (("ndcg", ndcg_at), ("map", average_precision_at)):
       values = [fn(order, groups, k) for k in KS]

@@ -127,8 +127,8 @@ def _print_undefined(name, metrics):
   """A line for each ranking metric that no pool could give (all pools left out)."""
   for metric, key, relevant in (("NDCG", "ndcg", "1 or 2"), ("MAP", "map", "2")):
     if metrics[f"{key}@1"] is None:
-      print(f"{name}: {metric} n/a: no pool has a pair labelled {relevant} "
-            f"({metrics[f'{key}_pools_left_out']} pools left out)")
+      print(f"{name}: {metric} n/a: no pool of 2 or more candidates has a pair "
+            f"labelled {relevant} ({metrics[f'{key}_pools_left_out']} pools left out)")
 
 
 def _print_table(rows, caption):
