@@ -57,9 +57,13 @@ def test_tables_from_a_folder_of_workdirs(tmp_path, capsys):
            test=(0.5, 0.5))
   _workdir(runs, "blind/seed0", blind=True, val=(0.99,), test=(1.0, 1.0))  # in neither table
   _workdir(runs, "sweep/db_1e-5", text_lr=1e-5, val=(0.75,))
+  # An attention head (configs/grounding_synthetic.py) sat in the paper's cells as its model.
+  _workdir(runs, "attention/seed0", head="attention", val=(0.95,), test=(0.3, 0.3))
   (runs / "notes").mkdir()
   rc, out = _run(runs, capsys)
   assert rc == 0, out.err
+  assert (f"Table 1: 1 run(s) fit none of its cells (attention head; Table 2 lists them), e.g. "
+          f"{runs / 'attention' / 'seed0'}") in out.err
   t1 = (runs / "tables" / "table1.md").read_text()
   # 24 cells; fine-tuned distilBERT e-mult pools its three runs (seeds and the sweep's lr).
   assert "22 of 24 cells missing" in t1
@@ -77,6 +81,7 @@ def test_tables_from_a_folder_of_workdirs(tmp_path, capsys):
   # Two seeds evaluated; the sweep's run (another learning rate) is no third seed of the row.
   assert rows[5] == ("| Transformer distilBERT | fine-tuned | e-mult | 2 | 85.00 (5.00) | "
                      f"65.00 (5.00) | 75.00 (0.00) | {tables.pct(np.mean(oa), np.std(oa))} |")
+  assert rows[6].startswith("| distilBERT, attention head | fine-tuned | e-mult | 1 | 30.00 |")
   assert (f"{runs / 'sweep' / 'db_1e-5'} is not evaluated and is not counted among its runs: "
           in out.err) and "optim.text_lr is 1e-05 there" in out.err
   assert "Comparison | Counting" in t2  # the paper's column order

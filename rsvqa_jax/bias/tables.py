@@ -287,14 +287,15 @@ LM_ORDER = ("skipthoughts", "bert", "distilbert", "roberta")
 FUSION_ORDER = ("mult", "concat", "mutan")
 FUSION_LABELS = {"mult": "e-mult", "concat": "concat", "mutan": "MUTAN"}
 MISSING = "missing"
-# Table 2's rows in the paper's order: (label, language model, frozen, fusion, original head).
+# Table 2's rows in the paper's order: (label, language model, frozen, fusion, model.head).
 PAPER_TABLE2 = (
-    ("RSVQA baseline", "skipthoughts", True, "mult", True),
-    ("RNN Skip-thoughts", "skipthoughts", True, "mutan", False),
-    ("Transformer distilBERT", "distilbert", True, "mutan", False),
-    ("RNN Skip-thoughts", "skipthoughts", False, "mult", False),
-    ("Transformer distilBERT", "distilbert", False, "mult", False),
+    ("RSVQA baseline", "skipthoughts", True, "mult", "original"),
+    ("RNN Skip-thoughts", "skipthoughts", True, "mutan", "paper"),
+    ("Transformer distilBERT", "distilbert", True, "mutan", "paper"),
+    ("RNN Skip-thoughts", "skipthoughts", False, "mult", "paper"),
+    ("Transformer distilBERT", "distilbert", False, "mult", "paper"),
 )
+HEAD_ORDER = ("original", "paper", "attention")  # Table 2's extra rows, by head first
 
 
 @dataclasses.dataclass(frozen=True)
@@ -306,7 +307,7 @@ class RunRecord:
   frozen: bool
   fusion: str
   blind: bool
-  original: bool  # the original RSVQA head (model.head = "original")
+  head: str  # model.head: "paper", "original" (the RSVQA baseline's) or "attention"
   text_lr: float
   val_oa: float  # best validation OA (NaN when none was recorded)
   accuracy: dict | None  # eval/SPLIT/accuracy.json (bias/metrics.accuracy_table), if evaluated
@@ -343,11 +344,18 @@ def _reference(runs):
 def table1(runs):
   """Table 1: validation OA per LM x fusion x frozen / fine-tuned (24 cells), MISSING marked.
 
-  Cells are the paper's models (not the original head, not visual blind): mean (std) over the
-  runs of a cell when there are several (seeds or learning rates: one cell, every run). Runs
-  that differ in more than those (another dataset, batch size, ...) or repeat a seed at one
-  learning rate make the cell read UNLIKE, with a WARNING.
+  Cells are the paper's models (its head, not the original one, not visual blind): mean (std)
+  over the runs of a cell when there are several (seeds or learning rates: one cell, every run).
+  Runs that differ in more than those (another dataset, batch size, ...) or repeat a seed at one
+  learning rate make the cell read UNLIKE, with a WARNING. A run of another head (attention),
+  language model or fusion fits no cell: a WARNING counts them (Table 2 lists them).
   """
+  outside = [r for r in _reference(runs) if r.head != "original" and (
+      r.head != "paper" or r.lm not in LM_ORDER or r.fusion not in FUSION_ORDER)]
+  if outside:
+    why = sorted({f"{r.head} head" if r.head != "paper" else f"{r.lm} {r.fusion}" for r in outside})
+    _log.warning(f"Table 1: {len(outside)} run(s) fit none of its cells ({', '.join(why)}; Table 2 "
+                 f"lists them), e.g. {outside[0].workdir}")
   columns = [f"{LM_LABELS[lm]} {FUSION_LABELS[f]}" for lm in LM_ORDER for f in FUSION_ORDER]
   rows = []
   for frozen in (True, False):
@@ -355,8 +363,8 @@ def table1(runs):
     cells = []
     for lm in LM_ORDER:
       for fusion in FUSION_ORDER:
-        mine = [r for r in _reference(runs) if not r.original and
-                (r.lm, r.frozen, r.fusion) == (lm, frozen, fusion)]
+        mine = [r for r in _paper_models(runs)
+                if (r.lm, r.frozen, r.fusion) == (lm, frozen, fusion)]
         label = f"Table 1 cell '{LM_LABELS[lm]} {FUSION_LABELS[fusion]}, LM {weights}'"
         cells.append(UNLIKE if _unlike(mine, label, free=(LR_KEY,))
                      else _seeds_cell([r.val_oa for r in mine]))
@@ -368,8 +376,13 @@ def table1(runs):
                columns=("", *columns), rows=tuple(rows))
 
 
+def _paper_models(runs):
+  """The runs of the paper's grid: its head, not visual blind."""
+  return [r for r in _reference(runs) if r.head == "paper"]
+
+
 def _row_key(run):
-  return (run.original, run.lm, run.frozen, run.fusion)
+  return (run.head, run.lm, run.frozen, run.fusion)
 
 
 UNLIKE = "unlike runs"
@@ -433,10 +446,11 @@ def table2(runs, split="test"):
   first (MISSING or "not evaluated" where so), then any other reference model found."""
   ref = _reference(runs)
   types = type_order({t for r in ref if r.accuracy for t in r.accuracy["per_type"]})
-  keys = [(o, lm, f, fu) for _, lm, f, fu, o in PAPER_TABLE2]
-  rank = lambda k: (k[0], LM_ORDER.index(k[1]) if k[1] in LM_ORDER else 9, not k[2], k[3])
+  keys = [(h, lm, f, fu) for _, lm, f, fu, h in PAPER_TABLE2]
+  rank = lambda k: (HEAD_ORDER.index(k[0]) if k[0] in HEAD_ORDER else 9,
+                    LM_ORDER.index(k[1]) if k[1] in LM_ORDER else 9, not k[2], k[3])
   keys += sorted({_row_key(r) for r in ref} - set(keys), key=rank)
-  labels = {(o, lm, f, fu): label for label, lm, f, fu, o in PAPER_TABLE2}
+  labels = {(h, lm, f, fu): label for label, lm, f, fu, h in PAPER_TABLE2}
   rows = []
   scored = [r for r in ref if r.accuracy]
   if scored and (problem := _other_data(scored)):
@@ -447,10 +461,11 @@ def table2(runs, split="test"):
     rows.append(("N (test questions)", "", "", "",
                  *(counts["per_type_n"].get(t, "") for t in types), "", counts["n"]))
   for key in keys:
-    original, lm, frozen, fusion = key
+    head, lm, frozen, fusion = key
     mine = [r for r in ref if _row_key(r) == key]
-    label = labels.get(key) or (("RSVQA baseline (" if original else "") + LM_LABELS.get(lm, lm)
-                                + (")" if original else ""))
+    name = LM_LABELS.get(lm, lm)
+    label = labels.get(key) or (f"RSVQA baseline ({name})" if head == "original" else
+                                name if head == "paper" else f"{name}, {head} head")
     what = f"Table 2 row {label!r}"
     evaluated = [r for r in mine if r.accuracy]
     done = [r.accuracy for r in evaluated]
@@ -481,7 +496,7 @@ def table2(runs, split="test"):
 def lr_sweep_table(runs):
   """Figure 8's data: validation OA of the fine-tuned e-mult models per language-model lr, mean
   (std) over the seeds of one model (UNLIKE, with a WARNING, over anything else)."""
-  mine = [r for r in _reference(runs) if not r.frozen and r.fusion == "mult" and not r.original]
+  mine = [r for r in _paper_models(runs) if not r.frozen and r.fusion == "mult"]
   lrs = sorted({r.text_lr for r in mine})
   lms = [lm for lm in LM_ORDER if any(r.lm == lm for r in mine)]
   def cell(lm, lr):

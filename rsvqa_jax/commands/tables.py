@@ -133,7 +133,7 @@ def read_run(workdir, split):
     text, model = config["text"], config["model"]
     return tables.RunRecord(
         workdir=workdir, lm=text["encoder"], frozen=bool(text["frozen"]), fusion=model["fusion"],
-        blind=bool(model.get("blind", False)), original=model.get("head", "paper") == "original",
+        blind=bool(model.get("blind", False)), head=str(model.get("head", "paper")),
         text_lr=float(config["optim"]["text_lr"]),
         val_oa=tables.best_validation_oa(_records(os.path.join(workdir, METRICS_FILE))),
         accuracy=_best_accuracy(os.path.join(workdir, "eval", split, "accuracy.json"), workdir),
