@@ -1,6 +1,7 @@
 """`rsvqa-jax tables`: Table 1 (24 cells), Table 2 (mean (std) over seeds) and the Figure 8 sweep
 from a folder of workdirs, with missing cells marked; configs/lr_sweep.py."""
 import json
+import math
 import os
 
 import numpy as np
@@ -91,6 +92,19 @@ def test_tables_from_a_folder_of_workdirs(tmp_path, capsys):
   sweep = (runs / "tables" / "figure8_lr.md").read_text()
   assert "| LM | 1e-06 | 1e-05 |" in sweep and "| distilBERT | 86.00 (1.00) | 75.00 |" in sweep
   assert "\\begin{tabular}" in (runs / "tables" / "table2.tex").read_text()
+
+
+def test_validation_oa_is_of_the_runs_validation_split_and_a_fraction(monkeypatch):
+  """An OA of 5.0 read 500.00, and records of a split not named train (test) counted."""
+  records = [{"split": "train", "oa": 0.99}, {"split": "test", "oa": 0.95},
+             {"split": "val", "oa": 5.0}, {"split": "val", "oa": float("nan")},
+             {"split": "val", "oa": 0.6}, {"oa": 0.97}, {"split": "val", "loss": 1.0}]
+  warned = []
+  monkeypatch.setattr(tables._log, "warning", warned.append)  # pylint: disable=protected-access
+  assert tables.best_validation_oa(records, "val", "m.jsonl") == 0.6
+  assert warned == ["m.jsonl: 2 record(s) of split val whose OA is not a number in [0, 1], skipped"]
+  assert tables.best_validation_oa(records, "test") == 0.95
+  assert math.isnan(tables.best_validation_oa(records[:1], "val"))
 
 
 def test_tables_errors_are_one_line(tmp_path, capsys):

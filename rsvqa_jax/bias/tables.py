@@ -319,10 +319,21 @@ class RunRecord:
     return "frozen" if self.frozen else "fine-tuned"
 
 
-def best_validation_oa(records):
-  """The best validation OA among metrics.jsonl records (NaN when there is none)."""
-  scores = [r["oa"] for r in records
-            if r.get("split") != "train" and isinstance(r.get("oa"), (int, float))]
+def best_validation_oa(records, val_split, source="metrics.jsonl"):
+  """The best OA among metrics.jsonl records of the run's validation split `val_split` (NaN
+  when there is none); an OA that is not a number in [0, 1] is skipped, counted in a WARNING."""
+  scores, bad = [], 0
+  for r in records:
+    if r.get("split") != val_split or "oa" not in r:
+      continue
+    oa = r["oa"]
+    if isinstance(oa, (int, float)) and not isinstance(oa, bool) and 0 <= oa <= 1:
+      scores.append(float(oa))
+    else:
+      bad += 1
+  if bad:
+    _log.warning(f"{source}: {bad} record(s) of split {val_split} whose OA is not a number in "
+                 "[0, 1], skipped")
   return max(scores, default=math.nan)
 
 

@@ -135,7 +135,9 @@ def read_run(workdir, split):
         workdir=workdir, lm=text["encoder"], frozen=bool(text["frozen"]), fusion=model["fusion"],
         blind=bool(model.get("blind", False)), head=str(model.get("head", "paper")),
         text_lr=float(config["optim"]["text_lr"]),
-        val_oa=tables.best_validation_oa(_records(os.path.join(workdir, METRICS_FILE))),
+        val_oa=tables.best_validation_oa(_records(os.path.join(workdir, METRICS_FILE)),
+                                         config["data"]["val_split"],
+                                         os.path.join(workdir, METRICS_FILE)),
         accuracy=_best_accuracy(os.path.join(workdir, "eval", split, "accuracy.json"), workdir),
         identity=config_lib.recorded_identity(config))
   except (KeyError, TypeError, ValueError, AttributeError) as e:
