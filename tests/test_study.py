@@ -480,7 +480,17 @@ def test_reading_compares_which_settings_win_by_aa_and_by_oa():
 @pytest.mark.parametrize("override,message", [
     ("study.fusion=zz", "config study.fusion='zz': choose one of mult, concat, mutan"),
     ("study.adversarial=('random', 'zzz')", "'zzz' is not one of random, shuffle"),
-    ("study.seeds=(0, 0)", r"config study.seeds=\(0, 0\): a seed given twice"),
+    ("study.seeds=(0, 0)", r"config study.seeds=\(0, 0\): 0 is given twice, and would be "
+     "counted twice in the report"),
+    # Each was accepted, and the report listed the one setting twice ("0 of 2 settings").
+    ("study.language_models=('skipthoughts', 'skipthoughts')",
+     r"config study.language_models=\('skipthoughts', 'skipthoughts'\): 'skipthoughts' is given "
+     "twice"),
+    ("study.lm_weights=('frozen', 'frozen')", r"config study.lm_weights=.*'frozen' is given twice"),
+    ("study.adversarial=('random', 'random')", r"config study.adversarial=.*'random' is given"),
+    ("study.split=train", r"config study.split='train': the models train on it"),
+    ("study.split=nope", r"config study.split='nope': the lr layout has the splits train, val, "
+     "test$"),
     ("study.repeats=0", "config study.repeats=0: must be a whole number >= 1"),
     ("study.min_questions=-5", "config study.min_questions=-5: must be a number >= 0"),
     ("study.reading.margin=-1.0", "config study.reading.margin=-1.0: must be a number >= 0"),

@@ -6,6 +6,7 @@ import os
 
 from rsvqa_jax import config as config_lib
 from rsvqa_jax.data import questions as questions_lib
+from rsvqa_jax.data import split_files
 from rsvqa_jax.errors import RSVQAError
 from rsvqa_jax.study import names
 
@@ -43,6 +44,7 @@ def check(config, paths=True):
       raise RSVQAError(f"config study.table2_rows: {spec!r} needs "
                        f"study.lm.{names.row_lm(s, spec)}")
   _check_protocol(s)
+  _check_split(s, config.data)
   _check_runs(config)
   if s.require_real and paths:
     _check_real(config)
@@ -70,6 +72,17 @@ def _check_grid(section, key, language_models, weights, seeds, s):
   for w in weights:
     if w not in names.WEIGHTS:
       raise RSVQAError(f"config {section}.{key}: {w!r} is not one of {names.WEIGHTS}")
+  for name, values in (("language_models", language_models), (key, weights), ("seeds", seeds)):
+    _once(f"{section}.{name}", values)
+
+
+def _once(key, values):
+  """A value given twice would train (or test) one setting twice and count it twice: in the
+  mean (std) over seeds, or as two rows of the report."""
+  if len(set(values)) != len(values):
+    twice = next(v for v in values if list(values).count(v) > 1)
+    raise RSVQAError(f"config {key}={tuple(values)!r}: {twice!r} is given twice, and would be "
+                     "counted twice in the report")
 
 
 def _check_protocol(s):
@@ -83,12 +96,24 @@ def _check_protocol(s):
     if kind not in adversarial.KINDS:
       raise RSVQAError(f"config study.adversarial={tuple(s.adversarial)!r}: {kind!r} is not one "
                        f"of {', '.join(adversarial.KINDS)}")
+  _once("study.adversarial", s.adversarial)
+  _once("study.table2_rows", s.table2_rows)
   seeds = {"seeds": s.seeds, "balanced.seeds": s.balanced.seeds,
            "shortcuts.seeds": s.shortcuts.seeds if "shortcuts" in s else ()}
   for key, values in seeds.items():
-    if len(set(values)) != len(values):
-      raise RSVQAError(f"config study.{key}={tuple(values)!r}: a seed given twice would count "
-                       "the same run twice in the mean (std)")
+    _once(f"study.{key}", values)
+
+
+def _check_split(s, data):
+  """The split the models are tested and attacked on: one of the layout's, not their training
+  split (an audit on the questions they learnt would read as a result)."""
+  if s.split == data.train_split:
+    raise RSVQAError(f"config study.split={s.split!r}: the models train on it (data.train_split);"
+                     " test them on questions they never saw, such as test")
+  layout = split_files.LAYOUTS.get(data.name)
+  if layout is not None and s.split not in layout.splits:
+    raise RSVQAError(f"config study.split={s.split!r}: the {data.name} layout has the splits "
+                     f"{', '.join(layout.splits)}")
 
 
 # A random-init entry's sizes (language_models.py; Skip-thoughts' are range-checked as its runs'
