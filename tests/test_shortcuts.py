@@ -260,6 +260,18 @@ def test_labels_csv_and_refusal_without_labels(bench, tmp_path, capsys):
           in capsys.readouterr().err)
   kos = {r["ko"] for r in csv.DictReader(open(tmp_path / "o" / "concepts.csv"))}
   assert kos <= {"lake", "field", shortcuts.NONE}
+  # 'Lake' and 'lake' were two labels; labels for a few images passed without a word.
+  pool = set(ids) | set(dataset["val"].image_id.tolist())
+  table.write_text("image_id,label\n" + "".join(f"{i},{' LAKE' if i == ids[0] else 'lake'}\n"
+                                                for i in ids[:3]))
+  assert cli.main(["shortcuts", "--data", str(bare), "--out", str(tmp_path / "o2"),
+                   "--image-labels", str(table)]) == 0
+  err = capsys.readouterr().err
+  assert f"{table}: labels 'LAKE' read as 'lake' (they differ in case only)" in err
+  assert (f"{os.path.abspath(table)}: {len(pool) - 3} of the {len(pool)} train and val images "
+          "have no label: their questions' key object reads '(none)'") in err
+  kos = {r["ko"] for r in csv.DictReader(open(tmp_path / "o2" / "concepts.csv"))}
+  assert kos <= {"lake", shortcuts.NONE}
   table.write_text("image_id,label\n1,a+b\n")
   with pytest.raises(RSVQAError, match="without '\\+'"):
     shortcuts.csv_labels(str(table))

@@ -287,6 +287,10 @@ def create(dataset, out, *, seed=0, unit="image", labels=None, log=_log.info):
                      f"{dataset.root}'s train and val splits (image ids of another dataset?)")
   log(f"image labels: {described['kind']} from {described['source']} "
       f"({described['images_labelled']} of {described['images']} images labelled)")
+  if described["images_labelled"] < described["images"]:
+    _log.warning(f"{labels.source}: {described['images'] - described['images_labelled']} of the "
+                 f"{described['images']} train and val images have no label: their questions' "
+                 f"key object reads {shortcuts.NONE!r}")
   if described["labelled_images_elsewhere"]:
     _log.warning(f"{labels.source}: {described['labelled_images_elsewhere']} labelled image(s) "
                  f"are not among the {len(image_ids)} train and val images the benchmark "

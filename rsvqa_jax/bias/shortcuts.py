@@ -32,6 +32,7 @@ Definitions (the paper's, with the RSVQA choices DESIGN.md makes):
 import collections
 import csv
 import dataclasses
+import logging
 import math
 import os
 import re
@@ -50,6 +51,7 @@ from rsvqa_jax.data import resplit
 from rsvqa_jax.data import split_files
 from rsvqa_jax.errors import RSVQAError
 
+_log = logging.getLogger(__name__)
 CONCEPTS = ("qt", "kw", "kwp", "qt_kw", "ko", "kop", "qt_ko", "kw_ko", "qt_kw_ko")
 CONCEPT_NAMES = {"qt": "QT", "kw": "KW", "kwp": "KWP", "qt_kw": "QT+KW", "ko": "KO", "kop": "KOP",
                  "qt_ko": "QT+KO", "kw_ko": "KW+KO", "qt_kw_ko": "QT+KW+KO"}
@@ -333,8 +335,24 @@ def csv_labels(path):
     if not label or JOIN in label:
       raise RSVQAError(f"{path}:{line}: label {row['label']!r}: expected a non-empty label "
                        f"without {JOIN!r}")
-    pairs.append((image, label))
-  return ImageLabels(_labels(pairs), "csv", os.path.abspath(path))
+    pairs.append((image, " ".join(label.split())))
+  return ImageLabels(_labels(_one_spelling(pairs, path)), "csv", os.path.abspath(path))
+
+
+def _one_spelling(pairs, path):
+  """Labels that differ in case only ('Forest', 'forest') read as one: the spelling most rows
+  give (ties: the first in sort order), with a WARNING naming the others."""
+  spellings = collections.defaultdict(collections.Counter)
+  for _, label in pairs:
+    spellings[label.casefold()][label] += 1
+  chosen = {}
+  for counts in spellings.values():
+    best = min(counts, key=lambda x: (-counts[x], x))
+    chosen.update(dict.fromkeys(counts, best))
+    if len(counts) > 1:
+      others = ", ".join(repr(x) for x in sorted(counts) if x != best)
+      _log.warning(f"{path}: labels {others} read as {best!r} (they differ in case only)")
+  return [(image, chosen[label]) for image, label in pairs]
 
 
 def _nearest(x, centres, chunk):
