@@ -109,7 +109,7 @@ def test_score_command(tmp_path, capsys):
   (tmp_path / "T" / "index.json").write_text("{}")  # other files are ignored
   (tmp_path / "P" / "notes.txt").write_text("x")  # ignored and counted
   conf = tmp_path / "c.csv"
-  conf.write_text("question_id,confidence\n1,0.9\n2,0.8\n3,0.7\n4,0.1\n")
+  conf.write_text("question_id,confidence\n1,0.9\n2,0.8\n3,0.7\n4,0.1\n9,0.5\n")
   out = tmp_path / "O"
   assert cli.main(["grounding", "score", "--predicted", str(tmp_path / "P"), "--truth",
                    str(tmp_path / "T"), "--out", str(out), "--confidence", str(conf)]) == 0
@@ -118,6 +118,7 @@ def test_score_command(tmp_path, capsys):
   assert (f"--predicted {tmp_path / 'P'}: ignored 1 mask(s) of questions without a truth mask and "
           "1 file(s) not named {question_id}.png") in printed
   assert f"--truth {tmp_path / 'T'}: ignored 1 file(s) not named {{question_id}}.png" in printed
+  assert f"--confidence {conf}: ignored 1 row(s) of questions without a truth mask" in printed
   with open(out / "grounding.csv", newline="") as f:
     rows = list(csv.DictReader(f))
   assert list(rows[0]) == ["question_id", "iou", "coverage", "centroid_x", "centroid_y",
@@ -128,8 +129,8 @@ def test_score_command(tmp_path, capsys):
   assert float(by_id[2]["centroid_x"]) == pytest.approx(40 / 64)
   s = json.loads((out / "summary.json").read_text())
   assert (s["n_questions"], s["n_scored"], s["n_empty_truth"], s["n_missing_prediction"],
-          s["n_extra_prediction"], s["n_other_files"], s["n_other_truth_files"]) == (
-              5, 4, 1, 1, 1, 1, 1)
+          s["n_extra_prediction"], s["n_other_files"], s["n_other_truth_files"],
+          s["n_extra_confidence"]) == (5, 4, 1, 1, 1, 1, 1, 1)
   # Two files naming one question: either could be the mask meant.
   g.write_png(str(tmp_path / "P" / "002.png"), np.zeros((SIZE, SIZE), np.uint8))
   assert cli.main(["grounding", "score", "--predicted", str(tmp_path / "P"), "--truth",

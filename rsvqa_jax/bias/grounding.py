@@ -358,6 +358,8 @@ def score_folders(predicted, truth, out, confidence=None):
                       n_extra_prediction=len(set(predicted_files) - set(truth_files)),
                       n_other_files=other_files(predicted),
                       n_other_truth_files=other_files(truth),
+                      **({} if conf is None else
+                         {"n_extra_confidence": len(set(conf) - set(truth_files))}),
                       predicted=os.path.abspath(predicted), truth=os.path.abspath(truth))
   os.makedirs(out, exist_ok=True)
   write_rows(os.path.join(out, "grounding.csv"), rows)

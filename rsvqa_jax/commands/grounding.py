@@ -75,6 +75,9 @@ def run(args):
       print(f"--predicted {args.predicted}: ignored {s['n_extra_prediction']} mask(s) of questions "
             f"without a truth mask and {s['n_other_files']} file(s) not named "
             "{question_id}.png")
+    if s.get("n_extra_confidence"):
+      print(f"--confidence {args.confidence}: ignored {s['n_extra_confidence']} row(s) of "
+            "questions without a truth mask")
     if s["n_other_truth_files"]:
       print(f"--truth {args.truth}: ignored {s['n_other_truth_files']} file(s) not named "
             "{question_id}.png")
