@@ -32,7 +32,7 @@ def add_arguments(parser):
   labels = parser.add_mutually_exclusive_group()
   labels.add_argument("--image-labels", metavar="CSV",
                       help="image object labels: a CSV with columns image_id,label")
-  labels.add_argument("--image-clusters", type=int, metavar="K",
+  labels.add_argument("--image-clusters", type=argument_types.positive_int, metavar="K",
                       help="label each image with its cluster among K k-means clusters of its "
                            "cached image features (reported as clusters)")
   parser.add_argument("--config", help="with --image-clusters: the training config whose image "
