@@ -460,3 +460,12 @@ def test_analyze_never_writes_its_tables_into_a_benchmark_folder(bench, tmp_path
   (tmp_path / "file").write_text("x")
   assert cli.main(["shortcuts", "--data", data, "--out", str(tmp_path / "file")]) == 2
   assert capsys.readouterr().err.strip().endswith("is a file, not a folder")
+
+
+def test_a_benchmark_with_every_ood_set_empty_says_so(tmp_path, capsys):
+  data = str(tmp_path / "d")
+  synthetic.generate(data, "lr", images=3, seed=0, questions_per_image=2)
+  assert cli.main(["shortcuts", "--data", data, "--out", str(tmp_path / "o"), "--unit",
+                   "question"]) == 0
+  assert ("WARNING: every OOD set is empty: no group of the 1 IID test questions is imbalanced "
+          "enough to have a tail") in capsys.readouterr().err
