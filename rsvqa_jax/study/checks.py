@@ -36,6 +36,10 @@ def check(config, paths=True):
   if "answerability" in config:
     st = config.answerability.study
     _check_grid("answerability.study", "weights", st.language_models, (st.weights,), st.seeds, s)
+    if st.enabled and config.answerability.pools:
+      raise RSVQAError(f"config answerability.pools={config.answerability.pools!r}: the study "
+                       "draws its own pools from its dataset and would not read these; score "
+                       "them with rsvqa-jax answerability train (or leave the key unset)")
   if s.balanced.enabled and s.balanced.language_model not in s.lm:
     raise RSVQAError(f"config study.balanced.language_model={s.balanced.language_model!r}: "
                      f"not in study.lm")
