@@ -345,6 +345,15 @@ def test_an_adversarial_file_that_does_not_show_swapped_images_is_a_warning(tmp_
   with warnings_of_rsvqa_jax(caplog):
     predictions.load(swapped, {"test": split}, adversarial=True)
   assert not caplog.records
+  stranger = write_csv(tmp_path / "stranger.csv",  # image 99 is none of the dataset's
+                       ["question_id", "image_id", "substituted_image_id", "prediction"],
+                       [[1, 10, 99, "yes"], [2, 10, 11, "no"], [3, 11, 10, "yes"]])
+  with warnings_of_rsvqa_jax(caplog):
+    predictions.load(stranger, {"test": split}, adversarial=True)
+  assert [r.getMessage() for r in caplog.records] == [
+      f"{stranger}: 1 substituted_image_id value(s) name no image of the dataset (e.g. 99): "
+      "substitutions drawn from another dataset or version?"]
+  caplog.clear()
   own = write_csv(tmp_path / "own.csv",
                   ["question_id", "repeat", "image_id", "substituted_image_id", "prediction"],
                   [[q, r, i, i, "yes"] for r in (0, 1) for q, i in ((1, 10), (2, 10), (3, 11))])

@@ -96,6 +96,7 @@ class File:
   image_ids: dict  # question id -> image_id column (empty without the column)
   columns: tuple
   swapped: int = None  # rows whose substituted_image_id is not their image_id (None: no columns)
+  substituted: frozenset = frozenset()  # the substituted_image_id values
 
 
 def read(path):
@@ -108,6 +109,7 @@ def read_file(path):
   columns, rows = csv_columns.read(path, REQUIRED, (REPEAT, IMAGE, SUBSTITUTED),
                                    "predictions file")
   by_repeat, image_ids, swapped, seen = collections.defaultdict(dict), {}, 0, set()
+  substituted_ids = set()
   for line, row in rows:
     qid = _integer(path, line, "question_id", row["question_id"])
     repeat = 0 if row[REPEAT] is None else _integer(path, line, REPEAT, row[REPEAT])
@@ -123,11 +125,14 @@ def read_file(path):
     if image is not None:
       image_ids[qid] = image
     swapped += substituted != image
+    if substituted is not None:
+      substituted_ids.add(substituted)
   repeats = sorted(by_repeat)
   if repeats != list(range(len(repeats))):
     raise RSVQAError(f"{path}: repeats {_listed(repeats)} are not numbered 0..K-1")
   return File(by_repeat=[by_repeat[k] for k in repeats] or [{}], image_ids=image_ids,
-              columns=columns, swapped=swapped if {IMAGE, SUBSTITUTED} <= set(columns) else None)
+              columns=columns, swapped=swapped if {IMAGE, SUBSTITUTED} <= set(columns) else None,
+              substituted=frozenset(substituted_ids))
 
 
 def _listed(values, limit=TOP):
@@ -294,6 +299,11 @@ def load(path, splits, dataset=None, space=None, *, adversarial=False, chosen=Tr
   if adversarial and SUBSTITUTED not in file.columns:
     _log.warning(f"{path}: no {SUBSTITUTED} column, so which image each answer was given cannot "
                  "be checked: IO_AdTest assumes the images were swapped")
+  images = {i for split in (others or splits).values() for i in split.image_id.tolist()}
+  strangers = sorted(file.substituted - images)
+  if adversarial and strangers:
+    _log.warning(f"{path}: {len(strangers)} {SUBSTITUTED} value(s) name no image of the dataset "
+                 f"(e.g. {strangers[0]}): substitutions drawn from another dataset or version?")
   if adversarial and file.swapped == 0 and file.image_ids:
     _log.warning(f"{path}: every row's {SUBSTITUTED} is its own {IMAGE}: unless the images' "
                  "pixels were replaced (white, black, noise), IO_AdTest compares the model with "
