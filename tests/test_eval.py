@@ -374,8 +374,8 @@ def test_a_dataset_folder_is_refused_as_a_new_workdir(tmp_path, capsys):
   synthetic.generate(data, "lr", images=6, seed=0, questions_per_image=4)
   before = sorted(os.listdir(data))
   assert cli.main(["train", "--config", "configs/synthetic_tiny.py", "--workdir", data]) == 2
-  assert (f"--workdir {data} holds a dataset (LR_split_train_questions.json); give a folder of "
-          "its own for the run") in capsys.readouterr().err
+  assert (f"--workdir {data} holds a dataset (LR_split_train_questions.json); give the run a "
+          "folder of its own") in capsys.readouterr().err
   assert sorted(os.listdir(data)) == before
 
 
@@ -385,6 +385,6 @@ def test_analyze_refuses_to_write_its_tables_into_a_dataset_folder(tmp_path, cap
   synthetic.generate(data, "lr", images=6, seed=0, questions_per_image=4)
   before = sorted(os.listdir(data))
   assert cli.main(["analyze", "--data", data, "--dataset", "lr", "--out", data]) == 2
-  assert (f"--out {data} holds a dataset (LR_split_train_questions.json); give a folder of its "
-          "own for the tables") in capsys.readouterr().err
+  assert (f"--out {data} holds a dataset (LR_split_train_questions.json); give the tables a "
+          "folder of its own") in capsys.readouterr().err
   assert sorted(os.listdir(data)) == before

@@ -228,3 +228,21 @@ def test_mask_forms_refuse_the_workdir_forms_options(tmp_path, capsys, action, f
   assert capsys.readouterr().err.strip().endswith(f"{flags[0]} does not apply to grounding "
                                                   f"{action}")
   assert not (tmp_path / "O").exists()
+
+
+def test_score_and_stats_never_write_into_a_mask_folder_or_a_dataset(tmp_path, capsys):
+  from rsvqa_jax.data import synthetic  # pylint: disable=g-import-not-at-top
+  _write_masks(tmp_path / "T", {1: box(0, 0, 10, 10)})
+  _write_masks(tmp_path / "P", {1: box(0, 0, 10, 10)})
+  base = ["grounding", "score", "--predicted", str(tmp_path / "P"), "--truth", str(tmp_path / "T")]
+  for flag in ("--truth", "--predicted"):
+    folder = tmp_path / flag.lstrip("-")[0].upper()
+    assert cli.main([*base, "--out", str(folder)]) == 2
+    assert capsys.readouterr().err.strip().endswith(
+        f"--out {folder} is the {flag} folder; give the scores a folder of its own")
+  assert sorted(p.name for p in (tmp_path / "T").iterdir()) == ["1.png"]
+  data = tmp_path / "data"
+  synthetic.generate(str(data), "lr", images=3, seed=0, questions_per_image=2)
+  assert cli.main(["grounding", "stats", "--truth", str(tmp_path / "T"), "--out", str(data)]) == 2
+  assert "holds a dataset (LR_split_train_questions.json); give the statistics a folder of its " \
+         "own" in capsys.readouterr().err

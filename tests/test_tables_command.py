@@ -3,6 +3,7 @@ from a folder of workdirs, with missing cells marked; configs/lr_sweep.py."""
 import json
 import math
 import os
+import shutil
 
 import numpy as np
 import pytest
@@ -110,6 +111,14 @@ def test_validation_oa_is_of_the_runs_validation_split_and_a_fraction(monkeypatc
 def test_tables_errors_are_one_line(tmp_path, capsys):
   rc, out = _run(tmp_path, capsys)
   assert rc == 2 and "no training workdir" in out.err and len(out.err.strip().splitlines()) == 1
+  runs = tmp_path / "runs"
+  _workdir(runs, "db_ft/seed0")
+  (tmp_path / "data").mkdir()
+  (tmp_path / "data" / "LR_split_train_questions.json").write_text("{}")
+  rc, out = _run(runs, capsys, "--out", str(tmp_path / "data"))
+  assert rc == 2 and out.err.strip().endswith(
+      "holds a dataset (LR_split_train_questions.json); give the tables a folder of its own")
+  shutil.rmtree(runs)
   rc, out = _run(tmp_path / "nope", capsys)
   assert rc == 2 and "not a folder" in out.err
   w = tmp_path / "broken"

@@ -71,10 +71,7 @@ def run(args):
     raise RSVQAError("--adversarial-predictions needs --predictions (IO_AdTest compares the two)")
   if args.shortcuts and not args.predictions:
     raise RSVQAError("--shortcuts scores a model: give its --predictions")
-  found = split_files.dataset_file(args.out)
-  if found:
-    raise RSVQAError(f"--out {args.out} holds a dataset ({os.path.basename(found)}); give a "
-                     "folder of its own for the tables")
+  split_files.refuse_dataset(args.out, "--out", "the tables")
   if os.path.isfile(os.path.join(args.out, shortcuts.SPLIT_FILE)):  # its manifest is ours too
     raise RSVQAError(f"--out {args.out} is a shortcut benchmark folder ({shortcuts.SPLIT_FILE}); "
                      "give a folder of its own for the tables")

@@ -9,6 +9,8 @@ or anyone's) and need no model (bias/grounding.py says what they write). The wor
 computes a trained model's relevance maps on a split and scores them against the dataset's
 Grounding/ masks (eval/grounding.py); O/maps is replaced whole, so it holds that split's maps only.
 """
+import os
+
 from rsvqa_jax.commands import common
 from rsvqa_jax.errors import RSVQAError
 
@@ -55,12 +57,24 @@ def _refuse(args, flags, what):
     raise RSVQAError(f"{given[0]} does not apply to {what}")
 
 
+def _own_out(args, what):
+  """--out must not be a dataset or a mask folder read here: what is written would land among
+  (and, run again, be read as) their files."""
+  from rsvqa_jax.data import split_files  # pylint: disable=g-import-not-at-top
+  split_files.refuse_dataset(args.out, "--out", what)
+  for flag in ("--predicted", "--truth"):
+    folder = getattr(args, flag.lstrip("-"))
+    if folder and os.path.realpath(folder) == os.path.realpath(args.out):
+      raise RSVQAError(f"--out {args.out} is the {flag} folder; give {what} a folder of its own")
+
+
 def run(args):
   from rsvqa_jax.bias import grounding  # pylint: disable=g-import-not-at-top
   if args.action == "score":
     _refuse(args, WORKDIR_FLAGS, "grounding score")
     if not args.predicted or not args.truth:
       raise RSVQAError("grounding score needs --predicted P and --truth T")
+    _own_out(args, "the scores")
     s = grounding.score_folders(args.predicted, args.truth, args.out, args.confidence)
     extra = "".join(f", {k} {s[k]:.4f}" for k in ("ap_25", "ap_50", "ap_75", "map_50_95")
                     if k in s)
@@ -86,6 +100,7 @@ def run(args):
     _refuse(args, ("--predicted", "--confidence", *WORKDIR_FLAGS), "grounding stats")
     if not args.truth:
       raise RSVQAError("grounding stats needs --truth T")
+    _own_out(args, "the statistics")
     s = grounding.stats_folder(args.truth, args.out)
     if s["n"] == s["n_empty"]:
       print(f"{s['n']} masks, all empty: no coverage or boundary complexity to report; written "

@@ -166,6 +166,7 @@ def _evaluated_splits(workdir):
 
 def run(args):
   from rsvqa_jax.bias import tables  # pylint: disable=g-import-not-at-top
+  from rsvqa_jax.data import split_files  # pylint: disable=g-import-not-at-top
   if not os.path.isdir(args.runs):
     raise RSVQAError(f"--runs {args.runs}: not a folder")
   found = workdirs(args.runs)
@@ -192,6 +193,7 @@ def run(args):
       raise RSVQAError(f"--split {args.split}: no workdir under {args.runs} was evaluated on it "
                        f"(evaluated splits: {', '.join(evaluated)})")
   out = args.out or os.path.join(args.runs, "tables")
+  split_files.refuse_dataset(out, "--out", "the tables")
   named = {"table1": tables.table1(runs), "table2": tables.table2(runs, args.split)}
   swept = lambda lm: len({r.text_lr for r in runs if r.lm == lm and not r.frozen}) > 1
   if any(swept(lm) for lm in tables.LM_ORDER):

@@ -56,6 +56,14 @@ def dataset_file(folder):
                if os.path.lexists(p := split_file(folder, name, "train", "questions"))), None)
 
 
+def refuse_dataset(folder, flag, what):
+  """RSVQAError when `folder` holds a dataset: `what` a command writes would land among (and
+  could replace) the dataset's own files."""
+  if found := dataset_file(folder):
+    raise RSVQAError(f"{flag} {folder} holds a dataset ({os.path.basename(found)}); give {what} a "
+                     "folder of its own")
+
+
 def detect_variant(root):
   """Which official layout a folder holds, from its train question file."""
   if not os.path.isdir(root):

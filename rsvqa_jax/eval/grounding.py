@@ -194,9 +194,7 @@ def check_maps(out):
   so is a file (found before any map is computed)."""
   if os.path.lexists(out) and not os.path.isdir(out):
     raise RSVQAError(f"--out {out}: a file, not a folder; give the folder to write into")
-  if found := split_files.dataset_file(out):
-    raise RSVQAError(f"--out {out} holds a dataset ({os.path.basename(found)}); give the "
-                     "evaluation a folder of its own")
+  split_files.refuse_dataset(out, "--out", "the evaluation")
   if os.path.isfile(os.path.join(out, checkpointing.CONFIG_FILE)):
     raise RSVQAError(f"--out {out} holds a training run ({checkpointing.CONFIG_FILE}); give the "
                      "evaluation a folder of its own")

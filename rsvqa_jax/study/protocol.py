@@ -28,9 +28,7 @@ def _check_folder(workdir):
     for run in _runs_within(workdir, depth=2):
       raise RSVQAError(f"--workdir {workdir} holds training runs ({run}); give the study a folder "
                        "of its own")
-  if found := split_files.dataset_file(workdir):
-    raise RSVQAError(f"--workdir {workdir} holds a dataset ({os.path.basename(found)}); give the "
-                     "study a folder of its own")
+  split_files.refuse_dataset(workdir, "--workdir", "the study")
 
 
 def _runs_within(folder, depth):

@@ -46,9 +46,8 @@ def check_or_record_config(workdir, config, *, record=True):
   (and could replace) the dataset's own.
   """
   path = os.path.join(workdir, CONFIG_FILE)
-  if not os.path.exists(path) and (found := split_files.dataset_file(workdir)):
-    raise RSVQAError(f"--workdir {workdir} holds a dataset ({os.path.basename(found)}); give a "
-                     "folder of its own for the run")
+  if not os.path.exists(path):
+    split_files.refuse_dataset(workdir, "--workdir", "the run")
   ours = config_lib.identity(config)
   if os.path.exists(path):
     theirs = config_lib.identity(_load_recorded(workdir))
