@@ -246,3 +246,14 @@ def test_score_and_stats_never_write_into_a_mask_folder_or_a_dataset(tmp_path, c
   assert cli.main(["grounding", "stats", "--truth", str(tmp_path / "T"), "--out", str(data)]) == 2
   assert "holds a dataset (LR_split_train_questions.json); give the statistics a folder of its " \
          "own" in capsys.readouterr().err
+
+
+def test_a_map_of_another_aspect_ratio_is_refused_not_stretched(tmp_path, capsys):
+  _write_masks(tmp_path / "T", {1: box(0, 0, 32, 32)})
+  (tmp_path / "P").mkdir()
+  g.write_png(str(tmp_path / "P" / "1.png"), np.zeros((SIZE, SIZE // 4), np.uint8))
+  base = ["grounding", "score", "--predicted", str(tmp_path / "P"), "--truth", str(tmp_path / "T")]
+  assert cli.main([*base, "--out", str(tmp_path / "O")]) == 2
+  assert f"1.png: a {SIZE}x{SIZE // 4} map for a {SIZE}x{SIZE} truth mask" in capsys.readouterr().err
+  g.write_png(str(tmp_path / "P" / "1.png"), np.full((8, 8), 255, np.uint8))  # coarser, square
+  assert cli.main([*base, "--out", str(tmp_path / "O")]) == 0

@@ -88,6 +88,17 @@ def binarize(relevance, shape=None):
   return (x - lo) >= THRESHOLD * (hi - lo)
 
 
+def _same_aspect(predicted, shape, path):
+  """A predicted map of any size is resized onto its truth mask (a model's maps are often
+  coarser), but one of another shape would be stretched: refused when the stretch moves an edge
+  by more than one of its pixels."""
+  (ph, pw), (th, tw) = predicted.shape[:2], shape
+  if abs(ph * tw / th - pw) > 1:
+    raise RSVQAError(f"{path}: a {ph}x{pw} map for a {th}x{tw} truth mask; resized onto it, it "
+                     "would be stretched (give maps of the truth's aspect ratio)")
+  return predicted
+
+
 def iou(predicted, truth):
   """Intersection over union of two bool masks; NaN when the truth is empty."""
   t = np.count_nonzero(truth)
@@ -338,7 +349,7 @@ def score_folders(predicted, truth, out, confidence=None):
     for qid in qids:
       t = binarize(read_mask(truth_files[qid]))
       p = predicted_files.get(qid)
-      yield qid, None if p is None else binarize(read_mask(p), t.shape), t
+      yield qid, None if p is None else binarize(_same_aspect(read_mask(p), t.shape, p), t.shape), t
 
   rows = score_masks(pairs())
   confidences = None
