@@ -237,7 +237,7 @@ def markdown(results):
                          "freed memory kept for reuse (rsvqa_jax.host_memory), for JAX and "
                          "PyTorch alike" if malloc else "system default"), "",
       "Threads: " + (str(results["threads"]) if "threads" in results else
-                     "each library's default (no family run here sets them)"), "",
+                     "not recorded"), "",
       f"Total runtime: {results['runtime_s']:.0f} s ({results['mode']} mode)",
       "", "Figures: median (min-max) over repeats; ratios are paired per round."])
   lines += ["", "## Targets", ""]

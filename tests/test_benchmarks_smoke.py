@@ -274,7 +274,7 @@ def test_markdown_renders_every_family():
   assert "peak RSS 1.00 GiB" in md and "exit 1" in md and "failed: RuntimeError: x" in md
   assert "| distilbert | 70 | 70x16 | 2 (1-3) |" in md and "| 2 / - |" in md
   assert "| skipthoughts | 4480 | XlaRuntimeError: out of memory |" in md
-  assert "Threads: each library's default" in md
+  assert "Threads: not recorded" in md
   assert "Threads: {'xla_intra_op_threads': 2}" in run.markdown(
       {**results, "threads": {"xla_intra_op_threads": 2}})
 
