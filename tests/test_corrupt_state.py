@@ -57,17 +57,21 @@ def _files(folder):
   return sorted(os.path.join(d, f) for d, _, fs in os.walk(folder) for f in fs)
 
 
-@pytest.fixture(scope="module")
-def trained(tmp_path_factory):
-  """(workdir, periodic steps oldest first, best step) of a two-epoch synthetic_tiny run."""
-  base = tmp_path_factory.mktemp("corrupt")
+def _config(cache):
   c = config_lib.load(os.path.join(ROOT, "configs", "synthetic_tiny.py"))
   config_lib.apply_overrides(c, [
       "data.synthetic_images=24", "data.synthetic_questions_per_image=8", "train.num_epochs=2",
       "train.batch_size=16", "train.checkpoint_every_steps=3", "train.keep_checkpoints=20",
-      "train.progress_bar=false", f"data.cache_dir={base / 'cache'}"])
+      "train.progress_bar=false", f"data.cache_dir={cache}"])
+  return c
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+  """(workdir, periodic steps oldest first, best step) of a two-epoch synthetic_tiny run."""
+  base = tmp_path_factory.mktemp("corrupt")
   workdir = str(base / "w")
-  summary = loop.train(c, workdir, **QUIET)
+  summary = loop.train(_config(base / "cache"), workdir, **QUIET)
   steps = checkpointing.Checkpoints(os.path.join(workdir, "checkpoints"), 20).steps()
   assert len(steps) >= 3 and summary["best_step"] in steps
   return workdir, steps, summary["best_step"]
@@ -115,9 +119,22 @@ def test_every_file_of_every_checkpoint_flipped(trained, tmp_path, capsys):
   assert all(w.endswith(f"; skipped, moved to {copy}/checkpoints.corrupted/{s}")
              for w, s in zip(warnings, reversed(steps))), warnings
   assert error.startswith(f"rsvqa-jax evaluate: error: checkpoint {copy}/checkpoints/{steps[-1]}: ")
-  assert error.endswith(f"no older checkpoint in {copy}/checkpoints verifies either (move the "
-                        "folder away to start over)"), error
+  assert error.endswith(f"no older checkpoint in {copy}/checkpoints verifies either (move "
+                        f"{copy}/checkpoints and {copy}/checkpoints.corrupted away to start "
+                        "over)"), error
   assert sorted(map(int, os.listdir(os.path.join(copy, "checkpoints.corrupted")))) == steps
+  # Asked again, with every checkpoint set aside: it said "training stopped before its first
+  # one", and `train` started over from step 0, replacing the run's metrics.
+  status, lines = _evaluate(capsys, "--workdir", copy, "--checkpoint", "last")
+  assert status == 2 and lines == [
+      f"rsvqa-jax evaluate: error: {copy}/checkpoints: no checkpoint left but the {len(steps)} "
+      f"corrupted one(s) set aside in {copy}/checkpoints.corrupted (the newest: step "
+      f"{steps[-1]}); move {copy}/checkpoints and {copy}/checkpoints.corrupted away to start "
+      "over"], lines
+  metrics = open(os.path.join(copy, "metrics.jsonl")).read()
+  with pytest.raises(RSVQAError, match="no checkpoint left but the"):
+    loop.train(_config(os.path.join(os.path.dirname(trained[0]), "cache")), copy, **QUIET)
+  assert open(os.path.join(copy, "metrics.jsonl")).read() == metrics
 
 
 def test_a_damaged_best_step_names_the_newest_checkpoint_that_verifies(trained, tmp_path, capsys):

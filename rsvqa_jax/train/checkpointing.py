@@ -377,7 +377,8 @@ class Checkpoints:
 
     Each corrupted one is named in one `warn` line (a WARNING, whatever the caller's routine
     progress channel) and skipped; if every checkpoint is corrupted, the error names the newest
-    one instead of starting over silently.
+    one instead of starting over silently, and so does every later call while none is left but
+    those set aside (a run that started over would replace the work they hold).
     """
     candidates = [s for s in reversed(self.steps()) if at_most is None or s <= at_most]
     first_error = None
@@ -388,10 +389,22 @@ class Checkpoints:
       except CorruptCheckpoint as e:
         first_error = first_error or e
         warn(f"{e}; skipped, moved to {self._set_aside(step)}")
+    start_over = f"move {self.directory} and {self.directory}.corrupted away to start over"
     if first_error is not None:
       raise RSVQAError(f"{first_error}; no older checkpoint in {self.directory} verifies either "
-                       "(move the folder away to start over)")
+                       f"({start_over})")
+    aside = self.set_aside_steps()
+    if aside and not self.steps():
+      raise RSVQAError(f"{self.directory}: no checkpoint left but the {len(aside)} corrupted "
+                       f"one(s) set aside in {self.directory}.corrupted (the newest: step "
+                       f"{aside[-1]}); {start_over}")
     return None
+
+  def set_aside_steps(self):
+    """The steps of the corrupted checkpoints set aside in DIRECTORY.corrupted, oldest first."""
+    folder = f"{self.directory}.corrupted"
+    names = os.listdir(folder) if os.path.isdir(folder) else ()
+    return sorted(int(n) for n in names if n.isdigit())
 
 
   def _set_aside(self, step):
