@@ -129,6 +129,19 @@ def test_non_finite_weights_are_refused_before_any_feature_is_cached(data_dir, t
           if not n.startswith(".")] == [image_cache.DIGESTS_DIR]
 
 
+def test_a_checkpoint_folder_without_config_json_is_refused_before_it_is_read(
+    real_dir, tmp_path, capsys, monkeypatch):
+  """Every file under it was hashed first: --checkpoint /usr read for 20 s, then named a
+  dangling link somewhere under it."""
+  folder = tmp_path / "weights"
+  (folder / "sub").mkdir(parents=True)
+  os.symlink(folder / "nowhere", folder / "sub" / "dangling")
+  monkeypatch.setattr(encoder.storage, "path_sha256", lambda p: pytest.fail("hashed"))
+  rc, _, err = _features(real_dir, str(tmp_path / "cache"), capsys, "--checkpoint", str(folder))
+  assert rc == 2 and err.strip().endswith(
+      f"{folder}: a folder source must be a Hugging Face ResNet with config.json")
+
+
 def test_real_data_needs_a_named_or_explicitly_random_checkpoint(real_dir, data_dir, tmp_path,
                                                                  capsys):
   cache = str(tmp_path / "cache")

@@ -109,6 +109,7 @@ def encoder_for(image_cfg):
       raise RSVQAError(f"image.checkpoint={path}: file or folder not found")
     # Imported here: reading weights files pulls in safetensors (and torch for .pth).
     from rsvqa_jax.models import resnet_params  # pylint: disable=g-import-not-at-top
+    resnet_params.check_folder_source(path)  # before hashing every file under it
     identity = {"arch": image_cfg.arch, "params_sha256": storage.path_sha256(path)}
     return ImageEncoder(identity, lambda: resnet_params.load_resnet(path, depth),
                         image_size=image_cfg.image_size, **common)

@@ -180,6 +180,13 @@ def _abstract(depth, width, num_classes, dtype, rngs):
                                         dtype=dtype, width=width), rngs)
 
 
+def check_folder_source(path):
+  """A folder is read as a Hugging Face ResNet: one without its config.json is refused before
+  anything reads (or hashes) the files under it."""
+  if os.path.isdir(path) and not os.path.isfile(os.path.join(path, "config.json")):
+    raise RSVQAError(f"{path}: a folder source must be a Hugging Face ResNet with config.json")
+
+
 def load_resnet(path, depth=None, *, rngs=None, dtype=jnp.float32):
   """A `ResNet` holding the weights at `path` (see the module docstring for the sources).
 
@@ -188,9 +195,8 @@ def load_resnet(path, depth=None, *, rngs=None, dtype=jnp.float32):
   """
   path = os.fspath(path)
   rngs = rngs if rngs is not None else nnx.Rngs(0)
+  check_folder_source(path)
   if os.path.isdir(path):
-    if not os.path.isfile(os.path.join(path, "config.json")):
-      raise RSVQAError(f"{path}: a folder source must be a Hugging Face ResNet with config.json")
     inferred = _hf_depth(path)
     state_dict, source = _hf_state_dict(path)
   else:
