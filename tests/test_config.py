@@ -205,8 +205,15 @@ _FROM = "from rsvqa_jax import config\n"
      "config.study_defaults()\n  c.study.lm.mine = config.lm_entry('skipthoughts', 'x', 0.1, "
      "word_dim=8)\n  c.study.reading.closer = 1.0\n  return c\n",
      "c.py: get_config() sets study.reading.closer, which"),
+    # A key deleted was accepted, and training failed after its first stages (AttributeError).
+    ("c.py", _FROM + "def get_config():\n  c = config.base_config()\n  del c.train.batch_size\n"
+     "  return c\n", "c.py: get_config() leaves out train.batch_size, which rsvqa-jax reads "
+     "(start from config.base_config()"),
+    ("c.py", "import ml_collections\ndef get_config():\n  return ml_collections.ConfigDict()\n",
+     "c.py: get_config() leaves out data.augment_variants (and "),
 ], ids=["syntax", "not-utf8", "raises", "import", "not-py", "dict", "none", "wrong-type",
-        "no-get-config", "typo", "unknown-in-section", "unknown-in-study-not-lm"])
+        "no-get-config", "typo", "unknown-in-section", "unknown-in-study-not-lm", "key-deleted",
+        "empty"])
 def test_a_broken_config_file_is_one_line_naming_it(tmp_path, name, text, message):
   path = tmp_path / name
   path.write_bytes(text.encode("latin-1"))
@@ -237,11 +244,11 @@ def test_a_config_files_own_error_goes_through_unchanged(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("override,message", [
-    ("train.length_buckets=[1,'a']", "(1, 'a'): 'a' must be a positive integer"),
+    ("train.length_buckets=[1,'a']", "(1, 'a'): 'a' is a str; must be a positive integer"),
     ("train.length_buckets=[]", "(): give one token width at least"),
     ("train.length_buckets=[0]", "(0,): 0 must be a positive integer"),
     ("train.length_buckets=[-5, 8]", "(-5, 8): -5 must be a positive integer"),
-    ("train.length_buckets=[8, True]", "(8, True): True must be a positive integer"),
+    ("train.length_buckets=[8, True]", "(8, True): True is a bool; must be a positive integer"),
     ("seed=-1", "-1: must be an integer in [0, 2**32)"),
     ("seed=99999999999999999999999", "99999999999999999999999: must be an integer in [0, 2**32)"),
     ("data.synthetic_seed=4294967296", "4294967296: must be an integer in [0, 2**32)"),

@@ -141,7 +141,9 @@ def check(config):
       if isinstance(entry, float) and math.isinf(entry):  # 1e999: no learning rate or size
         raise RSVQAError(f"config {key}={value!r}: {which}must be finite ({interval[-1]})")
       if _outside(entry, interval):
-        raise RSVQAError(f"config {key}={value!r}: {which}must be {interval[-1]}")
+        kind = ("" if isinstance(entry, interval[3]) and not isinstance(entry, bool) else
+                f"is a {type(entry).__name__}; ")  # True read as 1 would be "not positive"
+        raise RSVQAError(f"config {key}={value!r}: {which}{kind}must be {interval[-1]}")
     if listed and not value and key in NON_EMPTY:
       raise RSVQAError(f"config {key}={value!r}: give {NON_EMPTY[key]}")
   _check_one_source(config)

@@ -77,6 +77,11 @@ def load(spec):
   if unknown:
     raise RSVQAError(f"{path}: get_config() sets {unknown}, which no part of rsvqa-jax reads "
                      "(a misspelt key? `rsvqa-jax config` lists the keys)")
+  missing = _absent(_template(config), config.to_dict())
+  if missing:
+    more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""
+    raise RSVQAError(f"{path}: get_config() leaves out {missing[0]}{more}, which rsvqa-jax reads "
+                     "(start from config.base_config() and change what you need)")
   return config
 
 
@@ -117,17 +122,22 @@ def sections():
 def defaulted_keys(recorded):
   """The dotted keys of base_config that a recorded config dict lacks, in order: a workdir of an
   older rsvqa-jax takes their defaults, which the reader says rather than doing so in silence."""
-  def walk(template, values, prefix):
-    for key, default in template.items():
-      name = f"{prefix}{key}"
-      if name in FREE_SECTIONS:
-        continue
-      if isinstance(default, ml_collections.ConfigDict):
-        inner = values.get(key)
-        yield from walk(default, inner if isinstance(inner, dict) else {}, f"{name}.")
-      elif key not in values:
-        yield name
-  return list(walk(base_config(), recorded, ""))
+  return _absent(base_config(), recorded)
+
+
+def _absent(template, values, prefix=""):
+  """The dotted keys of `template` that the dict `values` lacks, in order."""
+  out = []
+  for key, default in template.items():
+    name = f"{prefix}{key}"
+    if name in FREE_SECTIONS:
+      continue
+    if isinstance(default, ml_collections.ConfigDict):
+      inner = values.get(key)
+      out += _absent(default, inner if isinstance(inner, dict) else {}, f"{name}.")
+    elif key not in values:
+      out.append(name)
+  return out
 
 
 def _unknown_key(config, template, prefix=""):
