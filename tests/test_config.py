@@ -211,9 +211,11 @@ _FROM = "from rsvqa_jax import config\n"
      "(start from config.base_config()"),
     ("c.py", "import ml_collections\ndef get_config():\n  return ml_collections.ConfigDict()\n",
      "c.py: get_config() leaves out data.augment_variants (and "),
+    ("c.py", "import sys\ndef get_config():\n  sys.exit(0)\n",
+     "c.py: get_config() called sys.exit(0); return a ConfigDict instead"),
 ], ids=["syntax", "not-utf8", "raises", "import", "not-py", "dict", "none", "wrong-type",
         "no-get-config", "typo", "unknown-in-section", "unknown-in-study-not-lm", "key-deleted",
-        "empty"])
+        "empty", "exits"])
 def test_a_broken_config_file_is_one_line_naming_it(tmp_path, name, text, message):
   path = tmp_path / name
   path.write_bytes(text.encode("latin-1"))

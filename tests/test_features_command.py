@@ -150,6 +150,12 @@ def test_real_data_needs_a_named_or_explicitly_random_checkpoint(real_dir, data_
   assert "image.checkpoint is not set" in err and "--checkpoint PATH" in err
   assert "--checkpoint random" in err and "Traceback" not in err
   assert not os.path.exists(cache)
+  damaged = tmp_path / "damaged"  # a synthetic.json cut short made the folder synthetic
+  shutil.copytree(real_dir, damaged)
+  (damaged / synthetic.MANIFEST).write_text("{")
+  rc, out, err = _features(str(damaged), cache, capsys)
+  assert rc == 2 and f"not a synthetic dataset ({synthetic.MANIFEST} unreadable or not a JSON " \
+      "object) and image.checkpoint is not set" in err
   rc, out, _ = _features(real_dir, cache, capsys, "--checkpoint", "random")
   assert rc == 0
   random_entry = [l.split(" -> ")[1] for l in out.splitlines() if " -> " in l]

@@ -94,10 +94,12 @@ def check_checkpoint(image, data):
   from rsvqa_jax.data import synthetic  # pylint: disable=g-import-not-at-top
   if image.checkpoint or image.arch == "synthetic_resnet":
     return
-  if os.path.exists(os.path.join(data, synthetic.MANIFEST)):
+  if synthetic.read_manifest(data) is not None:
     return
+  damaged = os.path.exists(os.path.join(data, synthetic.MANIFEST))
   raise RSVQAError(
-      f"{data}: not a synthetic dataset ({synthetic.MANIFEST}) and image.checkpoint is not set: "
+      f"{data}: not a synthetic dataset ({synthetic.MANIFEST}"
+      f"{' unreadable or not a JSON object' if damaged else ''}) and image.checkpoint is not set: "
       f"give the {image.arch} weights (torchvision file or Hugging Face folder) with "
       f"--checkpoint PATH, or ask for random-init features with --checkpoint {config_lib.RANDOM}")
 

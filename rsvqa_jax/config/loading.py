@@ -67,6 +67,9 @@ def load(spec):
     config = module.get_config(arg) if arg else module.get_config()
   except RSVQAError:
     raise
+  except SystemExit as e:  # would end the command with no word (status 0 for exit(0))
+    raise RSVQAError(f"{path}: get_config() called sys.exit({e.code!r}); return a ConfigDict "
+                     "instead") from None
   except Exception as e:  # pylint: disable=broad-exception-caught
     raise _failure(path, e) from None
   if not isinstance(config, ml_collections.ConfigDict):
