@@ -199,6 +199,20 @@ def test_read_tif_checks(tmp_path):
     images.check_tif(path)
 
 
+def test_lzw_and_jpeg_tiles_read_without_imagecodecs(tmp_path):
+  """tifffile asks for its optional imagecodecs package for these compressions ("requires the
+  'imagecodecs' package"): Pillow decodes them."""
+  from PIL import Image  # pylint: disable=g-import-not-at-top
+  rgb = np.random.default_rng(0).integers(0, 256, (16, 8, 3), dtype=np.uint8)
+  path = str(tmp_path / "lzw.tif")
+  Image.fromarray(rgb).save(path, compression="tiff_lzw")
+  np.testing.assert_array_equal(images.read_tif(path, size=(16, 8)), rgb)
+  with open(path, "rb") as f:
+    np.testing.assert_array_equal(images.decode_tif(f.read()), rgb)
+  Image.fromarray(rgb).save(path, compression="jpeg")  # lossy: the shape and the dtype
+  assert images.read_tif(path, size=(16, 8)).dtype == np.uint8
+
+
 def test_validate_names_a_missing_image_folder_once_and_caps_the_listed_problems(broken, capsys):
   folder = os.path.join(broken, "Images_LR")
   paths = sorted(os.path.join(folder, f) for f in os.listdir(folder))

@@ -9,6 +9,7 @@ import os
 
 import numpy as np
 import tifffile
+from PIL import Image
 
 from rsvqa_jax.errors import RSVQAError
 
@@ -64,12 +65,26 @@ def _parse(source, name, size, bands, decode):
         raise RSVQAError(f"{name}: a TIFF holding no image")
       series = tif.series[0]
       _check(series.shape, np.dtype(series.dtype), name, size, bands)
-      return series.asarray() if decode else None
+      return _pixels(series, source) if decode else None
   except RSVQAError:
     raise
   except Exception as e:  # tifffile (and zlib, ...) raise many types for corrupt files.
     why = f"{type(e).__name__}: {e}".replace("\n", " ")
     raise RSVQAError(f"{name}: not a readable TIFF ({why})") from None
+
+
+def _pixels(series, source):
+  """The decoded pixels; a tile tifffile would need its optional imagecodecs for (LZW or JPEG
+  compression, common in GeoTIFF exports) is decoded by Pillow instead."""
+  try:
+    return series.asarray()
+  except ValueError as e:
+    if "imagecodecs" not in str(e):
+      raise
+  if hasattr(source, "seek"):
+    source.seek(0)
+  with Image.open(source) as im:
+    return np.asarray(im)
 
 
 def _hwc(arr, name):
