@@ -90,3 +90,14 @@ def test_a_run_that_fails_before_writing_leaves_no_workdir_behind(tmp_path, caps
   assert "folder does not exist" in capsys.readouterr().err and not workdir.exists()
   workdir.mkdir()  # a folder the user made stays
   assert cli.main(argv) == 2 and workdir.exists()
+
+
+def test_the_evaluate_hint_quotes_a_workdir_with_a_space(tmp_path, capsys):
+  """The hint printed at the end is copied into a shell: unquoted, a space split the path."""
+  workdir = tmp_path / "my run"
+  assert cli.main(["-q", "train", "--config", "configs/synthetic_tiny.py", "--workdir",
+                   str(workdir), "--config.data.synthetic_images=12",
+                   "--config.data.synthetic_questions_per_image=4", "--config.train.num_epochs=1",
+                   f"--config.data.cache_dir={tmp_path / 'cache'}"]) == 0
+  assert capsys.readouterr().out.strip().endswith(
+      f"evaluate with: rsvqa-jax evaluate --workdir '{workdir}'")

@@ -14,6 +14,7 @@ This module also holds `synth --answerability` (its flags, refused without it, a
 and prints `evaluate --workdir W --answerability`.
 """
 import os
+import shlex
 
 import numpy as np
 
@@ -83,7 +84,7 @@ def _train(args):
     reading = answerability.best_reading(summary, config.answerability.select_metric)
     last = "" if summary.get("best_step") else " --checkpoint last"
     print(f"{args.workdir}: done; {reading}; evaluate with: rsvqa-jax evaluate --workdir "
-          f"{args.workdir} --answerability{last}")
+          f"{shlex.quote(args.workdir)} --answerability{last}")
   return 0
 
 

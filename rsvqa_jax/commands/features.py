@@ -77,6 +77,8 @@ def settings(args):
   cache = args.cache or config.data.cache_dir
   if not cache:
     raise RSVQAError("--cache is required (or a --config whose data.cache_dir is set)")
+  from rsvqa_jax.data import split_files  # pylint: disable=g-import-not-at-top
+  split_files.refuse_dataset(cache, "--cache", "the cache")
   image = config.image
   for flag in ("arch", "checkpoint", "pretrained_dir", "image_size", "batch_size"):
     if getattr(args, flag) is not None:

@@ -4,6 +4,8 @@ Starts the run, resumes it from its last checkpoint, or reports it finished. Ove
 dotted config keys; an unknown key or a value of the wrong type is a one-line error.
 `--print-config` shows the effective config and exits.
 """
+import shlex
+
 from rsvqa_jax.commands import common
 from rsvqa_jax.errors import RSVQAError
 
@@ -28,5 +30,6 @@ def run(args):
     summary = loop.train(config, args.workdir)
   if summary["finished"]:
     print(f"{args.workdir}: done; best validation OA {summary['best_oa']:.4f} at step "
-          f"{summary['best_step']}; evaluate with: rsvqa-jax evaluate --workdir {args.workdir}")
+          f"{summary['best_step']}; evaluate with: rsvqa-jax evaluate --workdir "
+          f"{shlex.quote(args.workdir)}")
   return 0
