@@ -95,6 +95,9 @@ def test_memory_exhausted_by_a_size_is_one_line_naming_it(monkeypatch, capsys):
      "--split given twice ('val' and 'test'); give it once"),
     (["evaluate", "--workdir", "a", "--workdir", "b"],
      "--workdir given twice ('a' and 'b'); give it once"),
+    (["train", "--config", "c.py", "--workdir", "w", "--config.train.batch_size=8",
+      "--config.train.batch_size", "16"],
+     "--config.train.batch_size given twice ('8' and '16'); give it once"),
     (["train", "--config", "c.py", "--config", "d.py", "--workdir", "w"],
      "--config given twice ('c.py' and 'd.py'); give it once"),
     # An empty value read as unset (a TypeError inside) or as the current folder.

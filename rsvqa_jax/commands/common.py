@@ -16,12 +16,16 @@ def accept_overrides(parser):
 
   def parse_known_args(args=None, namespace=None):
     args = list(args or [])
-    overrides, rest, i = [], [], 0
+    overrides, rest, i, given = [], [], 0, {}
     while i < len(args):
       a = args[i]
       if a.startswith(OVERRIDE_PREFIX):
         if "=" not in a and i + 1 < len(args):
           a, i = f"{a}={args[i + 1]}", i + 1
+        key, _, value = a.partition("=")
+        if key in given:  # the last would win in silence, as with any option given twice
+          parser.error(f"{key} given twice ({given[key]!r} and {value!r}); give it once")
+        given[key] = value
         overrides.append(a[len(OVERRIDE_PREFIX):])
       else:
         rest.append(a)
