@@ -309,6 +309,9 @@ def test_scoring_the_split_the_checkpoint_was_chosen_on_warns(task, reference, c
     accuracy.evaluate(reference[0], "test", dataset=task[0], features=task[1])
     assert not caplog.records
     accuracy.evaluate(reference[0], "val", dataset=task[0], features=task[1])
+    accuracy.evaluate(reference[0], "train", dataset=task[0], features=task[1])
   assert [r.getMessage() for r in caplog.records] == [
       f"{reference[0]}: split val is the one its best checkpoint was chosen on "
-      "(data.val_split=val): this score is optimistic"]
+      "(data.val_split=val): this score is optimistic",
+      f"{reference[0]}: split train is the one it trained on (data.train_split=train): this "
+      "score measures memory, not what it learnt"]

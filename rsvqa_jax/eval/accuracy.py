@@ -48,7 +48,10 @@ def evaluate(workdir, split, *, which="best", data_root=None, dataset=None, feat
   """
   run, state, step = restore.restore(workdir, [split], which=which, data_root=data_root,
                                      dataset=dataset, features=features)
-  if which == "best" and split == run.config.data.val_split:
+  if split == run.config.data.train_split:
+    _log.warning(f"{workdir}: split {split} is the one it trained on (data.train_split={split}): "
+                 "this score measures memory, not what it learnt")
+  elif which == "best" and split == run.config.data.val_split:
     _log.warning(f"{workdir}: split {split} is the one its best checkpoint was chosen on "
                  f"(data.val_split={split}): this score is optimistic")
   preds = predict.predict(run, state, split)
