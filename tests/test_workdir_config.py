@@ -39,6 +39,21 @@ def test_paths_follow_a_moved_tree_and_shared_ones_stay(tmp_path):
     checkpointing.check_or_record_config(moved, _config(str(new / "data"), str(new / "cache")))
 
 
+def test_another_spelling_of_the_same_folders_is_the_same_run(tmp_path, monkeypatch):
+  """'/x/ds/' and '../ds' from /x/runs were refused as "a run of another config"."""
+  os.makedirs(tmp_path / "ds")
+  os.makedirs(tmp_path / "runs")
+  workdir = str(tmp_path / "runs" / "w")
+  cache = str(tmp_path / "cache")
+  assert checkpointing.check_or_record_config(workdir, _config(str(tmp_path / "ds"), cache))
+  for root in (str(tmp_path / "ds") + "/", str(tmp_path / "runs" / ".." / "ds")):
+    assert checkpointing.check_or_record_config(workdir, _config(root, cache)) is False
+  monkeypatch.chdir(tmp_path / "runs")
+  assert checkpointing.check_or_record_config("w", _config("../ds", "../cache")) is False
+  with pytest.raises(RSVQAError, match="data.root"):
+    checkpointing.check_or_record_config("w", _config("../other", "../cache"))
+
+
 def test_data_root_replaces_the_recorded_folder_and_is_refused_where_none_is_read(tmp_path):
   """evaluate --data-root: the dataset folder after a move; a synthetic workdir generates its data
   from its config, so a --data-root there would be ignored: refused instead."""

@@ -48,9 +48,9 @@ def check_or_record_config(workdir, config, *, record=True):
   path = os.path.join(workdir, CONFIG_FILE)
   if not os.path.exists(path):
     split_files.refuse_dataset(workdir, "--workdir", "the run")
-  ours = config_lib.identity(config)
+  ours = _paths_resolved(config_lib.identity(config))
   if os.path.exists(path):
-    theirs = config_lib.identity(_load_recorded(workdir))
+    theirs = _paths_resolved(config_lib.identity(_load_recorded(workdir)))
     diff = config_lib.differences(theirs, ours)
     if diff:
       key, old, new = diff[0]
@@ -67,6 +67,18 @@ def check_or_record_config(workdir, config, *, record=True):
     storage.write_json(path, {**config_lib.to_dict(config), RECORDED_IN: os.path.abspath(workdir)},
                        sort_keys=True)
   return True
+
+
+def _paths_resolved(identity):
+  """An identity whose paths (PATH_KEYS) are absolute, for comparing: '/data/lr/', '/data/lr'
+  and '../lr' from /data/runs name one folder, so a run resumed with another spelling of its
+  data is the same run."""
+  for key in PATH_KEYS:
+    section, name = key.split(".")
+    value = identity.get(section, {}).get(name)
+    if isinstance(value, str) and value and not config_lib.is_random(value):
+      identity[section][name] = os.path.abspath(value)
+  return identity
 
 
 def _holds_checkpoint(workdir):
