@@ -170,6 +170,9 @@ def test_values_out_of_range_are_refused_before_any_work(tmp_path, capsys, argv,
      "is not one of random"),
     (["config", "--config", "configs/study_synthetic.py", "--config.study.seeds=()"],
      "config study.seeds is empty"),
+    # Trained as one run, it ignored its study section and asked for data.root.
+    (["train", "--config", "configs/study_synthetic.py", "--workdir", "w", "--print-config"],
+     "--config: a study config (it has a `study` section); run it with rsvqa-jax study"),
     # Refused only once the pretraining data was drawn (a ValueError), or by train alone.
     (["config", "--config", "configs/synthetic_tiny.py", "--config.image.pretrain.depth=7"],
      "config image.pretrain.depth=7: choose one of 18, 34, 50, 101, 152"),

@@ -18,8 +18,16 @@ def add_arguments(parser):
                            workdir_means=WORKDIR)
 
 
+def _not_a_study(config):
+  """A study config trained as one run would ignore its study section (and on its synthetic
+  data, say that data.root is not set)."""
+  if "study" in config:
+    raise RSVQAError("--config: a study config (it has a `study` section); run it with "
+                     "rsvqa-jax study --config ... --workdir DIR")
+
+
 def run(args):
-  config = common.config_for_run(args, WORKDIR)
+  config = common.config_for_run(args, WORKDIR, _not_a_study)
   if config is None:
     return 0
   if config.train.num_epochs <= 0:
