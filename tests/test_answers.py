@@ -35,7 +35,7 @@ def test_hr_area_bins(raw, expected):
   assert answers.normalise("hr", "area", raw) == expected
 
 
-@pytest.mark.parametrize("raw", ["12", "m2", "-3m2", "12 m", "twelve m2"])
+@pytest.mark.parametrize("raw", ["12", "m2", "-3m2", "12 m", "twelve m2", "\u0661\u0662m2"])
 def test_hr_area_rejects_malformed(raw):
   with pytest.raises(ValueError):
     answers.normalise("hr", "area", raw)

@@ -61,7 +61,7 @@ ORIGINAL_LABELS = {
 CLOSED_ANSWERS = {"presence": ("yes", "no"), "comp": ("yes", "no"),
                   "rural_urban": ("rural", "urban")}
 
-_AREA_RE = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*m2\s*$")
+_AREA_RE = re.compile(r"^\s*([0-9]+(?:\.[0-9]*)?|\.[0-9]+)\s*m2\s*$")  # ASCII digits, as counts
 
 
 def magnitude_bin(value):
