@@ -92,6 +92,8 @@ def test_bad_flags_are_one_line_errors(data_dir, tmp_path, capsys):
   assert rc == 2 and "no split 'nope'" in err
   rc, _, err = _features(data_dir, str(tmp_path / "c"), capsys, "--splits", ",")
   assert rc == 2 and "--splits ',': names no split (leave it out for all)" in err
+  rc, _, err = _features(data_dir, str(tmp_path / "c"), capsys, "--pretrained-dir", "p")
+  assert rc == 2 and "--pretrained-dir: only a synthetic_resnet is read from it" in err
   rc, _, err = _features(data_dir, data_dir, capsys)  # features/ landed among its files
   assert rc == 2 and err.strip().endswith("holds a dataset (LR_split_train_questions.json); give "
                                           "the cache a folder of its own")

@@ -127,6 +127,9 @@ def run(args):
       raise RSVQAError(f"{args.data}: no split {name!r} (has {', '.join(sorted(dataset.splits))})")
   image, cache = settings(args)
   check_checkpoint(image, args.data)
+  if args.pretrained_dir is not None and image.arch != "synthetic_resnet":
+    raise RSVQAError(f"--pretrained-dir: only a synthetic_resnet is read from it (arch is "
+                     f"{image.arch}); give --checkpoint for other weights")
   if args.pretrain:
     if image.arch != "synthetic_resnet":
       raise RSVQAError(f"--pretrain: only a synthetic_resnet is pretrained here (arch is "
