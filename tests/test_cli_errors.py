@@ -88,6 +88,8 @@ def test_memory_exhausted_by_a_size_is_one_line_naming_it(monkeypatch, capsys):
      "argument --top-k: 0: must be 1 or more"),
     (["features", "--data", "d", "--cache", "c", "--batch-size", "-1"],
      "argument --batch-size: -1: must be 1 or more"),
+    (["evaluate", "--workdir", "nowhere", "--adversarial", "random", "--repeats", "100000000"],
+     "argument --repeats: 100000000: must be from 1 to 1000"),  # 14 GB in 35 s, no word
     (["shortcuts", "--data", "d", "--out", "o", "--image-clusters", "0"],  # asked for --cache
      "argument --image-clusters: 0: must be 1 or more"),
     # A single-valued option given twice kept its last value in silence.

@@ -491,7 +491,7 @@ def test_reading_compares_which_settings_win_by_aa_and_by_oa():
     ("study.split=train", r"config study.split='train': the models train on it"),
     ("study.split=nope", r"config study.split='nope': the lr layout has the splits train, val, "
      "test$"),
-    ("study.repeats=0", "config study.repeats=0: must be a whole number >= 1"),
+    ("study.repeats=0", "config study.repeats=0: must be a whole number from 1 to 1000"),
     ("study.min_questions=-5", "config study.min_questions=-5: must be a number >= 0"),
     ("study.reading.margin=-1.0", "config study.reading.margin=-1.0: must be a number >= 0"),
     ("study.variant=foo", "config study.variant='foo': choose one of lr, hr"),

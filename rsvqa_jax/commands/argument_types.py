@@ -4,7 +4,7 @@ otherwise reached NumPy, a NaN prior strength a dataset that never matched its o
 import argparse
 import math
 
-from rsvqa_jax.config import SEED
+from rsvqa_jax.config import MAX_REPEATS, SEED
 
 SEED_LIMIT = SEED[1]  # the config's seed keys' rule: 0 .. 2**32 - 1
 
@@ -17,10 +17,12 @@ def seed(text):
   return value
 
 
-def int_at_least(low):
-  """The type of a whole number >= `low`."""
+def int_at_least(low, high=None):
+  """The type of a whole number >= `low` (and <= `high`, if given)."""
   def parse(text):
     value = _int(text)
+    if high is not None and not low <= value <= high:
+      raise argparse.ArgumentTypeError(f"{text}: must be from {low} to {high}")
     if value < low:
       raise argparse.ArgumentTypeError(f"{text}: must be {low} or more")
     return value
@@ -28,6 +30,7 @@ def int_at_least(low):
 
 
 positive_int = int_at_least(1)
+repeats = int_at_least(1, MAX_REPEATS)
 
 
 def non_negative_float(text):

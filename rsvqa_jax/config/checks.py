@@ -45,6 +45,9 @@ WIDTH = (0, None, False, int, "a positive integer")
 # Seeds: numpy refuses a negative one and JAX overflows past 64 bits, both late; a 32-bit JAX key
 # (no x64) keeps only the low 32 bits, so a larger seed would silently repeat a smaller one.
 SEED = (0, 2**32, True, int, "an integer in [0, 2**32)")
+# Adversarial repeats (study.repeats, evaluate --repeats): each holds a prediction per question in
+# memory until the files are written, so a typo of 100000000 filled 14 GB in 35 s without a word.
+MAX_REPEATS = 1000
 RANGES = {
     **dict.fromkeys((
         "image.batch_size", "image.width",
@@ -61,7 +64,7 @@ RANGES = {
         "image.pretrain.weight_decay", "image.pretrain.fraction_weight", "optim.lr",
         "optim.text_lr", "train.stop_after_steps"), NON_NEGATIVE),
     **dict.fromkeys(("model.dropout", "text.dropout", "optim.b1", "optim.b2"), FRACTION),
-    "study.repeats": (1, None, True, int, "a whole number >= 1"),
+    "study.repeats": (1, MAX_REPEATS + 1, True, int, f"a whole number from 1 to {MAX_REPEATS}"),
     # The generator's questions per image (data/synthetic.MAX_QUESTIONS_PER_IMAGE; a test keeps
     # the two alike) and prior strength: refused by it otherwise, in its synth flags' names.
     **dict.fromkeys(("data.synthetic_questions_per_image", "study.questions_per_image",
@@ -141,8 +144,8 @@ def check(config):
       if isinstance(entry, float) and math.isinf(entry):  # 1e999: no learning rate or size
         raise RSVQAError(f"config {key}={value!r}: {which}must be finite ({interval[-1]})")
       if _outside(entry, interval):
-        kind = ("" if isinstance(entry, interval[3]) and not isinstance(entry, bool) else
-                f"is a {type(entry).__name__}; ")  # True read as 1 would be "not positive"
+        # True read as 1 was "not positive"; '8' a number that was not.
+        kind = f"is a {type(entry).__name__}; " if isinstance(entry, (bool, str)) else ""
         raise RSVQAError(f"config {key}={value!r}: {which}{kind}must be {interval[-1]}")
     if listed and not value and key in NON_EMPTY:
       raise RSVQAError(f"config {key}={value!r}: give {NON_EMPTY[key]}")

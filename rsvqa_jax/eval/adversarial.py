@@ -33,6 +33,7 @@ import os
 
 import numpy as np
 
+from rsvqa_jax import config as config_lib
 from rsvqa_jax.errors import RSVQAError
 from rsvqa_jax.eval import accuracy, outputs
 from rsvqa_jax.train import checkpointing, inputs, predict, restore
@@ -188,8 +189,8 @@ def evaluate(workdir, split, kind, *, repeats=REPEATS, seed=0, pool="dataset", w
     raise RSVQAError(f"--adversarial {kind}: choose one of {', '.join(KINDS)}")
   if pool not in POOLS:
     raise RSVQAError(f"--pool {pool}: choose one of {', '.join(POOLS)}")
-  if repeats < 1:
-    raise RSVQAError(f"--repeats {repeats}: must be at least 1")
+  if not 1 <= repeats <= config_lib.MAX_REPEATS:
+    raise RSVQAError(f"--repeats {repeats}: must be from 1 to {config_lib.MAX_REPEATS}")
   if checkpointing.read_config(workdir).model.blind:
     raise RSVQAError(f"{workdir}: a visual-blind model never sees an image; adversarial testing "
                      "applies to reference models")
