@@ -315,3 +315,24 @@ def test_scoring_the_split_the_checkpoint_was_chosen_on_warns(task, reference, c
       "(data.val_split=val): this score is optimistic",
       f"{reference[0]}: split train is the one it trained on (data.train_split=train): this "
       "score measures memory, not what it learnt"]
+
+
+def test_an_unfinished_run_is_scored_with_a_warning_and_kept_out_of_a_mean(task, reference,
+                                                                            tmp_path, caplog):
+  """A run stopped after its first epoch was scored in silence, and `evaluate --seeds`
+  averaged it with finished runs."""
+  from rsvqa_jax.commands import evaluate as evaluate_cmd  # pylint: disable=g-import-not-at-top
+  per_epoch = reference[1]["step"] // 3
+  c = _config(stop_after_steps=per_epoch + 1)
+  c.seed = 1
+  stopped = str(tmp_path / "stopped")
+  loop.train(c, stopped, dataset=task[0], features=task[1], **QUIET)
+  with warnings_of_rsvqa_jax(caplog):
+    accuracy.evaluate(stopped, "test", dataset=task[0], features=task[1])
+    accuracy.evaluate(reference[0], "test", dataset=task[0], features=task[1])
+  assert [r.getMessage() for r in caplog.records] == [
+      f"{stopped}: training stopped after epoch 1 of 3 (rsvqa-jax train --workdir {stopped} "
+      "again, with its config, finishes it): these are the scores of an unfinished run"]
+  with pytest.raises(RSVQAError, match=f"--seeds: {stopped}: training stopped after epoch 1 of 3 "
+                                       r".*; a mean over seeds would mix it with finished runs"):
+    evaluate_cmd._check_seed_runs([reference[0], stopped], None)  # pylint: disable=protected-access

@@ -39,12 +39,29 @@ def restore(workdir, splits, *, which="best", data_root=None, dataset=None, feat
     found = best_checkpoint(workdir, periodic, like.checkpoint_items(), warn)
   if found is None:
     raise no_checkpoint(workdir, which, periodic, "evaluate")
+  done = epochs_trained(periodic)
+  if done is not None and done < config.train.num_epochs:
+    warn(f"{workdir}: {unfinished(workdir, done, config.train.num_epochs)}: these are the scores "
+         "of an unfinished run")
   items, _, step = found
   holder = storage.lock_holder(workdir)
   if holder:
     warn(f"{workdir}: a run is writing there now (PID {holder.get('pid', '?')} since "
          f"{holder.get('since', '?')}): read at its {which} checkpoint so far, step {step}")
   return run, like.replace(**items), int(step)
+
+
+def epochs_trained(periodic):
+  """Whole epochs the newest periodic checkpoint that verifies had trained (its record's
+  `epoch`; the last step of a finished run is saved and counts them all), or None."""
+  return next((d["epoch"] for d in map(periodic.data, reversed(periodic.steps()))
+               if d and isinstance(d.get("epoch"), int)), None)
+
+
+def unfinished(workdir, done, total):
+  """What to say of a run stopped before its last epoch."""
+  return (f"training stopped after epoch {done} of {total} (rsvqa-jax train --workdir "
+          f"{workdir} again, with its config, finishes it)")
 
 
 def no_checkpoint(workdir, which, periodic, verb, why="no validation has run"):
