@@ -52,10 +52,15 @@ def restore(workdir, splits, *, which="best", data_root=None, dataset=None, feat
 
 
 def epochs_trained(periodic):
-  """Whole epochs the newest periodic checkpoint that verifies had trained (its record's
-  `epoch`; the last step of a finished run is saved and counts them all), or None."""
-  return next((d["epoch"] for d in map(periodic.data, reversed(periodic.steps()))
-               if d and isinstance(d.get("epoch"), int)), None)
+  """Whole epochs the newest periodic checkpoint had trained (its record's `epoch`; the last
+  step of a finished run is saved and counts them all), or None when that is unknown: no
+  checkpoint, a record that does not verify, or a newer checkpoint set aside as corrupted (an
+  older one then says nothing of how far the run went)."""
+  steps, aside = periodic.steps(), periodic.set_aside_steps()
+  if not steps or (aside and aside[-1] > steps[-1]):
+    return None
+  record = periodic.data(steps[-1])
+  return record["epoch"] if record and isinstance(record.get("epoch"), int) else None
 
 
 def unfinished(workdir, done, total):
