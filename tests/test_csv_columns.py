@@ -44,6 +44,7 @@ def test_an_unclosed_quote_or_an_extra_value_is_refused(tmp_path, name):
     read(_file(tmp_path, f'{header}\n{row}\n{row.rsplit(",", 1)[0]},"x\n{row}\n'))
   with pytest.raises(RSVQAError, match=r"f.csv:2: row has more values than the header"):
     read(_file(tmp_path, f"{header}\n{row},extra\n"))
+  assert read(_file(tmp_path, f"{header}\n{row},,\n"))  # a spreadsheet's trailing commas
 
 
 @pytest.mark.parametrize("name", READERS)
