@@ -298,8 +298,8 @@ def create(dataset, out, *, seed=0, unit="image", labels=None, log=_log.info):
   bench = shortcuts.build(dataset, seed, labels.labels, unit)
   if not any(bench.test_rules[c].ood.any() for c in shortcuts.CONCEPTS):
     _log.warning(f"every OOD set is empty: no group of the {len(bench.splits['iid_test'])} IID "
-                 "test questions is imbalanced enough to have a tail, so nothing will be scored out "
-                 "of distribution (a larger dataset gives groups that are)")
+                 "test questions is imbalanced enough to have a tail, so nothing will be scored "
+                 "out of distribution (a larger dataset gives groups that are)")
   log(f"re-split {len(pooled)} questions: " + ", ".join(
       f"{s} {len(bench.splits[s])}" for s in shortcuts.SPLITS) + "; OOD sets: " + ", ".join(
       f"{NAMES[c]} {int(bench.test_rules[c].ood.sum())}" for c in shortcuts.CONCEPTS))

@@ -8,7 +8,8 @@ from rsvqa_jax.errors import RSVQAError
 
 def add_arguments(parser):
   parser.add_argument("--data", required=True, help="dataset folder (official LR, HR or RSVQAxBEN layout)")
-  parser.add_argument("--dataset", choices=tuple(split_files.LAYOUTS), help="layout (default: detected)")
+  parser.add_argument("--dataset", choices=tuple(split_files.LAYOUTS),
+                      help="layout (default: detected)")
   images = parser.add_mutually_exclusive_group()
   images.add_argument("--headers-only", action="store_true",
                       help="check image size, bands and dtype from the TIFF headers only (fast; "
