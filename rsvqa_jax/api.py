@@ -221,8 +221,9 @@ class TrainedRun:
 
     The same evaluation `rsvqa-jax evaluate` runs, with its defaults (`repeats`: 10; 1 for white
     and black, whose repeats are all alike), and it writes the same files under
-    WORKDIR/eval/SPLIT/. Returns the table: OA, AA, per-type accuracy and counts; over the
-    `repeats` substitutions, their mean, std and every repeat's values.
+    WORKDIR/eval/SPLIT/ (eval_last/ for a run loaded at its last checkpoint). Returns the table:
+    OA, AA, per-type accuracy and counts; over the `repeats` substitutions, their mean, std and
+    every repeat's values.
     """
     where = dict(which=self._which, data_root=self._data_root)
     if not isinstance(split, str) or not split:

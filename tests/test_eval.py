@@ -205,6 +205,18 @@ def test_evaluate_command_writes_json_and_csv(tmp_path, capsys):
   parser = argparse.ArgumentParser()
   evaluate_cmd.add_arguments(parser)
   assert evaluate_cmd.run(parser.parse_args(["--workdir", workdir])) == 0
+  best_json = outputs.accuracy_paths(workdir, "test")[0]
+  best = open(best_json).read()
+  # The last checkpoint's evaluation goes beside the best's, never over it.
+  assert evaluate_cmd.run(parser.parse_args(["--workdir", workdir, "--checkpoint", "last"])) == 0
+  assert open(best_json).read() == best
+  last_json = outputs.accuracy_paths(workdir, "test", "last")[0]
+  assert last_json == os.path.join(workdir, "eval_last", "test", "accuracy.json")
+  with open(last_json) as f:
+    assert json.load(f)["checkpoint"] == "last"
+  printed = capsys.readouterr().out
+  assert f"wrote {last_json}, " in printed
+  assert f"wrote {', '.join(outputs.accuracy_paths(workdir, 'test'))}\n" in printed
   for kind in ("random", "white"):
     args = parser.parse_args(["--workdir", workdir, "--adversarial", kind, "--repeats", "3"])
     assert evaluate_cmd.run(args) == 0
@@ -222,9 +234,8 @@ def test_evaluate_command_writes_json_and_csv(tmp_path, capsys):
       assert out["std"]["oa"] == 0.0  # white images are the same in every repeat
   printed = capsys.readouterr().out
   assert "std over the 3 repeats" in printed
-  for paths in (outputs.accuracy_paths(workdir, "test"),
-                outputs.adversarial_paths(workdir, "test", "white")):
-    assert f"wrote {', '.join(paths)}\n" in printed  # where the files an audit reads are
+  paths = outputs.adversarial_paths(workdir, "test", "white")
+  assert f"wrote {', '.join(paths)}\n" in printed  # where the files an audit reads are
   assert evaluate_cmd.run(parser.parse_args(["--workdir", workdir, "--adversarial", "black"])) == 0
   with open(outputs.adversarial_paths(workdir, "test", "black")[0]) as f:
     assert json.load(f)["repeats"] == 1  # unless told: its repeats would all be alike

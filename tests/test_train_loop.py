@@ -79,8 +79,11 @@ def _config_stop(n):
 
 def test_a_run_stopped_before_its_first_validation_names_its_last_checkpoint(task, tmp_path):
   """It has periodic checkpoints and no best one yet: 'no checkpoint' would be wrong."""
-  workdir = str(tmp_path / "w")
-  loop.train(_config_stop(11), workdir, dataset=task[0], features=task[1], log=lambda m: None)
+  workdir, said = str(tmp_path / "w"), []
+  loop.train(_config_stop(11), workdir, dataset=task[0], features=task[1], log=said.append)
+  assert said[-1] == (f"{workdir}: stopping at step 11 (train.stop_after_steps, as if killed); "
+                      "the next run resumes at step 8, the last checkpoint (steps since are done "
+                      "again) (train.checkpoint_every_steps sets how often one is)"), said
   assert checkpointing.Checkpoints(os.path.join(workdir, "best"), 1).latest_step() is None
   with pytest.raises(RSVQAError, match=r"w: no best checkpoint yet \(no validation has run\); "
                      r"checkpoint 'last' \(--checkpoint last\) uses step 8$"):
@@ -92,8 +95,10 @@ def test_a_run_stopped_before_its_first_validation_names_its_last_checkpoint(tas
 def test_a_run_stopped_before_its_first_checkpoint_says_how_to_go_on(task, tmp_path):
   """'no checkpoint to evaluate (has training run?)' though it had; and orbax's cleanup thread,
   still running when the error ended the command, printed a traceback under it at times."""
-  workdir = str(tmp_path / "w")
-  loop.train(_config_stop(1), workdir, dataset=task[0], features=task[1], log=lambda m: None)
+  workdir, said = str(tmp_path / "w"), []
+  loop.train(_config_stop(1), workdir, dataset=task[0], features=task[1], log=said.append)
+  assert said[-1].endswith("as if killed); no checkpoint was written: the next run starts over "
+                           "(train.checkpoint_every_steps sets how often one is)"), said
   with pytest.raises(RSVQAError, match=(
       r"w: no checkpoint to evaluate: training stopped before its first one "
       r"\(train.checkpoint_every_steps\); run rsvqa-jax train --workdir \S+ again with its "

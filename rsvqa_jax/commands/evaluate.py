@@ -1,6 +1,7 @@
 """`rsvqa-jax evaluate --workdir DIR [--split test]`, or `--seeds W1 W2 W3` (or globs).
 
-Clean evaluation (eval/accuracy.py) writes DIR/eval/SPLIT/predictions.csv and accuracy.json;
+Clean evaluation (eval/accuracy.py) writes DIR/eval/SPLIT/predictions.csv and accuracy.json
+(DIR/eval_last/ with --checkpoint last: the best's files stay);
 with --seeds the accuracies are aggregated to mean (std) over runs (population std, as in the
 paper's Table 2). With --adversarial KIND each workdir is instead tested with substituted
 images (eval/adversarial.py): K repeats, written to DIR/eval/SPLIT/adversarial_KIND.json and
@@ -34,7 +35,8 @@ def add_arguments(parser):
                           "twice: all of them)")
   parser.add_argument("--split", default="test", help="split to evaluate (default: test)")
   parser.add_argument("--checkpoint", choices=("best", "last"), default="best",
-                      help="best-on-validation (default) or the last checkpoint")
+                      help="best-on-validation (default) or the last checkpoint (its files go "
+                           "to WORKDIR/eval_last/)")
   parser.add_argument("--data-root", default=None,
                       help="dataset folder, when it moved since training (real-data configs)")
   parser.add_argument("--adversarial", choices=("random", "shuffle", "white", "black", "noise"),
@@ -76,7 +78,7 @@ def _shortcuts(args, workdirs, where):
   for r in results:
     for table in r["tables"]:
       print(tables.to_markdown(table))
-    print(f"written to {shortcuts.folder(r['workdir'])}")
+    print(f"written to {shortcuts.folder(r['workdir'], r['checkpoint'])}")
   if len(results) > 1:
     print(tables.to_markdown(shortcut_report.models_table([("runs", results)])))
   return 0
@@ -96,7 +98,7 @@ def _counterfactual(args, workdirs, where):
     print(tables.to_markdown(r["table"]))
     for why, n in r["skipped"].items():
       print(f"{r['workdir']}: {n} of {r['n_questions']} questions left out: {why}")
-    print(f"written to {counterfactual.paths(r['workdir'], args.split)[0]}")
+    print(f"written to {counterfactual.paths(r['workdir'], args.split, r['checkpoint'])[0]}")
   return 0
 
 
@@ -180,8 +182,9 @@ def run(args):
       line += (f"; std over the {r['repeats']} repeats: OA {tables.pct(r['std']['oa'])}, "
                f"AA {tables.pct(r['std']['aa'])}")
     print(line)
-    paths = (outputs.adversarial_paths(r["workdir"], args.split, args.adversarial)
-             if args.adversarial else outputs.accuracy_paths(r["workdir"], args.split))
+    paths = (outputs.adversarial_paths(r["workdir"], args.split, args.adversarial, args.checkpoint)
+             if args.adversarial else
+             outputs.accuracy_paths(r["workdir"], args.split, args.checkpoint))
     print(f"wrote {', '.join(paths)}")
     if r.get("n_out_of_vocabulary"):
       print(f"{r['workdir']}: {r['n_out_of_vocabulary']} of {r['n']} {args.split} answers are "

@@ -146,8 +146,8 @@ def read_run(workdir, split):
 
 
 def _best_accuracy(path, workdir):
-  """_accuracy of the best checkpoint; an evaluation of another (evaluate --checkpoint last
-  writes the same file) is left out of Table 2 with a WARNING, not averaged as the best's."""
+  """_accuracy of the best checkpoint; an evaluation of another (versions up to 0.2.0 wrote
+  evaluate --checkpoint last there) is left out of Table 2 with a WARNING, not averaged."""
   table = _accuracy(path)
   which = table.get("checkpoint", "best") if table else "best"
   if which != "best":

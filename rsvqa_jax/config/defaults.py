@@ -156,7 +156,8 @@ def train_section():
   c.keep_checkpoints = 2
   c.log_every_steps = 50
   c.length_buckets = (8, 16, 24, 32, 48, 64)
-  c.stop_after_steps = 0  # >0: stop (as if killed) after this many steps in this call
+  c.stop_after_steps = 0  # >0: stop (as if killed: steps past the last checkpoint are done
+  # again on resume) after this many steps in this call
   c.progress_bar = True
   # Divergence stop (train/loop.py Divergence): the loss above divergence_factor x its early
   # level for divergence_steps steps in a row, or a non-finite loss or gradient (0 = factor off).

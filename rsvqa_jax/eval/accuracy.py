@@ -57,5 +57,5 @@ def evaluate(workdir, split, *, which="best", data_root=None, dataset=None, feat
   preds = predict.predict(run, state, split)
   table = predict.accuracy(run, split, preds)
   table.update(split=split, checkpoint=which, step=step, workdir=os.path.abspath(workdir))
-  return write_results(run, split, preds, table, *outputs.accuracy_paths(workdir, split),
+  return write_results(run, split, preds, table, *outputs.accuracy_paths(workdir, split, which),
                        repeats=False)

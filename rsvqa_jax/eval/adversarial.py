@@ -16,7 +16,7 @@ Substitution kinds:
   white / black / noise   pixels replaced before the encoder: their features come from the
            feature cache of that kind (same row order as the clean ones), and each question
            reads its own image's row of that table.
-Written to WORKDIR/eval/SPLIT/ (eval/outputs.py):
+Written to WORKDIR/eval/SPLIT/ (eval_last/ for the last checkpoint; eval/outputs.py):
   adversarial_KIND.json             bias/metrics.accuracy_table over the K substitutions (mean,
                                     std and every repeat's values), what was tested (kind,
                                     pool and pool_images for random, own_image_kept for
@@ -218,5 +218,6 @@ def evaluate(workdir, split, kind, *, repeats=REPEATS, seed=0, pool="dataset", w
                checkpoint=which, step=step, workdir=os.path.abspath(workdir))
   substituted = np.asarray(run.features.image_ids)[sub_rows]
   return accuracy.write_results(run, split, preds, table,
-                                *outputs.adversarial_paths(workdir, split, kind), repeats=True,
+                                *outputs.adversarial_paths(workdir, split, kind, which),
+                                repeats=True,
                                 substituted_image_id=substituted.tolist())

@@ -19,8 +19,8 @@ Per question type (and per edit kind in the JSON):
   matches_demanded     share of edits answered with the demanded answer (changed or not)
   changed              share of edits whose answer changed at all
   control_changed      share of control edits whose answer changed (should be near 0)
-Written to WORKDIR/eval/SPLIT/: counterfactual.json, counterfactual.{csv,md,tex} (the table)
-and counterfactual_edits.csv (one row per edit).
+Written to WORKDIR/eval/SPLIT/ (eval_last/ for the last checkpoint): counterfactual.json,
+counterfactual.{csv,md,tex} (the table) and counterfactual_edits.csv (one row per edit).
 """
 import collections
 import csv
@@ -51,9 +51,9 @@ EDIT_COLUMNS = ("question_id", "image_id", "type", "edit", "answer", "demanded",
 _FORMS = {pattern: form for form, pattern in questions_lib.PATTERNS.items()}
 
 
-def paths(workdir, split):
+def paths(workdir, split, which="best"):
   """(json, edits csv) paths; the table is written beside them as counterfactual.{csv,md,tex}."""
-  out = outputs.folder(workdir, split)
+  out = outputs.folder(workdir, split, which)
   return os.path.join(out, f"{STEM}.json"), os.path.join(out, f"{STEM}_edits.csv")
 
 
@@ -283,7 +283,7 @@ def evaluate(workdir, split="test", *, seed=0, which="best", data_root=None, dat
   caption = (f"Counterfactual edits: {os.path.basename(os.path.abspath(workdir))}, {split} "
              "(shares of edits; controls edit an object the question does not name)")
   result = table(summary, caption)
-  json_path, csv_path = paths(workdir, split)
+  json_path, csv_path = paths(workdir, split, which)
   os.makedirs(os.path.dirname(json_path), exist_ok=True)
   tables.write(result, os.path.dirname(json_path), STEM)
   _write_rows(csv_path, rows)

@@ -15,7 +15,8 @@ and one on the mean over the nine sets for the IID and mean columns. Both look a
 are labelled adaptive overfitting wherever they are shown; they compare, never replace, the
 IID-val numbers. Only kept checkpoints are candidates (keep more with train.keep_checkpoints).
 
-Written to WORKDIR/eval/shortcuts/ (replaced whole; bias/shortcut_report.write_evaluation):
+Written to WORKDIR/eval/shortcuts/ (eval_last/ for the last checkpoint; replaced whole;
+bias/shortcut_report.write_evaluation):
   predictions.csv, iid_accuracy.json    the IID test answers and their accuracy table
   shortcuts.json, shortcuts_ood.*       the scores; with ood_selection shortcuts_selection.*
 """
@@ -27,7 +28,7 @@ import numpy as np
 
 from rsvqa_jax.bias import shortcut_report, shortcuts
 from rsvqa_jax.errors import RSVQAError
-from rsvqa_jax.eval import accuracy
+from rsvqa_jax.eval import accuracy, outputs
 from rsvqa_jax.train import checkpointing, loop, predict, restore
 from rsvqa_jax.train import run as run_lib
 
@@ -36,8 +37,8 @@ _log = logging.getLogger(__name__)
 FOLDER = "shortcuts"
 
 
-def folder(workdir):
-  return os.path.join(workdir, "eval", FOLDER)
+def folder(workdir, which="best"):
+  return os.path.join(outputs.root(workdir, which), FOLDER)
 
 
 def _correct(run, split, preds):
@@ -140,7 +141,7 @@ def evaluate(workdir, benchmark, *, which="best", ood_selection=False, data_root
   caption = (f"{workdir}: step {step} ({which} checkpoint"
              + (", selected on IID val" if which == "best" else "")
              + f") on the IID test split and the OOD sets of {benchmark}")
-  with shortcut_report.rebuilt(folder(workdir)) as tmp:
+  with shortcut_report.rebuilt(folder(workdir, which)) as tmp:
     table = predict.accuracy(run, "test", preds)
     table.update(split="test", checkpoint=which, step=step, workdir=os.path.abspath(workdir))
     accuracy.write_results(run, "test", preds, table, os.path.join(tmp, "iid_accuracy.json"),

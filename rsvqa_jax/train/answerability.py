@@ -383,6 +383,8 @@ def _train(config, workdir, dataset, features, log):
   stop = min(total, step + t.stop_after_steps) if t.stop_after_steps else total
   pending = []
 
+  last_saved = step
+
   def save(mgr, at):
     mgr.save(at, state.checkpoint_items(), {"iterator": iterator.get_state().decode(),
                                             "loop": record, "epoch": at // steps_per_epoch})
@@ -417,12 +419,13 @@ def _train(config, workdir, dataset, features, log):
           save(best, step)
       if ckpt_due:
         save(periodic, step)
+        last_saved = step
   finally:
     for mgr in (periodic, best):
       mgr.wait()
     writer.close()
   if step < total:
-    log(f"{workdir}: stopping at step {step} (train.stop_after_steps)")
+    log(loop.stopped(workdir, step, last_saved))
   return {"finished": step >= total, "step": step, **record, "state": state}
 
 

@@ -172,6 +172,20 @@ def resume(periodic, best, state, iterator, log):
   return state, loop, step
 
 
+def stopped(workdir, step, last_saved):
+  """What train.stop_after_steps (a stop as if killed: nothing saved on the way out) leaves: the
+  step the next run resumes at, so that steps past the last checkpoint are not lost unseen."""
+  if last_saved == step:
+    kept = "its checkpoint holds it"
+  elif last_saved:
+    kept = (f"the next run resumes at step {last_saved}, the last checkpoint (steps since are "
+            "done again)")
+  else:
+    kept = "no checkpoint was written: the next run starts over"
+  return (f"{workdir}: stopping at step {step} (train.stop_after_steps, as if killed); {kept} "
+          "(train.checkpoint_every_steps sets how often one is)")
+
+
 class Divergence:
   """Stops a run whose training loss runs away, before a diverged state is checkpointed.
 
@@ -343,7 +357,7 @@ def _train(config, workdir, dataset, features, augment_features, log):
         save(periodic, step)
         last_saved = step
       if t.stop_after_steps and step - start_step >= t.stop_after_steps and step < total_steps:
-        log(f"{workdir}: stopping at step {step} (train.stop_after_steps)")
+        log(stopped(workdir, step, last_saved))
         break
   finally:
     bar.close()
