@@ -177,7 +177,7 @@ def test_one_damaged_file_is_named_and_an_older_checkpoint_used(trained, tmp_pat
   assert warning.endswith(f"; skipped, moved to {copy}/checkpoints.corrupted/{steps[-1]}"), warning
   if name != ARRAY_DATA:  # a damaged chunk is named by its array (in the message or its checksum)
     assert f"{os.path.relpath(path, latest)} unreadable (" in warning, warning
-  with open(os.path.join(copy, "eval", "test", "accuracy.json")) as f:
+  with open(os.path.join(copy, "eval_last", "test", "accuracy.json")) as f:
     assert json.load(f)["step"] == steps[-2]
 
 
@@ -343,5 +343,5 @@ def test_a_deleted_step_metadata_file_is_one_warning_of_ours(trained, tmp_path):
   assert out.stderr.strip().splitlines() == [
       f"WARNING: checkpoint {latest}: _CHECKPOINT_METADATA missing (orbax's record of when the step was "
       "saved); its arrays are verified and used"], out.stderr[-3000:]
-  with open(os.path.join(copy, "eval", "test", "accuracy.json")) as f:
+  with open(os.path.join(copy, "eval_last", "test", "accuracy.json")) as f:
     assert json.load(f)["step"] == steps[-1]

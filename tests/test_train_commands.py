@@ -101,3 +101,24 @@ def test_the_evaluate_hint_quotes_a_workdir_with_a_space(tmp_path, capsys):
                    f"--config.data.cache_dir={tmp_path / 'cache'}"]) == 0
   assert capsys.readouterr().out.strip().endswith(
       f"evaluate with: rsvqa-jax evaluate --workdir '{workdir}'")
+
+
+def test_evaluate_after_the_dataset_moved_names_data_root(tmp_path, capsys, monkeypatch):
+  """A run trained on `--config.data.root=ds` (relative) evaluates from any folder; once the
+  dataset moved, evaluate names --data-root, which finds it again."""
+  monkeypatch.chdir(tmp_path)
+  assert cli.main(["-q", "synth", "--out", "ds", "--images", "12", "--questions-per-image",
+                   "4"]) == 0
+  assert cli.main(["-q", "train", "--config", os.path.join(ROOT, "configs", "synthetic_tiny.py"),
+                   "--workdir", "w", "--config.data.synthetic=false", "--config.data.root=ds",
+                   "--config.text.checkpoint=random", "--config.image.checkpoint=random",
+                   "--config.train.num_epochs=1", "--config.data.cache_dir=cache"]) == 0
+  monkeypatch.chdir(tmp_path / "w")
+  assert cli.main(["-q", "evaluate", "--workdir", "."]) == 0
+  os.rename(tmp_path / "ds", tmp_path / "moved")
+  capsys.readouterr()
+  assert cli.main(["evaluate", "--workdir", "."]) == 2
+  assert capsys.readouterr().err.strip().splitlines() == [
+      f"rsvqa-jax evaluate: error: .: its dataset folder {tmp_path}/ds (config data.root) does "
+      "not exist; moved? give its new place with --data-root (load_run: data_root=)"]
+  assert cli.main(["-q", "evaluate", "--workdir", ".", "--data-root", "../moved"]) == 0

@@ -54,6 +54,29 @@ def test_another_spelling_of_the_same_folders_is_the_same_run(tmp_path, monkeypa
     checkpointing.check_or_record_config("w", _config("../other", "../cache"))
 
 
+def test_relative_paths_are_recorded_absolute_and_a_gone_dataset_names_data_root(
+    tmp_path, monkeypatch):
+  """data.root=ds from /x was recorded as 'ds': evaluate from another folder looked for its
+  dataset there ('config data.root=ds: folder does not exist', with no word of --data-root)."""
+  os.makedirs(tmp_path / "ds")
+  monkeypatch.chdir(tmp_path)
+  assert checkpointing.check_or_record_config("w", _config("ds", "cache"))
+  with open(tmp_path / "w" / checkpointing.CONFIG_FILE) as f:
+    recorded = json.load(f)
+  assert recorded["data"]["root"] == str(tmp_path / "ds")
+  assert recorded["data"]["cache_dir"] == str(tmp_path / "cache")
+  assert recorded["text"]["checkpoint"] == config_lib.RANDOM  # not a path: kept
+  monkeypatch.chdir(tmp_path / "w")
+  config = checkpointing.read_config(".")
+  assert config.data.root == str(tmp_path / "ds")
+  checkpointing.refuse_moved_dataset(config, ".")  # there: nothing to say
+  os.rename(tmp_path / "ds", tmp_path / "ds2")
+  with pytest.raises(RSVQAError, match=(
+      rf"^\.: its dataset folder {tmp_path}/ds \(config data.root\) does not exist; moved\? give "
+      r"its new place with --data-root \(load_run: data_root=\)$")):
+    checkpointing.refuse_moved_dataset(checkpointing.read_config("."), ".")
+
+
 def test_data_root_replaces_the_recorded_folder_and_is_refused_where_none_is_read(tmp_path):
   """evaluate --data-root: the dataset folder after a move; a synthetic workdir generates its data
   from its config, so a --data-root there would be ignored: refused instead."""

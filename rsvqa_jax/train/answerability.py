@@ -440,6 +440,8 @@ def restore(workdir, splits, *, which="best", data_root=None, dataset=None, feat
   if "answerability" not in config:
     raise RSVQAError(f"{workdir}: not an answerability workdir (its config has no answerability "
                      "section); train one with rsvqa-jax answerability train")
+  if dataset is None:
+    checkpointing.refuse_moved_dataset(config, workdir)
   run, pools = build(config, workdir, splits, dataset=dataset, features=features, extra=extra)
   like = run_lib.new_state(run)
   kept = checkpointing.Checkpoints(os.path.join(workdir, "checkpoints"),

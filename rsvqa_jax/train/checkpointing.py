@@ -64,8 +64,8 @@ def check_or_record_config(workdir, config, *, record=True):
     return True
   os.makedirs(workdir, exist_ok=True)
   if jax.process_index() == 0:
-    storage.write_json(path, {**config_lib.to_dict(config), RECORDED_IN: os.path.abspath(workdir)},
-                       sort_keys=True)
+    recorded = _paths_resolved(config_lib.to_dict(config))  # a relative path read elsewhere
+    storage.write_json(path, {**recorded, RECORDED_IN: os.path.abspath(workdir)}, sort_keys=True)
   return True
 
 
@@ -118,6 +118,16 @@ def read_config(workdir, data_root=None, named="--data-root"):
       raise RSVQAError(f"{named} {data_root}: not a folder")
     config.data.root = data_root
   return config
+
+
+def refuse_moved_dataset(config, workdir):
+  """A recorded dataset folder that is gone, named as such: the user's fix is --data-root, not
+  the config key a training run would be told to set."""
+  root = config.data.root
+  if not config.data.synthetic and root and not os.path.isdir(root):
+    raise RSVQAError(f"{workdir}: its dataset folder {root} (config data.root) "
+                     f"{errors.not_a_folder(root)}; moved? give its new place with --data-root "
+                     "(load_run: data_root=)")
 
 
 def _load_recorded(workdir):

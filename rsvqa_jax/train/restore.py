@@ -29,6 +29,8 @@ def restore(workdir, splits, *, which="best", data_root=None, dataset=None, feat
   if "answerability" in config:  # its head ranks pools: the answer head's arrays are not there
     raise RSVQAError(f"{workdir}: an answerability workdir (its config has an answerability "
                      "section); score it with rsvqa-jax evaluate --answerability")
+  if dataset is None:
+    checkpointing.refuse_moved_dataset(config, workdir)
   run = run_lib.build(config, workdir, splits, dataset=dataset, features=features)
   like = run_lib.new_state(run)
   periodic = checkpointing.Checkpoints(os.path.join(workdir, "checkpoints"),
