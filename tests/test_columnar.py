@@ -324,6 +324,34 @@ def test_both_readers_count_answers_naming_another_question(xben, caplog):
   assert "answer 0 has question_id '0', not an integer id, reached from question 0)" in caplog.text
 
 
+def test_both_readers_count_questions_of_several_answers(xben, caplog):
+  """A question listing several answers_ids is answered by its first, as before, with one
+  WARNING counting such questions (the others were dropped unseen)."""
+  root, _ = xben
+  before = rsvqa_json.read_dataset(root, "xben", columnar=False)["train"]
+  chosen = []
+
+  def more_answers(questions):
+    for q in questions[:2]:
+      q["answers_ids"].append(questions[5]["answers_ids"][0])
+      chosen.append(q["id"])
+  _edit(root, "train", "questions", more_answers)
+  q_path = split_files.split_file(root, "xben", "train", "questions")
+  said = []
+  for read_columnar in (False, True):
+    caplog.clear()
+    with warnings_of_rsvqa_jax(caplog):
+      train = rsvqa_json.read_dataset(root, "xben", columnar=read_columnar)["train"]
+    assert train.answer.tolist() == before.answer.tolist()
+    warned = [m for m in (r.getMessage() for r in caplog.records) if "several answers_ids" in m]
+    assert len(warned) == 1, warned
+    head = f"{q_path}: 2 question(s) list several answers_ids (the first: question "
+    tail = "); each is answered by its first one, the others are not read"
+    assert warned[0].startswith(head) and warned[0].endswith(tail), warned
+    said.append(int(warned[0][len(head):-len(tail)]))
+  assert said[0] == said[1] and said[0] in chosen, said
+
+
 def test_missing_split_file_is_one_line(xben):
   root, _ = xben
   os.remove(split_files.split_file(root, "xben", "val", "images"))

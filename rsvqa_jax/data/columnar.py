@@ -24,8 +24,9 @@ building it again). Its manifest also records the sha256 of each file of the ent
 damaged or cut short is named in a WARNING and built again from the JSON files. The cache lives
 in `.columnar/` inside the dataset folder, or, when that folder is read-only, under
 $XDG_CACHE_HOME (default ~/.cache)/rsvqa_jax/columnar/. The build's WARNINGs (questions no
-image lists, answers naming another question) are kept in the manifest and said again, with the
-entry named, each time the entry is read: the files still have what they warn of.
+image lists, answers naming another question, questions of several answers) are kept in the
+manifest and said again, with the entry named, each time the entry is read: the files still
+have what they warn of.
 """
 import array
 import hashlib
@@ -348,6 +349,7 @@ def _read_split(root, name, split, strings):
   mismatched = np.flatnonzero((back != split_files.NO_BACK_LINK) & (back != qids))
   split_files.warn_back_links(a_path, [
       (int(first[k]), odd.get(int(first[k]), int(back[k])), int(qids[k])) for k in mismatched])
+  split_files.warn_several_answers(q_path, qids[np.isin(qids, q["more_owner"])])
   return {"question_id": qids, "image_id": row_image,
           "qtype": q["qtype"][at].astype(np.int32), "question": q["question"][at].astype(np.int32),
           "answer": answer[at].astype(np.int32), "raw_answer": raw[at].astype(np.int32)}

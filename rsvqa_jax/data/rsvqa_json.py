@@ -6,8 +6,9 @@ malformed JSON, dangling ids, empty questions, non-numeric counts) raises a one-
 RSVQAError naming the file and the id: duplicate or non-integer ids, a non-boolean `active`,
 null or empty answers and types, an id listed twice or naming no entry. An active question no
 active image lists is left out, and an answer whose question_id names another question than the
-one leading to it is used as answers_ids says, each with a WARNING counting them. Images are
-only located here; `validate` decodes every one.
+one leading to it is used as answers_ids says, and a question of several answers_ids is
+answered by its first, each with a WARNING counting them. Images are only located here;
+`validate` decodes every one.
 """
 import os
 
@@ -108,6 +109,8 @@ def read_split(root, name, split):
   split_files.warn_unlisted(q_path, img_path, [q for q in samples if q not in listed])
   split_files.warn_inactive_listed(img_path, q_path, inactive)
   split_files.warn_back_links(a_path, _mismatched_back_links(questions, answers, rows))
+  split_files.warn_several_answers(q_path, [
+      r["question_id"] for r in rows if len(questions[r["question_id"]]["answers_ids"]) > 1])
   return records.Split.from_rows(split, rows)
 
 

@@ -288,6 +288,16 @@ def warn_back_links(a_path, mismatched):
                  "link is used")
 
 
+def warn_several_answers(q_path, owners):
+  """A WARNING counting the questions of a split whose answers_ids list more than one answer:
+  the sample takes the first (DESIGN.md section 3), and a file of several answers per question
+  (as VQA's) would otherwise train on one of them unseen. `owners`: those questions' ids."""
+  if len(owners):
+    LOG.warning(f"{q_path}: {len(owners)} question(s) list several answers_ids (the first: "
+                f"question {int(owners[0])}); each is answered by its first one, the others "
+                "are not read")
+
+
 def nonempty_text(value):
   """A JSON string (or integer) as stripped non-empty text, else None (null, "", " ", true)."""
   if isinstance(value, bool) or not isinstance(value, (str, int)):
