@@ -290,6 +290,16 @@ def test_a_cached_entry_says_again_what_its_build_warned_of(xben, caplog):
   assert said[1] == said[2] == [f"{said[0][0]} (columnar cache entry {folder})"], said
 
 
+def _read_by_both_readers(root, caplog, needle):
+  """(train split, its WARNINGs holding `needle`) as the JSON reader, then the columnar one,
+  read the folder."""
+  for read_columnar in (False, True):
+    caplog.clear()
+    with warnings_of_rsvqa_jax(caplog):
+      train = rsvqa_json.read_dataset(root, "xben", columnar=read_columnar)["train"]
+    yield train, [m for m in (r.getMessage() for r in caplog.records) if needle in m]
+
+
 def test_both_readers_count_answers_naming_another_question(xben, caplog):
   """An answer whose question_id is not the question leading to it (another id, or null) keeps
   its sample, as answers_ids says, with one WARNING counting them; an answer with no question_id
@@ -304,13 +314,9 @@ def test_both_readers_count_answers_naming_another_question(xben, caplog):
   _edit(root, "train", "answers", relink)
   a_path = split_files.split_file(root, "xben", "train", "answers")
   said = []
-  for read_columnar in (False, True):
-    caplog.clear()
-    with warnings_of_rsvqa_jax(caplog):
-      train = rsvqa_json.read_dataset(root, "xben", columnar=read_columnar)["train"]
+  for train, warned in _read_by_both_readers(root, caplog, "question_id other"):
     assert train.question_id.tolist() == before.question_id.tolist()
     assert train.answer.tolist() == before.answer.tolist()
-    warned = [m for m in (r.getMessage() for r in caplog.records) if "question_id other" in m]
     assert len(warned) == 1 and warned[0].startswith(
         f"{a_path}: 2 answer(s) with a question_id other than the question whose answers_ids "
         "lead to them (the first: answer "), warned
@@ -338,12 +344,8 @@ def test_both_readers_count_questions_of_several_answers(xben, caplog):
   _edit(root, "train", "questions", more_answers)
   q_path = split_files.split_file(root, "xben", "train", "questions")
   said = []
-  for read_columnar in (False, True):
-    caplog.clear()
-    with warnings_of_rsvqa_jax(caplog):
-      train = rsvqa_json.read_dataset(root, "xben", columnar=read_columnar)["train"]
+  for train, warned in _read_by_both_readers(root, caplog, "several answers_ids"):
     assert train.answer.tolist() == before.answer.tolist()
-    warned = [m for m in (r.getMessage() for r in caplog.records) if "several answers_ids" in m]
     assert len(warned) == 1, warned
     head = f"{q_path}: 2 question(s) list several answers_ids (the first: question "
     tail = "); each is answered by its first one, the others are not read"
