@@ -248,3 +248,34 @@ def test_a_file_where_a_folder_or_a_config_is_expected_is_named_as_such(lr, tmp_
       (["config", "--config", str(tmp_path)], f"{tmp_path}: is a folder; give a config file")]:
     assert cli.main(argv) == 2
     assert message in capsys.readouterr().err
+
+
+def test_images_the_train_split_also_asks_about_are_counted(broken, capsys):
+  """A val image that train also asks about (a split by question, not by image) was not said:
+  a model trained on train has seen it, so its val questions are not held out by image."""
+  def path(kind, split):
+    return os.path.join(broken, f"LR_split_{split}_{kind}.json")
+  with open(path("images", "val")) as f:
+    val_image = next(i["id"] for i in json.load(f)["images"] if i.get("active", True))
+  with open(path("images", "train")) as f:
+    train_images = json.load(f)
+  moved = next(i for i in train_images["images"] if i.get("active", True))
+  target = next(i for i in train_images["images"] if i["id"] == val_image)  # listed, inactive
+  # train's first image's questions are asked of the val image instead
+  asked = moved["questions_ids"]
+  target.update(active=True, questions_ids=asked)
+  moved.update(active=False, questions_ids=[])
+  with open(path("images", "train"), "w") as f:
+    json.dump(train_images, f)
+  with open(path("questions", "train")) as f:
+    questions = json.load(f)
+  for q in questions["questions"]:
+    if q["id"] in asked:
+      q["img_id"] = val_image
+  with open(path("questions", "train"), "w") as f:
+    json.dump(questions, f)
+  assert cli.main(["validate", "--data", broken, "--skip-images"]) == 0
+  out = capsys.readouterr().out.splitlines()
+  assert next(l for l in out if l.startswith("images in train ")).split()[3:] == ["-", "1", "0"]
+  assert ("images in train: 1 of val; their questions are not held out by image (a model trained "
+          "on train has seen these images)") in out

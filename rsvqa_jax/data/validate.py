@@ -20,6 +20,7 @@ from rsvqa_jax.data import split_files
 from rsvqa_jax.errors import RSVQAError
 
 IMAGE_CHECKS = ("decode", "headers", "skip")  # every pixel / size, bands, dtype only / none
+TRAIN = "train"  # the split every layout trains on
 
 
 class ImageProblems(RSVQAError):
@@ -42,10 +43,11 @@ class Report:
   dropped_answers: int  # distinct training answers left out of the vocabulary (xBEN)
   dropped_samples: int  # training samples with such answers
   unknown: dict  # split -> samples whose answer is outside the vocabulary
+  in_train: dict  # split -> its distinct images that the train split also asks about
 
   def lines(self):
     types = list(dict.fromkeys(t for counts in self.by_type.values() for t in counts))
-    width = max([len(t) for t in types] + [10])
+    width = max([len(t) for t in types] + [len("images in train")])
     out = [f"dataset {self.name} at {self.root}",
            f"{'split':<{width}} " + " ".join(f"{s:>10}" for s in self.questions)]
     out.append(f"{'images':<{width}} " + " ".join(f"{n:>10}" for n in self.images.values()))
@@ -54,8 +56,15 @@ class Report:
       out.append(f"{t:<{width}} " + " ".join(f"{self.by_type[s].get(t, 0):>10}" for s in self.questions))
     out.append(f"{'not in vocab':<{width}} "  # answers outside the training vocabulary
                + " ".join(f"{self.unknown[s]:>10}" for s in self.questions))
+    out.append(f"{'images in train':<{width}} "
+               + " ".join(f"{'-' if s == TRAIN else self.in_train[s]:>10}" for s in self.questions))
     out.append(f"answer vocabulary (train): {self.vocab_size} answers; 'not in vocab' counts the "
                "answers outside it (wrong for any model trained on train)")
+    shared = {s: n for s, n in self.in_train.items() if n and s != TRAIN}
+    if shared:
+      out.append(f"images in train: {', '.join(f'{n} of {s}' for s, n in shared.items())}; "
+                 "their questions are not held out by image (a model trained on train has seen "
+                 "these images)")
     if self.dropped_answers:
       out.append(f"dropped from the vocabulary: {self.dropped_answers} answers, {self.dropped_samples} training samples")
     return out
@@ -118,4 +127,6 @@ def validate(root, name=None, images="decode"):
       by_type={s: dict(collections.Counter(sp.qtype.tolist())) for s, sp in splits.items()},
       vocab_size=len(vocab), dropped_answers=len(vocab.dropped), dropped_samples=vocab.n_dropped_samples,
       unknown={s: vocab.encode(sp.answer.tolist()).n_unknown for s, sp in splits.items()},
+      in_train={s: int(np.isin(np.unique(sp.image_id), splits[TRAIN].image_id).sum())
+                for s, sp in splits.items()},
   )
