@@ -122,3 +122,22 @@ def test_evaluate_after_the_dataset_moved_names_data_root(tmp_path, capsys, monk
       f"rsvqa-jax evaluate: error: .: its dataset folder {tmp_path}/ds (config data.root) does "
       "not exist; moved? give its new place with --data-root (load_run: data_root=)"]
   assert cli.main(["-q", "evaluate", "--workdir", ".", "--data-root", "../moved"]) == 0
+
+
+def test_training_on_a_dataset_without_images_says_so(tmp_path, capsys):
+  """A synthetic RSVQAxBEN has image ids only: 'Images/0.tif: image file missing' left a newcomer
+  looking for one file."""
+  data = str(tmp_path / "xb")
+  assert cli.main(["-q", "synth", "--out", data, "--variant", "xben", "--images", "6",
+                   "--questions-per-image", "2"]) == 0
+  capsys.readouterr()
+  assert cli.main(["train", "--config", "configs/synthetic_tiny.py", "--workdir",
+                   str(tmp_path / "w"), "--config.data.synthetic=false", "--config.data.name=xben",
+                   f"--config.data.root={data}", "--config.text.checkpoint=random",
+                   "--config.image.checkpoint=random", "--config.train.batch_size=2",
+                   f"--config.data.cache_dir={tmp_path / 'cache'}"]) == 2
+  assert capsys.readouterr().err.strip() == (
+      f"rsvqa-jax train: error: {data}/Images: image folder missing; the images of dataset "
+      f"{data} are read there (`rsvqa-jax synth --variant xben` writes question sets with no "
+      "images: analyze, validate --skip-images and shortcuts read them)")
+  assert not (tmp_path / "w").exists()

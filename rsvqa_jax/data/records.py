@@ -110,5 +110,12 @@ class Dataset:
   def check_image_exists(self, image_id):
     path = self.image_path(image_id)
     if not os.path.exists(path):
+      folder = os.path.dirname(path)
+      if not os.path.isdir(folder):  # no image of the dataset at all: say why it may have none
+        synthetic = (" (`rsvqa-jax synth --variant xben` writes question sets with no images: "
+                     "analyze, validate --skip-images and shortcuts read them)"
+                     if self.name == "xben" else "")
+        raise RSVQAError(f"{folder}: image folder missing; the images of dataset {self.root} "
+                         f"are read there{synthetic}")
       raise RSVQAError(f"{path}: image file missing (image id {image_id})")
     return path

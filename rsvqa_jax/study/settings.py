@@ -38,8 +38,9 @@ def rows(config, cache, root):
   image = c.image
   if image.arch == "synthetic_resnet":
     p, made = image.pretrain, image_encoder(config, cache, root)
+    epochs = f"{p.epochs} epoch{'' if p.epochs == 1 else 's'}"
     encoder = (f"synthetic ResNet-{p.depth} (width {p.width}, {8 * p.width}-d) at {p.image_size} "
-               f"px, pretrained {p.epochs} epochs (batch {p.batch_size}, lr {p.learning_rate:g}) "
+               f"px, pretrained {epochs} (batch {p.batch_size}, lr {p.learning_rate:g}) "
                "on the train images' land cover, frozen")
     if made.get("val_presence_accuracy") is not None:
       encoder += (f"; land-cover presence on val {100 * made['val_presence_accuracy']:.1f}% "
