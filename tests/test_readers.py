@@ -3,6 +3,7 @@ import json
 import os
 import re
 import shutil
+import threading
 
 import numpy as np
 import pytest
@@ -422,3 +423,25 @@ def test_split_file_is_a_symlink_loop(broken):
   os.symlink(os.path.basename(path), path)  # points at itself
   with pytest.raises(RSVQAError, match=f"^{path}: cannot read split file \\(.+\\)$"):
     rsvqa_json.read_dataset(broken)  # the variant is still detected from the looping file
+
+
+@pytest.mark.parametrize("columnar", [False, True])
+def test_split_file_that_is_a_pipe_is_refused_without_waiting(broken, columnar):
+  """Opening a pipe waits for a writer: validate hung there without a word."""
+  path = split_files.split_file(broken, "lr", "test", "answers")
+  os.remove(path)
+  os.mkfifo(path)
+  outcome = []
+
+  def read():
+    try:
+      rsvqa_json.read_dataset(broken, "lr", columnar=columnar)
+    except RSVQAError as e:
+      outcome.append(str(e))
+  reader = threading.Thread(target=read, daemon=True)
+  reader.start()
+  reader.join(120)
+  if reader.is_alive():  # let the hung reader go: a writer closing at once gives it an empty file
+    with open(path, "wb"):
+      pass
+  assert outcome == [f"{path}: split file is a pipe, socket or device, not a file"]

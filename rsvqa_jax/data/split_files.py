@@ -10,6 +10,7 @@ import json
 import logging
 import os
 import reprlib
+import stat
 import unicodedata
 
 import numpy as np
@@ -81,7 +82,12 @@ def detect_variant(root):
 
 def check_layout(root, name):
   """A one-line RSVQAError when folder `root` lacks the train question file of layout `name`
-  but holds another layout's (an LR folder read as HR, say): the layouts it holds are named."""
+  but holds another layout's (an LR folder read as HR, say): the layouts it holds are named.
+  A split file that is a pipe, socket or device is refused before any reader (or the columnar
+  cache's hashing) blocks on it."""
+  for split in LAYOUTS[name].splits:
+    for kind in KINDS:
+      refuse_special(split_file(root, name, split, kind), "split file")
   if not os.path.isdir(root) or os.path.lexists(split_file(root, name, "train", "questions")):
     return
   hint = layout_hint(root)
@@ -103,12 +109,24 @@ def layout_hint(root):
           "config, data.name)")
 
 
+def refuse_special(path, what):
+  """RSVQAError when `path` is a pipe, socket or device: opening a pipe waits for a writer, so
+  a reader would hang without a word."""
+  try:
+    mode = os.stat(path).st_mode
+  except OSError:  # missing, a loop, unreadable: the reader names it
+    return
+  if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
+    raise RSVQAError(f"{path}: {what} is a pipe, socket or device, not a file")
+
+
 def read_text(path, what):
   """The text of a UTF-8 file `what` ("split file", ...), or a one-line RSVQAError naming it.
 
   A leading byte-order mark (some Windows editors write one) is dropped. A directory, a
   symlink loop or an unreadable file must not surface as an OSError traceback.
   """
+  refuse_special(path, what)
   try:
     with open(path, "rb") as f:
       data = f.read()
