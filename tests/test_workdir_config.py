@@ -143,3 +143,18 @@ def test_configs_of_other_question_counts_generate_in_other_folders(tmp_path):
   a.data.synthetic_questions_per_image, b.data.synthetic_questions_per_image = 20, 10
   roots = {config_lib.synthetic_root(c, str(tmp_path / "w")) for c in (a, b)}
   assert len(roots) == 2 and all(os.path.dirname(r) == str(tmp_path / "cache") for r in roots)
+
+
+def test_a_new_workdir_inside_another_run_is_refused(tmp_path):
+  """runs/a/best/x (a typo) became a run among run a's checkpoints; a folder beside a config.json
+  of something else (no checkpoint) is not a run's."""
+  run = tmp_path / "runs" / "a"
+  assert checkpointing.check_or_record_config(str(run), _config(str(tmp_path), str(tmp_path)))
+  inside = str(run / "best" / "x")
+  assert checkpointing.check_or_record_config(inside, _config(str(tmp_path), str(tmp_path)))
+  shutil.rmtree(inside)  # a run that never saved a checkpoint does not hold the folder
+  os.makedirs(run / "best" / "8")
+  with pytest.raises(RSVQAError, match=rf"^--workdir {inside} lies inside the training run {run}; "
+                                       r"give the new run a folder of its own$"):
+    checkpointing.check_or_record_config(inside, _config(str(tmp_path), str(tmp_path)))
+  assert not os.path.exists(inside)

@@ -48,6 +48,7 @@ def check_or_record_config(workdir, config, *, record=True):
   path = os.path.join(workdir, CONFIG_FILE)
   if not os.path.exists(path):
     split_files.refuse_dataset(workdir, "--workdir", "the run")
+    _refuse_inside_a_run(workdir)
   ours = _paths_resolved(config_lib.identity(config))
   if os.path.exists(path):
     theirs = _paths_resolved(config_lib.identity(_load_recorded(workdir)))
@@ -79,6 +80,20 @@ def _paths_resolved(identity):
     if isinstance(value, str) and value and not config_lib.is_random(value):
       identity[section][name] = os.path.abspath(value)
   return identity
+
+
+def _refuse_inside_a_run(workdir):
+  """RSVQAError when a new workdir lies inside another run's (a typo of runs/a/best for runs/b):
+  its files would land among that run's checkpoints and evaluations."""
+  folder = os.path.dirname(os.path.abspath(workdir))
+  while True:
+    if os.path.isfile(os.path.join(folder, CONFIG_FILE)) and _holds_checkpoint(folder):
+      raise RSVQAError(f"--workdir {workdir} lies inside the training run {folder}; give the new "
+                       "run a folder of its own")
+    parent = os.path.dirname(folder)
+    if parent == folder:
+      return
+    folder = parent
 
 
 def _holds_checkpoint(workdir):
