@@ -8,7 +8,7 @@ and starts no JAX:
   rsvqa_jax.analyze(data_root, "lr", predictions="preds.csv")
 """
 
-__version__ = "0.2.0"
+__version__ = "0.3.0"
 __all__ = ["load_run", "analyze", "TrainedRun", "RSVQAError", "__version__"]
 
 
