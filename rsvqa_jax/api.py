@@ -133,7 +133,8 @@ class TrainedRun:
 
     `images`: uint8 H x W x 3 arrays or image file paths, one per question (the same image
     may repeat); they go through the encoder the run was trained with, as its cache did:
-    resized to its `image.image_size`, or, where that is 0, of the dataset's tile size.
+    resized to its `image.image_size` (from another size than the dataset's tiles: with a
+    WARNING), or, where that is 0, of the dataset's tile size.
     """
     one = (isinstance(images, (str, bytes, os.PathLike))
            or isinstance(images, np.ndarray) and images.ndim == 3, isinstance(questions, str))
@@ -190,8 +191,15 @@ class TrainedRun:
     encoder = self._built["image"]
     arrays = [_pixels(im, i) for i, im in enumerate(images)]
     native = self._run.dataset.image_size
+    odd = None if native is None else next(
+        (i for i, a in enumerate(arrays) if a.shape[:2] != tuple(native)), None)
+    if odd is not None and encoder.image_size:  # resized as the tiles were, from another size
+      n = sum(a.shape[:2] != tuple(native) for a in arrays)
+      _log.warning(f"predict: {n} image(s) not of the dataset's {native[0]}x{native[1]} tile size "
+                   f"(e.g. image {odd}, {arrays[odd].shape[0]}x{arrays[odd].shape[1]}): resized to "
+                   f"{encoder.image_size}x{encoder.image_size} as the tiles were, but each pixel "
+                   "then covers another ground area than in training")
     if not encoder.image_size and native is not None:  # image.image_size=0: tiles as they are
-      odd = next((i for i, a in enumerate(arrays) if a.shape[:2] != tuple(native)), None)
       if odd is not None:
         raise RSVQAError(f"predict: image {odd} is {arrays[odd].shape[0]}x{arrays[odd].shape[1]}; "
                          f"this run's encoder reads the dataset's {native[0]}x{native[1]} tiles "

@@ -170,10 +170,25 @@ def test_predict_at_native_size_takes_the_dataset_tiles_size_only(tiny):
     run.predict([tile, tile[:64, :48]], ["Is there a road?", "Is there a road?"])
 
 
+def test_predict_resizes_an_image_of_another_size_than_the_tiles_with_a_warning(tiny, caplog):
+  """Resized to image.image_size as the tiles were, a 64x48 image was answered without a word,
+  though its pixels cover another ground area than the tiles' did."""
+  run = rsvqa_jax.load_run(str(tiny / "runs" / "tiny"))
+  size = run._run.dataset.image_size  # pylint: disable=protected-access
+  tile = np.full(tuple(size) + (3,), 90, np.uint8)
+  with warnings_of_rsvqa_jax(caplog):
+    assert len(run.predict([tile, tile[:64, :48]], ["Is there a road?"] * 2)) == 2
+  assert [r.getMessage() for r in caplog.records] == [
+      f"predict: 1 image(s) not of the dataset's {size[0]}x{size[1]} tile size (e.g. image 1, "
+      f"64x48): resized to {run.config.image.image_size}x{run.config.image.image_size} as the "
+      "tiles were, but each pixel then covers another ground area than in training"]
+
+
 def test_predict_warns_of_questions_without_a_known_word(tiny, caplog):
   """A question of words the model never saw is all UNK: it is answered, and a WARNING says so."""
   run = rsvqa_jax.load_run(str(tiny / "runs" / "tiny"))
-  image = np.zeros((32, 32, 3), np.uint8)
+  size = run._run.dataset.image_size  # pylint: disable=protected-access
+  image = np.zeros(tuple(size) + (3,), np.uint8)
   with warnings_of_rsvqa_jax(caplog):
     assert len(run.predict([image], ["Is there a road?"])) == 1
     assert not caplog.records
