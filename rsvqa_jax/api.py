@@ -244,8 +244,9 @@ class TrainedRun:
         raise RSVQAError(f"evaluate {name}={value!r}: choose one of {', '.join(choices)}")
     if pool != "dataset" and adversarial_kind != "random":
       raise RSVQAError(f"evaluate pool={pool!r}: applies to adversarial_kind='random' only")
-    repeats = (adversarial.default_repeats(adversarial_kind) if repeats is None
-               else _count(repeats, "repeats", 1))
+    repeats = adversarial.chosen_repeats(
+        adversarial_kind, None if repeats is None else _count(repeats, "repeats", 1),
+        "evaluate repeats=")
     seed = _count(seed, "seed", 0)
     with skipthoughts_params.pickle_allowed(self._allow_pickle):
       if adversarial_kind is None:

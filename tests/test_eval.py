@@ -47,6 +47,21 @@ def _read_csv(path):
     return list(csv.DictReader(f))
 
 
+def test_repeats_default_per_kind_and_alike_repeats_are_warned_of(caplog):
+  """White and black use one image for all: their repeats answer alike, so K of them cost K
+  times the work for the same numbers (given K, with a WARNING; unless told, 1)."""
+  with warnings_of_rsvqa_jax(caplog):
+    assert adversarial.chosen_repeats("random", None, "--repeats") == adversarial.REPEATS
+    assert adversarial.chosen_repeats("white", None, "--repeats") == 1
+    assert adversarial.chosen_repeats("noise", 5, "--repeats") == 5
+    assert adversarial.chosen_repeats("black", 1, "--repeats") == 1
+    assert not caplog.records
+    assert adversarial.chosen_repeats("white", 5, "--repeats") == 5
+  assert [r.getMessage() for r in caplog.records] == [
+      "--repeats 5: every white repeat answers alike (one white image for all), so they take 5 "
+      "times the work of one for the same numbers"]
+
+
 def test_random_never_picks_own_image_and_covers_pool():
   rows = np.repeat(np.arange(10), 20)
   sub = adversarial.substitution_rows("random", rows, repeats=5, seed=0)

@@ -150,8 +150,8 @@ def run(args):
     raise RSVQAError("--repeats applies to --adversarial only")
   if args.adv_seed is not None and not (args.adversarial or args.counterfactual):
     raise RSVQAError("--adv-seed applies to --adversarial and --counterfactual only")
-  if args.repeats is None:
-    args.repeats = adversarial.default_repeats(args.adversarial)
+  if args.adversarial:
+    args.repeats = adversarial.chosen_repeats(args.adversarial, args.repeats, "--repeats")
   args.adv_seed = args.adv_seed or 0
   where = dict(which=args.checkpoint, data_root=args.data_root)
   if args.ood_selection and not args.shortcuts:

@@ -46,10 +46,19 @@ REPEATS = 10  # substitutions per question unless told: the paper's, and the CLI
 SAME_EVERY_REPEAT = ("white", "black")  # one image for all: every repeat answers alike
 
 
-def default_repeats(kind):
-  """The repeats a `kind` runs unless told: REPEATS, or 1 where every repeat is the same."""
-  return 1 if kind in SAME_EVERY_REPEAT else REPEATS
 _log = logging.getLogger(__name__)
+
+
+def chosen_repeats(kind, repeats, flag):
+  """The repeats a `kind` runs: `repeats`, or unless told REPEATS (1 where every repeat is the
+  same). More than one of such a kind is said in a WARNING: K times the work for one answer.
+  `flag`: how the caller's user spells the setting."""
+  if repeats is None:
+    return 1 if kind in SAME_EVERY_REPEAT else REPEATS
+  if kind in SAME_EVERY_REPEAT and repeats > 1:
+    _log.warning(f"{flag} {repeats}: every {kind} repeat answers alike (one {kind} image for "
+                 f"all), so they take {repeats} times the work of one for the same numbers")
+  return repeats
 
 
 def substitution_rows(kind, rows, *, repeats, seed, batch_size=None, pool=None):
