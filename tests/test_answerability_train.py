@@ -310,7 +310,11 @@ def test_val_pools_without_relevant_candidates_warn_and_leave_binary_metrics_und
   assert command.evaluate(args, [workdir], where) == 0
   out = capsys.readouterr().out
   assert "no binary threshold (no val pair labelled 2: binary metrics n/a)" in out, out
-  metrics = json.loads(open(os.path.join(evaluation.folder(workdir), "metrics.json")).read())
+  last = evaluation.folder(workdir, "last")  # beside the best's folder, never over it
+  assert last == os.path.join(workdir, "eval_last", "answerability")
+  assert f"written to {last}\n" in out
+  assert not os.path.exists(evaluation.folder(workdir))
+  metrics = json.loads(open(os.path.join(last, "metrics.json")).read())
   assert all(metrics[k] is None for k in metrics_lib.BINARY_KEYS)
   assert metrics["ndcg@3"] is not None  # the test pools still rank
 

@@ -247,7 +247,8 @@ def evaluate(args, workdirs, where):
                  "metrics n/a)" if r["split"] == r["val_split"] else
                  f"no binary threshold (no {r['val_split']} pair labelled 2: binary metrics n/a)")
     print(f"{r['workdir']}: {r['pools']} {args.split} pools, {r['pairs']} pairs (step "
-          f"{r['step']}); {threshold}; written to {answerability.folder(r['workdir'])}")
+          f"{r['step']}); {threshold}; written to "
+          f"{answerability.folder(r['workdir'], r['checkpoint'])}")
   for labels, metrics in {r["labels"]: r["metrics"] for r in records}.items():
     _print_undefined(labels, metrics)
   _print_table(rows, f"{args.split} pools: answerability (Table 4 layout)")

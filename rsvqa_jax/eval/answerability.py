@@ -1,7 +1,8 @@
 """An answerability workdir scored on its pools, hard examples picked by entropy, a study stage.
 
-`evaluate` restores the best-on-validation checkpoint, scores every pair of the validation and
-evaluated splits through one compiled step (train/answerability.py), writes the scores as
+`evaluate` restores the best-on-validation checkpoint (or the last: eval_last/ instead of eval/
+below), scores every pair of the validation and evaluated splits through one compiled step
+(train/answerability.py), writes the scores as
 `rsvqa-jax answerability score` reads them and scores those files with the same function
 (bias/answerability.score_files), so a foreign model's files and ours get the same table:
   WORKDIR/eval/answerability/{split}_scores.csv  pool_id,image_id,score (pool file order)
@@ -25,6 +26,7 @@ from rsvqa_jax.bias import tables
 from rsvqa_jax.data import answerability as pools_lib
 from rsvqa_jax.data import split_files, synthetic
 from rsvqa_jax.errors import RSVQAError
+from rsvqa_jax.eval import outputs
 from rsvqa_jax.train import answerability as train_lib
 from rsvqa_jax.train import checkpointing
 
@@ -34,12 +36,12 @@ ROLES = ("reference", "blind")
 ROLE_LABELS = {"reference": "reference", "blind": "question-only"}
 
 
-def folder(workdir):
-  return os.path.join(workdir, "eval", FOLDER)
+def folder(workdir, which="best"):
+  return os.path.join(outputs.root(workdir, which), FOLDER)
 
 
-def scores_path(workdir, split):
-  return os.path.join(folder(workdir), f"{split}_scores.csv")
+def scores_path(workdir, split, which="best"):
+  return os.path.join(folder(workdir, which), f"{split}_scores.csv")
 
 
 def _write_scores(path, pools, values):
@@ -57,21 +59,22 @@ def evaluate(workdir, split="test", *, which="best", data_root=None, dataset=Non
   splits = list(dict.fromkeys([val, split, *also]))
   run, pools, state, step = train_lib.restore(workdir, splits, which=which, data_root=data_root,
                                               dataset=dataset, features=features)
-  os.makedirs(folder(workdir), exist_ok=True)
+  os.makedirs(folder(workdir, which), exist_ok=True)
   for s in splits:
-    _write_scores(scores_path(workdir, s), pools[s], train_lib.scores(run, state, s))
+    _write_scores(scores_path(workdir, s, which), pools[s], train_lib.scores(run, state, s))
   # The binary threshold is chosen on val: scoring val itself, it would be tuned on the pairs
   # it scores, so the binary metrics are left out.
-  on_val = (scores_path(workdir, val), pools[val].path) if split != val else ()
-  metrics = metrics_lib.score_files(scores_path(workdir, split), pools[split].path, *on_val)
+  on_val = (scores_path(workdir, val, which), pools[val].path) if split != val else ()
+  metrics = metrics_lib.score_files(scores_path(workdir, split, which), pools[split].path,
+                                    *on_val)
   record = {"workdir": os.path.abspath(workdir), "split": split, "val_split": val,
             "checkpoint": which, "step": step, "labels": pools[split].path,
             "val_labels": pools[val].path, "train_labels": pools_lib.pool_file(
                 os.path.dirname(pools[split].path), config.data.train_split),
             "pools": len(metrics_lib.pools(pools[split].pool_ids)),
             "pairs": len(pools[split].labels), "metrics": metrics}
-  storage.write_json(os.path.join(folder(workdir), "evaluation.json"), record)
-  storage.write_json(os.path.join(folder(workdir), "metrics.json"), metrics)  # last: complete
+  storage.write_json(os.path.join(folder(workdir, which), "evaluation.json"), record)
+  storage.write_json(os.path.join(folder(workdir, which), "metrics.json"), metrics)  # last
   return record
 
 
@@ -87,11 +90,12 @@ def select(workdir, pool_csv, top, out=None, *, which="best", data_root=None, da
            features=None):
   """Writes the `top` pairs of `pool_csv` (pool_id,question,image_id; labels ignored) with the
   highest predictive entropy of the model's score, highest first (ties in file order), to `out`
-  (default WORKDIR/eval/answerability/selected.csv; _check_select_out) with their score and
+  (default WORKDIR/eval/answerability/selected.csv, eval_last/ for the last checkpoint;
+  _check_select_out) with their score and
   entropy; returns the path and the number written."""
   if top <= 0:
     raise RSVQAError(f"--top {top}: must be positive")
-  out = out or os.path.join(folder(workdir), "selected.csv")
+  out = out or os.path.join(folder(workdir, which), "selected.csv")
   _check_select_out(out, pool_csv)
   extra = {"select": train_lib.Pools.read(pool_csv, labelled=False)}
   run, pools, state, _ = train_lib.restore(workdir, [], which=which, data_root=data_root,
