@@ -127,8 +127,10 @@ def test_convert_hf_resnet_folder(main, tmp_path):
   assert main(["convert", "--kind", "resnet", "--src", str(folder), "--out", str(out)]) == 2
 
 
-def test_convert_skipthoughts(main, tmp_path, capsys):
-  from rsvqa_jax.data import synthetic, tokenizers  # pylint: disable=g-import-not-at-top
+@pytest.fixture(name="skip_src")
+def fixture_skip_src(tmp_path):
+  """(Skip-thoughts folder with a 6-d word table and a 5-d GRU, synthetic dataset folder)."""
+  from rsvqa_jax.data import synthetic  # pylint: disable=g-import-not-at-top
   data = tmp_path / "data"
   synthetic.generate(str(data), "lr", images=3, seed=0, questions_per_image=4)
   word_dim, hidden = 6, 5
@@ -142,6 +144,31 @@ def test_convert_skipthoughts(main, tmp_path, capsys):
   dictionary = ["UNK", "is", "there", "a", "the", "how", "many"]
   (src / "dictionary.txt").write_text("\n".join(dictionary) + "\n")
   np.save(src / "utable.npy", f(len(dictionary), word_dim))
+  return src, data
+
+
+@pytest.fixture(name="bert_src")
+def fixture_bert_src(tmp_path, capsys):
+  """A one-layer, 8-wide BERT folder (model.safetensors, tokenizer) written with transformers."""
+  torch = pytest.importorskip("torch", reason="the tiny BERT folder is written with PyTorch")
+  import transformers  # pylint: disable=g-import-not-at-top
+  torch.manual_seed(0)
+  folder = tmp_path / "bert"
+  config = transformers.BertConfig(vocab_size=30, hidden_size=8, num_hidden_layers=1,
+                                   num_attention_heads=2, intermediate_size=16,
+                                   max_position_embeddings=16)
+  transformers.BertModel(config).save_pretrained(folder)
+  vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + [f"w{i}" for i in range(25)]
+  (tmp_path / "vocab.txt").write_text("\n".join(vocab) + "\n")
+  transformers.BertTokenizerFast(vocab_file=str(tmp_path / "vocab.txt")).save_pretrained(folder)
+  capsys.readouterr()  # transformers' progress bars
+  return folder
+
+
+def test_convert_skipthoughts(main, skip_src, tmp_path, capsys):
+  from rsvqa_jax.data import tokenizers  # pylint: disable=g-import-not-at-top
+  src, data = skip_src
+  word_dim = 6
   out = tmp_path / "skip.safetensors"
   assert main(["convert", "--kind", "skipthoughts", "--src", str(src), "--data", str(data),
                "--out", str(out)]) == 0
@@ -156,18 +183,8 @@ def test_convert_skipthoughts(main, tmp_path, capsys):
   assert main(["convert", "--kind", "skipthoughts", "--src", str(src), "--out", str(out)]) == 2
 
 
-def test_convert_bert(main, tmp_path):
-  torch = pytest.importorskip("torch", reason="the tiny BERT folder is written with PyTorch")
-  import transformers  # pylint: disable=g-import-not-at-top
-  torch.manual_seed(0)
-  folder = tmp_path / "bert"
-  config = transformers.BertConfig(vocab_size=30, hidden_size=8, num_hidden_layers=1,
-                                   num_attention_heads=2, intermediate_size=16,
-                                   max_position_embeddings=16)
-  transformers.BertModel(config).save_pretrained(folder)
-  vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + [f"w{i}" for i in range(25)]
-  (tmp_path / "vocab.txt").write_text("\n".join(vocab) + "\n")
-  transformers.BertTokenizerFast(vocab_file=str(tmp_path / "vocab.txt")).save_pretrained(folder)
+def test_convert_bert(main, bert_src, tmp_path):
+  folder = bert_src
   out = tmp_path / "bert.safetensors"
   assert main(["convert", "--kind", "bert", "--src", str(folder), "--out", str(out)]) == 0
   tree, meta = checkpoints.load_safetensors(out)
@@ -189,3 +206,112 @@ def test_convert_refuses_an_out_inside_src_on_a_folder_or_over_a_file(main, tmp_
       (tmp_path / "w.SafeTensors", "give a file path ending in .safetensors (lower case)")]:
     assert main(["convert", "--kind", "bert", "--src", str(src), "--out", str(out)]) == 2
     assert message in capsys.readouterr().err
+
+
+def _convert(main, kind, src, out, data=None):
+  """Exit status of `rsvqa-jax convert --kind kind --src src --out out [--data data]`."""
+  extra = ["--data", str(data)] if data else []
+  return main(["convert", "--kind", kind, "--src", str(src), "--out", str(out)] + extra)
+
+
+def _error_line(capsys):
+  lines = capsys.readouterr().err.strip().splitlines()
+  assert len(lines) == 1, lines  # one line, no traceback
+  return lines[0]
+
+
+def test_convert_refuses_a_negative_batchnorm_variance(main, torchvision_file, tmp_path, capsys):
+  """It would load, then sqrt(var + eps) makes every feature NaN; torch names and ours alike."""
+  import safetensors.numpy  # pylint: disable=g-import-not-at-top
+  src, _ = torchvision_file
+  good = tmp_path / "good.safetensors"
+  assert _convert(main, "resnet", src, good) == 0
+  capsys.readouterr()
+  for path, key in ((src, "layer1.0.bn1.running_var"), (good, "layer1.0.bn1.var")):
+    state_dict = safetensors.numpy.load_file(str(path))
+    state_dict[key][:3] = -0.5
+    bad = tmp_path / f"bad_{path.name}"
+    meta = checkpoints.load_safetensors(path)[1]
+    safetensors.numpy.save_file(state_dict, str(bad), metadata=meta or None)
+    out = tmp_path / "out.safetensors"
+    assert _convert(main, "resnet", bad, out) == 2
+    size = state_dict[key].size
+    assert _error_line(capsys) == (
+        f"rsvqa-jax convert: error: {bad}: key {key!r}: 3 of {size} BatchNorm variances are "
+        "negative (features would be NaN); the weights are damaged: export or download them again")
+    assert not out.exists()
+
+
+def test_convert_refuses_a_nan_in_a_bert_weight(main, bert_src, tmp_path, capsys):
+  import safetensors.numpy  # pylint: disable=g-import-not-at-top
+  weights = bert_src / "model.safetensors"
+  state_dict = safetensors.numpy.load_file(str(weights))
+  key = "encoder.layer.0.attention.self.query.weight"
+  state_dict[key][0, 0] = np.nan
+  safetensors.numpy.save_file(state_dict, str(weights))
+  out = tmp_path / "out.safetensors"
+  assert _convert(main, "bert", bert_src, out) == 2
+  assert _error_line(capsys) == (
+      f"rsvqa-jax convert: error: {bert_src}: key {key!r}: 1 of 64 values are not finite (NaN or "
+      "inf); the weights are damaged: export or download them again")
+  assert not out.exists()
+
+
+@pytest.mark.parametrize("bad", ["encoder_U", "utable"])
+def test_convert_refuses_a_nan_in_a_skipthoughts_weight(main, skip_src, tmp_path, capsys, bad):
+  src, data = skip_src
+  if bad == "utable":  # row 1 ("is") is a word of the synthetic questions
+    table = np.load(src / "utable.npy")
+    table[1, 0] = np.inf
+    np.save(src / "utable.npy", table)
+    where = f"{src / 'utable.npy'}: the rows of the vocabulary's words"
+  else:
+    with np.load(src / "uni_skip.npz") as npz:
+      arrays = dict(npz)
+    arrays[bad][0, 0] = np.nan
+    np.savez(src / "uni_skip.npz", **arrays)
+    where = f"{src / 'uni_skip.npz'}: key {bad!r}"
+  out = tmp_path / "out.safetensors"
+  assert _convert(main, "skipthoughts", src, out, data) == 2
+  line = _error_line(capsys)
+  assert line.startswith(f"rsvqa-jax convert: error: {where}: 1 of ") and "not finite" in line
+  assert not out.exists()
+
+
+def _damage_value(flat, metadata):
+  key = sorted(flat)[0]
+  message = f"key {key!r} reads back other than it was converted"
+  return {**flat, key: flat[key] + 1}, metadata, message
+
+
+def _drop_key(flat, metadata):
+  key = sorted(flat)[-1]
+  return {k: v for k, v in flat.items() if k != key}, metadata, f"missing key {key!r}"
+
+
+@pytest.mark.parametrize("damage", [_damage_value, _drop_key])
+@pytest.mark.parametrize("kind", ["resnet", "bert", "skipthoughts"])
+def test_convert_reads_its_file_back(main, request, tmp_path, monkeypatch, capsys, kind, damage):
+  """A file that the loader refuses, or reads other than converted, fails convert and is removed."""
+  if kind == "resnet":
+    src, data = request.getfixturevalue("torchvision_file")[0], None
+  elif kind == "bert":
+    src, data = request.getfixturevalue("bert_src"), None
+  else:
+    src, data = request.getfixturevalue("skip_src")
+  save = checkpoints.save_safetensors
+  want = []
+
+  def damaged_save(path, tree, metadata=None):
+    flat, metadata, message = damage(checkpoints.flatten(tree), metadata)
+    want.append(message)
+    save(path, checkpoints.unflatten(flat), metadata)
+
+  out = tmp_path / "out.safetensors"
+  monkeypatch.setattr(checkpoints, "save_safetensors", damaged_save)
+  assert _convert(main, kind, src, out, data) == 2
+  line = _error_line(capsys)
+  assert line.startswith(f"rsvqa-jax convert: error: {out}: ") and want[0] in line, line
+  assert not out.exists()
+  monkeypatch.setattr(checkpoints, "save_safetensors", save)
+  assert _convert(main, kind, src, out, data) == 0 and out.exists()

@@ -3,10 +3,14 @@
 The output is a safetensors file (`--out X.safetensors`, flattened "a.b.c" keys, the
 architecture in its header so `load_resnet` can read it back); no other form is written, as
 nothing would read it. Every key, shape and value is checked on the way in: a mismatch names
-the key and shapes, a NaN or an inf the key.
+the key and shapes, a NaN or an inf the key (a negative BatchNorm variance too). The file
+written is then read back, as a later run would read it, and compared array by array; when that
+fails it is removed, so no run meets a converted file that it refuses or reads otherwise.
 """
 import json
 import os
+
+import numpy as np
 
 from rsvqa_jax import errors
 from rsvqa_jax.errors import RSVQAError
@@ -80,16 +84,54 @@ OPTIONS_OF = {"depth": "resnet", "data": "skipthoughts", "dataset": "skipthought
               "allow_pickle": "skipthoughts"}  # the --kind each option belongs to
 
 
+def _reload_resnet(path, model, metadata):  # pylint: disable=unused-argument
+  """Through `load_resnet`, the loader of image.checkpoint (architecture from the header)."""
+  from rsvqa_jax.models import resnet_params  # pylint: disable=g-import-not-at-top
+  return resnet_params.load_resnet(path)
+
+
+def _reload_into(path, model, metadata):
+  """No loader reads a converted BERT or Skip-thoughts file yet: check the header, then fill
+  `model` with `load_into`, which names a missing, extra, mis-shaped or non-finite key."""
+  from rsvqa_jax.models import checkpoints  # pylint: disable=g-import-not-at-top
+  tree, meta = checkpoints.load_safetensors(path)
+  if meta != metadata:
+    changed = sorted(k for k in set(meta) | set(metadata) if meta.get(k) != metadata.get(k))
+    raise RSVQAError(f"{path}: header field {changed[0]!r} reads back other than written")
+  checkpoints.load_into(model, tree, path)
+  return model
+
+
+def _read_back(path, model, metadata, reload):
+  """Reads --out back as a later run would and compares every array with what was converted, so
+  a file the loader refuses or reads otherwise fails now, not at train time."""
+  from rsvqa_jax.models import checkpoints  # pylint: disable=g-import-not-at-top
+  want = checkpoints.flatten(checkpoints.state_tree(model))
+  got = checkpoints.flatten(checkpoints.state_tree(reload(path, model, metadata)))
+  for key, value in want.items():
+    if key not in got or not np.array_equal(np.asarray(got[key]), np.asarray(value)):
+      raise RSVQAError(f"{path}: key {key!r} reads back other than it was converted")
+
+
+KIND_OF = {"resnet": (_resnet, _reload_resnet), "bert": (_bert, _reload_into),
+           "skipthoughts": (_skipthoughts, _reload_into)}  # (convert, read back) per --kind
+
+
 def run(args):
   from rsvqa_jax.models import checkpoints  # pylint: disable=g-import-not-at-top
   for option, kind in OPTIONS_OF.items():
     if getattr(args, option) and args.kind != kind:
       raise RSVQAError(f"--{option.replace('_', '-')} applies to --kind {kind} only")
   _check_out(args)
-  model, metadata, label = {"resnet": _resnet, "bert": _bert,
-                            "skipthoughts": _skipthoughts}[args.kind](args)
+  convert, reload = KIND_OF[args.kind]
+  model, metadata, label = convert(args)
   tree = checkpoints.state_tree(model)
   flat = checkpoints.flatten(tree)
   checkpoints.save_safetensors(args.out, tree, metadata)
+  try:
+    _read_back(args.out, model, metadata, reload)
+  except RSVQAError:
+    os.remove(args.out)  # never leave a file behind that a later run would refuse or misread
+    raise
   count = sum(v.size for v in flat.values())
   print(f"{label}: {len(flat)} arrays, {count:,} values -> {args.out}")

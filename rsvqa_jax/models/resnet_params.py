@@ -219,8 +219,20 @@ def load_resnet(path, depth=None, *, rngs=None, dtype=jnp.float32):
   num_classes = int(np.shape(state_dict["fc.weight"])[0]) if "fc.weight" in state_dict else None
   model = _abstract(depth, width, num_classes, dtype, rngs)
   names = {key: torchvision_name(key) for key in checkpoints.flat_shapes(model)}
-  checkpoints.load_into(model, from_torchvision(state_dict, model, source), source, names)
+  _fill(model, from_torchvision(state_dict, model, source), source, names)
   return model
+
+
+def _fill(model, tree, source, names=None):
+  """`checkpoints.load_into`, then refuse a negative BatchNorm variance: it loads and trains,
+  but sqrt(var + eps) turns every feature after it into NaN."""
+  checkpoints.load_into(model, tree, source, names)
+  for key, value in checkpoints.flatten(tree).items():
+    negative = np.count_nonzero(np.asarray(value) < 0) if key.endswith(".var") else 0
+    if negative:
+      raise RSVQAError(f"{source}: key {(names or {}).get(key, key)!r}: {negative} of "
+                       f"{np.size(value)} BatchNorm variances are negative (features would be "
+                       "NaN); the weights are damaged: export or download them again")
 
 
 def _load_converted(path, tree, meta, depth, dtype, rngs):
@@ -230,5 +242,5 @@ def _load_converted(path, tree, meta, depth, dtype, rngs):
   if depth is not None and depth != saved:
     raise RSVQAError(f"{path}: holds a ResNet-{saved}, but depth {depth} was asked for")
   model = _abstract(saved, int(meta["width"]), int(meta["num_classes"]), dtype, rngs)
-  checkpoints.load_into(model, tree, path)
+  _fill(model, tree, path)
   return model
