@@ -32,3 +32,20 @@ def test_convert_utable_missing_file_is_one_line(tmp_path):
   r = _run(str(tmp_path / "nope.npy"), str(tmp_path / "out.npy"))
   assert r.returncode == 2
   assert r.stderr.strip().count("\n") == 0 and "no such file" in r.stderr
+
+
+def test_cli_fuzz_tells_a_traceback_and_a_hang_from_a_one_line_error(tmp_path, monkeypatch):
+  from tools import cli_fuzz  # pylint: disable=g-import-not-at-top
+  python = [sys.executable, "-c"]
+  assert cli_fuzz._problem([*python, "raise ValueError('odd')"], tmp_path, 60) == (
+      "ValueError: odd")
+  assert cli_fuzz._problem([*python, "import time; time.sleep(60)"], tmp_path, 0.5) == (
+      "no answer in 0.5 s")
+  assert cli_fuzz._problem([*python, "import sys; sys.exit('error: odd')"], tmp_path, 60) is None
+  assert cli_fuzz.with_option(["--out", "x"], "--out", "y") == ["--out", "y"]
+  assert cli_fuzz.with_option(["--out", "x"], "--seed", "-1") == ["--out", "x", "--seed", "-1"]
+  # One subcommand through the real command line: each of its options given two odd values.
+  monkeypatch.setattr(cli_fuzz, "VALUES", ("nan", "/nonexistent/x"))
+  said = []
+  assert cli_fuzz.fuzz(str(tmp_path), ["config"], 120, said.append) == [], said
+  assert "--config" in cli_fuzz.options("config")
