@@ -18,7 +18,7 @@ from rsvqa_jax import cli
 from rsvqa_jax import config as config_lib
 from rsvqa_jax.bias import answerability as metrics_lib
 from rsvqa_jax.data import answerability as pools_lib
-from rsvqa_jax.data import rsvqa_json, scenes
+from rsvqa_jax.data import rsvqa_json, scenes, tokenizers
 from rsvqa_jax.errors import RSVQAError
 from rsvqa_jax.eval import answerability as evaluation
 from rsvqa_jax.train import answerability as train_lib
@@ -105,12 +105,60 @@ def test_train_evaluate_and_score_on_pools_of_other_sizes(small, tmp_path):
   assert json.loads((tmp_path / "metrics.json").read_text()) == m
   assert set(evaluation.baselines(record)) == {"Random", "Majority"}
   for _ in range(2):  # the second writes over the first: an earlier selection
-    _, n = evaluation.select(small["workdir"], pools_lib.pool_file(small["root"], "val"), 5,
-                             str(tmp_path / "top.csv"), dataset=small["dataset"],
-                             features=small["features"])
-    assert n == 5
+    _, n, summary = evaluation.select(small["workdir"], pools_lib.pool_file(small["root"], "val"),
+                                      5, str(tmp_path / "top.csv"), dataset=small["dataset"],
+                                      features=small["features"])
+    assert n == 5 and summary["n_questions_with_unknown_words"] == 0
   first = (tmp_path / "top.csv").read_text().splitlines()[0]
   assert first == "pool_id,question,image_id,score,entropy"
+
+
+def test_select_counts_and_warns_of_words_outside_the_vocabulary(small, tmp_path, monkeypatch):
+  """Unknown words are read as UNK: select counts them as the tokenizer splits and lowercases
+  them, per question and pair, warns, and names them in its output and summary JSON."""
+  a, b = small["features"].image_ids[:2].tolist()
+  pool = tmp_path / "pool.csv"
+  pool.write_text("pool_id,question,image_id\n" + "".join(
+      f"{i},{q},{im}\n" for i, q in enumerate(["Is there a ZEBRA?", "Is there a road?",
+                                               "Is there a qux zebra?"]) for im in (a, b)))
+  select = evaluation.select
+  monkeypatch.setattr(evaluation, "select", lambda *args, **kw: select(
+      *args, **kw, dataset=small["dataset"], features=small["features"]))
+  out = tmp_path / "top.csv"
+  status, stdout, err = _cli(["answerability", "select", "--workdir", small["workdir"], "--pool",
+                              str(pool), "--top", "4", "--out", str(out)])
+  assert status == 0, err
+  summary = json.loads((tmp_path / "top.json").read_text())
+  assert summary["kind"] == evaluation.SUMMARY_KIND and summary["written"] == 4
+  counted = ("questions", "n_questions_with_unknown_words", "n_pairs_with_unknown_words",
+             "n_distinct_unknown_words")
+  assert [summary[k] for k in counted] == [3, 2, 4, 2]
+  assert summary["unknown_words"] == [["zebra", 2], ["qux", 1]]
+  said = ("2 distinct word(s) (most common: 'zebra' in 2, 'qux' in 1) in 2 of the 3 questions "
+          "(4 pairs)")
+  assert f"WARNING: select: {said} of {pool} are outside the model's vocabulary" in err
+  assert f"(read as unknown): {said}; summary written to {tmp_path / 'top.json'}" in stdout
+  assert out.read_text().splitlines()[0] == ",".join(evaluation.SELECT_COLUMNS)
+
+
+def test_unknown_words_as_the_tokenizer_reads_them():
+  tok = tokenizers.WordTokenizer.build(["is", "there", "a", "road", "?"])
+  assert evaluation.unknown_words(tok, "Is there a Zebra, a road?") == ["zebra", ","]
+  stripped = tokenizers.WordTokenizer.build(["is", "a"], strip_question_mark=True)
+  assert evaluation.unknown_words(stripped, "Is a road a road?") == ["road", "road"]
+  kept_case = tokenizers.WordTokenizer.build(["Is", "a"], lowercase=False)
+  assert evaluation.unknown_words(kept_case, "Is a Road") == ["Road"]
+
+
+def test_select_refuses_a_summary_path_it_did_not_write(small, tmp_path):
+  pool = pools_lib.pool_file(small["root"], "val")
+  (tmp_path / "top.json").write_text('{"mine": 1}')
+  with pytest.raises(RSVQAError, match=r"its summary .*top.json exists and is not an earlier "):
+    evaluation.select(small["workdir"], pool, 2, str(tmp_path / "top.csv"))
+  with pytest.raises(RSVQAError, match=r"ends in .json, the name of its summary"):
+    evaluation.select(small["workdir"], pool, 2, str(tmp_path / "new.json"))
+  assert (tmp_path / "top.json").read_text() == '{"mine": 1}'
+  assert sorted(os.listdir(tmp_path)) == ["top.json"]
 
 
 def test_table_caption_names_the_split_pool_size(small):
@@ -155,15 +203,28 @@ def test_synth_on_four_validation_images_at_the_default_balance(tmp_path):
   assert "answerability val:" in out
 
 
-def test_synth_refuses_in_one_line_and_writes_no_pools(tmp_path):
-  out = str(tmp_path / "ds")
-  for images in ("8", "12"):  # the split that cannot fill its pools: val, then test (after two)
-    status, _, err = _cli(["synth", "--out", out, "--images", images, "--questions-per-image",
-                           "2", "--answerability", "--answerability-balance", "0"])
-    split = "val" if images == "8" else "test"
+@pytest.mark.parametrize("variant, least", [("lr", 15), ("hr", 19)])
+def test_synth_refuses_too_few_images_before_writing_anything(tmp_path, variant, least):
+  """Each split needs 2 images for pools of 2: checked before the dataset is written."""
+  assert pools_lib.least_images(variant) == least
+  out = tmp_path / "ds"
+  for images in (3, least - 1):
+    status, _, err = _cli(["synth", "--out", str(out), "--variant", variant, "--images",
+                           str(images), "--questions-per-image", "2", "--answerability"])
     assert status == 2
-    assert err.splitlines()[-1] == (
-        f"rsvqa-jax synth: error: split {split}: 1 image(s) cannot fill pools of even 2 "
-        f"candidates: use more images (the dataset is written to {out}, without answerability "
-        "pools)")
-    assert not [f for f in os.listdir(out) if f.startswith("Answerability")]
+    assert err.splitlines() == [
+        f"rsvqa-jax synth: error: --images {images}: --answerability needs at least {least} "
+        f"{variant} images (2 in each split, the smallest pool); raise --images"]
+    assert not out.exists() and os.listdir(tmp_path) == []
+
+
+def test_synth_at_the_least_images_writes_pools_of_every_split(tmp_path):
+  out = tmp_path / "ds"
+  least = pools_lib.least_images("lr")
+  status, stdout, err = _cli(["synth", "--out", str(out), "--images", str(least),
+                              "--questions-per-image", "2", "--answerability"])
+  assert status == 0, err
+  manifest = json.loads((out / pools_lib.MANIFEST).read_text())
+  assert set(manifest["splits"]) == {"train", "val", "test"}
+  assert min(s["pool_size"] for s in manifest["splits"].values()) == 2
+  assert "answerability test:" in stdout

@@ -142,9 +142,10 @@ def test_select_ranks_unlabelled_pairs_by_entropy(task):
   with open(pools_lib.pool_file(task["folder"], "test")) as f, open(path, "w") as g:
     rows = list(csv.reader(f))
     csv.writer(g).writerows(r[:3] for r in rows)  # no label column
-  out, n = evaluation.select(task["runs"]["reference"]["workdir"], path, 7,
-                             str(task["tmp"] / "top.csv"), dataset=task["dataset"],
-                             features=task["features"])
+  out, n, summary = evaluation.select(task["runs"]["reference"]["workdir"], path, 7,
+                                      str(task["tmp"] / "top.csv"), dataset=task["dataset"],
+                                      features=task["features"])
+  assert summary["n_questions_with_unknown_words"] == 0  # the pools' words are the vocabulary's
   with open(out) as f:
     picked = list(csv.DictReader(f))
   assert n == len(picked) == 7

@@ -7,7 +7,8 @@
           validation files only, and without them no binary metric is reported
   select  --workdir W --pool U.csv --top N [--out F.csv]  the N unlabelled pairs of highest
           predictive entropy; F a new file or an earlier selection (never the pool, a
-          workdir's or a dataset's folder: eval/answerability._check_select_out)
+          workdir's or a dataset's folder: eval/answerability._check_select_out), and F.json
+          beside it: the counts, and the pool's words outside the model's vocabulary
   study   --config C --workdir DIR [--docs docs/audits/answerability.md]  a study's
           answerability stage alone
 This module also holds `synth --answerability` (its flags, refused without it, and the call)
@@ -140,9 +141,13 @@ def _print_table(rows, caption):
 def _select(args):
   from rsvqa_jax.eval import answerability  # pylint: disable=g-import-not-at-top
   with common.trusted_pickles(args):
-    path, n = answerability.select(args.workdir, args.pool, args.top, args.out,
-                                   which=args.checkpoint)
+    path, n, summary = answerability.select(args.workdir, args.pool, args.top, args.out,
+                                            which=args.checkpoint)
   print(f"{n} pair(s) of highest predictive entropy written to {path}")
+  unknown = (answerability.describe_unknown(summary) if summary["n_questions_with_unknown_words"]
+             else f"none in its {summary['questions']} questions")
+  print(f"words outside the model's vocabulary (read as unknown): {unknown}; summary written to "
+        f"{answerability.summary_path(path)}")
   return 0
 
 
@@ -203,9 +208,10 @@ def _pool_knobs(args):
   return {k: v for k, v in given.items() if v is not None}
 
 
-def check_synth(args):
+def check_synth(args, images):
   """Before `synth` writes anything: the pool flags need --answerability (else they would be
-  ignored) and must make valid parameters."""
+  ignored) and must make valid parameters, and each split needs images enough for pools of 2
+  (else the pools fail after the dataset is written)."""
   from rsvqa_jax.data import answerability  # pylint: disable=g-import-not-at-top
   if not args.answerability:
     flags = [f for f, v in (("--pool-size", args.pool_size),
@@ -217,6 +223,10 @@ def check_synth(args):
                        "--answerability (they shape its pools)")
     return
   answerability.params(**_pool_knobs(args), seed=args.seed)
+  least = answerability.least_images(args.variant) if args.variant != "xben" else 0
+  if images < least:
+    raise RSVQAError(f"--images {images}: --answerability needs at least {least} {args.variant} "
+                     "images (2 in each split, the smallest pool); raise --images")
 
 
 def synth(args, generated):

@@ -58,7 +58,7 @@ def run(args):
   images = args.images if args.images is not None else DEFAULT_IMAGES[args.variant]
   per_image = (args.questions_per_image if args.questions_per_image is not None
                else DEFAULT_QUESTIONS_PER_IMAGE[args.variant])
-  answerability.check_synth(args)
+  answerability.check_synth(args, images)
   start = time.time()
   if args.variant == "xben":
     if args.plant or args.balanced or args.answerability:

@@ -126,6 +126,16 @@ def regions(variant, n):
   return ["default"] * (n - n_phili) + ["phili"] * n_phili
 
 
+def split_sizes(variant, n):
+  """{split: images} that plan() gives `n` images (the scenes decide which, never how many)."""
+  region = regions(variant, n)
+  m = region.count("default")
+  n_val = max(1, int(round(SPLIT_SHARES["val"] * m)))
+  n_test = max(1, int(round(SPLIT_SHARES["test"] * m)))
+  sizes = {"train": m - n_val - n_test, "val": n_val, "test": n_test}
+  return {**sizes, "test_phili": n - m} if variant == "hr" else sizes
+
+
 def plan(variant, n, seed, land_use=None):
   """(split name, region) per global image id.
 
@@ -135,8 +145,8 @@ def plan(variant, n, seed, land_use=None):
   rng = np.random.default_rng([seed, 7919])
   region = regions(variant, n)
   m = region.count("default")
-  n_val = max(1, int(round(SPLIT_SHARES["val"] * m)))
-  n_test = max(1, int(round(SPLIT_SHARES["test"] * m)))
+  sizes = split_sizes(variant, n)
+  n_val, n_test = sizes["val"], sizes["test"]
   order = rng.permutation(m)
   if land_use is not None:
     urban = [int(i) for i in order if land_use[i] == "urban"]

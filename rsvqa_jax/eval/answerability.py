@@ -14,6 +14,8 @@ a new file or over an earlier selection only (never the pool, a workdir's or a d
 never imports the study): pools on the study's dataset, reference and question-only models per
 language model, Random and Majority, the Table 4 layout and the language-bias reading.
 """
+import collections
+import logging
 import os
 import time
 
@@ -25,12 +27,17 @@ from rsvqa_jax.bias import answerability as metrics_lib
 from rsvqa_jax.bias import tables
 from rsvqa_jax.data import answerability as pools_lib
 from rsvqa_jax.data import split_files, synthetic
+from rsvqa_jax.data.tokenizers import split_words
 from rsvqa_jax.errors import RSVQAError
 from rsvqa_jax.eval import outputs
 from rsvqa_jax.train import answerability as train_lib
 from rsvqa_jax.train import checkpointing
 
+_log = logging.getLogger(__name__)
+
 FOLDER = "answerability"
+SUMMARY_KIND = "answerability selection"  # marks select's summary JSON (written over only if so)
+TOP_UNKNOWN = 20  # the most common unknown words a summary names
 SELECT_COLUMNS = ("pool_id", "question", "image_id", "score", "entropy")
 ROLES = ("reference", "blind")
 ROLE_LABELS = {"reference": "reference", "blind": "question-only"}
@@ -91,20 +98,25 @@ def select(workdir, pool_csv, top, out=None, *, which="best", data_root=None, da
   """Writes the `top` pairs of `pool_csv` (pool_id,question,image_id; labels ignored) with the
   highest predictive entropy of the model's score, highest first (ties in file order), to `out`
   (default WORKDIR/eval/answerability/selected.csv, eval_last/ for the last checkpoint;
-  _check_select_out) with their score and
-  entropy; returns the path and the number written."""
+  _check_select_out) with their score and entropy, and beside it summary_path(out): what was
+  ranked, and the pool's words the model reads as unknown (a WARNING when there are some: their
+  scores rest on the other words). Returns the path, the number written and the summary."""
   if top <= 0:
     raise RSVQAError(f"--top {top}: must be positive")
   out = out or os.path.join(folder(workdir, which), "selected.csv")
   _check_select_out(out, pool_csv)
   extra = {"select": train_lib.Pools.read(pool_csv, labelled=False)}
-  run, pools, state, _ = train_lib.restore(workdir, [], which=which, data_root=data_root,
-                                           dataset=dataset, features=features, extra=extra)
+  run, pools, state, step = train_lib.restore(workdir, [], which=which, data_root=data_root,
+                                              dataset=dataset, features=features, extra=extra)
   data = run.config.data
   _check_pool_dataset(pool_csv, run.dataset.root,
                       config_lib.synthetic_root(run.config, workdir) if data.synthetic
                       else data.root)
   p = pools["select"]
+  unknown = unknown_words_summary(run.tokenizer, p.pool_ids, p.questions)
+  if unknown["n_questions_with_unknown_words"]:
+    _log.warning(f"select: {describe_unknown(unknown)} of {pool_csv} are outside the model's "
+                 "vocabulary, read as its unknown token: those pairs are scored on the other words")
   values = train_lib.scores(run, state, "select")
   entropy = metrics_lib.binary_entropy(values)
   order = np.argsort(-entropy, kind="stable")[:top]
@@ -114,7 +126,51 @@ def select(workdir, pool_csv, top, out=None, *, which="best", data_root=None, da
   pools_lib.write(out, ((pool, q, int(im), repr(float(v)), repr(float(h)))
                         for pool, q, im, v, h in rows),
                   columns=SELECT_COLUMNS)
-  return out, len(order)
+  summary = {"kind": SUMMARY_KIND, "selection": os.path.abspath(out),
+             "pool": os.path.abspath(pool_csv), "workdir": os.path.abspath(workdir),
+             "checkpoint": which, "step": step, "pairs": len(p.pool_ids), "written": len(order),
+             **unknown}
+  storage.write_json(summary_path(out), summary)
+  return out, len(order), summary
+
+
+def unknown_words(tokenizer, question):
+  """The words of `question` that `tokenizer` (data/tokenizers.py, either kind) reads as its
+  unknown token, each as often as it occurs: the words as the tokenizer itself splits and
+  normalises them, each encoded alone (punctuation too: an unknown mark is read as unknown)."""
+  hf = getattr(tokenizer, "hf", None)
+  unk = tokenizer.unk_id if hf is None else hf.unk_token_id
+  if unk is None:  # byte-level BPE: every word has tokens
+    return []
+  words = split_words(question, lowercase=getattr(tokenizer, "lowercase", False))
+  return [w for w in words if unk in tokenizer.encode(w)]
+
+
+def unknown_words_summary(tokenizer, pool_ids, questions):
+  """Counts of the pool file's unknown words (unknown_words): per question (each pool's once),
+  per pair, and the TOP_UNKNOWN most common with the questions that hold them."""
+  first = [int(rows[0]) for rows in metrics_lib.pools(pool_ids)]
+  found = {i: unknown_words(tokenizer, questions[i]) for i in first}
+  counts = collections.Counter(w for words in found.values() for w in set(words))
+  held = {pool_ids[i] for i, words in found.items() if words}
+  return {"questions": len(first), "n_questions_with_unknown_words": len(held),
+          "n_pairs_with_unknown_words": int(sum(p in held for p in pool_ids.tolist())),
+          "n_distinct_unknown_words": len(counts),
+          "unknown_words": [[w, n] for w, n in sorted(counts.items(),
+                                                      key=lambda x: (-x[1], x[0]))[:TOP_UNKNOWN]]}
+
+
+def describe_unknown(summary):
+  """"N distinct word(s) (e.g. 'a' in 3 questions, ...) in Q of the T questions"."""
+  shown = ", ".join(f"{w!r} in {n}" for w, n in summary["unknown_words"][:5])
+  return (f"{summary['n_distinct_unknown_words']} distinct word(s) (most common: {shown}) in "
+          f"{summary['n_questions_with_unknown_words']} of the {summary['questions']} questions "
+          f"({summary['n_pairs_with_unknown_words']} pairs)")
+
+
+def summary_path(out):
+  """select's summary JSON, beside its CSV: selected.csv -> selected.json."""
+  return os.path.splitext(out)[0] + ".json"
 
 
 def _check_pool_dataset(pool_csv, pools, root):
@@ -140,9 +196,16 @@ def _is_selection(path):
     return False
 
 
+def _is_summary(path):
+  """Whether `path` is a summary select wrote (its JSON names SUMMARY_KIND)."""
+  found = storage.read_json(path)
+  return isinstance(found, dict) and found.get("kind") == SUMMARY_KIND
+
+
 def _check_select_out(out, pool_csv):
   """select writes only a new file or over an earlier selection, never over the pool it ranks
-  nor into a workdir's or a dataset's own folder: nothing it did not write is lost."""
+  nor into a workdir's or a dataset's own folder: nothing it did not write is lost. The same
+  holds for its summary beside `out` (summary_path)."""
   if os.path.isdir(out):
     raise RSVQAError(f"--out {out}: is a folder; give the CSV file to write")
   real = os.path.realpath(out)
@@ -159,6 +222,12 @@ def _check_select_out(out, pool_csv):
   if os.path.lexists(out) and not _is_selection(out):
     raise RSVQAError(f"--out {out}: exists and is not an earlier selection (header "
                      f"{','.join(SELECT_COLUMNS)}); remove it or give another path")
+  summary = summary_path(out)
+  if out == summary:
+    raise RSVQAError(f"--out {out}: ends in .json, the name of its summary; give a .csv name")
+  if os.path.lexists(summary) and (os.path.isdir(summary) or not _is_summary(summary)):
+    raise RSVQAError(f"--out {out}: its summary {summary} exists and is not an earlier "
+                     "selection's; remove it or give another path")
 
 
 # The study stage.
