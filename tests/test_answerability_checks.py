@@ -142,3 +142,39 @@ def test_pools_found_drawn_with_other_settings_than_the_configs_are_a_warning(tm
     answerability._warn_other_knobs(str(tmp_path), a)
     answerability._warn_other_knobs(str(tmp_path / "none"), a)  # user pools without a manifest
   assert not caplog.records
+
+
+@pytest.mark.parametrize("override, message", [
+    ("--config.data.synthetic_images=8", "config data.synthetic_images=8: answerability pools "
+     "need at least 15 lr images (2 in each split, the smallest pool); raise "
+     "data.synthetic_images"),
+    ("--config.answerability.pools=/nonexistent", "/nonexistent/Answerability_train.csv: no pools "
+     "of split train (rsvqa-jax synth --answerability writes them; `rsvqa-jax answerability "
+     "train` generates a synthetic config's)")])
+def test_answerability_train_refuses_unusable_pools_before_any_stage(tmp_path, capsys, override,
+                                                                     message):
+  """Both failed in the pools stage, after the dataset was generated and the ResNet pretrained
+  on it (a minute), and left the workdir with its .lock."""
+  workdir = tmp_path / "w"
+  assert cli.main(["answerability", "train", "--config", "configs/answerability_synthetic.py",
+                   "--workdir", str(workdir), override,
+                   f"--config.data.cache_dir={tmp_path / 'cache'}"]) == 2
+  assert capsys.readouterr().err.strip() == f"rsvqa-jax answerability train: error: {message}"
+  assert not workdir.exists() and not (tmp_path / "cache").exists()
+
+
+def test_a_run_refused_inside_its_lock_leaves_no_folder_it_made(tmp_path):
+  """A workdir made by a run that failed before recording its config is removed with its .lock;
+  one that was there before, or holds a recorded config, stays."""
+  from rsvqa_jax.train import loop  # pylint: disable=g-import-not-at-top
+  made, there = tmp_path / "made", tmp_path / "there"
+  there.mkdir()
+  for workdir in (made, there):
+    with pytest.raises(RSVQAError, match="refused"), loop.run_lock(str(workdir), "a test"):
+      assert os.path.exists(workdir / ".lock")
+      raise RSVQAError("refused")
+  assert not made.exists() and there.exists()
+  with pytest.raises(RSVQAError), loop.run_lock(str(made), "a test"):
+    (made / "config.json").write_text("{}")
+    raise RSVQAError("refused after its config was recorded")
+  assert (made / "config.json").exists()

@@ -18,7 +18,6 @@ dataset, a folder under the cache keyed by the pool settings, which `train` fill
 stage (data/answerability.py) and nothing else generates. A workdir is laid out like a training
 workdir (config.json, checkpoints/, best/, metrics.jsonl).
 """
-import contextlib
 import dataclasses
 import functools
 import glob
@@ -102,6 +101,22 @@ def check(config):
                      "paper's head with one output (model.head=paper)")
 
 
+def _check_inputs(config):
+  """What would fail the pools stage, refused before the dataset is generated and the ResNet
+  pretrained on it: a pools folder without the training pools, or a synthetic dataset of too
+  few images for pools of 2 in each split."""
+  d, folder = config.data, config.answerability.pools
+  if folder:
+    _existing_pools(folder, d.train_split)
+  if not d.synthetic or folder or d.synthetic_variant == "xben":
+    return
+  least = pools_lib.least_images(d.synthetic_variant)
+  if d.synthetic_images < least:
+    raise RSVQAError(f"config data.synthetic_images={d.synthetic_images}: answerability pools need "
+                     f"at least {least} {d.synthetic_variant} images (2 in each split, the "
+                     "smallest pool); raise data.synthetic_images")
+
+
 def _knobs(a):
   return dict(pool_size=a.pool_size, pools_per_image=a.pools_per_image, balance=a.balance,
               seed=a.pool_seed)
@@ -160,12 +175,17 @@ def describe(manifest):
                    for s, v in manifest["splits"].items())
 
 
-def _read(folder, split):
+def _existing_pools(folder, split):
+  """The pool file of `split` in `folder`, or a one-line RSVQAError saying where pools come from."""
   path = pools_lib.pool_file(folder, split)
   if not os.path.exists(path):
     raise RSVQAError(f"{path}: no pools of split {split} (rsvqa-jax synth --answerability writes "
                      "them; `rsvqa-jax answerability train` generates a synthetic config's)")
-  return Pools.read(path)
+  return path
+
+
+def _read(folder, split):
+  return Pools.read(_existing_pools(folder, split))
 
 
 def _trained_pools(folder, known, config):
@@ -334,11 +354,11 @@ def train(config, workdir, *, dataset=None, features=None, log=_log.info):
   """
   config_lib.check(config)
   check(config)
+  if dataset is None:
+    _check_inputs(config)
   checkpointing.check_or_record_config(workdir, config, record=False)
   shd.maybe_initialize_distributed()
-  lock = (storage.locked(workdir, "answerability training") if jax.process_index() == 0
-          else contextlib.nullcontext())
-  with lock:
+  with loop.run_lock(workdir, "answerability training"):
     if dataset is None:
       dataset = prepare.run_inputs(config, workdir, log)
       pools_stage(config, dataset, workdir, log)

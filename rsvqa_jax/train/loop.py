@@ -236,16 +236,23 @@ def train(config, workdir, *, dataset=None, features=None, log=_log.info, augmen
   config_lib.check(config)
   checkpointing.check_or_record_config(workdir, config, record=False)
   shd.maybe_initialize_distributed()  # before anything asks JAX about processes or devices
-  lock = (storage.locked(workdir, "training") if jax.process_index() == 0
-          else contextlib.nullcontext())
+  with run_lock(workdir, "training"):
+    return _train(config, workdir, dataset, features, augment_features, log)
+
+
+@contextlib.contextmanager
+def run_lock(workdir, what):
+  """Host 0 holds workdir/.lock while `what` runs. A workdir the run created is removed again
+  when it fails (RSVQAError) before its config is recorded: a refused run leaves no folder."""
   created = not os.path.lexists(workdir)
+  first = jax.process_index() == 0
   try:
-    with lock:
-      return _train(config, workdir, dataset, features, augment_features, log)
+    with storage.locked(workdir, what) if first else contextlib.nullcontext():
+      yield
   except RSVQAError:
-    if (created and jax.process_index() == 0
+    if (created and first and os.path.isdir(workdir)
         and set(os.listdir(workdir)) <= {storage.LOCK, inputs.ANSWERS_FILE}):
-      shutil.rmtree(workdir)  # made by this run, which failed before its config was recorded
+      shutil.rmtree(workdir)
     raise
 
 
