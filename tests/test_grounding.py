@@ -257,3 +257,31 @@ def test_a_map_of_another_aspect_ratio_is_refused_not_stretched(tmp_path, capsys
   assert f"1.png: a {SIZE}x{SIZE // 4} map for a {SIZE}x{SIZE} truth mask" in capsys.readouterr().err
   g.write_png(str(tmp_path / "P" / "1.png"), np.full((8, 8), 255, np.uint8))  # coarser, square
   assert cli.main([*base, "--out", str(tmp_path / "O")]) == 0
+
+
+def test_a_missing_prediction_ranks_after_one_of_confidence_minus_inf(tmp_path, capsys):
+  """A log-probability confidence can be -inf; a question without a map must still rank last
+  (a miss ranked first would halve AP here: 26 of 101 recall points instead of 51)."""
+  _write_masks(tmp_path / "T", {1: box(0, 0, 10, 10), 2: box(0, 0, 10, 10)})
+  _write_masks(tmp_path / "P", {2: box(0, 0, 10, 10)})
+  conf = tmp_path / "c.csv"
+  conf.write_text("question_id,confidence\n2,-inf\n")
+  out = tmp_path / "O"
+  assert cli.main(["grounding", "score", "--predicted", str(tmp_path / "P"), "--truth",
+                   str(tmp_path / "T"), "--out", str(out), "--confidence", str(conf)]) == 0
+  assert json.loads((out / "summary.json").read_text())["ap_50"] == pytest.approx(51 / 101)
+
+
+def test_score_never_replaces_a_workdir_evaluation(tmp_path, capsys):
+  """The evaluation's docstring rescores O/maps; --out O would replace its grounding.csv and
+  summary.json with the score's."""
+  _write_masks(tmp_path / "T", {1: box(0, 0, 10, 10)})
+  _write_masks(tmp_path / "O" / "maps", {1: box(0, 0, 10, 10)})
+  (tmp_path / "O" / "summary.json").write_text("{}")
+  assert cli.main(["grounding", "score", "--predicted", str(tmp_path / "O" / "maps"), "--truth",
+                   str(tmp_path / "T"), "--out", str(tmp_path / "O")]) == 2
+  assert capsys.readouterr().err.strip().endswith(
+      f"--out {tmp_path / 'O'} holds a grounding evaluation (maps/); give the scores a folder of "
+      "its own")
+  assert (tmp_path / "O" / "summary.json").read_text() == "{}"
+  assert not (tmp_path / "O" / "grounding.csv").exists()

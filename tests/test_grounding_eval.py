@@ -247,3 +247,19 @@ def test_a_dataset_or_a_training_workdir_is_refused_as_out(tmp_path):
   (tmp_path / "file").write_text("x")  # refused before the maps are computed, not after
   with pytest.raises(RSVQAError, match="file: a file, not a folder; give the folder to write"):
     grounding.check_maps(str(tmp_path / "file"))
+
+
+def test_a_grounding_score_folder_is_refused_as_out(tmp_path):
+  """Its grounding.csv and summary.json would be replaced by the evaluation's."""
+  (tmp_path / "scored").mkdir()
+  (tmp_path / "scored" / "iou_by_coverage.png").write_bytes(b"png")
+  with pytest.raises(RSVQAError, match="holds the results of `grounding score`"):
+    grounding.check_maps(str(tmp_path / "scored"))
+
+
+def test_shuffled_images_on_a_one_image_split_name_no_foreign_flag():
+  """The draw is as adversarial testing's, but its advice (--pool dataset) is no flag here."""
+  assert grounding.shuffled_rows(np.array([3, 3, 5]), "test", 0).tolist() == [5, 5, 3]
+  with pytest.raises(RSVQAError) as e:
+    grounding.shuffled_rows(np.array([4, 4]), "test", 0)
+  assert "--pool" not in str(e.value) and "give a split of two images or more" in str(e.value)

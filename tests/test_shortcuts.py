@@ -392,6 +392,38 @@ def test_an_ood_set_listing_a_question_twice_is_refused(bench, tmp_path):
     shortcuts.load(copy)
 
 
+def test_a_truncated_scene_mask_file_is_refused_in_one_line(tmp_path):
+  """A masks/{id}.npz cut short (a copy interrupted) is no zip: named, not a BadZipFile."""
+  source = str(tmp_path / "lr")
+  synthetic.generate(source, "lr", images=3, seed=0, questions_per_image=1)
+  path = os.path.join(source, "masks", "0.npz")
+  with open(path, "rb") as f:
+    head = f.read(300)
+  with open(path, "wb") as f:
+    f.write(head)
+  with pytest.raises(RSVQAError, match="0.npz: cannot read the scene's objects"):
+    shortcuts.mask_labels(source, [0])
+
+
+def test_one_cluster_is_refused_before_any_feature(bench, tmp_path, capsys):
+  source, _ = bench
+  assert cli.main(["shortcuts", "--data", source, "--out", str(tmp_path / "o"),
+                   "--image-clusters", "1"]) == 2
+  assert "--image-clusters 1: one cluster labels every image alike" in capsys.readouterr().err
+
+
+def test_a_concepts_file_not_utf8_is_refused_in_one_line(bench, tmp_path):
+  """A damaged or hand-edited concepts.csv: a one-line error naming it, not a decode error."""
+  _, out = bench
+  copy = str(tmp_path / "sc")
+  shutil.copytree(out, copy)
+  with open(os.path.join(copy, shortcuts.CONCEPTS_FILE), "ab") as f:
+    f.write(b"\xff\xfe")
+  with pytest.raises(RSVQAError, match="concepts.csv: not the UTF-8 CSV rsvqa-jax shortcuts "
+                     "writes"):
+    shortcuts.load(copy)
+
+
 def test_a_folder_edited_or_of_another_version_is_refused(bench, tmp_path):
   """shortcuts.json records the version and every set's size: files that disagree with it are
   refused, not scored."""

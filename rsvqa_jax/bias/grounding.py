@@ -45,6 +45,7 @@ BINS = 10
 STATISTICS = ("coverage", "centroid_x", "centroid_y", "boundary_complexity")
 CSV_COLUMNS = ("question_id", "iou") + STATISTICS
 _PNG = re.compile(r"(\d+)\.png")
+SCORE_FIGURE = "iou_by_coverage.png"  # written by score_folders alone: marks its folders
 
 
 def resize(x, shape):
@@ -154,7 +155,8 @@ def statistics(mask):
 
 
 def average_precision(ious, confidences, threshold):
-  """COCO's 101-point interpolated AP of one prediction per sample ranked by confidence."""
+  """COCO's 101-point interpolated AP of one prediction per sample ranked by confidence (NaN:
+  no prediction, ranked after every prediction, even one of confidence -inf)."""
   ious = np.asarray(ious, np.float64)
   n = len(ious)
   if not n:
@@ -359,7 +361,7 @@ def score_folders(predicted, truth, out, confidence=None):
     if lacking:
       raise RSVQAError(f"{confidence}: no confidence for question {lacking[0]} ({len(lacking)} "
                        "scored questions lack one)")
-    confidences = [conf.get(r["question_id"], -math.inf) for r in rows]
+    confidences = [conf.get(r["question_id"], math.nan) for r in rows]
   if all(math.isnan(r["iou"]) for r in rows):
     raise RSVQAError(f"--truth {truth}: all {len(rows)} truth mask(s) are empty (questions whose "
                      "answer shows nowhere): no grounding to score")
@@ -374,7 +376,7 @@ def score_folders(predicted, truth, out, confidence=None):
                       predicted=os.path.abspath(predicted), truth=os.path.abspath(truth))
   os.makedirs(out, exist_ok=True)
   write_rows(os.path.join(out, "grounding.csv"), rows)
-  box_plot(os.path.join(out, "iou_by_coverage.png"),
+  box_plot(os.path.join(out, SCORE_FIGURE),
            {b: [r["iou"] for r in rows if bucket(r["coverage"]) == b] for b in BUCKETS},
            "IoU by coverage of the truth", "IoU")
   storage.write_json(os.path.join(out, "summary.json"), json_safe(summary))

@@ -36,6 +36,7 @@ import logging
 import math
 import os
 import re
+import zipfile
 from fractions import Fraction
 
 import numpy as np
@@ -297,7 +298,7 @@ def mask_labels(root, image_ids):
     try:
       with np.load(path) as z:
         pairs += [(image, c) for c in z["classes"].tolist()] + [(image, str(z["land_use"]))]
-    except (OSError, KeyError, ValueError) as e:
+    except (OSError, KeyError, ValueError, EOFError, zipfile.BadZipFile) as e:  # truncated too
       raise RSVQAError(f"{path}: cannot read the scene's objects ({e})") from None
   return ImageLabels(_labels(pairs), "synthetic scenes", os.path.join(root, "masks"))
 
@@ -576,6 +577,9 @@ def load(out):
         values[int(row[0])] = dict(zip(CONCEPTS, row[2:]))
   except OSError as e:
     raise RSVQAError(f"{path}: cannot read ({e.strerror or e})") from None
+  except (UnicodeDecodeError, csv.Error) as e:  # edited by hand, or damaged
+    raise RSVQAError(f"{path}: not the UTF-8 CSV rsvqa-jax shortcuts writes ({e}); build the "
+                     "benchmark again") from None
   ood = {c: np.sort(_ids(split_files.load_json(ood_file(out, c), "OOD set"), ood_file(out, c)))
          for c in CONCEPTS}
   for c, ids in ood.items():

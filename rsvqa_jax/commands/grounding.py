@@ -66,6 +66,10 @@ def _own_out(args, what):
     folder = getattr(args, flag.lstrip("-"))
     if folder and os.path.realpath(folder) == os.path.realpath(args.out):
       raise RSVQAError(f"--out {args.out} is the {flag} folder; give {what} a folder of its own")
+  if args.action == "score" and os.path.isdir(os.path.join(args.out, "maps")):
+    # A workdir evaluation's folder: its grounding.csv and summary.json would be replaced.
+    raise RSVQAError(f"--out {args.out} holds a grounding evaluation (maps/); give {what} a "
+                     "folder of its own")
 
 
 def run(args):

@@ -68,6 +68,8 @@ def run(args):
   cluster_flags = [f for f in ("config", "cache", "arch", "checkpoint") if getattr(args, f)]
   if cluster_flags and args.image_clusters is None:
     raise RSVQAError(f"--{cluster_flags[0]} applies to --image-clusters only")
+  if args.image_clusters == 1:  # before the features are looked for (or computed)
+    raise RSVQAError("--image-clusters 1: one cluster labels every image alike; give K >= 2")
   dataset = rsvqa_json.read_dataset(args.data, args.dataset)
   labels = None
   if args.image_labels:

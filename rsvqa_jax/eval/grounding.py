@@ -190,14 +190,17 @@ def truth_folder(dataset):
 def check_maps(out):
   """RSVQAError unless OUT/maps is absent or holds only the {question_id}.png maps an earlier
   evaluation wrote: it is replaced whole, and a file of someone else's would be lost. A dataset
-  folder or a training workdir is refused as OUT: the results would land among their files;
-  so is a file (found before any map is computed)."""
+  folder, a training workdir or a `grounding score` folder is refused as OUT: the results would
+  land among (or replace) their files; so is a file (found before any map is computed)."""
   if os.path.lexists(out) and not os.path.isdir(out):
     raise RSVQAError(f"--out {out}: a file, not a folder; give the folder to write into")
   split_files.refuse_dataset(out, "--out", "the evaluation")
   if os.path.isfile(os.path.join(out, checkpointing.CONFIG_FILE)):
     raise RSVQAError(f"--out {out} holds a training run ({checkpointing.CONFIG_FILE}); give the "
                      "evaluation a folder of its own")
+  if os.path.isfile(os.path.join(out, metrics.SCORE_FIGURE)):  # its csv and summary: replaced
+    raise RSVQAError(f"--out {out} holds the results of `grounding score` "
+                     f"({metrics.SCORE_FIGURE}); give the evaluation a folder of its own")
   folder = os.path.join(out, MAPS)
   if not os.path.lexists(folder):
     return
@@ -211,6 +214,17 @@ def check_maps(out):
     more = f" (and {len(foreign) - 1} more)" if len(foreign) > 1 else ""
     raise RSVQAError(f"--out {out}: {MAPS}/ holds {foreign[0]}{more}, not a map of an earlier "
                      "grounding evaluation; move them or give another --out")
+
+
+def shuffled_rows(rows, split, seed):
+  """Each question's feature row replaced by a random other image's of the split. The pool is
+  given, so the error names no --pool flag: this command has none."""
+  try:
+    return adversarial.substitution_rows("random", rows, repeats=1, seed=seed,
+                                         pool=np.unique(rows))[0]
+  except RSVQAError as e:
+    raise RSVQAError(f"--images shuffled on split {split}: {e}, and this split holds one; "
+                     "give a split of two images or more") from None
 
 
 @contextlib.contextmanager
@@ -343,11 +357,7 @@ def evaluate(workdir, split, out, *, method="auto", images="own", seed=0, which=
   truth_dir = truth_folder(run.dataset)
   method = "uniform (visual-blind)" if run.model.head.blind else _method(run, method)
   rows_own = predict.clean_rows(run, split)[0]
-  try:
-    image_rows = rows_own if images == "own" else adversarial.substitution_rows(
-        "random", rows_own, repeats=1, seed=seed)[0]
-  except RSVQAError as e:
-    raise RSVQAError(f"--images {images} on split {split}: {e}") from None
+  image_rows = rows_own if images == "own" else shuffled_rows(rows_own, split, seed)
   preds, conf, maps = relevance(run, state, split, method, image_rows)
   coarse = map_size_warning(workdir, run, maps.shape[1:])
   if coarse:
