@@ -41,7 +41,11 @@ def test_a_column_named_twice_is_ambiguous(tmp_path, name):
 def test_an_unclosed_quote_or_an_extra_value_is_refused(tmp_path, name):
   read, header, row = READERS[name]
   with pytest.raises(RSVQAError, match=r"f.csv:3: a value runs over lines 3-4 \(an unclosed"):
-    read(_file(tmp_path, f'{header}\n{row}\n{row.rsplit(",", 1)[0]},"x\n{row}\n'))
+    read(_file(tmp_path, f'{header}\n{row}\n{row.rsplit(",", 1)[0]},"x\n{row}"\n'))
+  for end in ("\n", ""):  # never closed: it was read to the end of the file ('0,"car' as car)
+    with pytest.raises(RSVQAError, match=r"^\S+f.csv:3: a quote opened on this row is never "
+                                         r"closed \(its value would run to the end of the file\)$"):
+      read(_file(tmp_path, f'{header}\n{row}\n{row.rsplit(",", 1)[0]},"x{end}'))
   with pytest.raises(RSVQAError, match=r"f.csv:2: row has more values than the header"):
     read(_file(tmp_path, f"{header}\n{row},extra\n"))
   assert read(_file(tmp_path, f"{header}\n{row},,\n"))  # a spreadsheet's trailing commas

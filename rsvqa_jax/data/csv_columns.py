@@ -5,7 +5,7 @@ header cut to HEADER_CHARS, a JSON file (which csv reads as one row of its whole
 as JSON. What would be read wrongly without a word is refused too: a column the reader uses
 named twice in the header, a row with more (non-empty) values than the header (a comma inside
 an unquoted answer would cut it), a value running over several lines (an unclosed quote
-swallows the rows after it), and numbers Python's int() and float() take but a person would
+swallows the rows after it; on the last line, the end of the file), and numbers Python's int() and float() take but a person would
 not write for one ('1_0' for 10, digits of other scripts).
 """
 import csv
@@ -43,9 +43,9 @@ def read(path, required, optional=(), what="CSV file"):
     f = open(path, newline="", encoding="utf-8-sig")
   except OSError as e:
     raise RSVQAError(f"{path}: cannot read {what} ({e.strerror or e})") from None
-  rows = []
+  rows, last = [], 0  # last: the line the previous row ended on (0: none read yet)
   with f:
-    reader = csv.DictReader(f)
+    reader = csv.DictReader(f, strict=True)  # a quote left open at the end: refused, not taken
     try:
       check(path, required, reader.fieldnames, optional)
       present = [c for c in (*required, *optional) if c in reader.fieldnames]
@@ -65,6 +65,9 @@ def read(path, required, optional=(), what="CSV file"):
       raise RSVQAError(f"{path}: not UTF-8 text ({_first_bad_byte(path)}); save it as UTF-8 "
                        "CSV") from None
     except csv.Error as e:
+      if "end of data" in str(e):  # strict: a quoted value still open at the end of the file
+        raise RSVQAError(f"{path}:{last + 1}: a quote opened on this row is never closed (its "
+                         "value would run to the end of the file)") from None
       raise RSVQAError(f"{path}:{reader.line_num}: not a readable CSV row ({e})") from None
   return tuple(reader.fieldnames or ()), rows
 
