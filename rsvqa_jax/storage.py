@@ -236,27 +236,26 @@ def _record(fd, blob):
   os.pwrite(fd, blob, 0)
 
 
-def ensure_free(folder, nbytes, what):
+def ensure_free(folder, nbytes, what,
+                advice="free some space and run the same command again (it resumes)"):
   """One-line RSVQAError, naming the folder and the bytes needed, unless `nbytes` fit there.
 
   Checked before a large write rather than caught after it: a memory-mapped array written onto
   a full disk ends the process with SIGBUS, and a background checkpoint commit that fails
-  leaves only a traceback in its thread.
+  leaves only a traceback in its thread. `advice`: what the user can do.
   """
   os.makedirs(folder, exist_ok=True)
   free = shutil.disk_usage(folder).free
   if free < nbytes:
     raise RSVQAError(f"{folder}: no space for {what}: it needs about {_size(nbytes)}, "
-                     f"{_size(free)} are free; free some space and run the same command again "
-                     "(it resumes)")
+                     f"{_size(free)} are free; {advice}")
 
 
 def _size(nbytes):
-  for unit in ("bytes", "KB", "MB", "GB"):
-    if nbytes < 1024 or unit == "GB":
-      return f"{nbytes:.0f} {unit}" if unit == "bytes" else f"{nbytes:.1f} {unit}"
+  for unit in ("bytes", "KB", "MB", "GB", "TB"):
+    if nbytes < 1024 or unit == "TB":
+      return f"{nbytes:.0f} {unit}" if unit == "bytes" else f"{nbytes:,.1f} {unit}"
     nbytes /= 1024
-  return f"{nbytes:.1f} TB"
 
 
 def read_json(path):

@@ -180,3 +180,37 @@ def test_synth_command_refuses_a_users_folder_in_one_line(tmp_path, capsys):
   assert cli.main(["synth", "--out", str(out), "--images", "4"]) == 2
   err = capsys.readouterr().err.strip()
   assert len(err.splitlines()) == 1 and "refusing" in err
+
+
+def test_a_set_that_cannot_fit_on_the_disk_is_refused_before_writing(tmp_path, capsys):
+  """`--images 100000000` started writing 37 TB of tiles into a disk of a few GB, and
+  `--images 99999999999999999999` was an OverflowError: both are one line, nothing written."""
+  from rsvqa_jax.commands import synth  # pylint: disable=g-import-not-at-top
+  free = storage.shutil.disk_usage(tmp_path).free
+  for variant in ("lr", "hr", "xben"):
+    one = synth.needed_bytes(variant, 1, 25)
+    too_many = free // one + 1
+    out = tmp_path / variant
+    assert cli.main(["synth", "--out", str(out), "--variant", variant, "--images",
+                     str(too_many), "--questions-per-image", "25"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"rsvqa-jax synth: error: {tmp_path}: no space for the synthetic "
+                          f"{variant} set of {too_many} images: it needs about ") and err.endswith(
+                              "are free; free some space or ask for fewer --images"), err
+    assert not out.exists()
+  assert synth.needed_bytes("lr", 12, 4) <= sum(  # an estimate that never refuses what fits
+      f.stat().st_size for f in _synth_lr(tmp_path / "fits").rglob("*") if f.is_file())
+  assert cli.main(["synth", "--out", str(tmp_path / "huge"), "--images",
+                   "99999999999999999999"]) == 2
+  assert "no space for the synthetic lr set" in capsys.readouterr().err
+
+
+def _synth_lr(out):
+  assert cli.main(["-q", "synth", "--out", str(out), "--images", "12", "--questions-per-image",
+                   "4"]) == 0
+  return out
+
+
+def test_sizes_are_said_in_the_largest_unit_below_1024():
+  assert [storage._size(n) for n in (10, 5000, 3 * 2**30, 2 * 2**40, 5 * 2**50)] == [
+      "10 bytes", "4.9 KB", "3.0 GB", "2.0 TB", "5,120.0 TB"]
