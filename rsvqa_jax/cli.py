@@ -254,13 +254,18 @@ def exit_on_interrupt(what):
     while True:
       sig = os.read(read_end, 1)[0]
       if sig in EXIT_STATUS:
-        storage = sys.modules.get("rsvqa_jax.storage")  # imported by then if it holds a lock
-        if storage is not None:
-          storage.clear_held_locks()
-        sys.stderr.write(f"\n{what}: interrupted ({signal.Signals(sig).name}); run the same "
-                         "command again: it keeps what was finished\n")
-        sys.stderr.flush()
-        os._exit(EXIT_STATUS[sig])
+        try:
+          # Imported by then if it holds a lock; while it is still being imported it holds
+          # none and lacks the function (an AttributeError here lost the interrupt).
+          storage = sys.modules.get("rsvqa_jax.storage")
+          clear = getattr(storage, "clear_held_locks", None)
+          if clear is not None:
+            clear()
+          sys.stderr.write(f"\n{what}: interrupted ({signal.Signals(sig).name}); run the same "
+                           "command again: it keeps what was finished\n")
+          sys.stderr.flush()
+        finally:
+          os._exit(EXIT_STATUS[sig])
 
   threading.Thread(target=watch, name="exit_on_interrupt", daemon=True).start()
   signal.set_wakeup_fd(write_end, warn_on_full_buffer=False)

@@ -220,3 +220,20 @@ def test_killed_study_reruns_to_the_same_numbers(tmp_path):
   assert rerun.returncode == 0, rerun.stderr[-3000:]
   assert _cells(workdir) == _cells(reference)
   assert os.path.exists(os.path.join(workdir, "report.md"))
+
+
+def test_an_interrupt_while_storage_is_half_imported_still_ends_the_process():
+  """A SIGINT that arrived while rsvqa_jax.storage was being imported (the module there, its
+  functions not yet) raised AttributeError in the watcher thread: the interrupt was lost and the
+  command ran to the end with status 0."""
+  code = ("import os, signal, sys, time, types\n"
+          "from rsvqa_jax import cli\n"
+          "cli.exit_on_interrupt('rsvqa-jax test')\n"
+          "sys.modules['rsvqa_jax.storage'] = types.ModuleType('rsvqa_jax.storage')\n"
+          "os.kill(os.getpid(), signal.SIGINT)\n"
+          "time.sleep(60)\n")
+  out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=_env(), capture_output=True,
+                       text=True, timeout=120)
+  assert out.returncode == 130, out.stderr[-2000:]
+  assert out.stderr.strip() == ("rsvqa-jax test: interrupted (SIGINT); run the same command "
+                                "again: it keeps what was finished")
