@@ -71,13 +71,13 @@ def run(args):
   images = args.images if args.images is not None else DEFAULT_IMAGES[args.variant]
   per_image = (args.questions_per_image if args.questions_per_image is not None
                else DEFAULT_QUESTIONS_PER_IMAGE[args.variant])
+  answerability.check_synth(args, images)
   synthetic.params(args.variant, images, args.seed, args.prior_strength, args.balanced, per_image,
                    args.plant)  # every value checked before the disk is asked for room
   storage.ensure_free(os.path.dirname(os.path.abspath(args.out)),
                       needed_bytes(args.variant, images, per_image),
                       f"the synthetic {args.variant} set of {images} images",
                       "free some space or ask for fewer --images")
-  answerability.check_synth(args, images)
   start = time.time()
   if args.variant == "xben":
     if args.plant or args.balanced or args.answerability:
