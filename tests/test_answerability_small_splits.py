@@ -143,11 +143,11 @@ def test_select_counts_and_warns_of_words_outside_the_vocabulary(small, tmp_path
 
 def test_unknown_words_as_the_tokenizer_reads_them():
   tok = tokenizers.WordTokenizer.build(["is", "there", "a", "road", "?"])
-  assert evaluation.unknown_words(tok, "Is there a Zebra, a road?") == ["zebra", ","]
+  assert tok.words_read_as_unknown("Is there a Zebra, a road?") == ["zebra", ","]
   stripped = tokenizers.WordTokenizer.build(["is", "a"], strip_question_mark=True)
-  assert evaluation.unknown_words(stripped, "Is a road a road?") == ["road", "road"]
+  assert stripped.words_read_as_unknown("Is a road a road?") == ["road", "road"]
   kept_case = tokenizers.WordTokenizer.build(["Is", "a"], lowercase=False)
-  assert evaluation.unknown_words(kept_case, "Is a Road") == ["Road"]
+  assert kept_case.words_read_as_unknown("Is a Road") == ["Road"]
 
 
 def test_select_refuses_a_summary_path_it_did_not_write(small, tmp_path):

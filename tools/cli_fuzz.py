@@ -1,7 +1,7 @@
 """Give every option of every subcommand odd values, one at a time, and list each traceback or hang.
 
 The newcomer rule is one line for a bad input, never a traceback; this checks it across the whole
-command line at once (about 940 runs, 25 minutes on two cores), so a new option is covered the
+command line at once (about 940 runs, some 20 minutes on two cores), so a new option is covered the
 day it lands:
 
   python -m tools.cli_fuzz --workdir /tmp/fuzz                # every subcommand

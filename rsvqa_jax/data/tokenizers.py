@@ -116,6 +116,12 @@ class WordTokenizer:
     """True when `ids` (one question's encode) hold no known word (punctuation aside)."""
     return not any(i != self.unk_id and _is_word(self.vocab[i]) for i in ids)
 
+  def words_read_as_unknown(self, text):
+    """The words of `text`, as encode splits them, that it reads as UNK (each occurrence)."""
+    return [w for w in split_words(text, lowercase=self.lowercase)
+            if self._ids.get(w, self.unk_id) == self.unk_id
+            and not (self.strip_question_mark and w == QUESTION_MARK)]
+
   def __call__(self, texts, *, buckets=DEFAULT_BUCKETS, length=None):
     return pad_batch([self.encode(t) for t in texts], self.pad_id, buckets=buckets, length=length)
 
@@ -163,6 +169,14 @@ class HFTokenizer:
     special = set(self.hf.all_special_ids) | {self.hf.unk_token_id}
     return not any(i not in special and _is_word(t)
                    for i, t in zip(ids, self.hf.convert_ids_to_tokens(ids)))
+
+  def words_read_as_unknown(self, text):
+    """The words of `text` whose tokens hold the unknown token, each encoded alone (none for a
+    byte-level BPE, which has no unknown token)."""
+    unk = self.hf.unk_token_id
+    if unk is None:
+      return []
+    return [w for w in split_words(text, lowercase=False) if unk in self.encode(w)]
 
   def __call__(self, texts, *, buckets=DEFAULT_BUCKETS, length=None):
     ids = self.hf(list(texts), truncation=True, max_length=self.max_length)["input_ids"]

@@ -27,7 +27,6 @@ from rsvqa_jax.bias import answerability as metrics_lib
 from rsvqa_jax.bias import tables
 from rsvqa_jax.data import answerability as pools_lib
 from rsvqa_jax.data import split_files, synthetic
-from rsvqa_jax.data.tokenizers import split_words
 from rsvqa_jax.errors import RSVQAError
 from rsvqa_jax.eval import outputs
 from rsvqa_jax.train import answerability as train_lib
@@ -134,23 +133,11 @@ def select(workdir, pool_csv, top, out=None, *, which="best", data_root=None, da
   return out, len(order), summary
 
 
-def unknown_words(tokenizer, question):
-  """The words of `question` that `tokenizer` (data/tokenizers.py, either kind) reads as its
-  unknown token, each as often as it occurs: the words as the tokenizer itself splits and
-  normalises them, each encoded alone (punctuation too: an unknown mark is read as unknown)."""
-  hf = getattr(tokenizer, "hf", None)
-  unk = tokenizer.unk_id if hf is None else hf.unk_token_id
-  if unk is None:  # byte-level BPE: every word has tokens
-    return []
-  words = split_words(question, lowercase=getattr(tokenizer, "lowercase", False))
-  return [w for w in words if unk in tokenizer.encode(w)]
-
-
 def unknown_words_summary(tokenizer, pool_ids, questions):
-  """Counts of the pool file's unknown words (unknown_words): per question (each pool's once),
-  per pair, and the TOP_UNKNOWN most common with the questions that hold them."""
+  """Counts of the pool file's words `tokenizer` reads as unknown (punctuation too): per question
+  (each pool's once), per pair, and the TOP_UNKNOWN most common with the questions holding them."""
   first = [int(rows[0]) for rows in metrics_lib.pools(pool_ids)]
-  found = {i: unknown_words(tokenizer, questions[i]) for i in first}
+  found = {i: tokenizer.words_read_as_unknown(questions[i]) for i in first}
   counts = collections.Counter(w for words in found.values() for w in set(words))
   held = {pool_ids[i] for i, words in found.items() if words}
   return {"questions": len(first), "n_questions_with_unknown_words": len(held),
