@@ -339,3 +339,82 @@ def test_scoring_the_val_split_reports_no_binary_metrics(task, tmp_path, capsys)
   assert record["split"] == "val" and record["metrics"]["ndcg@1"] is not None
   for metrics in (record["metrics"], *evaluation.baselines(record).values()):
     assert all(metrics[k] is None for k in metrics_lib.BINARY_KEYS), metrics
+
+
+def _copy_reference(task, tmp_path, folder=None):
+  """A copy of the trained reference workdir, its config pointed at `folder` when given."""
+  workdir = str(tmp_path / "reference")
+  shutil.copytree(task["runs"]["reference"]["workdir"], workdir)
+  if folder:
+    path = os.path.join(workdir, "config.json")
+    with open(path) as f:
+      text = f.read()
+    with open(path, "w") as f:
+      f.write(text.replace(json.dumps(task["folder"]), json.dumps(folder)))
+  return workdir
+
+
+def _test_scores(workdir):
+  with open(evaluation.scores_path(workdir, "test")) as f:
+    return [float(r["score"]) for r in csv.DictReader(f)]
+
+
+def test_a_pool_file_added_after_training_leaves_the_word_list_as_trained(task, tmp_path, caplog):
+  """The word list was rebuilt from every pool file of the folder at each restore: a pool file
+  added after training with a new word changed the word table's shape, and restore failed."""
+  from test_train_support import warnings_of_rsvqa_jax  # pylint: disable=g-import-not-at-top
+  reference = task["runs"]["reference"]["workdir"]
+  with open(os.path.join(reference, train_lib.WORDS_FILE)) as f:
+    recorded = json.load(f)
+  questions = [q for s in SPLITS for q in train_lib.Pools.read(
+      pools_lib.pool_file(task["folder"], s)).questions.tolist()]
+  assert recorded == train_lib.word_list(questions)
+  folder = str(tmp_path / "pools")
+  shutil.copytree(task["folder"], folder)
+  workdir = _copy_reference(task, tmp_path, folder)
+  test = train_lib.Pools.read(pools_lib.pool_file(folder, "test"))
+  rows = [(9000 + i // 5, "Is there a zebra quokka in the image?", im, label)
+          for i, (im, label) in enumerate(zip(test.image_ids[:20].tolist(),
+                                              test.labels[:20].tolist()))]
+  extra = pools_lib.pool_file(folder, "extra")
+  pools_lib.write(extra, rows)
+  with warnings_of_rsvqa_jax(caplog):
+    record = evaluation.evaluate(workdir, "extra", dataset=task["dataset"],
+                                 features=task["features"], also=["test"])
+  said = [r.getMessage() for r in caplog.records]
+  assert said == [f"{folder}: 2 word(s) of Answerability_extra.csv (e.g. 'quokka', 'zebra') are "
+                  f"not in the word list {workdir} trained on (answerability_words.json): read "
+                  "as its unknown token"], said
+  assert record["pairs"] == 20
+  np.testing.assert_allclose(_test_scores(workdir), _test_scores(reference), rtol=1e-6)
+  _, _, summary = evaluation.select(workdir, extra, 3, str(tmp_path / "top.csv"),
+                                    dataset=task["dataset"], features=task["features"])
+  assert summary["unknown_words"] == [["quokka", 4], ["zebra", 4]]
+
+
+def test_a_workdir_without_its_word_list_rebuilds_it_with_a_warning(task, tmp_path, caplog):
+  """A workdir trained before answerability_words.json existed keeps working, as it did."""
+  from test_train_support import warnings_of_rsvqa_jax  # pylint: disable=g-import-not-at-top
+  workdir = _copy_reference(task, tmp_path)
+  os.remove(os.path.join(workdir, train_lib.WORDS_FILE))
+  with warnings_of_rsvqa_jax(caplog):
+    evaluation.evaluate(workdir, "test", dataset=task["dataset"], features=task["features"])
+  said = [r.getMessage() for r in caplog.records]
+  assert said == [f"{workdir}: no answerability_words.json (trained before it was recorded): the "
+                  "text encoder's word list is rebuilt from the dataset and every pool file of "
+                  f"{task['folder']}, so a pool file added there since training changes it"], said
+  np.testing.assert_allclose(_test_scores(workdir),
+                             _test_scores(task["runs"]["reference"]["workdir"]), rtol=1e-6)
+  assert not os.path.exists(os.path.join(workdir, train_lib.WORDS_FILE))  # no list guessed
+
+
+@pytest.mark.parametrize("text", ["[\"a\", \"b\"", "{\"words\": []}", "[\"a\", 3]"])
+def test_a_damaged_word_list_is_a_one_line_error(task, tmp_path, text):
+  workdir = _copy_reference(task, tmp_path)
+  path = os.path.join(workdir, train_lib.WORDS_FILE)
+  with open(path, "w") as f:
+    f.write(text)
+  with pytest.raises(RSVQAError) as error:
+    evaluation.evaluate(workdir, "test", dataset=task["dataset"], features=task["features"])
+  assert str(error.value) == (f"{path}: unreadable; the workdir's record of its text encoder's "
+                              "word list is damaged")

@@ -16,7 +16,8 @@ Pools are read from `answerability.pools`, else the dataset folder when it holds
 Answerability_{train split}.csv (`synth --answerability` writes them there), else, for a synthetic
 dataset, a folder under the cache keyed by the pool settings, which `train` fills as its pools
 stage (data/answerability.py) and nothing else generates. A workdir is laid out like a training
-workdir (config.json, checkpoints/, best/, metrics.jsonl).
+workdir (config.json, checkpoints/, best/, metrics.jsonl), plus WORDS_FILE: the text encoder's
+word list as first trained.
 """
 import dataclasses
 import functools
@@ -50,6 +51,7 @@ LOSSES = config_lib.ANSWERABILITY_LOSSES
 SELECT_METRICS = config_lib.SELECT_METRICS
 LABEL_VOCAB = AnswerVocab(tuple(str(label) for label in pools_lib.LABELS))
 QTYPE = "answerability"
+WORDS_FILE = "answerability_words.json"
 
 
 @dataclasses.dataclass
@@ -197,12 +199,55 @@ def _trained_pools(folder, known, config):
                                            if pools_lib.pool_file(folder, s) in known})
 
 
+def _words(workdir, dataset, folder, known):
+  """(the text encoder's word list, whether it was read from workdir/WORDS_FILE).
+
+  The dataset's and every pool file's words at the first training, recorded then and read back
+  since: a pool file added to the folder later would change the word table's shape, or a word's
+  id. A workdir trained before the file existed rebuilds the list, with a WARNING.
+  """
+  path = os.path.join(workdir, WORDS_FILE)
+  trained = os.path.exists(os.path.join(workdir, checkpointing.CONFIG_FILE))
+  if trained and os.path.exists(path):
+    words = storage.read_json(path)
+    if not isinstance(words, list) or not all(isinstance(w, str) for w in words):
+      raise RSVQAError(f"{path}: unreadable; the workdir's record of its text encoder's word list "
+                       "is damaged")
+    return words, True
+  words = word_list([*inputs.dataset_words(dataset),
+                     *(q for p in known.values() for q in p.questions.tolist())])
+  if trained:
+    _log.warning("%s: no %s (trained before it was recorded): the text encoder's word list is "
+                 "rebuilt from the dataset and every pool file of %s, so a pool file added there "
+                 "since training changes it", workdir, WORDS_FILE, folder)
+  elif jax.process_index() == 0:
+    os.makedirs(workdir, exist_ok=True)
+    storage.write_json(path, words)
+  return words, False
+
+
+def _warn_new_words(workdir, folder, known, words, tokenizer):
+  """A WARNING counting the words of the folder's pool files that training did not see and
+  the tokenizer reads as unknown: the pairs holding them are scored on their other words."""
+  trained, new, files = set(words), set(), set()
+  for p in known.values():
+    found = [w for w in word_list(dict.fromkeys(p.questions.tolist()))
+             if w not in trained and tokenizer.words_read_as_unknown(w)]
+    if found:
+      new.update(found)
+      files.add(os.path.basename(p.path))
+  if new:
+    _log.warning("%s: %d word(s) of %s (e.g. %s) are not in the word list %s trained on "
+                 "(%s): read as its unknown token", folder, len(new), ", ".join(sorted(files)),
+                 ", ".join(map(repr, sorted(new)[:5])), workdir, WORDS_FILE)
+
+
 def build(config, workdir, splits, *, dataset=None, features=None, extra=None):
   """(run.Run whose columns hold the pairs of `splits`, {split: Pools}).
 
   The model is the config's text encoder and one-output head (models/answerability.py); its
-  words are the dataset's and every pool file's of the folder, so training and evaluation
-  build the same vocabulary. `extra` = {name: Pools} adds more pairs (unlabelled ones to rank).
+  words are those recorded at the first training (_words), so training and evaluation build the
+  same vocabulary. `extra` = {name: Pools} adds more pairs (unlabelled ones to rank).
   """
   shd.maybe_initialize_distributed()
   check(config)
@@ -214,12 +259,13 @@ def build(config, workdir, splits, *, dataset=None, features=None, extra=None):
                                                                            "*")))}
   inputs.check_data(workdir, _trained_pools(folder, known, config), config)
   pools.update(extra or {})
-  words = word_list([*inputs.dataset_words(dataset),
-                     *(q for p in known.values() for q in p.questions.tolist())])
+  words, recorded = _words(workdir, dataset, folder, known)
   if features is None:
     features = inputs.image_features(config, dataset, workdir, None)
   vqa, tokenizer = model_builder.build(config, words=words, num_answers=1,
                                        image_dim=int(features.features.shape[1]))
+  if recorded:
+    _warn_new_words(workdir, folder, known, words, tokenizer)
   model = model_lib.from_vqa(vqa)
   table = records.Dataset(dataset.name, folder, {s: p.records(s) for s, p in pools.items()})
   vectors, rows = None, {}
