@@ -259,11 +259,11 @@ def _size(nbytes):
 
 
 def read_json(path):
-  """The parsed JSON file, or None when it is missing or malformed."""
+  """The parsed JSON file, or None when it is missing or malformed (nested too deep included)."""
   try:
     with open(path, encoding="utf-8") as f:
       return json.load(f)
-  except (OSError, ValueError):
+  except (OSError, ValueError, RecursionError):
     return None
 
 

@@ -218,6 +218,17 @@ def test_score_files_errors_name_the_file(tmp_path, rows, message):
     m.score_files(scores, labels)
 
 
+def test_a_blank_pool_or_image_id_is_refused(tmp_path):
+  """Pools whose id column was left blank in both files were scored as one pool of them all."""
+  for column, (pool, image) in (("pool_id", ("", 1)), ("image_id", (0, ""))):
+    labels = _write(tmp_path / "l.csv", ("pool_id", "image_id", "label"),
+                    [(pool, image, 2), (pool or 5, image or 2, 0)])
+    scores = _write(tmp_path / "s.csv", ("pool_id", "image_id", "score"),
+                    [(pool, image, 0.5), (pool or 5, image or 2, 0.2)])
+    with pytest.raises(RSVQAError, match=rf"s\.csv:2: empty {column}$"):
+      m.score_files(scores, labels)
+
+
 def test_pool_file_errors(tmp_path):
   path = _write(tmp_path / "p.csv", pools_lib.COLUMNS, [(0, "q", 1, 2), (1, "r", 2, 0),
                                                         (0, "q", 3, 1)])
@@ -232,6 +243,13 @@ def test_pool_file_errors(tmp_path):
   with pytest.raises(RSVQAError, match=r"t\.csv:3: pool 0 asks 'r' here and 'q' on its first "
                                        "row; a pool ranks images for one question"):
     pools_lib.read_pools(two, labelled=False)
+  for name, rows, message in [("e.csv", [("", "q", 1)], r"e\.csv:2: empty pool_id$"),
+                              ("h.csv", [(0, "q", 10**30)],
+                               rf"h\.csv:2: image_id {10**30} is out of the range of image ids$"),
+                              ("n.csv", [(0, "q", -1)],
+                               r"n\.csv:2: image_id -1 is out of the range of image ids$")]:
+    with pytest.raises(RSVQAError, match=message):
+      pools_lib.read_pools(_write(tmp_path / name, pools_lib.COLUMNS[:3], rows), labelled=False)
 
 
 # The generator.

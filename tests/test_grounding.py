@@ -99,6 +99,30 @@ def test_masks_of_16_bits_are_scaled_and_alpha_only_masks_refused(tmp_path):
   assert g.read_mask(str(tmp_path / "both.png"))[:2].min() == 255
 
 
+def test_a_decompression_bomb_is_refused_in_one_line(tmp_path):
+  """A PNG header claiming 20000 x 20000 pixels raised PIL's DecompressionBombError, which is
+  no OSError."""
+  import struct  # pylint: disable=g-import-not-at-top
+  import zlib  # pylint: disable=g-import-not-at-top
+  chunk = lambda kind, data: (struct.pack(">I", len(data)) + kind + data
+                              + struct.pack(">I", zlib.crc32(kind + data)))
+  header = struct.pack(">IIBBBBB", 20000, 20000, 8, 0, 0, 0, 0)
+  (tmp_path / "1.png").write_bytes(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header)
+                                   + chunk(b"IDAT", zlib.compress(bytes(1000)))
+                                   + chunk(b"IEND", b""))
+  with pytest.raises(g.RSVQAError, match=r"1.png: not a readable PNG mask \(Image size"):
+    g.read_mask(str(tmp_path / "1.png"))
+
+
+def test_a_mask_named_in_other_digits_is_another_file(tmp_path):
+  """\\d took '\u0661.png' (Arabic-Indic 1) as question 1: a file no one names so is counted
+  among the files ignored, as csv_columns refuses such ids."""
+  _write_masks(tmp_path / "P", {2: box(0, 0, 4, 4)})
+  g.write_png(str(tmp_path / "P" / "\u0661.png"), np.zeros((SIZE, SIZE), np.uint8))
+  assert list(g.mask_files(str(tmp_path / "P"), "--predicted")) == [2]
+  assert g.other_files(str(tmp_path / "P")) == 1
+
+
 def test_score_command(tmp_path, capsys):
   truth = {1: box(0, 0, 10, 10), 2: box(20, 20, 40, 60), 3: box(0, 0, 64, 50),
            4: np.zeros((SIZE, SIZE), bool), 5: box(5, 5, 9, 9)}

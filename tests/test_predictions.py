@@ -81,6 +81,9 @@ def test_repeats_are_read_and_aligned(tmp_path):
      r"\(K answers per question, as adversarial files give, need a repeat column numbering them\)$"),
     (["question_id", "prediction"], [["one", "yes"]], r"p.csv:2: question_id 'one' is not an integer"),
     (["question_id", "prediction"], [[1]], r"p.csv:2: row has fewer values than the header"),
+    # A row cut before its optional repeat was read as repeat 0.
+    (["question_id", "prediction", "repeat"], [[1, "a", 1], [1, "b"]],
+     r"p.csv:3: row has fewer values than the header"),
     (["question_id", "repeat", "prediction"], [[1, 0, "a"], [1, 0, "b"]],
      r"p.csv:3: duplicate question_id 1 in repeat 0"),
     (["question_id", "repeat", "prediction"], [[1, "x", "a"]], r"p.csv:2: repeat 'x' is not an integer"),

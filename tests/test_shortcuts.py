@@ -424,6 +424,25 @@ def test_a_concepts_file_not_utf8_is_refused_in_one_line(bench, tmp_path):
     shortcuts.load(copy)
 
 
+@pytest.mark.parametrize("edit, error", [
+    (lambda rows: rows[:2] + ["\u00b2" + rows[1][1:]] + rows[2:], r"concepts.csv:3: malformed row"),
+    (lambda rows: rows[:2] + ["\u0663" + rows[1][1:]] + rows[2:], r"concepts.csv:3: malformed row"),
+    (lambda rows: rows[:2] + rows[1:], r"concepts.csv:3: question \d+ has a row already")],
+    ids=["superscript", "arabic-indic", "twice"])
+def test_a_concepts_row_with_an_odd_or_repeated_id_is_refused(bench, tmp_path, edit, error):
+  """A question id in other digits ('²' passed isdigit() and failed int()) or given two rows
+  (the last one silently won) is named in one line."""
+  _, out = bench
+  copy = str(tmp_path / "sc")
+  shutil.copytree(out, copy)
+  path = os.path.join(copy, shortcuts.CONCEPTS_FILE)
+  rows = open(path, encoding="utf-8").read().splitlines()
+  with open(path, "w", encoding="utf-8") as f:
+    f.write("\n".join(edit(rows)) + "\n")
+  with pytest.raises(RSVQAError, match=error):
+    shortcuts.load(copy)
+
+
 def test_a_folder_edited_or_of_another_version_is_refused(bench, tmp_path):
   """shortcuts.json records the version and every set's size: files that disagree with it are
   refused, not scored."""

@@ -49,3 +49,14 @@ def test_an_entry_unreadable_after_its_build_is_an_error(tmp_path):
   build = lambda tmp: open(os.path.join(tmp, "value"), "w").close()
   with pytest.raises(RSVQAError, match=r"/e: test entry unreadable right after writing it$"):
     storage.cached(str(tmp_path), "e", lambda path: None, build, "test entry")
+
+
+def test_read_json_takes_a_missing_malformed_or_too_deep_file_for_none(tmp_path):
+  deep = tmp_path / "deep.json"
+  deep.write_text("[" * 100_000 + "]" * 100_000)  # RecursionError inside json, not ValueError
+  bad = tmp_path / "bad.json"
+  bad.write_text("{")
+  good = tmp_path / "good.json"
+  good.write_text('{"a": [1]}')
+  assert [storage.read_json(str(p)) for p in (deep, bad, tmp_path / "none.json", good)] == [
+      None, None, None, {"a": [1]}]

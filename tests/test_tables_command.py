@@ -348,3 +348,39 @@ def test_answerability_workdirs_are_left_out_of_the_paper_tables(tmp_path, capsy
       runs / "tables" / "table2.md").read_text()
   rc, out = _run(runs / "ranking", capsys)
   assert rc == 2 and "only answerability ones" in out.err
+
+
+@pytest.mark.parametrize("edit, error", [
+    (lambda d: d["text"].update(frozen="no"), "text.frozen is 'no', not true or false"),
+    (lambda d: d["model"].update(blind="false"), "model.blind is 'false', not true or false"),
+    (lambda d: d["model"].update(fusion=[]), "model.fusion is [], not a string")],
+    ids=["frozen-text", "blind-text", "fusion-list"])
+def test_a_config_flag_of_another_type_is_refused(tmp_path, capsys, edit, error):
+  """bool('false') is True: a hand-edited flag put the run in another cell without a word (a
+  list for the fusion was a TypeError)."""
+  w = _workdir(tmp_path / "runs", "db_ft/seed0", test=(0.9, 0.6))
+  path = os.path.join(w, "config.json")
+  config = json.load(open(path))
+  edit(config)
+  with open(path, "w") as f:
+    json.dump(config, f)
+  rc, out = _run(tmp_path / "runs", capsys)
+  assert rc == 2 and out.err.strip() == f"rsvqa-jax tables: error: {path}: {error}"
+
+
+@pytest.mark.parametrize("name", ["config.json", "eval/test/accuracy.json", "metrics.jsonl"])
+def test_json_nested_too_deep_or_an_unreadable_metrics_file_is_one_line(tmp_path, capsys, name):
+  """A file nested 100,000 deep raised RecursionError; a metrics.jsonl that is a folder read as
+  no validation at all (Table 1's cell "missing", without a word)."""
+  w = _workdir(tmp_path / "runs", "db_ft/seed0", test=(0.9, 0.6))
+  path = os.path.join(w, name)
+  with open(path, "w") as f:
+    f.write("[" * 100_000 + "]" * 100_000)
+  rc, out = _run(tmp_path / "runs", capsys)
+  if name == "metrics.jsonl":  # its one line (the last, as a kill leaves it) is skipped
+    assert rc == 0, out.err
+    os.remove(path)
+    os.mkdir(path)
+    rc, out = _run(tmp_path / "runs", capsys)
+  assert rc == 2 and out.err.strip().startswith(f"rsvqa-jax tables: error: {path}: unreadable (")
+  assert len(out.err.strip().splitlines()) == 1

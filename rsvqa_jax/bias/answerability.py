@@ -175,6 +175,9 @@ def _scores(path):
   rows = pools_lib.read(path, ("pool_id", "image_id", "score"))
   keys, values = [], []
   for line, row in rows:
+    empty = [c for c in ("pool_id", "image_id") if not row[c]]
+    if empty:  # blank in both files it still matches: one blank pool_id pooled all its rows
+      raise RSVQAError(f"{path}:{line}: empty {empty[0]}")
     try:
       s = csv_columns.number(row["score"])
     except ValueError:
@@ -198,7 +201,8 @@ def _labels(path):
 
 def aligned(scores_path, labels_path):
   """(pool ids, labels, scores) of the pairs of a scores file and a labels file, in the scores
-  file's order; every pair must be in both files, once (pool and image ids compared as text)."""
+  file's order; every pair must be in both files, once (pool and image ids compared as text,
+  none blank)."""
   keys, values = _scores(scores_path)
   labels = _labels(labels_path)
   for path, rows in ((scores_path, keys), (labels_path, labels)):

@@ -44,7 +44,7 @@ BUCKETS = ("small", "medium", "large")
 BINS = 10
 STATISTICS = ("coverage", "centroid_x", "centroid_y", "boundary_complexity")
 CSV_COLUMNS = ("question_id", "iou") + STATISTICS
-_PNG = re.compile(r"(\d+)\.png")
+_PNG = re.compile(r"(\d+)\.png", re.ASCII)  # \d alone also takes other scripts' digits
 SCORE_FIGURE = "iou_by_coverage.png"  # written by score_folders alone: marks its folders
 
 
@@ -219,7 +219,7 @@ def read_mask(path):
           raise RSVQAError(f"{path}: the mask is drawn in the alpha channel only (its colour is "
                            "the same everywhere); save it as a grey PNG")
       return grey
-  except (OSError, ValueError) as e:
+  except (OSError, ValueError, Image.DecompressionBombError) as e:  # a bomb: a header of 1e10 px
     raise RSVQAError(f"{path}: not a readable PNG mask ({e})") from None
 
 

@@ -571,9 +571,11 @@ def load(out):
       reader = csv.reader(f)
       if tuple(next(reader, ())) != CSV_COLUMNS:
         raise RSVQAError(f"{path}: header is not {','.join(CSV_COLUMNS)}")
-      for row in reader:
-        if len(row) != len(CSV_COLUMNS) or not row[0].isdigit():
+      for row in reader:  # ids in ASCII digits: isdigit() also takes '²', which int() refuses
+        if len(row) != len(CSV_COLUMNS) or not (row[0].isascii() and row[0].isdigit()):
           raise RSVQAError(f"{path}:{reader.line_num}: malformed row")
+        if int(row[0]) in values:  # which row's concepts to read would be a guess
+          raise RSVQAError(f"{path}:{reader.line_num}: question {int(row[0])} has a row already")
         values[int(row[0])] = dict(zip(CONCEPTS, row[2:]))
   except OSError as e:
     raise RSVQAError(f"{path}: cannot read ({e.strerror or e})") from None

@@ -42,12 +42,14 @@ def _records(path):
   try:
     with open(path, "rb") as f:  # each line decoded on its own: a damaged one is skipped too
       lines = f.read().splitlines()
-  except OSError:
+  except FileNotFoundError:
     return []
+  except OSError as e:  # a folder or a link loop: its run would read "missing" without a word
+    raise RSVQAError(f"{path}: unreadable ({e.strerror or e})") from None
   for number, line in enumerate(lines, 1):
     try:
       record = json.loads(line)
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: nested thousands deep
       record = None
     if isinstance(record, dict):
       out.append(record)
@@ -68,6 +70,8 @@ def _json(path):
     return None
   except (OSError, ValueError) as e:
     raise RSVQAError(f"{path}: unreadable ({e})") from None
+  except RecursionError:
+    raise RSVQAError(f"{path}: unreadable (nested too deep)") from None
 
 
 def _accuracy(path):
@@ -132,8 +136,11 @@ def read_run(workdir, split):
   try:
     text, model = config["text"], config["model"]
     return tables.RunRecord(
-        workdir=workdir, lm=text["encoder"], frozen=bool(text["frozen"]), fusion=model["fusion"],
-        blind=bool(model.get("blind", False)), head=str(model.get("head", "paper")),
+        workdir=workdir, lm=_typed(workdir, text["encoder"], str, "text.encoder"),
+        frozen=_typed(workdir, text["frozen"], bool, "text.frozen"),
+        fusion=_typed(workdir, model["fusion"], str, "model.fusion"),
+        blind=_typed(workdir, model.get("blind", False), bool, "model.blind"),
+        head=str(model.get("head", "paper")),
         text_lr=float(config["optim"]["text_lr"]),
         val_oa=tables.best_validation_oa(_records(os.path.join(workdir, METRICS_FILE)),
                                          config["data"]["val_split"],
@@ -143,6 +150,15 @@ def read_run(workdir, split):
   except (KeyError, TypeError, ValueError, AttributeError) as e:
     raise RSVQAError(f"{workdir}/{CONFIG_FILE}: not a training config ({e!r} missing or wrong)") \
         from None
+
+
+def _typed(workdir, value, kind, key):
+  """`value` of config key `key` if a `kind`: bool("false") is True, so a hand-edited flag would
+  put the run in another cell without a word."""
+  if not isinstance(value, kind):
+    raise RSVQAError(f"{workdir}/{CONFIG_FILE}: {key} is {value!r}, not "
+                     + ("true or false" if kind is bool else "a string"))
+  return value
 
 
 def _best_accuracy(path, workdir):

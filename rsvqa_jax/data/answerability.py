@@ -302,6 +302,8 @@ def read_pools(path, *, labelled=True):
   seen, closed, last, asked = set(), set(), None, {}
   for line, row in rows:
     pool = row["pool_id"]
+    if not pool:
+      raise RSVQAError(f"{path}:{line}: empty pool_id")
     if pool != last:
       if pool in closed:
         raise RSVQAError(f"{path}:{line}: pool {pool}'s rows are not together")
@@ -311,6 +313,8 @@ def read_pools(path, *, labelled=True):
       image = csv_columns.integer(row["image_id"])
     except ValueError:
       raise RSVQAError(f"{path}:{line}: image_id {row['image_id']!r} is not an integer") from None
+    if not 0 <= image < 2**63:  # ids are held as int64, and a dataset's are never negative
+      raise RSVQAError(f"{path}:{line}: image_id {image} is out of the range of image ids")
     if (pool, image) in seen:
       raise RSVQAError(f"{path}:{line}: pool {pool} lists image {image} twice")
     seen.add((pool, image))

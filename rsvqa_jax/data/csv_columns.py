@@ -4,9 +4,10 @@ Each problem is one short line naming the file and line: a missing column is nam
 header cut to HEADER_CHARS, a JSON file (which csv reads as one row of its whole text) is named
 as JSON. What would be read wrongly without a word is refused too: a column the reader uses
 named twice in the header, a row with more (non-empty) values than the header (a comma inside
-an unquoted answer would cut it), a value running over several lines (an unclosed quote
-swallows the rows after it; on the last line, the end of the file), and numbers Python's int() and float() take but a person would
-not write for one ('1_0' for 10, digits of other scripts).
+an unquoted answer would cut it) or fewer than the columns read, a value running over several
+lines (an unclosed quote swallows the rows after it; on the last line, the end of the file),
+and numbers Python's int() and float() take but a person would not write for one ('1_0' for
+10, digits of other scripts).
 """
 import csv
 
@@ -52,7 +53,7 @@ def read(path, required, optional=(), what="CSV file"):
       last = reader.line_num
       for row in reader:
         line, first, last = reader.line_num, last + 1, reader.line_num
-        if any(row[c] is None for c in required):
+        if any(row[c] is None for c in present):  # a cut row: its optional values read as absent
           raise RSVQAError(f"{path}:{line}: row has fewer values than the header")
         if any(v.strip() for v in row.get(None, ())):  # trailing empty values cut nothing
           raise RSVQAError(f"{path}:{line}: row has more values than the header (a comma in an "
