@@ -205,8 +205,8 @@ class TrainedRun:
                          f"this run's encoder reads the dataset's {native[0]}x{native[1]} tiles "
                          "at their size (image.image_size=0), as it was trained")
     batch = np.stack([pixels.resize(a, encoder.image_size) for a in arrays])
-    outs = [encoder.encode(batch[i:i + encoder.batch_size])
-            for i in range(0, len(batch), encoder.batch_size)]
+    size = min(encoder.batch_size, len(batch))
+    outs = [encoder.encode(batch[i:i + size], pad_to=size) for i in range(0, len(batch), size)]
     pooled = np.concatenate([o["pooled"] for o in outs])
     fmap = np.concatenate([o["map"] for o in outs]) if "map" in outs[0] else None
     table = image_cache.ImageFeatures(pooled, np.arange(len(images)), "<memory>", fmap)

@@ -72,9 +72,9 @@ def test_cache_created_then_reused(data_dir, tmp_path, capsys, monkeypatch):
   calls = {"n": 0}
   original = encoder.ImageEncoder.encode
 
-  def counting(self, images):
+  def counting(self, images, pad_to=None):
     calls["n"] += 1
-    return original(self, images)
+    return original(self, images, pad_to)
 
   monkeypatch.setattr(encoder.ImageEncoder, "encode", counting)
   mtimes = [os.stat(os.path.join(p, "features.npy")).st_mtime_ns for p in paths]
@@ -270,6 +270,6 @@ def test_features_and_training_agree_on_the_cache(tmp_path, capsys, monkeypatch)
   from rsvqa_jax.features import pretrain  # pylint: disable=g-import-not-at-top
   monkeypatch.setattr(pretrain, "pretrain", lambda *a, **k: pytest.fail("pretrained twice"))
   monkeypatch.setattr(encoder.ImageEncoder, "encode",
-                      lambda *a: pytest.fail("features computed twice"))
+                      lambda *a, **k: pytest.fail("features computed twice"))
   summary = loop.train(c, str(tmp_path / "run"), log=lambda m: None)
   assert summary["finished"]

@@ -84,9 +84,9 @@ def calls(monkeypatch):
   counter = {"n": 0, "built": 0}
   original, load = encoder.ImageEncoder.encode, encoder.ImageEncoder._load
 
-  def counting(self, images):
+  def counting(self, images, pad_to=None):
     counter["n"] += 1
-    return original(self, images)
+    return original(self, images, pad_to)
 
   def loading(self):
     counter["built"] += 1
@@ -230,11 +230,11 @@ def test_interrupted_run_leaves_no_entry(tmp_path, monkeypatch, model_dir):
   original = encoder.ImageEncoder.encode
   seen = {"n": 0}
 
-  def dies_on_second_batch(self, images):
+  def dies_on_second_batch(self, images, pad_to=None):
     seen["n"] += 1
     if seen["n"] == 2:
       raise KeyboardInterrupt
-    return original(self, images)
+    return original(self, images, pad_to)
 
   monkeypatch.setattr(encoder.ImageEncoder, "encode", dies_on_second_batch)
   with pytest.raises(KeyboardInterrupt):
@@ -253,8 +253,8 @@ def test_non_finite_features_are_never_cached(tmp_path, monkeypatch, model_dir):
   cache = str(tmp_path / "cache")
   original = encoder.ImageEncoder.encode
 
-  def nan_in_row_2(self, images):  # rows 2 and 3 of the first batch: images 16 and 19
-    pooled = np.array(original(self, images)["pooled"])
+  def nan_in_row_2(self, images, pad_to=None):  # rows 2 and 3 of the first batch: images 16 and 19
+    pooled = np.array(original(self, images, pad_to)["pooled"])
     pooled[2:, 0] = np.nan
     return {"pooled": pooled}
 
@@ -265,7 +265,8 @@ def test_non_finite_features_are_never_cached(tmp_path, monkeypatch, model_dir):
                                        "was cached$"):
     image_cache.image_features(ds, None, _cfg(model_dir), cache)
   monkeypatch.setattr(encoder.ImageEncoder, "encode",
-                      lambda self, images: {"pooled": np.full((len(images), 32), np.inf)})
+                      lambda self, images, pad_to=None: {"pooled": np.full((len(images), 32),
+                                                                            np.inf)})
   with pytest.raises(RSVQAError, match="_none_white: image 10 gives NaN or inf features"):
     image_cache.image_features(ds, None, _cfg(model_dir), cache, kind="white")
   assert [n for n in os.listdir(cache) if n != image_cache.DIGESTS_DIR
@@ -333,6 +334,27 @@ def test_adversarial_kinds(tmp_path, calls, model_dir):
                              rtol=1e-4, atol=1e-5)
   with pytest.raises(RSVQAError, match="no augmentation"):
     image_cache.image_features(ds, None, cfg, cache, kind="white", variant="hflip")
+
+
+def test_a_batch_larger_than_the_set_pads_to_the_set(tmp_path, monkeypatch, model_dir):
+  """5 images at image.batch_size 10**20 are one batch of 5, not a request for 10**20 rows of
+  zeros (numpy's 'Maximum allowed dimension exceeded'); a white image is a batch of one."""
+  ds = _dataset(tmp_path / "data")
+  original, shapes = encoder.ImageEncoder.encode, []
+
+  def recording(self, images, pad_to=None):
+    out = original(self, images, pad_to)
+    shapes.append((len(images), pad_to))
+    return out
+
+  monkeypatch.setattr(encoder.ImageEncoder, "encode", recording)
+  cfg = _cfg(model_dir, batch_size=10**20)
+  entry = image_cache.image_features(ds, None, cfg, str(tmp_path / "c"))
+  white = image_cache.image_features(ds, None, cfg, str(tmp_path / "c"), kind="white")
+  assert shapes == [(5, 5), (1, 1)]
+  np.testing.assert_allclose(entry.features, _reference(model_dir, _pixels(ds, entry.image_ids)),
+                             rtol=1e-4, atol=1e-5)
+  assert white.features.shape == (5, 32)
 
 
 def test_map_is_kept_when_asked(tmp_path, model_dir):

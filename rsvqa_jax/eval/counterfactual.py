@@ -150,10 +150,10 @@ def _encoder(run):
 def _encode(run, encoder, images):
   """Head-feature rows [len(images), D] of uint8 images, as the run's head reads its clean ones."""
   pooled, maps = [], []
-  for start in range(0, len(images), encoder.batch_size):
-    batch = np.stack([pixels.resize(im, encoder.image_size)
-                      for im in images[start:start + encoder.batch_size]])
-    out = encoder.encode(batch)
+  size = min(encoder.batch_size, len(images))
+  for start in range(0, len(images), size):
+    batch = np.stack([pixels.resize(im, encoder.image_size) for im in images[start:start + size]])
+    out = encoder.encode(batch, pad_to=size)
     pooled.append(out["pooled"])
     maps.append(out.get("map"))
   fmap = np.concatenate(maps) if maps[0] is not None else None

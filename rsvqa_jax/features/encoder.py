@@ -59,17 +59,19 @@ class ImageEncoder:
       state = jax.device_put(state, jax.NamedSharding(mesh, jax.P()))
     self._model = (graphdef, state, sharding)
 
-  def encode(self, images_uint8):
-    """uint8 [b, H, W, 3] (b <= batch_size) -> dict(pooled=[b, D], map=[b, h, w, C] if kept)."""
+  def encode(self, images_uint8, pad_to=None):
+    """uint8 [b, H, W, 3] (b <= pad_to, default batch_size) -> dict(pooled=[b, D], map=[b, h,
+    w, C] if kept). A set smaller than batch_size gives its own size as pad_to: padding 12
+    images to a batch of 100,000 would ask for gigabytes of zeros."""
     if self._model is None:
       self._load()
     graphdef, state, sharding = self._model
     real = len(images_uint8)
-    pad = self.batch_size - real
+    pad = (pad_to or self.batch_size) - real
     if pad > 0:  # one compiled shape: pad the last short batch with zeros
       images_uint8 = np.concatenate(
           [images_uint8, np.zeros((pad,) + images_uint8.shape[1:], images_uint8.dtype)])
-    if sharding is not None:
+    if sharding is not None and len(images_uint8) % sharding.mesh.size == 0:
       images_uint8 = jax.device_put(images_uint8, sharding)
     out = _forward(graphdef, state, images_uint8, self.keep_map)
     return {k: np.asarray(v, np.float32)[:real] for k, v in out.items()}

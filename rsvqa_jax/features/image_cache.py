@@ -96,7 +96,7 @@ def _compute_entry(tmp, encoder, load, image_ids, constant, desc):
   n = len(image_ids)
   arrays = {}
   if constant:  # white / black: every row is the same image
-    out = encoder.encode(np.stack([load(image_ids[0])]))
+    out = encoder.encode(np.stack([load(image_ids[0])]), pad_to=1)
     _check_finite(out, image_ids[:1], desc)
     for name, value in out.items():
       arr = np.lib.format.open_memmap(os.path.join(tmp, f"{name}.npy"), mode="w+",
@@ -106,8 +106,9 @@ def _compute_entry(tmp, encoder, load, image_ids, constant, desc):
   else:
     start = 0
     with progress.bar(total=n, desc=f"features {desc}", unit="img") as bar:
-      for batch in pixels.batches(load, image_ids, encoder.batch_size):
-        out = encoder.encode(batch)
+      size = min(encoder.batch_size, n)
+      for batch in pixels.batches(load, image_ids, size):
+        out = encoder.encode(batch, pad_to=size)
         _check_finite(out, image_ids[start:start + len(batch)], desc)
         if not arrays:
           row_bytes = sum(v[0].nbytes for v in out.values())
