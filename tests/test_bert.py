@@ -309,3 +309,60 @@ def test_a_folder_whose_config_vocabulary_or_layers_do_not_fit_its_weights_is_re
       os.remove(tmp_path / name)
   with pytest.raises(RSVQAError, match="no tokenizer vocabulary"):
     model_builder.pretrained_bert(tmp_path)
+
+
+def test_weights_that_are_not_floating_point_are_refused_by_the_checkpoint_key(tmp_path):
+  """Integer weights (or a header whose dtype lies about float bytes) would load as nonsense."""
+  tensors = _hand_made_bert_folder(tmp_path)
+  key = "bert.encoder.layer.0.attention.self.value.weight"
+  save_file({**tensors, key: tensors[key].view(np.int32)}, tmp_path / "model.safetensors")
+  with pytest.raises(RSVQAError, match=rf"^{tmp_path}: key {key}: dtype int32, expected "
+                                       "floating-point weights"):
+    bert_params.load_bert(tmp_path)
+
+
+def test_the_layer_count_is_checked_before_the_model_is_built(tmp_path, monkeypatch):
+  """A damaged num_hidden_layers (1e9) must not start building a model that size."""
+  _hand_made_bert_folder(tmp_path)
+  config = json.loads((tmp_path / "config.json").read_text())
+  (tmp_path / "config.json").write_text(json.dumps({**config, "num_hidden_layers": 10**9}))
+  monkeypatch.setattr(bert_params.nnx, "eval_shape", lambda *a: pytest.fail("model built"))
+  with pytest.raises(RSVQAError, match=f"{tmp_path}: the checkpoint holds 1 layers, config.json "
+                                       "asks for 1000000000"):
+    bert_params.load_bert(tmp_path)
+
+
+@pytest.mark.parametrize("weight_map", [["model-1.safetensors"], {"a": 1}])
+def test_a_sharded_index_whose_weight_map_is_damaged_is_refused(tmp_path, weight_map):
+  _hand_made_bert_folder(tmp_path)
+  os.remove(tmp_path / "model.safetensors")
+  index = tmp_path / bert_params.SAFETENSORS_INDEX
+  index.write_text(json.dumps({"weight_map": weight_map}))
+  with pytest.raises(RSVQAError, match=f"{index}: weight_map must map tensor names to shard file"):
+    bert_params.load_bert(tmp_path)
+
+
+def test_a_pytorch_bin_that_is_not_a_state_dict_is_refused(tmp_path):
+  torch = pytest.importorskip("torch", reason="pytorch_model.bin is written with torch")
+  tensors = _hand_made_bert_folder(tmp_path)
+  os.remove(tmp_path / "model.safetensors")
+  path = tmp_path / bert_params.TORCH_BIN
+  for obj, found in (([torch.zeros(2)], "found list"),
+                     ({**{k: torch.from_numpy(v) for k, v in tensors.items()}, 3: torch.zeros(2)},
+                      "found dict with keys that are not names")):
+    torch.save(obj, path)
+    with pytest.raises(RSVQAError, match=f"{path}: expected a state dict .*, {found}$"):
+      bert_params.load_bert(tmp_path)
+
+
+def test_a_vocabulary_with_a_repeated_token_is_refused(tmp_path):
+  """vocab.txt's ids are line numbers: a repeated line gives ids past the word table (NaN)."""
+  _hand_made_bert_folder(tmp_path)
+  for name in os.listdir(tmp_path):
+    if name.startswith("tokenizer") or name == "special_tokens_map.json":
+      os.remove(tmp_path / name)
+  (tmp_path / "vocab.txt").write_text("\n".join(BERT_VOCAB[:-1] + ["road", BERT_VOCAB[-1]]) + "\n")
+  with pytest.raises(RSVQAError, match=f"{tmp_path}: the tokenizer gives token id "
+                                       f"{len(BERT_VOCAB)}, the model's word table has "
+                                       f"{len(BERT_VOCAB)} rows"):
+    model_builder.pretrained_bert(tmp_path)

@@ -247,3 +247,73 @@ def test_the_config_offers_the_depths_the_model_builds():
   from rsvqa_jax import config  # pylint: disable=g-import-not-at-top
   from rsvqa_jax.models import resnet  # pylint: disable=g-import-not-at-top
   assert config.RESNET_DEPTHS == tuple(sorted(resnet.ARCHS))
+
+
+def _save(path, state_dict, metadata=None):
+  import safetensors.numpy  # pylint: disable=g-import-not-at-top
+  safetensors.numpy.save_file({k: np.ascontiguousarray(v) for k, v in state_dict.items()},
+                              str(path), metadata=metadata)
+  return path
+
+
+def test_weights_that_are_not_floating_point_are_refused(tmp_path):
+  state_dict = resnet_params.to_torchvision(_random_tree(_abstract(18)))
+  state_dict["layer2.0.conv1.weight"] = state_dict["layer2.0.conv1.weight"].view(np.int32)
+  with pytest.raises(RSVQAError, match=r"key 'layer2\.0\.conv1\.weight': dtype int32, expected "
+                                       "floating-point weights"):
+    resnet_params.load_resnet(_save(tmp_path / "int.safetensors", state_dict))
+
+
+def test_damaged_state_dict_keys_and_config_are_one_line_errors(tmp_path):
+  state_dict = resnet_params.to_torchvision(_random_tree(_abstract(18)))
+  cases = [({"layer1.x.conv1.weight": np.zeros(1, np.float32)},
+            r"unexpected key 'layer1\.x\.conv1\.weight'"),
+           ({"layer1": np.zeros(1, np.float32)},
+            r"key 'layer1\.0\.bn1\.bias' lies under key 'layer1', which is a tensor itself"),
+           ({"conv1.weight": np.zeros((0, 3, 7, 7), np.float32)},
+            r"key 'conv1\.weight' has shape \(0, 3, 7, 7\): no output channels")]
+  for i, (edit, message) in enumerate(cases):
+    with pytest.raises(RSVQAError, match=message):
+      resnet_params.load_resnet(_save(tmp_path / f"{i}.safetensors", {**state_dict, **edit}))
+  config = tmp_path / "hf" / "config.json"
+  config.parent.mkdir()
+  for text, message in (("[]", "expected a JSON object of config keys"),
+                        ('{"model_type": "resnet", "depths": 3}', "depths 3: expected a list")):
+    config.write_text(text)
+    with pytest.raises(RSVQAError, match=f"{config}: {message}"):
+      resnet_params.load_resnet(config.parent)
+
+
+def test_a_pth_entry_not_named_by_a_string_is_refused(tmp_path):
+  torch = pytest.importorskip("torch", reason=TORCH_REASON)
+  path = tmp_path / "r.pth"
+  torch.save({"conv1.weight": torch.zeros(8, 3, 7, 7), 3: torch.zeros(2)}, path)
+  with pytest.raises(RSVQAError, match=f"{path}: entry 3 is named by a int, not a string"):
+    resnet_params.read_state_dict(path)
+
+
+@pytest.mark.parametrize("field,value,message", [
+    ("depth", "abc", "header field depth='abc': expected a whole number >= 1"),
+    ("width", None, "header field width=None: expected a whole number >= 1"),
+    ("width", "0", "header field width='0': expected a whole number >= 1"),
+    ("num_classes", "-3", "header field num_classes='-3': expected a whole number >= 0"),
+    ("depth", "7", r"header field depth=7 is no ResNet depth \[18, 34, 50, 101, 152\]")])
+def test_a_converted_file_with_a_damaged_header_is_refused(tmp_path, field, value, message):
+  model = _abstract(18)
+  metadata = resnet_params.resnet_metadata(model)
+  if value is None:
+    del metadata[field]
+  else:
+    metadata[field] = value
+  path = _save(tmp_path / "c.safetensors", checkpoints.flatten(_random_tree(model)), metadata)
+  with pytest.raises(RSVQAError, match=f"{path}: {message}"):
+    resnet_params.load_resnet(path)
+
+
+def test_a_converted_file_with_integer_weights_is_refused(tmp_path):
+  model = _abstract(18)
+  flat = checkpoints.flatten(_random_tree(model))
+  flat["conv1.kernel"] = flat["conv1.kernel"].view(np.int32)
+  path = _save(tmp_path / "c.safetensors", flat, resnet_params.resnet_metadata(model))
+  with pytest.raises(RSVQAError, match=r"key 'conv1\.kernel': dtype int32, expected floating"):
+    resnet_params.load_resnet(path)

@@ -89,3 +89,42 @@ def test_non_finite_arrays_are_refused_naming_the_file_and_key(folder):
   table[DICTIONARY.index("<eos>")] = np.nan  # a row no word of the vocabulary reads
   np.save(folder / "utable.npy", table)
   _load(folder)
+
+
+def test_damaged_uni_skip_arrays_are_one_line_errors(folder):
+  with np.load(folder / "uni_skip.npz") as npz:
+    arrays = dict(npz)
+  raw = (folder / "uni_skip.npz").read_bytes()
+  (folder / "uni_skip.npz").write_bytes(raw[:len(raw) // 2])
+  with pytest.raises(RSVQAError, match=r"uni_skip\.npz: not a readable \.npz of plain arrays"):
+    _load(folder)
+  for value, message in ((np.float32(1), r"key encoder_W has shape \(\), expected a matrix"),
+                         (arrays["encoder_W"].astype(np.int32),
+                          "key encoder_W: dtype int32, expected floating-point weights")):
+    np.savez(folder / "uni_skip.npz", **{**arrays, "encoder_W": value})
+    with pytest.raises(RSVQAError, match=message):
+      _load(folder)
+
+
+@pytest.mark.parametrize("shape,dtype,message", [
+    ((len(DICTIONARY) * D,), np.float32, r"float32 array of shape \(40,\)"),
+    ((len(DICTIONARY), D, 1), np.float32, r"float32 array of shape \(10, 4, 1\)"),
+    ((len(DICTIONARY), D), np.int64, r"int64 array of shape \(10, 4\)")])
+def test_a_word_table_that_is_not_a_float_matrix_is_refused(folder, shape, dtype, message):
+  np.save(folder / "utable.npy", np.ones(shape, dtype))
+  with pytest.raises(RSVQAError, match=rf"utable\.npy: a {message}, expected a float matrix"):
+    _load(folder)
+
+
+def test_a_pickled_word_table_with_rows_of_other_sizes_is_refused(folder):
+  rows = [np.ones(D, np.float32)] + [np.ones(D - 1, np.float32)] * (len(DICTIONARY) - 1)
+  np.save(folder / "utable.npy", np.array(rows, dtype=object), allow_pickle=True)
+  with pytest.raises(RSVQAError, match=r"utable\.npy: the word table's rows are not vectors of one "
+                                       "size"):
+    _load(folder, allow_pickle=True)
+
+
+def test_an_empty_dictionary_is_refused(folder):
+  (folder / "dictionary.txt").write_text("")
+  with pytest.raises(RSVQAError, match=r"dictionary\.txt: empty"):
+    _load(folder)

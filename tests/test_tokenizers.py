@@ -85,3 +85,19 @@ def test_hf_tokenizer_from_folder(tmp_path):
 def test_hf_tokenizer_missing_folder(tmp_path):
   with pytest.raises(RSVQAError, match="does not exist"):
     tokenizers.HFTokenizer.from_folder(str(tmp_path / "nope"))
+
+
+@pytest.mark.parametrize("files", [
+    {"vocab.txt": "[PAD]\n[UNK]\ncaf\xe9\n".encode("latin-1"),  # WordPiece reads UTF-8 only
+     "config.json": b'{"model_type": "bert"}'},
+    {"vocab.json": b"{nope", "merges.txt": b"#version: 0.2\n",
+     "tokenizer_config.json": b'{"tokenizer_class": "RobertaTokenizer"}'},
+    {"vocab.json": b'{"a": 0}', "merges.txt": b"abc\n",
+     "tokenizer_config.json": b'{"tokenizer_class": "RobertaTokenizer"}'}])
+def test_hf_tokenizer_damaged_vocabulary_files(tmp_path, files):
+  """The Rust tokenizers library raises a bare Exception for these: still one RSVQAError line."""
+  pytest.importorskip("transformers")
+  for name, data in files.items():
+    (tmp_path / name).write_bytes(data)
+  with pytest.raises(RSVQAError, match=f"^{tmp_path}: cannot load a tokenizer "):
+    tokenizers.HFTokenizer.from_folder(str(tmp_path))

@@ -151,8 +151,10 @@ class HFTokenizer:
       raise RSVQAError(f"{folder}: no tokenizer vocabulary ({', '.join(VOCABULARY_FILES)})")
     try:
       hf = AutoTokenizer.from_pretrained(folder, local_files_only=True)
-    except (OSError, ValueError, TypeError) as e:
-      raise RSVQAError(f"{folder}: cannot load a tokenizer ({e})") from e
+    except Exception as e:  # pylint: disable=broad-except  (the Rust `tokenizers` raises a bare
+      # Exception for a damaged vocab.txt / vocab.json / merges.txt / tokenizer.json)
+      reason = next((l.strip() for l in str(e).splitlines() if l.strip()), type(e).__name__)
+      raise RSVQAError(f"{folder}: cannot load a tokenizer ({reason})") from e
     return cls(hf, max_length)
 
   @property

@@ -11,7 +11,6 @@ import json
 import os
 import re
 
-import numpy as np
 from flax import nnx
 
 from rsvqa_jax.errors import RSVQAError
@@ -48,6 +47,10 @@ def _read_torch_bin(path):
     raise RSVQAError(f"{path}: reading pytorch_model.bin needs torch (pip install "
                      f"'rsvqa_jax[torch]'); or save the model as model.safetensors") from e
   state = checkpoints.load_torch_weights(path)
+  if not isinstance(state, dict) or not all(isinstance(k, str) for k in state):
+    raise RSVQAError(f"{path}: expected a state dict (tensors by name), found "
+                     f"{type(state).__name__}" + (" with keys that are not names"
+                                                 if isinstance(state, dict) else ""))
   return {k: (v.float() if v.is_floating_point() else v).numpy()
           for k, v in state.items() if isinstance(v, torch.Tensor)}
 
@@ -61,9 +64,12 @@ def read_hf_weights(folder):
   if os.path.exists(index):
     try:
       with open(index, encoding="utf-8") as f:
-        shards = sorted(set(json.load(f)["weight_map"].values()))
-    except (OSError, ValueError, KeyError) as e:
+        weight_map = json.load(f)["weight_map"]
+    except (OSError, ValueError, KeyError, TypeError) as e:
       raise RSVQAError(f"{index}: cannot read the weight_map ({e})") from e
+    if not (isinstance(weight_map, dict) and all(isinstance(v, str) for v in weight_map.values())):
+      raise RSVQAError(f"{index}: weight_map must map tensor names to shard file names")
+    shards = sorted(set(weight_map.values()))
     tensors = {}
     for shard in shards:
       tensors.update(_read_safetensors(os.path.join(folder, shard)))
@@ -123,16 +129,22 @@ def hf_tree(model, tensors, source="checkpoint"):
     if key is None:
       raise RSVQAError(f"{source}: missing key {prefix + candidates[0]} (model expects shape "
                        f"{stored})")
-    value = np.asarray(tensors[key], np.float32)
+    value = checkpoints.float32_weights(tensors[key], f"{source}: key {key}")
     if value.shape != stored:
       raise RSVQAError(f"{source}: key {key} has shape {value.shape}, model expects {stored}")
     flat[ours], names[ours] = (value.T if transpose else value), key
+  return checkpoints.unflatten(flat), names
+
+
+def check_layer_count(tensors, config, source):
+  """RSVQAError when config.json's layer count is not the checkpoint's; checked before the model
+  is built, as a damaged count (1e9 layers) would take hours to build."""
+  prefix = _prefix(tensors, source)
   layers = {int(m.group(1)) for k in tensors if k.startswith(prefix)
             and (m := _LAYER_KEY.match(k[len(prefix):]))}
-  if layers and max(layers) + 1 != model.config.num_layers:
-    raise RSVQAError(f"{source}: the checkpoint holds {max(layers) + 1} layers, config.json asks "
-                     f"for {model.config.num_layers}")
-  return checkpoints.unflatten(flat), names
+  if max(layers, default=-1) + 1 != config.num_layers:
+    raise RSVQAError(f"{source}: the checkpoint holds {max(layers, default=-1) + 1} layers, "
+                     f"config.json asks for {config.num_layers}")
 
 
 def load_bert(folder, *, rngs=None, dtype=None):
@@ -144,8 +156,10 @@ def load_bert(folder, *, rngs=None, dtype=None):
   """
   folder = os.fspath(folder)
   config = BertConfig.from_hf_json(os.path.join(folder, "config.json"))
+  tensors = read_hf_weights(folder)
+  check_layer_count(tensors, config, folder)
   model = nnx.eval_shape(lambda: BertEncoder(config, rngs=nnx.Rngs(0), dtype=dtype))
-  tree, names = hf_tree(model, read_hf_weights(folder), folder)
+  tree, names = hf_tree(model, tensors, folder)
   checkpoints.load_into(model, tree, folder, names)
   checkpoints.finish_abstract(model, rngs if rngs is not None else nnx.Rngs(0), folder)
   return model

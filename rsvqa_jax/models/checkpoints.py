@@ -94,6 +94,7 @@ def flat_shapes(model):
 def load_into(model, tree, source, names=None):
   """Copy `tree` into `model` in place; RSVQAError naming the key on a missing/extra/mismatched key.
 
+  Values are loaded as float32 and one that is not floating point is refused (`float32_weights`).
   A non-finite value (NaN or inf) is refused too: it would turn every output into NaN, and the
   first sign of it would otherwise be a training run that "diverges" at its first step. `names`
   maps our keys to the checkpoint's own names, which the messages then use.
@@ -107,12 +108,27 @@ def load_into(model, tree, source, names=None):
     if given[key].shape != shapes[key]:
       raise RSVQAError(f"{source}: key {key!r} has shape {given[key].shape}, "
                        f"the model expects {shapes[key]}")
-    check_finite(given[key], f"{source}: key {(names or {}).get(key, key)!r}")
+    what = f"{source}: key {(names or {}).get(key, key)!r}"
+    given[key] = float32_weights(given[key], what)
+    check_finite(given[key], what)
   extra = sorted(set(given) - set(shapes))
   if extra:
     raise RSVQAError(f"{source}: {len(extra)} unexpected key(s), first {extra[0]!r}")
   nnx.replace_by_pure_dict(state, unflatten({k: jnp.asarray(v) for k, v in given.items()}))
   nnx.update(model, state)
+
+
+def float32_weights(value, what):
+  """`value` as float32; RSVQAError "`what`: dtype D, ..." when it is not floating point.
+
+  Weights stored as integers or booleans are a damaged or mislabelled file (a header whose
+  dtype lies about F32 bytes reads them as huge integers): casting them would load nonsense.
+  """
+  value = np.asarray(value)
+  if not jnp.issubdtype(value.dtype, jnp.floating):  # bfloat16 included
+    raise RSVQAError(f"{what}: dtype {value.dtype}, expected floating-point weights; the file is "
+                     "damaged or not a weights file: export or download it again")
+  return value.astype(np.float32)
 
 
 def check_finite(value, what):
@@ -144,6 +160,12 @@ def load_safetensors(path):
       flat = {k: f.get_tensor(k) for k in f.keys()}
   except (OSError, safetensors.SafetensorError) as e:
     raise RSVQAError(f"{path}: not a readable safetensors file ({e})") from None
+  # "a.b" beside "a.b.c" has no place in a tree (unflattening would fail on it)
+  clash = next(((k, k[:i]) for k in flat for i, c in enumerate(k) if c == "." and k[:i] in flat),
+               None)
+  if clash is not None:
+    raise RSVQAError(f"{path}: key {clash[0]!r} lies under key {clash[1]!r}, which is a tensor "
+                     "itself; not a checkpoint of one model")
   return unflatten(flat), metadata
 
 

@@ -78,7 +78,8 @@ def from_torchvision(state_dict, model, source):
     got = tuple(np.shape(state_dict[name]))
     if got != want:
       raise RSVQAError(f"{source}: key {name!r} has shape {got}, {label} expects {want}")
-    flat[key] = _from_torch_layout(state_dict[name]).astype(np.float32)
+    flat[key] = _from_torch_layout(
+        checkpoints.float32_weights(state_dict[name], f"{source}: key {name!r}"))
     used.add(name)
   extra = sorted(k for k in state_dict if k not in used and not k.endswith("num_batches_tracked"))
   if extra:
@@ -118,6 +119,8 @@ def read_state_dict(path):
   if not isinstance(obj, dict):
     raise RSVQAError(f"{path}: expected a state dict, found {type(obj).__name__}")
   for key, value in obj.items():
+    if not isinstance(key, str):
+      raise RSVQAError(f"{path}: entry {key!r} is named by a {type(key).__name__}, not a string")
     if not isinstance(value, torch.Tensor):
       raise RSVQAError(f"{path}: entry {key!r} is a {type(value).__name__}, not a tensor")
   return {k.removeprefix("module."): v.float().numpy() if v.is_floating_point() else v.numpy()
@@ -128,7 +131,8 @@ def infer_depth(state_dict, source):
   """The torchvision depth whose block counts and block kind match the state dict's keys."""
   counts = []
   for stage in range(1, 5):
-    blocks = {int(k.split(".")[1]) for k in state_dict if k.startswith(f"layer{stage}.")}
+    blocks = {int(k.split(".")[1]) for k in state_dict
+              if k.startswith(f"layer{stage}.") and k.split(".")[1].isdigit()}
     if not blocks:
       raise RSVQAError(f"{source}: no 'layer{stage}.*' keys; not a torchvision ResNet state dict")
     counts.append(max(blocks) + 1)
@@ -147,6 +151,8 @@ def _hf_depth(folder):
       config = json.load(f)
   except ValueError as e:
     raise RSVQAError(f"{path}: not valid JSON ({e})") from None
+  if not isinstance(config, dict):
+    raise RSVQAError(f"{path}: expected a JSON object of config keys")
   if config.get("model_type") != "resnet":
     raise RSVQAError(f"{path}: model_type is {config.get('model_type')!r}, expected 'resnet'")
   for field, want in (("downsample_in_first_stage", False), ("downsample_in_bottleneck", False),
@@ -154,7 +160,10 @@ def _hf_depth(folder):
     if config.get(field, want) != want:
       raise RSVQAError(f"{path}: {field}={config[field]!r} is not torchvision's ResNet "
                        f"(needs {want!r})")
-  arch = (config.get("layer_type", "bottleneck"), tuple(config.get("depths", (3, 4, 6, 3))))
+  depths = config.get("depths", (3, 4, 6, 3))
+  if not isinstance(depths, (list, tuple)):
+    raise RSVQAError(f"{path}: depths {depths!r}: expected a list of blocks per stage")
+  arch = (config.get("layer_type", "bottleneck"), tuple(depths))
   for depth, known in ARCHS.items():
     if known == arch:
       return depth
@@ -216,6 +225,9 @@ def load_resnet(path, depth=None, *, rngs=None, dtype=jnp.float32):
   elif depth not in ARCHS:
     raise RSVQAError(f"--depth {depth}: must be one of {sorted(ARCHS)}")
   width = int(np.shape(state_dict["conv1.weight"])[0])
+  if width < 1:  # the model would build and fail inside JAX
+    raise RSVQAError(f"{source}: key 'conv1.weight' has shape "
+                     f"{tuple(np.shape(state_dict['conv1.weight']))}: no output channels")
   num_classes = int(np.shape(state_dict["fc.weight"])[0]) if "fc.weight" in state_dict else None
   model = _abstract(depth, width, num_classes, dtype, rngs)
   names = {key: torchvision_name(key) for key in checkpoints.flat_shapes(model)}
@@ -238,9 +250,18 @@ def _fill(model, tree, source, names=None):
 def _load_converted(path, tree, meta, depth, dtype, rngs):
   if meta.get("kind") != "resnet":
     raise RSVQAError(f"{path}: holds a converted {meta.get('kind')!r} model, not a ResNet")
-  saved = int(meta["depth"])
+  sizes = {}
+  for field, least in (("depth", 1), ("width", 1), ("num_classes", 0)):
+    value = meta.get(field, "")
+    if not (value.isascii() and value.isdigit() and int(value) >= least):
+      raise RSVQAError(f"{path}: header field {field}={meta.get(field)!r}: expected a whole "
+                       f"number >= {least}; the file is damaged: convert it again")
+    sizes[field] = int(value)
+  saved = sizes["depth"]
+  if saved not in ARCHS:
+    raise RSVQAError(f"{path}: header field depth={saved} is no ResNet depth {sorted(ARCHS)}")
   if depth is not None and depth != saved:
     raise RSVQAError(f"{path}: holds a ResNet-{saved}, but depth {depth} was asked for")
-  model = _abstract(saved, int(meta["width"]), int(meta["num_classes"]), dtype, rngs)
+  model = _abstract(saved, sizes["width"], sizes["num_classes"], dtype, rngs)
   _fill(model, tree, path)
   return model

@@ -15,6 +15,7 @@ The encoder is built from shapes only (`nnx.eval_shape`) and every parameter is 
 import contextlib
 import contextvars
 import os
+import zipfile
 
 import numpy as np
 from flax import nnx
@@ -57,7 +58,10 @@ def resolve_files(folder_or_files):
 def read_dictionary(path):
   """Word -> row of the word table (the line number; a repeated word keeps its last line)."""
   with open(path, encoding="utf-8", errors="replace") as f:
-    return {line.rstrip("\r\n"): i for i, line in enumerate(f)}
+    dictionary = {line.rstrip("\r\n"): i for i, line in enumerate(f)}
+  if not dictionary:  # every word would be unknown: a model that reads nothing
+    raise RSVQAError(f"{path}: empty; the Skip-thoughts dictionary has one word a line")
+  return dictionary
 
 
 def read_uni_skip(path):
@@ -74,9 +78,15 @@ def read_uni_skip(path):
       missing = [k for k in ENCODER_KEYS.values() if k not in npz.files]
       if missing:
         raise RSVQAError(f"{path}: missing key {missing[0]} (has {sorted(npz.files)[:10]})")
-      return {ours: np.asarray(npz[theirs], np.float32) for ours, theirs in ENCODER_KEYS.items()}
-  except (OSError, ValueError, EOFError) as e:  # an empty file: EOFError
+      arrays = {ours: checkpoints.float32_weights(npz[theirs], f"{path}: key {theirs}")
+                for ours, theirs in ENCODER_KEYS.items()}
+  except (OSError, ValueError, EOFError, zipfile.BadZipFile) as e:  # empty: EOFError
     raise RSVQAError(f"{path}: not a readable .npz of plain arrays ({e or 'empty'})") from e
+  for ours, theirs in ENCODER_KEYS.items():  # the sizes of the model are read off these
+    if arrays[ours].ndim != (1 if ours.startswith("b") else 2):
+      raise RSVQAError(f"{path}: key {theirs} has shape {arrays[ours].shape}, expected "
+                       f"{'a vector' if ours.startswith('b') else 'a matrix'}")
+  return arrays
 
 
 def _table_rows(table, rows):
@@ -127,10 +137,16 @@ def _open_table(path, allow_pickle):
 def read_table_rows(path, rows, *, allow_pickle=False):
   """Rows [len(rows), word_dim] of utable (plain .npy memory-mapped; pickled only on request)."""
   table = _open_table(path, allow_pickle)
+  if table.dtype != object and (table.ndim != 2 or not np.issubdtype(table.dtype, np.floating)):
+    raise RSVQAError(f"{path}: a {table.dtype} array of shape {table.shape}, expected a float "
+                     "matrix [words, word_dim]")
   size = len(np.asarray(table.item())) if table.dtype == object and table.ndim == 0 else len(table)
   if len(rows) and max(rows) >= size:
     raise RSVQAError(f"{path}: {size} rows, but the dictionary needs row {max(rows)}")
-  return _table_rows(table, rows)
+  try:
+    return _table_rows(table, rows)
+  except (TypeError, ValueError) as e:  # a pickled table whose rows are not equal-sized numbers
+    raise RSVQAError(f"{path}: the word table's rows are not vectors of one size ({e})") from None
 
 
 def convert_utable(src, dst, *, chunk=65536):

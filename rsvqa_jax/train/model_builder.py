@@ -49,6 +49,10 @@ def pretrained_bert(folder, *, max_length=None, rngs=None):
   if not 0.99 * rows <= tokenizer.vocab_size <= rows:
     raise RSVQAError(f"{folder}: the tokenizer has {tokenizer.vocab_size} tokens, the model's word "
                      f"table {rows} rows; a cut or another model's vocabulary file?")
+  top = max(tokenizer.hf.get_vocab().values(), default=-1)
+  if top >= rows:  # such ids read past the word table: NaN question vectors
+    raise RSVQAError(f"{folder}: the tokenizer gives token id {top}, the model's word table has "
+                     f"{rows} rows; a repeated token in vocab.txt?")
   return encoder, tokenizer
 
 
