@@ -22,6 +22,7 @@ import pytest
 
 from rsvqa_jax import cli
 from rsvqa_jax import config as config_lib
+from rsvqa_jax import storage
 from rsvqa_jax.commands import tables as tables_cmd
 from rsvqa_jax.data import answers
 from rsvqa_jax.errors import RSVQAError
@@ -230,6 +231,20 @@ def test_a_recorded_config_that_makes_no_sense_is_named(tmp_path, capsys, edit, 
   assert status == 2 and len(lines) == 1, lines
   assert lines[0].startswith(f"rsvqa-jax evaluate: error: {workdir}/config.json: "), lines
   assert re.search(message, lines[0]), lines
+
+
+def test_a_recorded_train_split_the_dataset_lacks_is_named(trained, tmp_path, capsys):
+  """The answers are the train split's: a recorded null (a type config.json allows) named
+  it only in a KeyError, as evaluate reads no other split of training."""
+  copy = _copy(trained, tmp_path)
+  path = os.path.join(copy, "config.json")
+  recorded = storage.read_json(path)
+  recorded["data"]["train_split"] = None
+  storage.write_json(path, recorded)
+  status, lines = _evaluate(capsys, "--workdir", copy)
+  assert status == 2 and len(lines) == 1, lines
+  assert re.fullmatch(r"rsvqa-jax evaluate: error: split None: the dataset at \S+ has splits "
+                      r"\['test', 'train', 'val'\]", lines[0]), lines
 
 
 def test_a_recorded_config_without_some_keys_says_it_takes_their_defaults(tmp_path, capsys):

@@ -10,13 +10,17 @@ day it lands:
 It builds what the commands read in WORKDIR (a synthetic LR set and a tiny run trained on it),
 then runs `rsvqa-jax -q CMD` with the arguments a command needs and one option replaced by each of
 VALUES, in WORKDIR (some values are created there as folders). A run that prints "Traceback" or
-outlives --timeout is listed; the exit status is the number listed (0: none).
+outlives --timeout is listed; the exit status is the number listed (0: none). The runs set
+RSVQA_JAX_TRACEBACK=1: an exception no check caught is then a traceback, not the one line the
+command line's last line of defence would print.
 """
 import argparse
 import os
 import re
 import subprocess
 import sys
+
+from rsvqa_jax import cli
 
 # Empty, zero, negative, huge, not a number, overflowing, missing, a folder, an unreadable file, a
 # space.
@@ -51,15 +55,16 @@ def prepare(root):
   with open(os.path.join(root, "garbage.txt"), "wb") as f:
     f.write(b"\x00\xff garbage,\n\"unterminated")
   if not os.path.isdir(data):
-    _check(["synth", "--out", data, "--images", "12", "--questions-per-image", "4"], root)
+    run_ok(["synth", "--out", data, "--images", "12", "--questions-per-image", "4"], root)
   if not os.path.isdir(run):
-    _check(["train", "--config", base_arguments(root)["train"][1], "--workdir", run,
+    run_ok(["train", "--config", base_arguments(root)["train"][1], "--workdir", run,
             "--config.data.synthetic=false", f"--config.data.root={data}",
             "--config.text.checkpoint=random", "--config.image.checkpoint=random",
             "--config.train.batch_size=4", "--config.train.num_epochs=1"], root)
 
 
-def _check(argv, cwd):
+def run_ok(argv, cwd):
+  """Runs `rsvqa-jax -q ARGV` in cwd; CalledProcessError if it fails."""
   subprocess.run(["rsvqa-jax", "-q", *argv], cwd=cwd, check=True, capture_output=True)
 
 
@@ -89,22 +94,24 @@ def fuzz(root, commands, timeout, say=print):
     for option in options(command):
       for value in VALUES:
         argv = ["rsvqa-jax", "-q", command, *with_option(base, option, value)]
-        problem = _problem(argv, root, timeout)
+        problem, _, _ = outcome(argv, root, timeout)
         if problem:
           found.append((problem, argv))
           say(f"{problem}: {' '.join(argv)}")
   return found
 
 
-def _problem(argv, cwd, timeout):
-  """The traceback's last line or the hang of one run, or None."""
+def outcome(argv, cwd, timeout):
+  """(the traceback's last line or the hang of one run, or None; its exit status, None if hung;
+  its stderr)."""
+  env = {**os.environ, cli.SHOW_TRACEBACK: "1"}  # else its last line of defence hides them
   try:
-    out = subprocess.run(argv, cwd=cwd, capture_output=True, text=True, timeout=timeout)
+    out = subprocess.run(argv, cwd=cwd, capture_output=True, text=True, timeout=timeout, env=env)
   except subprocess.TimeoutExpired:
-    return f"no answer in {timeout:g} s"
+    return f"no answer in {timeout:g} s", None, ""
   if "Traceback" not in out.stdout + out.stderr:
-    return None
-  return (out.stderr.strip().splitlines() or ["Traceback"])[-1]
+    return None, out.returncode, out.stderr
+  return (out.stderr.strip().splitlines() or ["Traceback"])[-1], out.returncode, out.stderr
 
 
 def main(argv=None):

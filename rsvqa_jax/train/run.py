@@ -92,7 +92,7 @@ def build(config, workdir, splits, *, dataset=None, features=None):
   if config.model.head in MAP_HEADS:
     _check_original_head(config)
   dataset = dataset if dataset is not None else inputs.load_dataset(config, workdir)
-  for s in splits:
+  for s in dict.fromkeys([config.data.train_split, *splits]):  # the answers are train_split's
     if s not in dataset.splits:
       raise RSVQAError(f"split {s!r}: the dataset at {dataset.root} has splits "
                        f"{sorted(dataset.splits)}")
