@@ -1,5 +1,6 @@
 """Tests for the DistilBERT / BERT / RoBERTa encoders and their Hugging Face import."""
 import json
+import re
 import os
 
 import jax
@@ -283,6 +284,33 @@ def test_config_from_hf_json(tmp_path):
     BertConfig.from_hf_json(path)
   path.write_text(json.dumps({"model_type": "bert", "vocab_size": 10}))
   with pytest.raises(RSVQAError, match="missing key hidden_size"):
+    BertConfig.from_hf_json(path)
+
+
+ROBERTA_CONFIG = {"model_type": "roberta", "vocab_size": 100, "hidden_size": 8,
+                  "num_hidden_layers": 1, "num_attention_heads": 2, "intermediate_size": 16,
+                  "max_position_embeddings": 20}
+
+
+@pytest.mark.parametrize("edit,message", [
+    ({"model_type": ["bert"]}, r"model_type \['bert'\] is not a DistilBERT"),
+    ({"hidden_act": ["gelu"]}, r"hidden_act \['gelu'\] not one of"),
+    ({"layer_norm_eps": "1e-5"}, r"layer_norm_eps '1e-5': expected a number in \(0, 1\)$"),
+    ({"layer_norm_eps": -1e-5}, r"layer_norm_eps -1e-05: expected a number in \(0, 1\)$"),
+    ({"hidden_dropout_prob": "0.1"}, r"dropout '0.1': expected a number in \[0, 1\)$"),
+    ({"hidden_dropout_prob": 1.5}, r"dropout 1.5: expected a number in \[0, 1\)$"),
+    ({"pad_token_id": 100}, r"pad_token_id 100: expected a token id in \[0, vocab_size 100\)$"),
+    ({"pad_token_id": 1.0}, r"pad_token_id 1.0: expected a token id"),
+    ({"pad_token_id": 19}, r"max_position_embeddings 20 leaves no position after pad_token_id 19$"),
+])
+def test_config_values_a_model_cannot_run_with_are_named(tmp_path, edit, message):
+  """Each was a TypeError (a list where a name is looked up), a crash at the first step (a
+  string eps), or a negative RoBERTa token budget."""
+  path = tmp_path / "config.json"
+  path.write_text(json.dumps(ROBERTA_CONFIG))
+  assert BertConfig.from_hf_json(path).max_tokens == 18
+  path.write_text(json.dumps({**ROBERTA_CONFIG, **edit}))
+  with pytest.raises(RSVQAError, match=re.escape(str(path)) + ": .*" + message):
     BertConfig.from_hf_json(path)
 
 

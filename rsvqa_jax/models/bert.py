@@ -59,12 +59,25 @@ class BertConfig:
         raise RSVQAError(f"BERT config: {name} {value!r}: expected an integer >= {least}")
     if self.family not in FAMILIES:
       raise RSVQAError(f"BERT config: family {self.family!r} not one of {FAMILIES}")
-    if self.hidden_act not in _ACTIVATIONS:
+    if not isinstance(self.hidden_act, str) or self.hidden_act not in _ACTIVATIONS:
       raise RSVQAError(f"BERT config: hidden_act {self.hidden_act!r} not one of "
                        f"{sorted(_ACTIVATIONS)}")
     if self.hidden_size % self.num_heads:
       raise RSVQAError(f"BERT config: hidden_size {self.hidden_size} not divisible by "
                        f"num_heads {self.num_heads}")
+    number = lambda v: isinstance(v, (int, float)) and not isinstance(v, bool)
+    if not (number(self.layer_norm_eps) and 0 < self.layer_norm_eps < 1):
+      raise RSVQAError(f"BERT config: layer_norm_eps {self.layer_norm_eps!r}: expected a number "
+                       "in (0, 1)")
+    if not (number(self.dropout) and 0 <= self.dropout < 1):
+      raise RSVQAError(f"BERT config: dropout {self.dropout!r}: expected a number in [0, 1)")
+    if (not isinstance(self.pad_token_id, int) or isinstance(self.pad_token_id, bool)
+        or not 0 <= self.pad_token_id < self.vocab_size):
+      raise RSVQAError(f"BERT config: pad_token_id {self.pad_token_id!r}: expected a token id in "
+                       f"[0, vocab_size {self.vocab_size})")
+    if self.max_tokens < 1:  # RoBERTa's positions start after the padding id
+      raise RSVQAError(f"BERT config: max_position_embeddings {self.max_position_embeddings} "
+                       f"leaves no position after pad_token_id {self.pad_token_id}")
 
   @property
   def max_tokens(self):
@@ -94,7 +107,8 @@ class BertConfig:
 
   @classmethod
   def _from_dict(cls, cfg, path):
-    family = _MODEL_TYPES.get(cfg.get("model_type"))
+    model_type = cfg.get("model_type")
+    family = _MODEL_TYPES.get(model_type) if isinstance(model_type, str) else None
     if family is None:
       raise RSVQAError(f"{path}: model_type {cfg.get('model_type')!r} is not a DistilBERT, "
                        f"BERT or RoBERTa model")
