@@ -150,6 +150,18 @@ def test_print_config_shows_the_effective_config_and_runs_nothing(tmp_path, caps
     ("train.stop_after_steps=-1", "config train.stop_after_steps=-1: must be a number >= 0"),
     ("optim.lr=1e999", "config optim.lr=inf: must be finite (a number >= 0)"),
     ("train.divergence_factor=-1.0", "config train.divergence_factor=-1.0: must be a number >= 0"),
+    # Unbounded, these were a TypeError in the model build (past 2**63), a 256 GB request to XLA
+    # (10**9) or a ValueError after training (an eval batch of 10**20).
+    ("model.hidden_dim=99999999999999999999",
+     "config model.hidden_dim=99999999999999999999: must be at most 8192"),
+    ("model.classifier_dim=1000000000", "config model.classifier_dim=1000000000: must be at most "
+     "8192"),
+    ("train.eval_batch_size=65537", "config train.eval_batch_size=65537: must be at most 65536"),
+    ("image.batch_size=1025", "config image.batch_size=1025: must be at most 1024"),
+    ("image.width=257", "config image.width=257: must be at most 256"),
+    ("model.mutan_rank=65", "config model.mutan_rank=65: must be at most 64"),
+    ("image.pretrain.image_size=4097",
+     "config image.pretrain.image_size=4097: must be at most 4096"),
 ])
 def test_numbers_outside_their_interval_are_one_line(override, message):
   c = config_lib.base_config()
@@ -169,7 +181,9 @@ def test_the_divergence_factor_can_be_switched_off():
 
 def test_every_ranged_key_exists():
   """A renamed key would leave its interval checking nothing (the study and answerability keys
-  in their sections, which only the configs that need them have)."""
+  in their sections, which only the configs that need them have); a maximum is only checked on
+  a key whose interval holds a number."""
+  assert set(config_lib.MAXIMA) <= set(config_lib.RANGES)
   c = config_lib.base_config()
   c.study = config_lib.study_defaults()
   c.answerability = config_lib.answerability_section()
@@ -179,6 +193,21 @@ def test_every_ranged_key_exists():
     for part in filter(None, section.split(".")):
       node = node[part]
     assert name in node, key
+
+
+def test_a_text_checkpoint_naming_no_folder_is_refused_before_any_stage(tmp_path):
+  """It was refused only once the image features were computed, naming a file inside it (on
+  synthetic data too)."""
+  c = config_lib.load(os.path.join(ROOT, "configs", "synthetic_tiny.py"))
+  c.text.checkpoint = str(tmp_path)
+  config_lib.check_weights(c)  # a folder: the files in it are the loader's to check
+  (tmp_path / "f").write_text("")
+  for name, why in (("none", "does not exist"), ("f", "is a file, not a folder")):
+    c.text.checkpoint = str(tmp_path / name)
+    with pytest.raises(RSVQAError) as refused:
+      config_lib.check_weights(c)
+    assert str(refused.value) == (f"config text.checkpoint={tmp_path / name}: {why}; give the "
+                                  "folder of the skipthoughts weights")
 
 
 _FROM = "from rsvqa_jax import config\n"
@@ -251,6 +280,8 @@ def test_a_config_files_own_error_goes_through_unchanged(tmp_path, capsys):
     ("train.length_buckets=[0]", "(0,): 0 must be a positive integer"),
     ("train.length_buckets=[-5, 8]", "(-5, 8): -5 must be a positive integer"),
     ("train.length_buckets=[8, True]", "(8, True): True is a bool; must be a positive integer"),
+    ("train.length_buckets=[8, 99999999999999999999]",
+     "(8, 99999999999999999999): 99999999999999999999 must be at most 512"),
     ("seed=-1", "-1: must be an integer in [0, 2**32)"),
     ("seed=99999999999999999999999", "99999999999999999999999: must be an integer in [0, 2**32)"),
     ("data.synthetic_seed=4294967296", "4294967296: must be an integer in [0, 2**32)"),

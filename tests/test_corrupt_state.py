@@ -218,9 +218,11 @@ def test_a_record_changed_yet_still_json_is_not_trusted(trained, tmp_path):
     (lambda d: d["model"].update(dropout=1.0),
      r"config model\.dropout=1\.0: must be a number in \[0, 1\)$"),
     (lambda d: d["optim"].update(lr=-1e-4), r"config optim\.lr=-0\.0001: must be a number >= 0$"),
+    (lambda d: d["train"].update(compute_dtype=None),
+     r"config train\.compute_dtype=None: choose one of float32, bfloat16$"),
 ], ids=["fusion", "eval_batch_size", "batch_size_text", "data_section", "no_model_section",
         "unknown_key", "cache_dir_number",
-        "negative_size", "null_size", "dropout_one", "negative_lr"])
+        "negative_size", "null_size", "dropout_one", "negative_lr", "null_choice"])
 def test_a_recorded_config_that_makes_no_sense_is_named(tmp_path, capsys, edit, message):
   workdir = tmp_path / "w"
   workdir.mkdir()

@@ -13,9 +13,9 @@ so callers and config files write `from rsvqa_jax import config` and `config.bas
 A config file is data: it defines `get_config(arg=None)` from these and ml_collections only, so
 loading it never imports JAX, and every documented key exists before the overrides are applied.
 """
-from rsvqa_jax.config.checks import (CHOICES, FRACTION, MAX_REPEATS, NON_EMPTY, NON_NEGATIVE,
-                                     POSITIVE, RANGES, SEED, WIDTH, check, check_weights,
-                                     is_random)
+from rsvqa_jax.config.checks import (CHOICES, FRACTION, MAX_REPEATS, MAXIMA, NON_EMPTY,
+                                     NON_NEGATIVE, POSITIVE, RANGES, SEED, WIDTH, check,
+                                     check_weights, is_random)
 from rsvqa_jax.config.defaults import (ANSWERABILITY_LOSSES, AUGMENT_VARIANTS, FEATURES_DIR,
                                        FUSIONS, LANGUAGE_MODELS, PRETRAINED_DIR, QUESTIONS_DIR,
                                        RANDOM, RESNET_DEPTHS, SELECT_METRICS,
@@ -34,7 +34,8 @@ from rsvqa_jax.config.presets import apply_flags, argument_error, paper_config, 
 
 __all__ = [
     "ANSWERABILITY_LOSSES", "AUGMENT_VARIANTS", "BOOKKEEPING_KEYS", "CHOICES", "FEATURES_DIR",
-    "FRACTION", "FREE_SECTIONS", "FUSIONS", "LANGUAGE_MODELS", "MAX_REPEATS", "NON_EMPTY",
+    "FRACTION", "FREE_SECTIONS", "FUSIONS", "LANGUAGE_MODELS", "MAX_REPEATS", "MAXIMA",
+    "NON_EMPTY",
     "NON_NEGATIVE",
     "POSITIVE", "PRETRAINED_DIR", "QUESTIONS_DIR", "RANDOM", "RANGES", "RECORDED_IN",
     "RESNET_DEPTHS", "RETIRED_KEYS", "RUN_CONTROL_KEYS", "SEED", "SELECT_METRICS", "WIDTH",

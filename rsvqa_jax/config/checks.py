@@ -1,13 +1,14 @@
 """What a config may hold: closed choices, numeric intervals and named weights, checked before a
 run creates or records anything, so a bad value is one line instead of a late traceback."""
 import math
+import os
 
 import ml_collections
 
 from rsvqa_jax.config.defaults import (ANSWERABILITY_LOSSES, AUGMENT_VARIANTS, FUSIONS,
                                        IMAGE_ARCHS, LANGUAGE_MODELS, RANDOM, RESNET_DEPTHS,
                                        SELECT_METRICS)
-from rsvqa_jax.errors import RSVQAError
+from rsvqa_jax.errors import RSVQAError, not_a_folder
 
 # Keys with a closed set of values (each entry of a list key): checked before anything is
 # created (check()).
@@ -96,19 +97,43 @@ RANGES = {
     "answerability.study.word_min_count": (0, None, True, int, "a whole number >= 0"),
     "answerability.study.top_words": (1, None, True, int, "a whole number >= 1"),
 }
+# The largest layer widths and batch sizes (checked once their interval holds): the paper's widest
+# layer is 2400 and the configs' largest batch 700; past 2**63 a width was a TypeError deep in the
+# model build, 10**9 asked XLA for 256 GB and an eval batch of 10**20 was a ValueError after
+# training. A ResNet's weights grow with the square of its stem width (torchvision's: 64), MUTAN's
+# factors with its rank (default 5); pretraining images take image.image_size's bound (2**63 was
+# an OverflowError, 100000 a MemoryError). Every question of a split is padded to one token width
+# (2**63 was a ValueError): the BERTs read 512 tokens at most, and a longer question is padded to
+# a multiple of the widest.
+MAXIMA = {
+    **dict.fromkeys((
+        "model.attention_dim", "model.classifier_dim", "model.hidden_dim", "model.mutan_dim",
+        "text.hidden_dim", "text.word_dim"), 8192),
+    # Global batches, split over every device of every host: room for a large data-parallel run.
+    **dict.fromkeys(("train.batch_size", "train.eval_batch_size"), 65536),
+    # A batch of images is decoded at once: 1024 of RSVQA HR's 512x512 tiles fill 3 GB.
+    **dict.fromkeys(("image.batch_size", "image.pretrain.batch_size"), 1024),
+    **dict.fromkeys(("image.width", "image.pretrain.width"), 256),
+    "model.mutan_rank": 64,
+    "image.pretrain.image_size": 4096,
+    "train.length_buckets": 512,
+}
 # List keys that must not be empty, and what to give instead: every question is padded to a bucket
 # of train.length_buckets, so none is an IndexError later. (Their order does not matter: every
 # reader sorts them.)
 NON_EMPTY = {"train.length_buckets": "one token width at least, such as (64,) for a single width"}
 
 
-def _lookup(config, key):
-  """The value of a dotted key, or None where the config lacks it."""
+_MISSING = object()
+
+
+def _lookup(config, key, missing=None):
+  """The value of a dotted key, or `missing` where the config lacks it."""
   node = config
   for part in key.split("."):
-    node = node[part] if isinstance(node, ml_collections.ConfigDict) and part in node else None
-    if node is None:
-      return None
+    if not (isinstance(node, ml_collections.ConfigDict) and part in node):
+      return missing
+    node = node[part]
   return node
 
 
@@ -122,13 +147,13 @@ def _outside(value, interval):
 
 def check(config):
   """One-line RSVQAError for a value outside its key's choices (see CHOICES) or its interval (see
-  RANGES, NON_EMPTY), before a run creates or records anything. Keys the config lacks (the study
-  keys of a training config) are skipped."""
+  RANGES, MAXIMA, NON_EMPTY), before a run creates or records anything. Keys the config lacks (the
+  study keys of a training config) are skipped."""
   for key, allowed in CHOICES.items():
-    node = _lookup(config, key)
+    node = _lookup(config, key, missing=_MISSING)  # a null (hand-edited config.json) is no choice
     listed = isinstance(node, (tuple, list))
-    for entry in node if listed else (node,):
-      if entry is not None and entry not in allowed:
+    for entry in () if node is _MISSING else node if listed else (node,):
+      if entry not in allowed:
         which = f"{entry!r} is not one of them; " if listed else ""
         raise RSVQAError(f"config {key}={node!r}: {which}choose one of "
                          f"{', '.join(map(str, allowed))}")
@@ -147,6 +172,8 @@ def check(config):
         # True read as 1 was "not positive"; '8' a number that was not.
         kind = f"is a {type(entry).__name__}; " if isinstance(entry, (bool, str)) else ""
         raise RSVQAError(f"config {key}={value!r}: {which}{kind}must be {interval[-1]}")
+      if key in MAXIMA and entry > MAXIMA[key]:
+        raise RSVQAError(f"config {key}={value!r}: {which}must be at most {MAXIMA[key]}")
     if listed and not value and key in NON_EMPTY:
       raise RSVQAError(f"config {key}={value!r}: give {NON_EMPTY[key]}")
   _check_one_source(config)
@@ -176,8 +203,14 @@ def check_weights(config, *, image=True):
 
   Random weights are what synthetic configs use, but on real data they silently give a
   meaningless result, so an unset text.checkpoint (Skip-thoughts) or image.checkpoint (ResNet;
-  checked when `image`, i.e. when the features come from the config) is an RSVQAError.
+  checked when `image`, i.e. when the features come from the config) is an RSVQAError. A
+  text.checkpoint naming no folder, synthetic data or not, was refused only after the image
+  features were computed, naming a file inside it.
   """
+  text = config.text.checkpoint
+  if not is_random(text) and not os.path.isdir(text):
+    raise RSVQAError(f"config text.checkpoint={text}: {not_a_folder(text)}; give the folder "
+                     f"of the {config.text.encoder} weights")
   if config.data.synthetic:
     return
   if config.text.encoder == "skipthoughts" and not config.text.checkpoint:
