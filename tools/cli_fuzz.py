@@ -29,8 +29,10 @@ VALUES = ("", "0", "-1", "99999999999999999999", "nan", "1e400", "/nonexistent/x
 
 
 def base_arguments(root):
-  """subcommand -> the arguments it needs to get as far as reading its options."""
+  """subcommand -> the arguments it needs to get as far as reading its options (answerability
+  train, select and study are left out: each would train a model per run)."""
   data, run = os.path.join(root, "data"), os.path.join(root, "run")
+  masks = os.path.join(data, "Grounding")  # the truth masks synth writes, scored against themselves
   configs = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "configs")
   return {
       "synth": ["--out", "synth_out"],
@@ -42,8 +44,12 @@ def base_arguments(root):
       "analyze": ["--data", data, "--out", "analyze_out"],
       "config": ["--config", os.path.join(configs, "synthetic_tiny.py")],
       "tables": ["--runs", root],
-      "convert": ["--out", "converted.safetensors"],
-      "shortcuts": [], "grounding": [], "answerability": [],
+      "convert": ["--kind", "bert", "--src", "a_folder", "--out", "converted.safetensors"],
+      "shortcuts": ["--data", data, "--out", "shortcuts_out"],
+      "grounding": ["--out", "grounding_out", "--workdir", run],
+      "grounding score": ["score", "--out", "score_out", "--predicted", masks, "--truth", masks],
+      "answerability score": ["score", "--scores", "scores.csv", "--labels", "labels.csv",
+                              "--out", "answerability_out"],
       "study": ["--config", os.path.join(configs, "study_synthetic.py"), "--workdir", "study_out"],
   }
 
@@ -54,6 +60,10 @@ def prepare(root):
   os.makedirs(os.path.join(root, "a_folder"), exist_ok=True)
   with open(os.path.join(root, "garbage.txt"), "wb") as f:
     f.write(b"\x00\xff garbage,\n\"unterminated")
+  with open(os.path.join(root, "labels.csv"), "w") as f:  # one pool of two images
+    f.write("pool_id,question,image_id,label\n0,Is there a road,1,2\n0,Is there a road,2,0\n")
+  with open(os.path.join(root, "scores.csv"), "w") as f:
+    f.write("pool_id,image_id,score\n0,1,0.9\n0,2,0.1\n")
   if not os.path.isdir(data):
     run_ok(["synth", "--out", data, "--images", "12", "--questions-per-image", "4"], root)
   if not os.path.isdir(run):
@@ -70,8 +80,8 @@ def run_ok(argv, cwd):
 
 def options(command):
   """The long options `rsvqa-jax COMMAND --help` lists."""
-  shown = subprocess.run(["rsvqa-jax", command, "--help"], capture_output=True, text=True,
-                         check=True).stdout
+  shown = subprocess.run(["rsvqa-jax", *command.split(), "--help"], capture_output=True,
+                         text=True, check=True).stdout
   return sorted(set(re.findall(r"(--[a-z][a-z0-9-]+)", shown)) - {"--help"})
 
 
@@ -89,11 +99,11 @@ def fuzz(root, commands, timeout, say=print):
   """[(problem, argv)] of the runs that printed a traceback or hung."""
   found = []
   for command, base in base_arguments(root).items():
-    if commands and command not in commands:
+    if commands and command not in commands and command.split()[0] not in commands:
       continue
     for option in options(command):
       for value in VALUES:
-        argv = ["rsvqa-jax", "-q", command, *with_option(base, option, value)]
+        argv = ["rsvqa-jax", "-q", command.split()[0], *with_option(base, option, value)]
         problem, _, _ = outcome(argv, root, timeout)
         if problem:
           found.append((problem, argv))
@@ -120,7 +130,8 @@ def main(argv=None):
   parser.add_argument("--timeout", type=float, default=90, help="seconds a run may take")
   parser.add_argument("commands", nargs="*", help="subcommands to try (default: all)")
   args = parser.parse_args(argv)
-  unknown = sorted(set(args.commands) - set(base_arguments(args.workdir)))
+  names = {w for c in base_arguments(args.workdir) for w in (c, c.split()[0])}
+  unknown = sorted(set(args.commands) - names)
   if unknown:
     parser.error(f"unknown subcommand(s) {', '.join(unknown)}")
   root = os.path.abspath(args.workdir)
