@@ -14,6 +14,8 @@ from rsvqa_jax import cli, storage
 from rsvqa_jax.data import images, rsvqa_json, split_files, synthetic
 from rsvqa_jax.errors import RSVQAError
 
+CONFIGS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "configs")
+
 SMALL = dict(variant="lr", images=4, seed=0, questions_per_image=3)
 HOST = socket.gethostname()
 
@@ -185,10 +187,9 @@ def test_synth_command_refuses_a_users_folder_in_one_line(tmp_path, capsys):
 def test_a_set_that_cannot_fit_on_the_disk_is_refused_before_writing(tmp_path, capsys):
   """`--images 100000000` started writing 37 TB of tiles into a disk of a few GB, and
   `--images 99999999999999999999` was an OverflowError: both are one line, nothing written."""
-  from rsvqa_jax.commands import synth  # pylint: disable=g-import-not-at-top
   free = storage.shutil.disk_usage(tmp_path).free
   for variant in ("lr", "hr", "xben"):
-    one = synth.needed_bytes(variant, 1, 25)
+    one = synthetic.needed_bytes(variant, 1, 25)
     too_many = free // one + 1
     out = tmp_path / variant
     assert cli.main(["synth", "--out", str(out), "--variant", variant, "--images",
@@ -196,13 +197,20 @@ def test_a_set_that_cannot_fit_on_the_disk_is_refused_before_writing(tmp_path, c
     err = capsys.readouterr().err.strip()
     assert err.startswith(f"rsvqa-jax synth: error: {tmp_path}: no space for the synthetic "
                           f"{variant} set of {too_many} images: it needs about ") and err.endswith(
-                              "are free; free some space or ask for fewer --images"), err
+                              "are free; free some space or ask for fewer images (--images)"), err
     assert not out.exists()
-  assert synth.needed_bytes("lr", 12, 4) <= sum(  # an estimate that never refuses what fits
+  assert synthetic.needed_bytes("lr", 12, 4) <= sum(  # an estimate that never refuses what fits
       f.stat().st_size for f in _synth_lr(tmp_path / "fits").rglob("*") if f.is_file())
   assert cli.main(["synth", "--out", str(tmp_path / "huge"), "--images",
                    "99999999999999999999"]) == 2
   assert "no space for the synthetic lr set" in capsys.readouterr().err
+  # Training's own synthetic stage: 10**20 images was an OverflowError, 10**9 wrote until killed.
+  assert cli.main(["-q", "train", "--config", os.path.join(CONFIGS, "synthetic_tiny.py"),
+                   "--workdir", str(tmp_path / "run"), f"--config.data.cache_dir={tmp_path}/c",
+                   "--config.data.synthetic_images=1000000000"]) == 2
+  err = capsys.readouterr().err.strip()
+  assert err.startswith("rsvqa-jax train: error: ") and err.endswith(
+      "are free; free some space or ask for fewer images (data.synthetic_images)"), err
 
 
 def _synth_lr(out):

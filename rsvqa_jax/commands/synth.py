@@ -7,30 +7,15 @@ The dataset is written whole or not at all (data/synthetic.py): a run stopped at
 leaves nothing under --out, the next run cleans what it left beside it, an earlier synthetic
 dataset there is replaced, and a folder of anything else is refused.
 """
-import os
 import time
 
-from rsvqa_jax import storage
 from rsvqa_jax.commands import answerability, argument_types
-from rsvqa_jax.data import split_files, synthetic
+from rsvqa_jax.data import synthetic
 from rsvqa_jax.data import synthetic_xben
 from rsvqa_jax.errors import RSVQAError
 
 DEFAULT_IMAGES = {"lr": 772, "hr": 400, "xben": synthetic_xben.IMAGES}
 DEFAULT_QUESTIONS_PER_IMAGE = {"lr": 100, "hr": 100, "xben": synthetic_xben.QUESTIONS_PER_IMAGE}
-# Bytes written beside the pixels, measured on small sets and rounded down (the estimate refuses
-# only what cannot fit): an image's scene and grounding masks, a question's JSON entries.
-MASK_BYTES, QUESTION_BYTES, XBEN_QUESTION_BYTES = 8 << 10, 512, 250
-
-
-def needed_bytes(variant, images, per_image):
-  """About what `synth` writes: uncompressed RGB tiles and the files beside them."""
-  if variant == "xben":
-    return images * per_image * XBEN_QUESTION_BYTES
-  side = split_files.LAYOUTS[variant].image_size
-  return images * (3 * side * side + MASK_BYTES + per_image * QUESTION_BYTES)
-
-
 def add_arguments(parser):
   parser.add_argument("--out", required=True,
                       help="folder to write (created or replaced whole; refused if it holds "
@@ -74,10 +59,7 @@ def run(args):
   answerability.check_synth(args, images)
   synthetic.params(args.variant, images, args.seed, args.prior_strength, args.balanced, per_image,
                    args.plant)  # every value checked before the disk is asked for room
-  storage.ensure_free(os.path.dirname(os.path.abspath(args.out)),
-                      needed_bytes(args.variant, images, per_image),
-                      f"the synthetic {args.variant} set of {images} images",
-                      "free some space or ask for fewer --images")
+  synthetic.ensure_room(args.out, args.variant, images, per_image, "--images")
   start = time.time()
   if args.variant == "xben":
     if args.plant or args.balanced or args.answerability:

@@ -438,14 +438,39 @@ def read_manifest(directory):
   return storage.read_manifest(directory, MANIFEST)
 
 
-def ensure_synthetic(directory, variant, images, seed, **knobs):
+# Bytes written beside the pixels, measured on small sets and rounded down (the estimate refuses
+# only what cannot fit): an image's scene and grounding masks, a question's JSON entries.
+MASK_BYTES, QUESTION_BYTES, XBEN_QUESTION_BYTES = 8 << 10, 512, 250
+
+
+def needed_bytes(variant, images, per_image):
+  """About what generating writes: uncompressed RGB tiles and the files beside them."""
+  if variant == "xben":
+    return images * per_image * XBEN_QUESTION_BYTES
+  side = split_files.LAYOUTS[variant].image_size
+  return images * (3 * side * side + MASK_BYTES + per_image * QUESTION_BYTES)
+
+
+def ensure_room(out, variant, images, per_image, images_key):
+  """One-line RSVQAError, before anything is written, when the set cannot fit beside `out`
+  (10**9 images began writing 37 TB); `images_key`: the flag or config key to lower."""
+  storage.ensure_free(os.path.dirname(os.path.abspath(out)),
+                      needed_bytes(variant, images, per_image),
+                      f"the synthetic {variant} set of {images} images",
+                      f"free some space or ask for fewer images ({images_key})")
+
+
+def ensure_synthetic(directory, variant, images, seed, images_key="data.synthetic_images",
+                     **knobs):
   """Generates the dataset into `directory` unless it already holds one with these parameters.
 
-  `knobs`: prior_strength, balanced, questions_per_image, plant. Returns whether it generated.
+  `knobs`: prior_strength, balanced, questions_per_image, plant; `images_key` names what sets
+  `images` in the error of a set too large for the disk. Returns whether it generated.
   """
   wanted = params(variant, images, seed, **knobs)
   if read_manifest(directory) == wanted:
     return False
+  ensure_room(directory, variant, images, wanted["questions_per_image"], images_key)
   if variant == "xben":
     generate_xben(directory, images, seed, wanted["questions_per_image"])
     return True

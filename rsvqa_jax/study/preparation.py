@@ -38,6 +38,7 @@ def dataset(study, balanced):
   qpi = s.balanced.questions_per_image if balanced else s.questions_per_image
   started = time.time()
   synthetic.ensure_synthetic(root, s.variant, images, s.data_seed,
+                             f"study.{'balanced.' if balanced else ''}images",
                              prior_strength=s.prior_strength,
                              balanced=balanced or s.balanced_data, questions_per_image=qpi)
   if time.time() - started > 1:

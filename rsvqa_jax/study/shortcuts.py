@@ -54,7 +54,7 @@ def _benchmark(study, root, stage_dir, bench):
   s, sc = study.s, study.s.shortcuts
   runs_dir = os.path.join(stage_dir, "runs")
   started = time.time()
-  synthetic.ensure_synthetic(root, s.variant, sc.images, s.data_seed,
+  synthetic.ensure_synthetic(root, s.variant, sc.images, s.data_seed, "study.shortcuts.images",
                              prior_strength=s.prior_strength, balanced=sc.balanced,
                              questions_per_image=sc.questions_per_image, plant=tuple(sc.plant))
   source = rsvqa_json.read_dataset(root, s.variant)
