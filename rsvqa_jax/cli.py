@@ -192,11 +192,10 @@ def main(argv=None):
     print(f"rsvqa-jax {name}: interrupted", file=sys.stderr)
     return 130
   except MemoryError as e:  # a size or count too large for this machine, not a fault of ours
-    detail = str(e) or "MemoryError"
-    print(f"rsvqa-jax {name}: error: not enough memory for these sizes or counts ({detail}); "
-          "give smaller ones", file=sys.stderr)
-    return 2
+    return _no_memory(name, str(e) or "MemoryError")
   except Exception as e:  # pylint: disable=broad-exception-caught
+    if type(e).__name__ in XLA_ERRORS and str(e).startswith("RESOURCE_EXHAUSTED"):
+      return _no_memory(name, str(e).strip().splitlines()[0])  # XLA's own, device or host
     if os.environ.get(SHOW_TRACEBACK, "") not in ("", "0"):
       raise
     print(f"rsvqa-jax {name}: error: {unexpected_line(e)} (an input this command does not "
@@ -230,6 +229,15 @@ def os_error_line(error):
   elif error.errno == errno.EISDIR:
     what += " (a folder stands where a file is needed)"
   return f"{' -> '.join(map(str, paths))}: {what}" if paths else what
+
+
+XLA_ERRORS = ("JaxRuntimeError", "XlaRuntimeError")  # by name: the command line never imports JAX
+
+
+def _no_memory(name, detail):
+  print(f"rsvqa-jax {name}: error: not enough memory for these sizes or counts ({detail}); "
+        "give smaller ones", file=sys.stderr)
+  return 2
 
 
 def unexpected_line(error):

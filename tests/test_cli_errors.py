@@ -2,6 +2,7 @@
 needed), an exception no check caught, an option out of its range and a file torch refuses each
 end in one line and exit status 2, never a traceback."""
 
+import jax
 import pytest
 
 from rsvqa_jax import cli
@@ -67,6 +68,18 @@ def test_memory_exhausted_by_a_size_is_one_line_naming_it(monkeypatch, capsys):
   assert status == 2 and lines == [
       "rsvqa-jax synth: error: not enough memory for these sizes or counts (Unable to allocate "
       "59.6 GiB for an array with shape (100000000, 80)); give smaller ones"]
+
+
+def test_memory_exhausted_on_the_device_is_the_same_line(monkeypatch, capsys):
+  """XLA's out of memory (model.hidden_dim=10**9 asked for 256 GB) is no MemoryError."""
+  def too_large(args):
+    raise jax.errors.JaxRuntimeError("RESOURCE_EXHAUSTED: Out of memory while trying to allocate "
+                                     "256.00GiB.\nmore detail")
+  monkeypatch.setattr(synth, "run", too_large)
+  status, lines = _run(capsys, "synth", "--out", "x")
+  assert status == 2 and lines == [
+      "rsvqa-jax synth: error: not enough memory for these sizes or counts (RESOURCE_EXHAUSTED: "
+      "Out of memory while trying to allocate 256.00GiB.); give smaller ones"]
 
 
 @pytest.mark.parametrize("argv,message", [

@@ -245,7 +245,8 @@ def test_a_recorded_train_split_the_dataset_lacks_is_named(trained, tmp_path, ca
   storage.write_json(path, recorded)
   status, lines = _evaluate(capsys, "--workdir", copy)
   assert status == 2 and len(lines) == 1, lines
-  assert re.fullmatch(r"rsvqa-jax evaluate: error: split None: the dataset at \S+ has splits "
+  assert re.fullmatch(r"rsvqa-jax evaluate: error: split None \(config data\.train_split\): the dataset "
+                      r"at \S+ has splits "
                       r"\['test', 'train', 'val'\]", lines[0]), lines
 
 

@@ -92,10 +92,11 @@ def build(config, workdir, splits, *, dataset=None, features=None):
   if config.model.head in MAP_HEADS:
     _check_original_head(config)
   dataset = dataset if dataset is not None else inputs.load_dataset(config, workdir)
+  keys = {config.data.val_split: "data.val_split", config.data.train_split: "data.train_split"}
   for s in dict.fromkeys([config.data.train_split, *splits]):  # the answers are train_split's
     if s not in dataset.splits:
-      raise RSVQAError(f"split {s!r}: the dataset at {dataset.root} has splits "
-                       f"{sorted(dataset.splits)}")
+      raise RSVQAError(f"split {s!r}{f' (config {keys[s]})' if s in keys else ''}: the dataset at "
+                       f"{dataset.root} has splits {sorted(dataset.splits)}")
     if not len(dataset[s]):  # every score over it would read n/a
       raise RSVQAError(f"{dataset.root}: split {s!r} has no active question: nothing to "
                        "evaluate on")
