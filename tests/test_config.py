@@ -210,6 +210,19 @@ def test_a_text_checkpoint_naming_no_folder_is_refused_before_any_stage(tmp_path
                                   "folder of the skipthoughts weights")
 
 
+def test_skipthoughts_settings_of_a_bert_family_run_are_refused_before_any_stage():
+  """Both were read only where the encoder is loaded, after a run computed its image features."""
+  c = config_lib.load(os.path.join(ROOT, "configs", "synthetic_tiny.py"))
+  c.text.encoder = "distilbert"
+  with pytest.raises(RSVQAError, match=r"^config text\.checkpoint=None: text\.encoder="
+                                       r"distilbert needs a local Hugging Face folder"):
+    config_lib.check_weights(c)
+  c.text.strip_question_mark = True
+  with pytest.raises(RSVQAError, match=r"^config text\.strip_question_mark=true: the distilbert "
+                                       "tokenizer keeps its own punctuation"):
+    config_lib.check_weights(c)
+
+
 _FROM = "from rsvqa_jax import config\n"
 
 

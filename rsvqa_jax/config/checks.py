@@ -198,6 +198,21 @@ def is_random(checkpoint):
   return not checkpoint or checkpoint == RANDOM
 
 
+def check_text_encoder(text):
+  """What a BERT-family `text` section cannot hold: Skip-thoughts' options. Checked before any
+  stage (check_weights) and where the encoder is loaded, which a run reached after its image
+  features."""
+  if text.encoder == "skipthoughts":
+    return
+  if text.strip_question_mark:
+    raise RSVQAError(f"config text.strip_question_mark=true: the {text.encoder} tokenizer "
+                     "keeps its own punctuation; the option is for Skip-thoughts")
+  if is_random(text.checkpoint):
+    raise RSVQAError(f"config text.checkpoint={text.checkpoint!r}: text.encoder={text.encoder} "
+                     "needs a local Hugging Face folder (config.json, model.safetensors, "
+                     f"tokenizer); random init ({RANDOM!r}) is Skip-thoughts only")
+
+
 def check_weights(config, *, image=True):
   """Real-data runs name their pretrained weights, or ask for random init with RANDOM.
 
@@ -211,6 +226,7 @@ def check_weights(config, *, image=True):
   if not is_random(text) and not os.path.isdir(text):
     raise RSVQAError(f"config text.checkpoint={text}: {not_a_folder(text)}; give the folder "
                      f"of the {config.text.encoder} weights")
+  check_text_encoder(config.text)
   if config.data.synthetic:
     return
   if config.text.encoder == "skipthoughts" and not config.text.checkpoint:

@@ -12,7 +12,7 @@ op by op.
 """
 from flax import nnx
 
-from rsvqa_jax.config import RANDOM, is_random
+from rsvqa_jax.config import check_text_encoder, is_random
 from rsvqa_jax.data.tokenizers import HFTokenizer, WordTokenizer
 from rsvqa_jax.errors import RSVQAError
 from rsvqa_jax.models.bert import FAMILIES
@@ -63,14 +63,7 @@ def load_text_encoder(text_cfg, words, rngs):
                                    bayesian=text_cfg.bayesian,
                                    strip_question_mark=text_cfg.strip_question_mark, rngs=rngs)
   if text_cfg.encoder in FAMILIES:
-    if text_cfg.strip_question_mark:
-      raise RSVQAError(f"config text.strip_question_mark=true: the {text_cfg.encoder} tokenizer "
-                       "keeps its own punctuation; the option is for Skip-thoughts")
-    if is_random(text_cfg.checkpoint):
-      raise RSVQAError(f"config text.checkpoint={text_cfg.checkpoint!r}: text.encoder="
-                       f"{text_cfg.encoder} needs a local Hugging Face folder (config.json, "
-                       f"model.safetensors, tokenizer); random init ({RANDOM!r}) is Skip-thoughts "
-                       "only")
+    check_text_encoder(text_cfg)
     encoder, tokenizer = pretrained_bert(text_cfg.checkpoint, max_length=text_cfg.max_length,
                                          rngs=rngs)
     if encoder.config.family != text_cfg.encoder:
