@@ -199,12 +199,14 @@ def train_arguments(data, workdir):
 
 
 def command_lines(root, folder):
-  """{command: argv} reading the damaged copy of `folder` (the other one left whole)."""
+  """{command: argv} reading the damaged copy of `folder` (the other one left whole); a set
+  without images (a synthetic RSVQAxBEN) is validated with --skip-images."""
   cases_dir, out = os.path.join(root, "cases"), os.path.join(root, "out")
   shutil.rmtree(out, ignore_errors=True)
   data = os.path.join(cases_dir if folder == "data" else root, "data")
   run = os.path.join(cases_dir, "run")
-  return {"validate": ["validate", "--data", data],
+  imageless = not any(n.startswith("Images") for n in os.listdir(os.path.join(root, "data")))
+  return {"validate": ["validate", "--data", data, *(["--skip-images"] if imageless else [])],
           "analyze": ["analyze", "--data", data, "--out", os.path.join(out, "analyze")],
           "features": ["features", "--data", data, "--cache", os.path.join(out, "features"),
                        "--arch", "resnet18", "--checkpoint", "random"],
