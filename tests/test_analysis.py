@@ -296,6 +296,13 @@ def test_answer_distribution_png(tmp_path):
   assert head == b"\x89PNG\r\n\x1a\n" and os.path.getsize(path) > 5000
 
 
+def test_a_long_answer_is_cut_on_its_tick_label():
+  """A megabyte-long answer (a damaged answers file) took matplotlib minutes to lay out."""
+  assert plots.short_label("yes") == "yes"
+  assert plots.short_label("a" * 100) == "a" * (plots.LABEL_CHARS - 3) + "..."
+  assert len(plots.short_label("b" * 2**20)) == plots.LABEL_CHARS
+
+
 def test_default_splits():
   mk = lambda *names: records.Dataset(name="x", root="/r", splits={n: make_split(n, TRAIN) for n in names})
   assert analysis.default_splits(mk("train", "val", "test", "test_phili")) == ("train", ["test", "test_phili"])

@@ -228,7 +228,7 @@ def fuzz(root, kinds, commands, timeout, sample=None, say=print):
     damaged_copy(os.path.join(root, folder), os.path.join(root, "cases", folder), rel, damage,
                  link=folder == "data")
     for command, argv in command_lines(root, folder).items():
-      if command not in TARGETS[kind][1] or (commands and command not in commands):
+      if command not in (commands or TARGETS[kind][1]):
         continue
       argv = ["rsvqa-jax", "-q", *argv]
       problem, status, stderr = cli_fuzz.outcome(argv, root, timeout)
@@ -245,7 +245,9 @@ def main(argv=None):
   parser.add_argument("--workdir", required=True, help="scratch folder (created)")
   parser.add_argument("--files", default="json", help=f"of {', '.join(TARGETS)}, comma-separated")
   parser.add_argument("--commands", default="",
-                      help="only these of the commands reading them (default: all)")
+                      help="the commands to run, comma-separated (default: TARGETS' for the kind: "
+                           "json validate,analyze; images validate,features,train; workdir "
+                           "tables,evaluate,train)")
   parser.add_argument("--variant", default="lr", choices=("lr", "hr", "xben"))
   parser.add_argument("--sample", type=int, help="draw this many cases (default: every one)")
   parser.add_argument("--timeout", type=float, default=120, help="seconds a run may take")

@@ -41,6 +41,13 @@ def distribution(splits, qtype, top_k):
   return answers, shares
 
 
+LABEL_CHARS = 40  # a tick label longer than this is cut (a megabyte-long answer took minutes)
+
+
+def short_label(text):
+  return text if len(text) <= LABEL_CHARS else text[:LABEL_CHARS - 3] + "..."
+
+
 def answer_distribution(splits, path, title="", top_k=8):
   """Write Figure 7 for `splits` (name -> records.Split) to `path` (PNG)."""
   qtypes = sorted({t for split in splits.values() for t in split.qtype.tolist()})
@@ -57,8 +64,8 @@ def answer_distribution(splits, path, title="", top_k=8):
     for j, (name, share) in enumerate(shares.items()):
       bars = ax.bar(x + (j - (len(splits) - 1) / 2) * width, 100 * share, width, label=name)
       ax.bar_label(bars, labels=[f"{100 * s:.0f}" for s in share], fontsize=6, padding=1)
-    ax.set_title(tables.type_name(qtype))
-    ax.set_xticks(x, answers, rotation=30, ha="right", fontsize=7)
+    ax.set_title(short_label(tables.type_name(qtype)))
+    ax.set_xticks(x, [short_label(a) for a in answers], rotation=30, ha="right", fontsize=7)
     ax.set_ylabel("% of the split")
     ax.set_ylim(0, 110)
     ax.legend(fontsize=7)
@@ -106,7 +113,8 @@ def figure5(panels, columns, path):
       ax.bar(x + (j - (len(rows) - 1) / 2) * width, means, width,
              yerr=error_bars(means, stds), capsize=2, label=label)
     ax.set_title(title)
-    ax.set_xticks(x, [tables.type_name(c) for c in columns], rotation=20, ha="right", fontsize=8)
+    ax.set_xticks(x, [short_label(tables.type_name(c)) for c in columns], rotation=20, ha="right",
+                  fontsize=8)
     ax.set_ylabel("test accuracy (%)")
     ax.set_ylim(0, 118)
     ax.legend(fontsize=7, loc="upper center", ncol=len(rows))

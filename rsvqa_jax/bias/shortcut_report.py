@@ -175,7 +175,7 @@ def answer_shift_figure(bench, path):
     for j, (label, share) in enumerate((("train", train), ("OOD", ood))):
       ax.bar(x + (j - 0.5) * 0.4, 100 * share, 0.4, label=label)
     ax.set_title(f"{NAMES[c]} = {value}"[:70], fontsize=8)
-    ax.set_xticks(x, answers, rotation=30, ha="right", fontsize=7)
+    ax.set_xticks(x, [plots.short_label(a) for a in answers], rotation=30, ha="right", fontsize=7)
     ax.set_ylabel("% of the group")
     ax.set_ylim(0, 105)
     ax.legend(fontsize=7)
