@@ -100,27 +100,23 @@ def _short(value):
 
 
 def image_damages():
-  """{name: path of a good image -> bytes or None (a folder)}."""
-  def saved(make):
-    def damage(path):
-      with Image.open(path) as im:
+  """{name: bytes of a good image -> bytes or None (a folder)}."""
+  def saved(make, fmt="TIFF"):
+    def damage(b):
+      with Image.open(io.BytesIO(b)) as im:
         out = make(im)
       buf = io.BytesIO()
-      out.save(buf, format="JPEG" if out.mode == "RGB" and make is _jpeg else "TIFF")
+      out.save(buf, format=fmt)
       return buf.getvalue()
     return damage
-  return {"empty": lambda p: b"", "truncated": lambda p: _bytes(p)[:len(_bytes(p)) // 2],
-          "text": lambda p: b"not an image\n", "folder": lambda p: None,
+  return {"empty": lambda b: b"", "truncated": lambda b: b[:len(b) // 2],
+          "text": lambda b: b"not an image\n", "folder": lambda b: None,
           "1x1": saved(lambda im: im.resize((1, 1))), "half size": saved(
               lambda im: im.resize((im.width // 2, im.height // 2))),
           "grey": saved(lambda im: im.convert("L")), "rgba": saved(lambda im: im.convert("RGBA")),
           "16-bit": saved(lambda im: Image.fromarray(
               np.asarray(im.convert("L"), np.uint16) * 257)),
-          "jpeg": saved(_jpeg)}
-
-
-def _jpeg(im):
-  return im.convert("RGB")
+          "jpeg": saved(lambda im: im.convert("RGB"), "JPEG")}
 
 
 def _bytes(path):
@@ -145,9 +141,8 @@ def cases(root, kinds):
       if images is None:
         raise SystemExit(f"{here}: no image folder (a synthetic RSVQAxBEN has none)")
       first = os.path.join(images, sorted(os.listdir(os.path.join(here, images)))[0])
-      for label, damage in image_damages().items():
-        out.append((f"{first}: {label}", kind, first,
-                    (lambda d, p: lambda b: d(p))(damage, os.path.join(here, first))))
+      out += [(f"{first}: {label}", kind, first, damage)
+              for label, damage in image_damages().items()]
       continue
     for name in _json_files(here):
       with open(os.path.join(here, name)) as f:
