@@ -3,6 +3,7 @@
 benchmarks.update_order and benchmarks.word_table build a row's step twice, once with the change
 patched in while it compiles, and time both in turn in one process (timing.alternate).
 """
+import argparse
 import os
 import sys
 
@@ -89,3 +90,23 @@ def write(out, record, markdown):
   storage.write_json(os.path.join(out, "results.json"), record)
   with open(os.path.join(out, "results.md"), "w", encoding="utf-8") as f:
     f.write(markdown)
+
+
+def main_over_rows(module, doc, rows, *, block_s, dtype, measure, line, markdown, argv):
+  """The command line of a benchmark that measures one train-step row after the other.
+
+  measure(row, args, size, questions) -> the row's record; line(record) -> its progress line;
+  markdown(results record) -> results.md. `rows` and `dtype` are the options' defaults.
+  """
+  parser = argparse.ArgumentParser(description=doc.splitlines()[0])
+  add_options(parser, block_s)
+  parser.add_argument("--rows", default=",".join(rows), help="comma-separated LM:MODE:FUSION")
+  parser.add_argument("--dtype", default=dtype, choices=["float32", "bfloat16"])
+  args, size, questions, info = start(parser, argv)
+  records = []
+  for row in args.rows.split(","):
+    records.append(measure(row, args, size, questions))
+    print(f"{row}: {line(records[-1])}", flush=True)
+  record = result(module, argv, info, size=args.size, compute_dtype=args.dtype, batch=args.batch,
+                  rounds=args.rounds, rows=records)
+  write(args.out, record, markdown(record))

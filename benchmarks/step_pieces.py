@@ -20,7 +20,6 @@ and two moments, write three) is given over it, and the step and its forward and
 over the step's memory roofline (benchmarks.xla_flags: the bytes a frozen head's step moves at
 least, at that bandwidth). Writes DIR/results.json and DIR/results.md.
 """
-import argparse
 import functools
 import re
 
@@ -154,20 +153,13 @@ def markdown(result):
 
 
 def main(argv=None):
-  parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-  step_ab.add_options(parser, block_s=0.3)
-  parser.add_argument("--rows", default=",".join(ROWS), help="comma-separated LM:MODE:FUSION")
-  parser.add_argument("--dtype", default="bfloat16", choices=["float32", "bfloat16"])
-  args, size, questions, info = step_ab.start(parser, argv)
-  rows = []
-  for row in args.rows.split(","):
-    rows.append(measure_row(row, size, questions, args.batch, args.dtype, args.rounds,
-                            args.block_s, TRIAD_ELEMENTS[args.size]))
-    ms = rows[-1]["ms"]
-    print(f"{row}: " + ", ".join(f"{k} {v['median']:.3g} ms" for k, v in ms.items()), flush=True)
-  record = step_ab.result("step_pieces", argv, info, size=args.size, compute_dtype=args.dtype,
-                          batch=args.batch, rounds=args.rounds, rows=rows)
-  step_ab.write(args.out, record, markdown(record))
+  step_ab.main_over_rows(
+      "step_pieces", __doc__, ROWS, block_s=0.3, dtype="bfloat16", argv=argv,
+      measure=lambda row, args, size, questions: measure_row(
+          row, size, questions, args.batch, args.dtype, args.rounds, args.block_s,
+          TRIAD_ELEMENTS[args.size]),
+      line=lambda r: ", ".join(f"{k} {v['median']:.3g} ms" for k, v in r["ms"].items()),
+      markdown=markdown)
 
 
 if __name__ == "__main__":

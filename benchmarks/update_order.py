@@ -11,7 +11,6 @@ compiled modules give the parameter elements each copies per step, the first ste
 compared, then the steps run in turn, alternating which goes first, in blocks of about
 `--block-s` seconds; the ratio is paired per round. Writes DIR/results.json and DIR/results.md.
 """
-import argparse
 import math
 import re
 from unittest import mock
@@ -82,20 +81,13 @@ def markdown(result):
 
 
 def main(argv=None):
-  parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-  step_ab.add_options(parser, block_s=0.3)
-  parser.add_argument("--rows", default=",".join(ROWS), help="comma-separated LM:MODE:FUSION")
-  parser.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"])
-  args, size, questions, info = step_ab.start(parser, argv)
-  rows = []
-  for row in args.rows.split(","):
-    rows.append(measure_row(row, size, questions, args.batch, args.dtype, args.rounds, args.block_s))
-    r = rows[-1]["plain / gated"]
-    print(f"{row}: plain / gated {timing.ratio_text(r)}, copied MB "
-          f"{rows[-1]['copied_param_mb']}", flush=True)
-  record = step_ab.result("update_order", argv, info, size=args.size, compute_dtype=args.dtype,
-                          batch=args.batch, rounds=args.rounds, rows=rows)
-  step_ab.write(args.out, record, markdown(record))
+  step_ab.main_over_rows(
+      "update_order", __doc__, ROWS, block_s=0.3, dtype="float32", argv=argv,
+      measure=lambda row, args, size, questions: measure_row(
+          row, size, questions, args.batch, args.dtype, args.rounds, args.block_s),
+      line=lambda r: (f"plain / gated {timing.ratio_text(r['plain / gated'])}, copied MB "
+                      f"{r['copied_param_mb']}"),
+      markdown=markdown)
 
 
 if __name__ == "__main__":

@@ -372,6 +372,15 @@ def test_update_order_counts_the_copied_weights_of_both_updates_at_toy_size():
   assert row["first_loss_abs_diff"] == 0.0
 
 
+def test_activations_ab_patches_jax_nn_into_the_step_at_toy_size():
+  from benchmarks import activations_ab  # pylint: disable=g-import-not-at-top
+  row = activations_ab.measure_row("distilbert:finetuned:mult", train_steps.sizes("toy"),
+                                   inputs.make_questions(8), 8, "bfloat16", 2, 0.01)
+  assert not row["errors"] and row["jax.nn / float32"]["repeats"] == 2
+  # the same model from the same seed: bf16 rounding of the activations apart, the same loss
+  assert 0.0 < row["first_loss_abs_diff"] < 1e-2
+
+
 def test_weight_gradients_times_both_operand_orders():
   from benchmarks import inputs, train_steps, weight_gradients  # pylint: disable=g-import-not-at-top
   transposes = weight_gradients.measure_transposes((64, 96), 2)

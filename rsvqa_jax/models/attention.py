@@ -15,6 +15,7 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
+from rsvqa_jax.models import activations
 from rsvqa_jax.models.dense import Dense
 
 
@@ -38,8 +39,8 @@ class AttentionHead(nnx.Module):
 
   def attention(self, flat_map, question_vector):
     """Softmax weights [..., h * w] of each position (row-major) for the question."""
-    v = jnp.tanh(self.v_proj(self.positions(flat_map)))
-    q = jnp.tanh(self.q_proj(question_vector))[..., None, :]
+    v = activations.tanh(self.v_proj(self.positions(flat_map)))
+    q = activations.tanh(self.q_proj(question_vector))[..., None, :]
     logits = self.score(v * q)[..., 0].astype(jnp.float32)
     return jax.nn.softmax(logits, axis=-1)
 

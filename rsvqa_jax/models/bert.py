@@ -16,6 +16,7 @@ import jax.numpy as jnp
 from flax import nnx
 
 from rsvqa_jax.errors import RSVQAError
+from rsvqa_jax.models import activations
 from rsvqa_jax.models import matmul as matmul_lib
 from rsvqa_jax.models.dense import Dense
 from rsvqa_jax.models.dropout import Dropout
@@ -23,14 +24,9 @@ from rsvqa_jax.models.dropout import Dropout
 FAMILIES = ("distilbert", "bert", "roberta")
 _MODEL_TYPES = {"distilbert": "distilbert", "bert": "bert", "roberta": "roberta",
                 "xlm-roberta": "roberta", "camembert": "roberta"}
-_ACTIVATIONS = {
-    "gelu": lambda x: jax.nn.gelu(x, approximate=False),
-    "gelu_new": lambda x: jax.nn.gelu(x, approximate=True),
-    "gelu_pytorch_tanh": lambda x: jax.nn.gelu(x, approximate=True),
-    "relu": jax.nn.relu,
-    "silu": jax.nn.silu,
-    "swish": jax.nn.silu,
-}
+# hidden_act -> the function's name in models/activations (looked up at each call).
+_ACTIVATIONS = {"gelu": "gelu", "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh",
+                "relu": "relu", "silu": "silu", "swish": "silu"}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -201,7 +197,7 @@ class Layer(nnx.Module):
 
   def __init__(self, config, *, rngs, dtype):
     self.family = config.family
-    self.act = _ACTIVATIONS[config.hidden_act]
+    self.activation = _ACTIVATIONS[config.hidden_act]  # a name: see _ACTIVATIONS
     self.attention = SelfAttention(config, rngs=rngs, dtype=dtype)
     self.attention_norm = _layer_norm(config, rngs)
     self.ffn_in = Dense(config.hidden_size, config.intermediate_size, dtype=dtype, rngs=rngs)
@@ -214,7 +210,8 @@ class Layer(nnx.Module):
     if self.family != "distilbert":  # DistilBERT drops attention weights only.
       a = self.dropout(a, deterministic=deterministic)
     x = self.attention_norm(x + a)
-    f = self.dropout(self.ffn_out(self.act(self.ffn_in(x))), deterministic=deterministic)
+    h = getattr(activations, self.activation)(self.ffn_in(x))
+    f = self.dropout(self.ffn_out(h), deterministic=deterministic)
     return self.ffn_norm(x + f)
 
 

@@ -12,6 +12,7 @@ places dropout before each projection instead of after it and squashes the produ
 import jax.numpy as jnp
 from flax import nnx
 
+from rsvqa_jax.models import activations
 from rsvqa_jax.models.dense import Dense
 from rsvqa_jax.models.dropout import Dropout
 
@@ -26,7 +27,7 @@ class Projection(nnx.Module):
     self.dropout = Dropout(dropout, rngs=rngs)
 
   def __call__(self, x, *, deterministic):
-    return self.dropout(jnp.tanh(self.linear(x)), deterministic=deterministic)
+    return self.dropout(activations.tanh(self.linear(x)), deterministic=deterministic)
 
 
 class Mutan(nnx.Module):
@@ -86,9 +87,9 @@ class OriginalFusion(nnx.Module):
     self.out_dim = hidden_dim
 
   def __call__(self, v, q, *, deterministic):
-    v = jnp.tanh(self.v_linear(self.v_dropout(v, deterministic=deterministic)))
-    q = jnp.tanh(self.q_linear(self.q_dropout(q, deterministic=deterministic)))
-    return self.dropout(jnp.tanh(v * q), deterministic=deterministic)
+    v = activations.tanh(self.v_linear(self.v_dropout(v, deterministic=deterministic)))
+    q = activations.tanh(self.q_linear(self.q_dropout(q, deterministic=deterministic)))
+    return self.dropout(activations.tanh(v * q), deterministic=deterministic)
 
 
 class Classifier(nnx.Module):
