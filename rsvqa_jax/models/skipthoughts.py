@@ -82,11 +82,16 @@ def _scan_forward(xp, m, uu, mh, save):
   def step(h, inputs):
     xr_t, xu_t, xc_t, m_t = inputs
     gr, gu, hx = _recurrent(h, uu, mh)
-    r = jax.nn.sigmoid(xr_t + gr)
-    u = jax.nn.sigmoid(xu_t + gu)
-    c = jnp.tanh(r * hx + xc_t)
-    h_new = jnp.where(m_t[:, None], u * h + (1.0 - u) * c, h)
-    return h_new, _bits((h_new, (h, r, u, hx, c)) if save else h_new)
+    # The gate math in float32 whatever the dtype: XLA:CPU evaluates sigmoid and tanh of bf16
+    # arrays two to three times slower (models/activations); the state and the residuals are
+    # rounded back to h's dtype.
+    f = lambda a: a.astype(jnp.float32)  # pylint: disable=unnecessary-lambda-assignment
+    r = jax.nn.sigmoid(f(xr_t) + f(gr))
+    u = jax.nn.sigmoid(f(xu_t) + f(gu))
+    c = jnp.tanh(r * f(hx) + f(xc_t))
+    h_new = jnp.where(m_t[:, None], (u * f(h) + (1.0 - u) * c).astype(h.dtype), h)
+    saved = (h, r.astype(h.dtype), u.astype(h.dtype), hx, c.astype(h.dtype))
+    return h_new, _bits((h_new, saved) if save else h_new)
 
   h0 = jnp.zeros(xr.shape[1:], xr.dtype)
   h_last, stacked = jax.lax.scan(step, h0, (xr, xu, xc, m))
@@ -133,10 +138,14 @@ def _recurrence_bwd(saved, cotangents):
     dh = dh + ds_t
     keep = m_t[:, None]
     dn = jnp.where(keep, dh, 0.0)  # padded steps pass dh through untouched
-    da = dn * (1.0 - u_t) * (1.0 - c_t * c_t)  # through c = tanh(a)
-    dpre_r = da * hx_t * r_t * (1.0 - r_t)
-    dpre_u = dn * (h_t - c_t) * u_t * (1.0 - u_t)
-    dg = (dpre_r, dpre_u, da * r_t)
+    f = lambda a: a.astype(jnp.float32)  # pylint: disable=unnecessary-lambda-assignment
+    dnf, uf, cf, rf = f(dn), f(u_t), f(c_t), f(r_t)
+    da = dnf * (1.0 - uf) * (1.0 - cf * cf)  # through c = tanh(a)
+    dpre_r = (da * f(hx_t) * rf * (1.0 - rf)).astype(dh.dtype)
+    dpre_u = (dnf * (f(h_t) - cf) * uf * (1.0 - uf)).astype(dh.dtype)
+    da_r = (da * rf).astype(dh.dtype)
+    da = da.astype(dh.dtype)
+    dg = (dpre_r, dpre_u, da_r)
     dh_prev = jnp.where(keep, dn * u_t + _recurrent_transpose(dg, uu, mh), dh)
     return dh_prev, _bits(tuple(d.astype(h_t.dtype) for d in (dpre_r, dpre_u, da)))
 
