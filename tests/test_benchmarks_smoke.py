@@ -381,6 +381,20 @@ def test_activations_ab_patches_jax_nn_into_the_step_at_toy_size():
   assert 0.0 < row["first_loss_abs_diff"] < 1e-2
 
 
+def test_a_row_benchmark_command_writes_its_rows_dtype_and_command(tmp_path):
+  """step_ab.main_over_rows: the command line that activations_ab, update_order and
+  step_pieces share."""
+  from benchmarks import activations_ab  # pylint: disable=g-import-not-at-top
+  argv = ["--size", "toy", "--rounds", "1", "--batch", "8", "--block-s", "0.01", "--rows",
+          "distilbert:frozen:mult", "--dtype", "float32", "--out", str(tmp_path)]
+  activations_ab.main(argv)
+  record = json.loads((tmp_path / "results.json").read_text())
+  assert record["command"] == "python -m benchmarks.activations_ab " + " ".join(argv)
+  assert record["compute_dtype"] == "float32" and record["rounds"] == 1
+  assert [r["row"] for r in record["rows"]] == ["distilbert:frozen:mult"]
+  assert "| distilbert:frozen:mult |" in (tmp_path / "results.md").read_text()
+
+
 def test_weight_gradients_times_both_operand_orders():
   from benchmarks import inputs, train_steps, weight_gradients  # pylint: disable=g-import-not-at-top
   transposes = weight_gradients.measure_transposes((64, 96), 2)
