@@ -4,7 +4,7 @@ XLA:CPU evaluates transcendental functions (erf, erfc, tanh, exp) on bfloat16 ar
 times slower than on float32 ones, and `jax.nn.gelu`'s exact form differentiates through erfc
 again in the backward pass. On a fine-tuned DistilBERT bf16 step (one layer, batch 70 x 32
 tokens, Intel Xeon with AMX) its GELU's forward and backward took 14 ms where the same function
-computed in float32 takes 8 and the form below 5. Each activation here upcasts its input,
+computed in float32 takes 8 and the form below 6. Each activation here upcasts its input,
 computes its value and its slope in float32 (the formulas PyTorch's CPU kernels use), returns the
 value in the input's dtype and keeps the slope, in that dtype too, as the only residual of the
 backward pass, which is one product. Float32 inputs get the same values as `jax.nn` to float32
