@@ -28,17 +28,13 @@ JAX_NN = {"gelu": lambda x: jax.nn.gelu(x, approximate=False),
 
 def measure_row(row, size, questions, batch, dtype, rounds, block_s):
   """Both steps of one row LM:MODE:FUSION: first losses and paired times."""
-  contenders = {
-      "float32": step_ab.PatchedStep(row, size, questions, batch, dtype,
-                                     contextlib.nullcontext()),
-      "jax.nn": step_ab.PatchedStep(row, size, questions, batch, dtype, mock.patch.multiple(
-          activations, **JAX_NN))}
-  for c in contenders.values():
-    c.calibrate(block_s)
-  seconds, errors = timing.alternate({k: c.block for k, c in contenders.items()}, rounds)
+  contenders, seconds, errors, step_ms = step_ab.race(
+      row, size, questions, batch, dtype,
+      {"float32": contextlib.nullcontext(), "jax.nn": mock.patch.multiple(activations, **JAX_NN)},
+      rounds, block_s)
   ours, reference = contenders["float32"], contenders["jax.nn"]
   return {"row": row, "errors": errors,
-          "step_ms": {k: timing.summarize([s * 1e3 for s in t], "ms") for k, t in seconds.items()},
+          "step_ms": step_ms,
           "jax.nn / float32": timing.paired_ratio(seconds["jax.nn"], seconds["float32"]),
           "first_loss_abs_diff": abs(ours.first_loss - reference.first_loss)}
 

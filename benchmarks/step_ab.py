@@ -40,6 +40,20 @@ class PatchedStep:
     return self.runner.block(self.steps) / self.steps
 
 
+def race(row, size, questions, batch, dtype, patches, rounds, block_s):
+  """One row's step built once per {name: patch}, the steps timed in turn (timing.alternate).
+
+  Returns (contenders {name: PatchedStep}, seconds per step {name: [round, ...]}, errors,
+  step ms summaries {name: timing.summarize})."""
+  contenders = {name: PatchedStep(row, size, questions, batch, dtype, patch)
+                for name, patch in patches.items()}
+  for c in contenders.values():
+    c.calibrate(block_s)
+  seconds, errors = timing.alternate({k: c.block for k, c in contenders.items()}, rounds)
+  step_ms = {k: timing.summarize([s * 1e3 for s in t], "ms") for k, t in seconds.items()}
+  return contenders, seconds, errors, step_ms
+
+
 def add_options(parser, block_s):
   """The options every such benchmark takes."""
   parser.add_argument("--size", default="quick", choices=["toy", "quick", "full"])

@@ -43,16 +43,14 @@ def copied_param_elements(hlo_text):
 
 def measure_row(row, size, questions, batch, dtype, rounds, block_s):
   """Both steps of one row LM:MODE:FUSION: copies, first losses and paired times."""
-  contenders = {
-      name: step_ab.PatchedStep(row, size, questions, batch, dtype,
-                                mock.patch.object(steps_lib, "finite_update", update))
-      for name, update in (("gated", steps_lib.finite_update), ("plain", plain_update))}
-  for c in contenders.values():
-    c.calibrate(block_s)
-  seconds, errors = timing.alternate({k: c.block for k, c in contenders.items()}, rounds)
+  contenders, seconds, errors, step_ms = step_ab.race(
+      row, size, questions, batch, dtype,
+      {name: mock.patch.object(steps_lib, "finite_update", update)
+       for name, update in (("gated", steps_lib.finite_update), ("plain", plain_update))},
+      rounds, block_s)
   gated, plain = contenders["gated"], contenders["plain"]
   return {"row": row, "errors": errors,
-          "step_ms": {k: timing.summarize([s * 1e3 for s in t], "ms") for k, t in seconds.items()},
+          "step_ms": step_ms,
           "plain / gated": timing.paired_ratio(seconds["plain"], seconds["gated"]),
           "copied_param_mb": {k: copied_param_elements(c.hlo) * 8 / 1e6
                               for k, c in contenders.items()},

@@ -105,14 +105,12 @@ def measure_transposes(shape, rounds, seed=0):
 def measure_row(row, size, questions, batch, rounds, block_s):
   """The bf16 train step of one row both ways: paired times, first losses, swapped products."""
   rules = {name: _Rule(name == "output_gradient_first") for name in CONTENDERS}
-  contenders = {name: step_ab.PatchedStep(row, size, questions, batch, "bfloat16",
-                                          rules[name].patch()) for name in CONTENDERS}
-  for c in contenders.values():
-    c.calibrate(block_s)
-  seconds, errors = timing.alternate({k: c.block for k, c in contenders.items()}, rounds)
+  contenders, seconds, errors, step_ms = step_ab.race(
+      row, size, questions, batch, "bfloat16", {name: rules[name].patch() for name in CONTENDERS},
+      rounds, block_s)
   first, ref = contenders["output_gradient_first"], contenders["input_first"]
   return {"row": row, "errors": errors,
-          "step_ms": {k: timing.summarize([s * 1e3 for s in t], "ms") for k, t in seconds.items()},
+          "step_ms": step_ms,
           "input_first / output_gradient_first": timing.paired_ratio(
               seconds["input_first"], seconds["output_gradient_first"]),
           "output_gradient_first_products": rules["output_gradient_first"].yes,
