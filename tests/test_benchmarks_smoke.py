@@ -59,6 +59,15 @@ def test_cpu_label_names_the_bf16_units():
   assert timing.cpu_label({"cpu": "AMD EPYC"}) == "AMD EPYC (AMX, AVX512-BF16: not recorded)"
 
 
+def test_cpu_model_names_the_family_and_model_of_the_first_processor(tmp_path):
+  cpuinfo = tmp_path / "cpuinfo"
+  block = "processor\t: {}\ncpu family\t: {}\nmodel\t\t: 17\nmodel name\t: AMD EPYC\n\n"
+  cpuinfo.write_text(block.format(0, 25) + block.format(1, 26))
+  assert timing.cpu_model(str(cpuinfo)) == "AMD EPYC, family 25 model 17"
+  cpuinfo.write_text("model name\t: Some CPU\n")
+  assert timing.cpu_model(str(cpuinfo)) == "Some CPU"
+
+
 def test_peak_probe_is_the_best_of_jax_and_torch():
   jax_only = timing.peak_probe(32, chain=2, dtype=jnp.bfloat16, also=())
   both = timing.peak_probe(32, chain=2, dtype=jnp.bfloat16, also=((8, 16, 24),), torch=torch)
