@@ -178,3 +178,17 @@ def test_a_run_refused_inside_its_lock_leaves_no_folder_it_made(tmp_path):
     (made / "config.json").write_text("{}")
     raise RSVQAError("refused after its config was recorded")
   assert (made / "config.json").exists()
+
+
+def test_a_refused_run_removes_the_empty_parent_folders_it_made(tmp_path):
+  """--workdir runs/new/a on a refused run left runs/new behind; a parent that holds something
+  else by the end (another run's folder) stays."""
+  from rsvqa_jax.train import loop  # pylint: disable=g-import-not-at-top
+  workdir = tmp_path / "runs" / "new" / "a"
+  with pytest.raises(RSVQAError, match="refused"), loop.run_lock(str(workdir), "a test"):
+    raise RSVQAError("refused")
+  assert os.listdir(tmp_path) == []
+  with pytest.raises(RSVQAError, match="refused"), loop.run_lock(str(workdir), "a test"):
+    (tmp_path / "runs" / "other").mkdir()
+    raise RSVQAError("refused")
+  assert sorted(os.listdir(tmp_path / "runs")) == ["other"]

@@ -370,6 +370,20 @@ def test_a_sharded_index_whose_weight_map_is_damaged_is_refused(tmp_path, weight
     bert_params.load_bert(tmp_path)
 
 
+@pytest.mark.parametrize("shard", ["../model.safetensors", "sub/model.safetensors", "..", ""])
+def test_a_sharded_index_naming_a_file_outside_the_folder_is_refused(tmp_path, shard):
+  """Shards are file names in the model folder; a path would read weights from elsewhere."""
+  model = tmp_path / "model"
+  model.mkdir()
+  _hand_made_bert_folder(model)
+  os.rename(model / "model.safetensors", tmp_path / "model.safetensors")
+  index = model / bert_params.SAFETENSORS_INDEX
+  index.write_text(json.dumps({"weight_map": {"a": "model-1.safetensors", "b": shard}}))
+  with pytest.raises(RSVQAError, match=f"^{index}: weight_map names {re.escape(repr(shard))}, "
+                                       f"not a file name in {model}$"):
+    bert_params.load_bert(model)
+
+
 def test_a_pytorch_bin_that_is_not_a_state_dict_is_refused(tmp_path):
   torch = pytest.importorskip("torch", reason="pytorch_model.bin is written with torch")
   tensors = _hand_made_bert_folder(tmp_path)

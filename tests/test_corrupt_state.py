@@ -23,6 +23,7 @@ import pytest
 from rsvqa_jax import cli
 from rsvqa_jax import config as config_lib
 from rsvqa_jax import storage
+from rsvqa_jax.bias import metrics
 from rsvqa_jax.commands import tables as tables_cmd
 from rsvqa_jax.data import answers
 from rsvqa_jax.errors import RSVQAError
@@ -334,7 +335,11 @@ GOOD_TABLE = {"oa": 0.5, "aa": 0.5, "n": 4, "per_type": {"count": 0.5, "comp": f
     ({"n": 2.5}, "n is 2.5"), ({"aa": -0.1}, "aa is -0.1"),
     ({"per_type": {"count": "a", "comp": 0.0}}, "per_type.count is 'a'"),
     ({"per_type": {"count": float("nan"), "comp": 0.0}}, "per_type.count is nan"),
-    ({"per_type": {"count": 0.5}}, "per_type has types ['count'] and per_type_n ['comp', 'count']")])
+    ({"per_type": {"count": 0.5}}, "per_type has types ['count'] and per_type_n ['comp', 'count']"),
+    ({"n": 5}, "n is 5 but per_type_n sums to 4"),
+    ({"oa": 0.75}, "oa is 0.75 but per_type gives 0.5"),
+    ({"per_type": {"count": 0.25, "comp": float("nan")}}, "oa is 0.5 but per_type gives 0.25"),
+    ({"aa": 0.4}, "aa is 0.4 but per_type gives 0.5")])
 def test_an_accuracy_table_with_impossible_values_is_named(tmp_path, edit, named):
   """Values no evaluation writes (Table 2 read an OA of 5.0 as 500.00) name the key; a type
   without questions may read NaN."""
@@ -363,3 +368,15 @@ def test_a_deleted_step_metadata_file_is_one_warning_of_ours(trained, tmp_path):
       "saved); its arrays are verified and used"], out.stderr[-3000:]
   with open(os.path.join(copy, "eval_last", "test", "accuracy.json")) as f:
     assert json.load(f)["step"] == steps[-1]
+
+
+def test_every_table_an_evaluation_writes_is_consistent(tmp_path):
+  """The consistency checks hold for metrics.accuracy_table's own output: repeats, a type with
+  no question (NaN, left out of AA), uneven type counts."""
+  rng = np.random.default_rng(3)
+  qtype = rng.choice(["count", "presence", "comp"], size=53, p=[0.6, 0.3, 0.1])
+  table = metrics.accuracy_table(rng.random((3, 53)) < 0.6, qtype,
+                                 ["count", "presence", "comp", "area"])
+  path = tmp_path / "accuracy.json"
+  path.write_text(json.dumps(table))
+  assert tables_cmd._accuracy(str(path))["n"] == 53  # pylint: disable=protected-access

@@ -99,6 +99,17 @@ def test_masks_of_16_bits_are_scaled_and_alpha_only_masks_refused(tmp_path):
   assert g.read_mask(str(tmp_path / "both.png"))[:2].min() == 255
 
 
+@pytest.mark.parametrize("kind", ["JPEG", "GIF", "BMP"])
+def test_another_format_under_a_png_name_is_refused(tmp_path, kind):
+  """PIL reads any format whatever the name: a JPEG's ringing moved the mask's edges."""
+  from PIL import Image  # pylint: disable=g-import-not-at-top
+  Image.fromarray(np.asarray(box(0, 0, 4, 4), np.uint8) * 255, "L").save(tmp_path / "3.png",
+                                                                            format=kind)
+  with pytest.raises(g.RSVQAError, match=rf"^{tmp_path}/3.png: a {kind} image under a .png name; "
+                                         r"save the mask as a PNG \(lossless\)$"):
+    g.read_mask(str(tmp_path / "3.png"))
+
+
 def test_a_decompression_bomb_is_refused_in_one_line(tmp_path):
   """A PNG header claiming 20000 x 20000 pixels raised PIL's DecompressionBombError, which is
   no OSError."""

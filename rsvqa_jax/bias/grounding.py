@@ -204,9 +204,13 @@ def coverage_breakdown(ious, coverages, confidences=None):
 def read_mask(path):
   """A PNG as a 2-D uint8 array: colour converted to grey, 16-bit grey scaled to 8 bits (PIL's
   own conversion clips it, so a 16-bit map read as all 255); RSVQAError if unreadable, or if its
-  shape is in the alpha channel alone (grey conversion would drop it)."""
+  shape is in the alpha channel alone (grey conversion would drop it), or if it is another
+  format under a .png name (a JPEG's compression blurs the edges the IoU is measured on)."""
   try:
     with Image.open(path) as im:
+      if im.format != "PNG":
+        raise RSVQAError(f"{path}: a {im.format} image under a .png name; save the mask as a "
+                         "PNG (lossless)")
       if im.mode.startswith("I;16"):
         return ((np.asarray(im).astype(np.uint32) + 128) // 257).astype(np.uint8)
       if im.mode in ("I", "F"):

@@ -94,7 +94,8 @@ def _accuracy(path):
 def _out_of_range(table):
   """'KEY is VALUE' for the first value of an accuracy table no evaluation can give, or None:
   a count that is not a whole number >= 0, an accuracy outside [0, 1] (NaN only where there is
-  no question), per-type keys that differ between per_type and per_type_n."""
+  no question), per-type keys that differ between per_type and per_type_n, totals that do not
+  follow from the per-type figures."""
   count = lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0
   share = lambda v, n: (isinstance(v, (int, float)) and not isinstance(v, bool)
                         and (0 <= v <= 1 or (math.isnan(v) and n == 0)))
@@ -107,7 +108,23 @@ def _out_of_range(table):
   for t, v in table["per_type"].items():
     n = table["per_type_n"][t]
     checks += [(f"per_type_n.{t}", n, count(n)), (f"per_type.{t}", v, count(n) and share(v, n))]
-  return next((f"{key} is {value!r}" for key, value, good in checks if not good), None)
+  wrong = next((f"{key} is {value!r}" for key, value, good in checks if not good), None)
+  return wrong or _inconsistent(table)
+
+
+def _inconsistent(table):
+  """What of n, oa, aa disagrees with per_type and per_type_n (their sum, the per_type mean
+  weighted by per_type_n, the plain mean over types with questions), or None."""
+  n, counts, per_type = table["n"], table["per_type_n"], table["per_type"]
+  if sum(counts.values()) != n:
+    return f"n is {n} but per_type_n sums to {sum(counts.values())}"
+  asked = [t for t in per_type if counts[t]]
+  if not asked:
+    return None
+  derived = {"oa": sum(per_type[t] * counts[t] for t in asked) / n,
+             "aa": sum(per_type[t] for t in asked) / len(asked)}
+  return next((f"{k} is {table[k]!r} but per_type gives {v!r}" for k, v in derived.items()
+               if abs(table[k] - v) > 1e-6), None)
 
 
 def workdirs(root):

@@ -70,6 +70,9 @@ def read_hf_weights(folder):
     if not (isinstance(weight_map, dict) and all(isinstance(v, str) for v in weight_map.values())):
       raise RSVQAError(f"{index}: weight_map must map tensor names to shard file names")
     shards = sorted(set(weight_map.values()))
+    outside = [s for s in shards if os.path.basename(s) != s or s in ("", ".", "..")]
+    if outside:  # the index must not make us read files outside the model folder
+      raise RSVQAError(f"{index}: weight_map names {outside[0]!r}, not a file name in {folder}")
     tensors = {}
     for shard in shards:
       tensors.update(_read_safetensors(os.path.join(folder, shard)))

@@ -243,8 +243,9 @@ def train(config, workdir, *, dataset=None, features=None, log=_log.info, augmen
 @contextlib.contextmanager
 def run_lock(workdir, what):
   """Host 0 holds workdir/.lock while `what` runs. A workdir the run created is removed again
-  when it fails (RSVQAError) before its config is recorded: a refused run leaves no folder."""
-  created = not os.path.lexists(workdir)
+  when it fails (RSVQAError) before its config is recorded, with the parent folders it made
+  while they stay empty: a refused run leaves no folder."""
+  created = _missing_folders(workdir)
   first = jax.process_index() == 0
   try:
     with storage.locked(workdir, what) if first else contextlib.nullcontext():
@@ -253,7 +254,21 @@ def run_lock(workdir, what):
     if (created and first and os.path.isdir(workdir)
         and set(os.listdir(workdir)) <= {storage.LOCK, inputs.ANSWERS_FILE}):
       shutil.rmtree(workdir)
+      for folder in created[1:]:
+        try:
+          os.rmdir(folder)  # only an empty folder goes
+        except OSError:
+          break
     raise
+
+
+def _missing_folders(workdir):
+  """`workdir` and its ancestors that do not exist yet, innermost first."""
+  missing, folder = [], os.path.abspath(workdir)
+  while not os.path.lexists(folder):
+    missing.append(folder)
+    folder = os.path.dirname(folder)
+  return missing
 
 
 def warn_if_degenerate(run, train_split, val_split):
