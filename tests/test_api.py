@@ -264,8 +264,8 @@ def test_analyze_refuses_an_adversarial_file_as_predictions_and_warns_of_answers
   run.evaluate("test")
   run.evaluate("test", adversarial_kind="random", repeats=2)
   folder = tiny / "runs" / "tiny" / "eval" / "test"
-  with pytest.raises(RSVQAError, match=r"2 repeats \(a 'repeat' column\); --predictions takes "
-                                       "one answer per question"):
+  with pytest.raises(RSVQAError, match=r"a 'repeat' column: answers given over substituted "
+                                       "images"):
     rsvqa_jax.analyze(root, "lr", predictions=str(folder / "adversarial_random_predictions.csv"))
   with open(folder / "predictions.csv", encoding="utf-8") as f:
     rows = list(csv.DictReader(f))

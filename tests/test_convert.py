@@ -315,3 +315,61 @@ def test_convert_reads_its_file_back(main, request, tmp_path, monkeypatch, capsy
   assert not out.exists()
   monkeypatch.setattr(checkpoints, "save_safetensors", save)
   assert _convert(main, kind, src, out, data) == 0 and out.exists()
+
+
+def _torch_variants(torch, path):
+  """The torchvision_file's state dict as torch tensors."""
+  import safetensors.numpy  # pylint: disable=g-import-not-at-top
+  return {k: torch.from_numpy(v) for k, v in safetensors.numpy.load_file(str(path)).items()}
+
+
+def test_convert_reads_parameters_and_wrapped_keys_as_plain_weights(main, torchvision_file,
+                                                                    tmp_path, capsys):
+  """state_dict(keep_vars=True) saves Parameters (numpy() refused them: a traceback); a
+  DataParallel model's `module.` keys were stripped from a .pth and not from a .safetensors."""
+  torch = pytest.importorskip("torch", reason="the .pth files are written with torch")
+  import safetensors.torch  # pylint: disable=g-import-not-at-top
+  src, flat = torchvision_file
+  state = _torch_variants(torch, src)
+  torch.save({k: torch.nn.Parameter(v) if v.is_floating_point() else v for k, v in state.items()},
+             tmp_path / "params.pth")
+  safetensors.torch.save_file({f"module.{k}": v for k, v in state.items()},
+                              str(tmp_path / "wrapped.safetensors"))
+  for name in ("params.pth", "wrapped.safetensors"):
+    out = tmp_path / f"{name}.out.safetensors"
+    assert main(["convert", "--kind", "resnet", "--src", str(tmp_path / name), "--out",
+                 str(out)]) == 0, capsys.readouterr().err
+    got = checkpoints.flatten(checkpoints.load_safetensors(out)[0])
+    assert set(got) == set(flat)
+    np.testing.assert_array_equal(got["layer4.1.bn2.var"], flat["layer4.1.bn2.var"])
+  safetensors.torch.save_file({**{f"module.{k}": v for k, v in state.items()},
+                               "conv1.weight": state["conv1.weight"].clone()},
+                              str(tmp_path / "both.safetensors"))
+  assert _convert(main, "resnet", tmp_path / "both.safetensors", tmp_path / "o.safetensors") == 2
+  assert _error_line(capsys) == (f"rsvqa-jax convert: error: {tmp_path / 'both.safetensors'}: "
+                                 "holds both 'conv1.weight' and 'module.conv1.weight'; keep one "
+                                 "model's weights")
+
+
+@pytest.mark.parametrize("variant,message", [
+    ("meta", "is on the meta device (shapes without values)"),
+    ("quantized", "is quantized (torch.qint8): save the state dict of the float model"),
+    ("float8", "a dtype NumPy cannot hold")])
+def test_convert_refuses_tensors_without_plain_values_in_one_line(main, torchvision_file,
+                                                                  tmp_path, capsys, variant,
+                                                                  message):
+  torch = pytest.importorskip("torch", reason="the files are written with torch")
+  import safetensors.torch  # pylint: disable=g-import-not-at-top
+  state = _torch_variants(torch, torchvision_file[0])
+  conv = "conv1.weight"
+  if variant == "float8":
+    path = tmp_path / "w.safetensors"
+    safetensors.torch.save_file({**state, conv: state[conv].to(torch.float8_e4m3fn)}, str(path))
+  else:
+    path = tmp_path / "w.pth"
+    odd = (state[conv].to("meta") if variant == "meta"
+           else torch.quantize_per_tensor(state[conv], 0.1, 0, torch.qint8))
+    torch.save({**state, conv: odd}, path)
+  assert _convert(main, "resnet", path, tmp_path / "o.safetensors") == 2
+  line = _error_line(capsys)
+  assert line.startswith(f"rsvqa-jax convert: error: {path}: key {conv}") and message in line, line

@@ -27,7 +27,7 @@ from rsvqa_jax.bias import metrics
 from rsvqa_jax.commands import tables as tables_cmd
 from rsvqa_jax.data import answers
 from rsvqa_jax.errors import RSVQAError
-from rsvqa_jax.train import checkpointing, loop
+from rsvqa_jax.train import checkpointing, loop, run_record
 from test_train_support import array_chunks, tiny_config, tiny_task
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -195,14 +195,14 @@ def test_a_record_changed_yet_still_json_is_not_trusted(trained, tmp_path):
   assert checkpointing.RECORD_CHECKSUM in record
   with open(path, "w") as f:
     json.dump(dict(record, epoch=record["epoch"] + 1), f)
-  assert periodic.data(steps[-1]) is None
+  assert run_record.record(periodic.directory, steps[-1]) is None
   with pytest.raises(checkpointing.CorruptCheckpoint,
                      match=r"data/metadata changed on disk since it was saved \(checksum"):
     periodic._record(steps[-1])  # pylint: disable=protected-access
   del record[checkpointing.RECORD_CHECKSUM]
   with open(path, "w") as f:
     json.dump(record, f)
-  assert periodic.data(steps[-1])["epoch"] == record["epoch"]
+  assert run_record.record(periodic.directory, steps[-1])["epoch"] == record["epoch"]
 
 
 @pytest.mark.parametrize("edit,message", [

@@ -207,6 +207,23 @@ def test_analyze_errors(data):
     analyze.run(parser.parse_args(base + ["--split", "test"]))
 
 
+@pytest.mark.parametrize("column", ["repeat", "substituted_image_id"])
+def test_an_adversarial_file_of_one_repeat_is_refused_as_predictions(data, column):
+  """K = 1 substitutions (evaluate --adversarial white) read like a clean file but for its
+  repeat and substituted_image_id columns: it was scored as the model's RSVQA_Acc."""
+  base = ["--data", str(data / "data"), "--dataset", "floodnet", "--out", str(data / "out")]
+  parser = argparse.ArgumentParser()
+  analyze.add_arguments(parser)
+  adv = write_csv(data / "a.csv", ["question_id", column, "prediction"], [[0, 0, "no"], [1, 0, "no"]])
+  with pytest.raises(RSVQAError, match=rf"^{adv}: a '{column}' column: answers given over "
+                                       "substituted images \\(evaluate --adversarial writes it\\); "
+                                       "--predictions takes the clean predictions.csv"):
+    analyze.run(parser.parse_args(base + ["--predictions", adv]))
+  pred = write_csv(data / "p.csv", ["question_id", "prediction"], [[0, "yes"], [1, "no"]])
+  assert analyze.run(parser.parse_args(base + ["--predictions", pred,
+                                               "--adversarial-predictions", adv])) == 0
+
+
 def _styles(split, dataset):
   """Predictions of the same answers in our style, the original code's, and raw counts / areas.
 
@@ -288,7 +305,7 @@ def test_adversarial_repeats_are_averaged_and_clean_files_keep_one(data):
   assert rows["Overall"]["AdTest_Acc (%)"] == "58.33"  # (4/6 + 3/6) / 2
   parser = argparse.ArgumentParser()
   analyze.add_arguments(parser)
-  with pytest.raises(RSVQAError, match=r"a.csv: 2 repeats .*--predictions takes one answer"):
+  with pytest.raises(RSVQAError, match=r"a.csv: a 'repeat' column: answers given over substituted"):
     analyze.run(parser.parse_args(base + ["--predictions", adv]))
 
 
@@ -359,7 +376,7 @@ def test_an_adversarial_file_that_does_not_show_swapped_images_is_a_warning(tmp_
   own = write_csv(tmp_path / "own.csv",
                   ["question_id", "repeat", "image_id", "substituted_image_id", "prediction"],
                   [[q, r, i, i, "yes"] for r in (0, 1) for q, i in ((1, 10), (2, 10), (3, 11))])
-  with pytest.raises(RSVQAError, match="2 repeats"):  # a clean file has one answer per question
+  with pytest.raises(RSVQAError, match="own.csv: a .repeat. column: answers given over"):
     predictions.load(own, {"test": split})
   with warnings_of_rsvqa_jax(caplog):
     predictions.load(own, {"test": split}, adversarial=True)

@@ -11,13 +11,17 @@ import pytest
 from rsvqa_jax import cli
 from rsvqa_jax import config as config_lib
 from rsvqa_jax.bias import tables
+from rsvqa_jax.train import run_record
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def _workdir(root, name, *, lm="distilbert", frozen=False, fusion="mult", blind=False,
-             head="paper", text_lr=1e-6, val=(0.5, 0.7), test=None, seed=0, checkpoint="best"):
-  """A workdir as `train` and `evaluate` leave it (config.json, metrics.jsonl, accuracy.json)."""
+             head="paper", text_lr=1e-6, val=(0.5, 0.7), test=None, seed=0, checkpoint="best",
+             record=None):
+  """A workdir as `train` and `evaluate` leave it (config.json, metrics.jsonl, accuracy.json);
+  `record` (epoch, best step): the JSON record of its newest checkpoint, the evaluation of that
+  best step (else no checkpoint and an evaluation that names no step)."""
   c = config_lib.paper_config("lr", lm, fusion, frozen)
   c.model.blind, c.optim.text_lr, c.seed = blind, text_lr, seed
   if "head" in c.model:
@@ -38,10 +42,23 @@ def _workdir(root, name, *, lm="distilbert", frozen=False, fusion="mult", blind=
     os.makedirs(os.path.join(w, "eval", "test"))
     acc = {"oa": (comp * 60 + count * 40) / 100, "aa": (comp + count) / 2, "n": 100,
            "per_type": {"count": count, "comp": comp}, "per_type_n": {"count": 40, "comp": 60},
-           "checkpoint": checkpoint}
+           "checkpoint": checkpoint, **({"step": record[1]} if record else {})}
     with open(os.path.join(w, "eval", "test", "accuracy.json"), "w") as f:
       json.dump(acc, f)
+  if record:
+    _record(w, *record)
   return w
+
+
+def _record(workdir, epoch, best_step, step=None):
+  """Writes the JSON record of checkpoint `step` (default best_step) as train/checkpointing.py
+  saves it."""
+  folder = os.path.join(workdir, "checkpoints", str(step or best_step), "data")
+  os.makedirs(folder, exist_ok=True)
+  data = {"epoch": epoch, "loop": {"best_step": best_step, "best_oa": 0.5}, "shapes": {},
+          "checksums": {}}
+  with open(os.path.join(folder, "metadata"), "w") as f:
+    json.dump({**data, run_record.RECORD_CHECKSUM: run_record.record_checksum(data)}, f)
 
 
 def _run(root, capsys, *more):
@@ -66,6 +83,9 @@ def test_tables_from_a_folder_of_workdirs(tmp_path, capsys):
   assert rc == 0, out.err
   assert (f"Table 1: 1 run(s) fit none of its cells (attention head; Table 2 lists them), e.g. "
           f"{runs / 'attention' / 'seed0'}") in out.err
+  assert (f"1 visual-blind workdir(s) under {runs} left out (the paper's tables hold models that "
+          f"see the image; rsvqa-jax study compares each blind model with its reference in "
+          f"report.md), e.g. {runs / 'blind' / 'seed0'}") in out.err
   t1 = (runs / "tables" / "table1.md").read_text()
   # 24 cells; fine-tuned distilBERT e-mult pools its three runs (seeds and the sweep's lr).
   assert "22 of 24 cells missing" in t1
@@ -309,6 +329,47 @@ def test_table2_averages_only_seeds_of_one_model_evaluated_on_the_best(tmp_path,
   json.dump(config, open(os.path.join(copy, "config.json"), "w"))
   rc, out = _run(runs, capsys)
   assert rc == 0 and "unlike" not in out.err and "| 2 of 3 |" in row()
+
+
+def test_an_unfinished_seed_beside_a_finished_one_reads_unlike_runs(tmp_path, capsys):
+  """evaluate --seeds refuses to average a run stopped before its last epoch with finished ones;
+  Table 2 (and Table 1) averaged them with no word."""
+  runs = tmp_path / "runs"
+  epochs = config_lib.paper_config("lr", "distilbert", "mult", False).train.num_epochs
+  _workdir(runs, "db_ft/seed0", test=(0.9, 0.6), record=(epochs, 40))
+  stopped = _workdir(runs, "db_ft/seed1", test=(0.5, 0.5), seed=1, record=(1, 8))
+  rc, out = _run(runs, capsys)
+  assert rc == 0
+  assert (f"Table 2 row 'Transformer distilBERT' (evaluate --seeds refuses its runs too): "
+          f"{stopped}: training stopped after epoch 1 of {epochs} (rsvqa-jax train --workdir "
+          f"{stopped} again, with its config, finishes it); a mean would mix it with finished "
+          "runs; it reads 'unlike runs'") in out.err
+  assert "Table 1 cell 'distilBERT e-mult, LM fine-tuned'" in out.err
+  row = next(l for l in (runs / "tables" / "table2.md").read_text().splitlines()
+             if l.startswith("| Transformer distilBERT | fine-tuned"))
+  assert row.endswith("| 2 | unlike runs | unlike runs | unlike runs | unlike runs |"), row
+  _record(stopped, epochs, 8, step=20)  # trained to its end; its best step did not change
+  rc, out = _run(runs, capsys)
+  assert rc == 0 and "unlike" not in out.err
+  assert "| 2 | 70.00 (20.00) | 55.00 (5.00) |" in (runs / "tables" / "table2.md").read_text()
+
+
+def test_an_evaluation_of_a_best_step_the_run_has_replaced_is_left_out(tmp_path, capsys):
+  """A run trained on after its evaluation (resumed, more epochs) found a better checkpoint: the
+  accuracy.json of the old one was read as the run's."""
+  runs = tmp_path / "runs"
+  epochs = config_lib.paper_config("lr", "distilbert", "mult", False).train.num_epochs
+  w = _workdir(runs, "db_ft/seed0", test=(0.9, 0.6), record=(epochs, 19))
+  _record(w, epochs, 57, step=57)
+  _workdir(runs, "st_ft/seed0", lm="skipthoughts", test=(0.5, 0.5))  # a table to write
+  rc, out = _run(runs, capsys)
+  assert rc == 0, out.err
+  assert (f"{w}/eval/test/accuracy.json: scores step 19, and the run's best checkpoint is now "
+          f"step 57 (it trained on after the evaluation): left out (rsvqa-jax evaluate "
+          f"--workdir {w} scores it)") in out.err
+  row = next(l for l in (runs / "tables" / "table2.md").read_text().splitlines()
+             if l.startswith("| Transformer distilBERT | fine-tuned"))
+  assert "| 1 | not evaluated |" in row, row
 
 
 def test_table2_counts_only_unevaluated_runs_that_are_seeds_of_its_model(tmp_path, capsys):

@@ -16,7 +16,8 @@ row naming a question in none of the evaluated splits, a repeated question id (w
 repeat), a missing column, a non-integer id or repeat, repeats not numbered 0..K-1 and a file
 that is not UTF-8 CSV are errors, as is what data/csv_columns.py refuses in any audit's CSV (a
 column named twice, a row with more values than the header, a value over several lines). An optional `image_id` column (ours writes one) must name each question's image in the dataset:
-the same question ids over other images are another dataset or version, refused. An adversarial
+the same question ids over other images are another dataset or version, refused. A `repeat` or
+`substituted_image_id` column marks an adversarial file: refused as clean predictions. An adversarial
 file without `substituted_image_id` is read with a WARNING: which image each answer was given
 cannot be checked; so is one where it is every question's own `image_id` (right only for the
 pixel kinds).
@@ -294,6 +295,12 @@ def load(path, splits, dataset=None, space=None, *, adversarial=False, chosen=Tr
   with an INFO line, as long as the file answers another (evaluate writes one split per file).
   """
   file = read_file(path)
+  marks = [c for c in (REPEAT, SUBSTITUTED) if c in file.columns]
+  if not adversarial and marks:  # K = 1 substitution reads like a clean file but for these
+    raise RSVQAError(f"{path}: a '{marks[0]}' column: answers given over substituted images "
+                     "(evaluate --adversarial writes it); --predictions takes the clean "
+                     "predictions.csv, this file goes to --adversarial-predictions (from Python: "
+                     "predictions= and adversarial_predictions=)")
   check_shared_ids(set().union(*file.by_repeat), splits, path)
   check_images(file.image_ids, splits, path)
   if adversarial and SUBSTITUTED not in file.columns:
@@ -310,10 +317,6 @@ def load(path, splits, dataset=None, space=None, *, adversarial=False, chosen=Tr
                  "itself on clean images")
   out = align(file.by_repeat, splits, path, dataset, space, others)
   repeats = max((a.repeats for a in out.values()), default=1)
-  if not adversarial and repeats > 1:
-    raise RSVQAError(f"{path}: {repeats} repeats (a 'repeat' column); --predictions takes one "
-                     "answer per question, an adversarial file goes to --adversarial-predictions "
-                     "(from Python: predictions= and adversarial_predictions=)")
   unanswered = [name for name, a in out.items()
                 if a.prediction.size and a.missing == a.prediction.size]
   answered = [name for name in out if name not in unanswered]

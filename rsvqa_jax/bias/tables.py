@@ -312,6 +312,8 @@ class RunRecord:
   val_oa: float  # best validation OA (NaN when none was recorded)
   accuracy: dict | None  # eval/SPLIT/accuracy.json (bias/metrics.accuracy_table), if evaluated
   identity: dict | None = None  # config.identity of its config (None: not compared)
+  stopped: str | None = None  # why the run is unfinished (its checkpoints stop before its last
+  # epoch), None when finished or not known
 
   @property
   def weights(self):
@@ -402,9 +404,13 @@ LR_KEY = "optim.text_lr"  # the language model's learning rate, swept by configs
 
 def _unlike(runs, label, free=()):
   """True (with a WARNING naming them) when runs are not one model over distinct seeds (and
-  values of the `free` keys): the cells over them then read UNLIKE instead of a mean."""
+  values of the `free` keys), or mix unfinished runs with finished ones: the cells over them
+  then read UNLIKE instead of a mean."""
   compared = [(r.workdir, r.identity) for r in runs if r.identity is not None]
   problem = config_lib.unlike_seed_runs(compared, free) if len(compared) > 1 else None
+  stopped = [r for r in runs if r.stopped]
+  if not problem and stopped and len(stopped) < len(runs):  # evaluate --seeds refuses them too
+    problem = f"{stopped[0].workdir}: {stopped[0].stopped}; a mean would mix it with finished runs"
   if problem:
     _log.warning(f"{label}: {problem}; it reads {UNLIKE!r} instead of a mean: keep one model's "
                  "runs under --runs")

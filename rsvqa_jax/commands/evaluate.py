@@ -122,18 +122,17 @@ def _check_seed_runs(workdirs, data_root):
   Anything else would come out as a mean (std) over runs that are not seeds of one model.
   """
   from rsvqa_jax import config as config_lib  # pylint: disable=g-import-not-at-top
-  from rsvqa_jax.train import checkpointing, restore  # pylint: disable=g-import-not-at-top
+  from rsvqa_jax.train import checkpointing, run_record  # pylint: disable=g-import-not-at-top
   configs = {w: checkpointing.read_config(w, data_root) for w in workdirs}
   problem = config_lib.unlike_seed_runs([(w, config_lib.identity(c)) for w, c in configs.items()])
   if problem:
     raise RSVQAError(f"--seeds: {problem}")
   total = next(iter(configs.values())).train.num_epochs  # alike: one config
-  done = {w: restore.epochs_trained(checkpointing.Checkpoints(
-      os.path.join(w, "checkpoints"), configs[w].train.keep_checkpoints)) for w in workdirs}
+  done = {w: run_record.epochs_trained(os.path.join(w, "checkpoints")) for w in workdirs}
   stopped = [w for w, d in done.items() if d is not None and d < total]
   if stopped and len(stopped) < len(workdirs):
     first = stopped[0]
-    raise RSVQAError(f"--seeds: {first}: {restore.unfinished(first, done[first], total)}; a mean "
+    raise RSVQAError(f"--seeds: {first}: {run_record.unfinished(first, done[first], total)}; a mean "
                      "over seeds would mix it with finished runs")
 
 

@@ -9,9 +9,10 @@ Table 2 rows whose runs were never evaluated read "not evaluated"; a --split tha
 was evaluated on, while some were on others, is refused (a misspelt split would read "not
 evaluated" everywhere). A Table 2 row over runs that are not one model over distinct seeds
 (evaluate --seeds's rule) reads "unlike runs", as does a Table 1 cell whose runs differ in more
-than the seed and the language model's learning rate, and a Figure 8 cell's; an evaluation of
-the last checkpoint is left out of Table 2, and answerability workdirs out of every table; each
-with a WARNING. Writes table1, table2 and, when the fine-tuned runs of a language model differ
+than the seed and the language model's learning rate, and a Figure 8 cell's (runs stopped
+before their last epoch beside finished ones are unlike too); an evaluation of the last
+checkpoint, or of a best step the run has since replaced, is left out of Table 2, and
+answerability and visual-blind workdirs out of every table; each with a WARNING. Writes table1, table2 and, when the fine-tuned runs of a language model differ
 in its learning rate (configs/lr_sweep.py), figure8_lr (bias/tables.py layouts) as CSV, Markdown
 and LaTeX under --out, and prints the Markdown.
 """
@@ -21,6 +22,7 @@ import math
 import os
 
 from rsvqa_jax.errors import RSVQAError
+from rsvqa_jax.train import run_record
 
 CONFIG_FILE = "config.json"  # train/checkpointing.py CONFIG_FILE
 METRICS_FILE = "metrics.jsonl"  # train/loop.py METRICS_FILE
@@ -163,7 +165,8 @@ def read_run(workdir, split):
                                          config["data"]["val_split"],
                                          os.path.join(workdir, METRICS_FILE)),
         accuracy=_best_accuracy(os.path.join(workdir, "eval", split, "accuracy.json"), workdir),
-        identity=config_lib.recorded_identity(config))
+        identity=config_lib.recorded_identity(config),
+        stopped=_stopped(workdir, config["train"]["num_epochs"]))
   except (KeyError, TypeError, ValueError, AttributeError) as e:
     raise RSVQAError(f"{workdir}/{CONFIG_FILE}: not a training config ({e!r} missing or wrong)") \
         from None
@@ -178,14 +181,27 @@ def _typed(workdir, value, kind, key):
   return value
 
 
+def _stopped(workdir, total):
+  """What to say of a run whose checkpoints stop before its last epoch, else None."""
+  done = run_record.epochs_trained(os.path.join(workdir, "checkpoints"))
+  return run_record.unfinished(workdir, done, total) if done is not None and done < total else None
+
+
 def _best_accuracy(path, workdir):
   """_accuracy of the best checkpoint; an evaluation of another (versions up to 0.2.0 wrote
-  evaluate --checkpoint last there) is left out of Table 2 with a WARNING, not averaged."""
+  evaluate --checkpoint last there), or of a best step the run has since replaced (trained on
+  after the evaluation), is left out of Table 2 with a WARNING, not averaged."""
   table = _accuracy(path)
   which = table.get("checkpoint", "best") if table else "best"
   if which != "best":
     _log.warning(f"{path}: scores the {which!r} checkpoint, Table 2 the best: left out (rsvqa-jax "
                  f"evaluate --workdir {workdir} scores the best)")
+    return None
+  best = run_record.best_step(os.path.join(workdir, "checkpoints"))
+  if table and best is not None and table.get("step", best) != best:
+    _log.warning(f"{path}: scores step {table['step']}, and the run's best checkpoint is now step "
+                 f"{best} (it trained on after the evaluation): left out (rsvqa-jax evaluate "
+                 f"--workdir {workdir} scores it)")
     return None
   return table
 
@@ -216,6 +232,11 @@ def run(args):
     raise RSVQAError(f"--runs {args.runs}: no VQA training workdir under it, only answerability "
                      "ones (rsvqa-jax evaluate --workdir W --answerability scores each)")
   runs = [read_run(w, args.split) for w in found]
+  blind = [r.workdir for r in runs if r.blind]
+  if blind:
+    _log.warning(f"{len(blind)} visual-blind workdir(s) under {args.runs} left out (the paper's "
+                 "tables hold models that see the image; rsvqa-jax study compares each blind "
+                 f"model with its reference in report.md), e.g. {blind[0]}")
   if not any(r.accuracy for r in runs):
     evaluated = sorted({s for w in found for s in _evaluated_splits(w)})
     if args.split in evaluated:

@@ -51,8 +51,8 @@ def _read_torch_bin(path):
     raise RSVQAError(f"{path}: expected a state dict (tensors by name), found "
                      f"{type(state).__name__}" + (" with keys that are not names"
                                                  if isinstance(state, dict) else ""))
-  return {k: (v.float() if v.is_floating_point() else v).numpy()
-          for k, v in state.items() if isinstance(v, torch.Tensor)}
+  return {k: checkpoints.torch_array(v, path, k) for k, v in state.items()
+          if isinstance(v, torch.Tensor)}
 
 
 def read_hf_weights(folder):

@@ -157,7 +157,7 @@ def load_safetensors(path):
   try:
     with safetensors.safe_open(path, framework="np") as f:
       metadata = f.metadata() or {}
-      flat = {k: f.get_tensor(k) for k in f.keys()}
+      flat = {k: _numpy_tensor(f, k, path) for k in f.keys()}
   except (OSError, safetensors.SafetensorError) as e:
     raise RSVQAError(f"{path}: not a readable safetensors file ({e})") from None
   # "a.b" beside "a.b.c" has no place in a tree (unflattening would fail on it)
@@ -167,6 +167,15 @@ def load_safetensors(path):
     raise RSVQAError(f"{path}: key {clash[0]!r} lies under key {clash[1]!r}, which is a tensor "
                      "itself; not a checkpoint of one model")
   return unflatten(flat), metadata
+
+
+def _numpy_tensor(f, key, path):
+  """f.get_tensor(key); a dtype NumPy has no type for (float8) is an RSVQAError naming it."""
+  try:
+    return f.get_tensor(key)
+  except (AttributeError, TypeError) as e:
+    raise RSVQAError(f"{path}: key {key}: a dtype NumPy cannot hold ({e}); save the weights in "
+                     "float32, float16 or bfloat16") from None
 
 
 def finish_abstract(model, rngs, source):
@@ -207,3 +216,22 @@ def load_torch_weights(path):
     reason = next((l.strip() for l in text.splitlines() if l.strip()), type(e).__name__)
     raise RSVQAError(f"{path}: not a weights-only PyTorch file ({reason}); this tool never "
                      "unpickles other objects: save the weights as .safetensors") from None
+
+
+def torch_array(tensor, path, key):
+  """A torch tensor of a weights file as NumPy (floating point as float32); RSVQAError for one
+  that holds no plain values: on the meta device (no data), quantized, or sparse."""
+  import torch  # pylint: disable=g-import-not-at-top  (optional dependency; callers checked it)
+  if tensor.is_meta:
+    raise RSVQAError(f"{path}: key {key} is on the meta device (shapes without values): save "
+                     "the state dict of a model that holds its weights")
+  if tensor.is_quantized:
+    raise RSVQAError(f"{path}: key {key} is quantized ({tensor.dtype}): save the state dict of "
+                     "the float model (or dequantize it) first")
+  if tensor.layout != torch.strided:
+    raise RSVQAError(f"{path}: key {key} is a {tensor.layout} tensor: save it dense")
+  tensor = tensor.detach().cpu()  # state_dict(keep_vars=True) saves Parameters, which need grad
+  try:
+    return (tensor.float() if tensor.is_floating_point() else tensor).numpy()
+  except (TypeError, RuntimeError) as e:
+    raise RSVQAError(f"{path}: key {key}: dtype {tensor.dtype} has no NumPy type ({e})") from None

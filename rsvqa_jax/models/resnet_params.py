@@ -108,7 +108,7 @@ def read_state_dict(path):
   if not os.path.isfile(path):
     raise RSVQAError(f"{path}: no such file")
   if path.endswith(".safetensors"):
-    return checkpoints.flatten(checkpoints.load_safetensors(path)[0])
+    return _unwrapped(checkpoints.flatten(checkpoints.load_safetensors(path)[0]), path)
   try:
     import torch  # pylint: disable=g-import-not-at-top  (optional dependency)
   except ImportError:
@@ -123,8 +123,20 @@ def read_state_dict(path):
       raise RSVQAError(f"{path}: entry {key!r} is named by a {type(key).__name__}, not a string")
     if not isinstance(value, torch.Tensor):
       raise RSVQAError(f"{path}: entry {key!r} is a {type(value).__name__}, not a tensor")
-  return {k.removeprefix("module."): v.float().numpy() if v.is_floating_point() else v.numpy()
-          for k, v in obj.items()}
+  return _unwrapped({k: checkpoints.torch_array(v, path, k) for k, v in obj.items()}, path)
+
+
+def _unwrapped(state_dict, path):
+  """Keys without the `module.` that a DataParallel / DistributedDataParallel wrapper adds, in
+  either file form; a key present both ways is refused (which one is meant cannot be told)."""
+  out = {}
+  for key, value in state_dict.items():
+    bare = key.removeprefix("module.")
+    if bare in out:
+      raise RSVQAError(f"{path}: holds both {bare!r} and 'module.{bare}'; keep one model's "
+                       "weights")
+    out[bare] = value
+  return out
 
 
 def infer_depth(state_dict, source):
@@ -214,7 +226,7 @@ def load_resnet(path, depth=None, *, rngs=None, dtype=jnp.float32):
       tree, meta = checkpoints.load_safetensors(path)
       if meta.get("format") == "rsvqa_jax":
         return _load_converted(path, tree, meta, depth, dtype, rngs)
-      state_dict = checkpoints.flatten(tree)
+      state_dict = _unwrapped(checkpoints.flatten(tree), path)
     else:
       state_dict = read_state_dict(path)
     inferred = None

@@ -30,6 +30,8 @@ from rsvqa_jax import errors
 from rsvqa_jax import storage
 from rsvqa_jax.data import split_files
 from rsvqa_jax.errors import RSVQAError
+from rsvqa_jax.train import run_record
+from rsvqa_jax.train.run_record import RECORD_CHECKSUM, RECORD_FILE
 
 _log = logging.getLogger(__name__)
 
@@ -213,18 +215,10 @@ class CorruptCheckpoint(RSVQAError):
   """A checkpoint whose files cannot be read back, or whose arrays changed since they were saved."""
 
 
-RECORD_FILE = os.path.join("data", "metadata")  # where orbax's JsonSave keeps the "data" item
-RECORD_CHECKSUM = "record_checksum"  # the data record's own crc32, so it is verified like arrays
 # Orbax's JSON metadata files (at any depth of a step folder, and all of array_metadatas/).
 STEP_METADATA = "_CHECKPOINT_METADATA"
 ORBAX_JSON = (STEP_METADATA, "_METADATA", "_sharding", "metadata")
 ZARR_METADATA = {b"/.zarray": "zarr", b"/zarr.json": "zarr3"}  # an array's key in OCDBT -> driver
-
-
-def _record_checksum(record):
-  """crc32 of a data record's JSON as written and read back (keys sorted; its own one left out)."""
-  body = {k: v for k, v in record.items() if k != RECORD_CHECKSUM}
-  return zlib.crc32(json.dumps(json.loads(json.dumps(body)), sort_keys=True).encode())
 
 
 def _check_json_files(where):
@@ -338,7 +332,7 @@ class Checkpoints:
     nbytes = sum(x.nbytes for x in jax.tree.leaves(items))
     storage.ensure_free(self.directory, int(1.1 * nbytes) + (1 << 20), f"checkpoint {step}")
     data = dict(data, shapes=shapes(items), checksums=checksums(items))
-    data[RECORD_CHECKSUM] = _record_checksum(data)
+    data[RECORD_CHECKSUM] = run_record.record_checksum(data)
     self.manager.save(int(step), args=ocp.args.Composite(
         state=ocp.args.StandardSave(items), data=ocp.args.JsonSave(data)), force=True)
 
@@ -383,13 +377,6 @@ class Checkpoints:
                                   "was saved (checksum mismatch)")
     return items, data
 
-  def data(self, step):
-    """The JSON record of checkpoint `step` (loop position, shapes, checksums), or None."""
-    try:
-      return self._record(step)
-    except CorruptCheckpoint:
-      return None
-
   def _record(self, step):
     """The verified JSON record of checkpoint `step`; CorruptCheckpoint names what is wrong."""
     where = os.path.join(self.directory, str(step))
@@ -402,7 +389,7 @@ class Checkpoints:
     if not isinstance(data, dict):
       raise CorruptCheckpoint(f"checkpoint {where}: {RECORD_FILE} is not a JSON object")
     recorded = data.pop(RECORD_CHECKSUM, None)
-    if recorded is not None and recorded != _record_checksum(data):
+    if recorded is not None and recorded != run_record.record_checksum(data):
       raise CorruptCheckpoint(f"checkpoint {where}: {RECORD_FILE} changed on disk since it was "
                               "saved (checksum mismatch)")
     if not isinstance(data.get("shapes"), dict) or not isinstance(data.get("checksums", {}), dict):

@@ -6,6 +6,7 @@ from rsvqa_jax import storage
 from rsvqa_jax.errors import RSVQAError
 from rsvqa_jax.train import checkpointing
 from rsvqa_jax.train import run as run_lib
+from rsvqa_jax.train import run_record
 
 _log = logging.getLogger(__name__)
 
@@ -41,34 +42,16 @@ def restore(workdir, splits, *, which="best", data_root=None, dataset=None, feat
     found = best_checkpoint(workdir, periodic, like.checkpoint_items(), warn)
   if found is None:
     raise no_checkpoint(workdir, which, periodic, "evaluate")
-  done = epochs_trained(periodic)
+  done = run_record.epochs_trained(periodic.directory)
   if done is not None and done < config.train.num_epochs:
-    warn(f"{workdir}: {unfinished(workdir, done, config.train.num_epochs)}: these are the scores "
-         "of an unfinished run")
+    warn(f"{workdir}: {run_record.unfinished(workdir, done, config.train.num_epochs)}: these "
+         "are the scores of an unfinished run")
   items, _, step = found
   holder = storage.lock_holder(workdir)
   if holder:
     warn(f"{workdir}: a run is writing there now (PID {holder.get('pid', '?')} since "
          f"{holder.get('since', '?')}): read at its {which} checkpoint so far, step {step}")
   return run, like.replace(**items), int(step)
-
-
-def epochs_trained(periodic):
-  """Whole epochs the newest periodic checkpoint had trained (its record's `epoch`; the last
-  step of a finished run is saved and counts them all), or None when that is unknown: no
-  checkpoint, a record that does not verify, or a newer checkpoint set aside as corrupted (an
-  older one then says nothing of how far the run went)."""
-  steps, aside = periodic.steps(), periodic.set_aside_steps()
-  if not steps or (aside and aside[-1] > steps[-1]):
-    return None
-  record = periodic.data(steps[-1])
-  return record["epoch"] if record and isinstance(record.get("epoch"), int) else None
-
-
-def unfinished(workdir, done, total):
-  """What to say of a run stopped before its last epoch."""
-  return (f"training stopped after epoch {done} of {total} (rsvqa-jax train --workdir "
-          f"{workdir} again, with its config, finishes it)")
 
 
 def no_checkpoint(workdir, which, periodic, verb, why="no validation has run"):
@@ -92,9 +75,7 @@ def best_checkpoint(workdir, periodic, like, warn=_log.warning):
   one does not verify either, the error names its damaged file.
   """
   best = checkpointing.Checkpoints(os.path.join(workdir, "best"), 1)
-  recorded = next((d["loop"].get("best_step") for d in map(periodic.data, reversed(periodic.steps()))
-                   if d and isinstance(d.get("loop"), dict)), None)
-  step = recorded or (best.steps() or [None])[-1]
+  step = run_record.best_step(periodic.directory) or (best.steps() or [None])[-1]
   if step is None:
     return None
   if step in best.steps():
