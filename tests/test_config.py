@@ -364,3 +364,19 @@ def test_python_callers_misusing_the_config_api_are_told_what_to_give():
   import pathlib  # pylint: disable=g-import-not-at-top
   path = pathlib.Path(os.path.dirname(__file__)).parent / "configs" / "synthetic_tiny.py"
   assert config_lib.load(path).data.synthetic_images == config_lib.load(str(path)).data.synthetic_images
+
+
+def test_a_colon_in_the_config_path_is_part_of_the_path(tmp_path):
+  """`exp_12:30/tiny.py` read as file `exp_12` with argument `30/tiny.py` (config file not
+  found, naming the wrong file); the argument after the file still splits off."""
+  folder = tmp_path / "exp_12:30"
+  folder.mkdir()
+  path = folder / "mine.py"
+  path.write_text("from rsvqa_jax import config\n\ndef get_config(arg=None):\n"
+                  "  c = config.base_config()\n  c.seed = len(arg or '')\n  return c\n")
+  assert config_lib.load(str(path)).seed == 0
+  assert config_lib.load(f"{path}:abc").seed == 3
+  assert config_lib.load(f"{path}:a:b").seed == 3  # the argument may hold a colon itself
+  assert config_lib.load("lr_table1:skipthoughts,mult,frozen").text.encoder == "skipthoughts"
+  with pytest.raises(RSVQAError, match=r"exp_12:30/gone.py: config file not found"):
+    config_lib.load(str(folder / "gone.py"))

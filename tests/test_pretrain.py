@@ -213,3 +213,45 @@ def test_resume_file_of_other_settings_or_damaged_is_not_used(tmp_path, monkeypa
   pretrain_resnet.pretrain(ds, out, _pcfg(epochs=2))
   assert len(warned) == 1 and "do not match the sha256" in warned[0]
   assert len(calls) == 4  # both epochs again
+
+
+def test_a_diverged_pretraining_is_refused_and_writes_no_model(tmp_path, monkeypatch):
+  """A learning rate of 1000 gave NaN weights that were saved as the pretrained encoder; the
+  features step then blamed image.checkpoint or the image's pixels."""
+  ds = _dataset(tmp_path / "data", n_train=20, n_val=10)
+  out = str(tmp_path / "model")
+  step, calls = pretrain_resnet._train_step, []  # pylint: disable=protected-access
+
+  def nan_in_epoch_2(*args):
+    calls.append(1)
+    loss = step(*args)
+    return float("nan") if len(calls) == 4 else loss
+
+  monkeypatch.setattr(pretrain_resnet, "_train_step", nan_in_epoch_2)
+  with pytest.raises(RSVQAError, match=r"^pretrain synthetic_resnet diverged \(loss nan at step 2 "
+                                       r"of epoch 2\); lower image.pretrain.learning_rate \(now "
+                                       r"0.003\)$"):
+    pretrain_resnet.pretrain(ds, out, _pcfg(epochs=3))
+  assert pretrain_resnet.read_manifest(out) is None
+  assert not os.path.exists(os.path.join(out, pretrain_resnet.WEIGHTS))
+
+
+def test_weights_made_non_finite_by_the_last_update_are_refused(tmp_path, monkeypatch):
+  """The loss is measured before each update: the last one can leave NaN weights behind a
+  finite loss."""
+  ds = _dataset(tmp_path / "data", n_train=20, n_val=10)
+  out = str(tmp_path / "model")
+  step, calls = pretrain_resnet._train_step, []  # pylint: disable=protected-access
+
+  def nan_weights_at_the_end(model, *args):
+    calls.append(1)
+    loss = step(model, *args)
+    if len(calls) == 2:
+      model.conv1.kernel[...] = model.conv1.kernel[...] * np.nan
+    return loss
+
+  monkeypatch.setattr(pretrain_resnet, "_train_step", nan_weights_at_the_end)
+  with pytest.raises(RSVQAError, match=r"^pretrain synthetic_resnet diverged \(weights NaN or inf "
+                                       r"after epoch 1\); lower image.pretrain.learning_rate"):
+    pretrain_resnet.pretrain(ds, out, _pcfg(epochs=1))
+  assert pretrain_resnet.read_manifest(out) is None

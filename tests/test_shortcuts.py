@@ -520,3 +520,16 @@ def test_a_benchmark_with_every_ood_set_empty_says_so(tmp_path, capsys):
                    "question"]) == 0
   assert ("WARNING: every OOD set is empty: no group of the 1 IID test questions is imbalanced "
           "enough to have a tail") in capsys.readouterr().err
+
+
+def test_a_benchmark_folder_that_is_a_link_is_replaced_where_it_points(tmp_path):
+  """rebuilt() renamed the link itself aside and put a folder in its place."""
+  real, link = tmp_path / "disk" / "bench", tmp_path / "bench"
+  real.mkdir(parents=True)
+  (real / "old.txt").write_text("old")
+  link.symlink_to(real, target_is_directory=True)
+  with shortcut_report.rebuilt(str(link)) as tmp:
+    with open(os.path.join(tmp, "new.txt"), "w", encoding="utf-8") as f:
+      f.write("new")
+  assert link.is_symlink() and sorted(os.listdir(real)) == ["new.txt"]
+  assert sorted(os.listdir(tmp_path / "disk")) == ["bench"]

@@ -355,6 +355,17 @@ def test_ensure_synthetic(tmp_path):
     synthetic.generate(str(tmp_path / "tiny"), "lr", images=2)
 
 
+def test_a_dataset_written_to_a_link_lands_where_it_points(tmp_path):
+  """The new dataset replaced the link with a folder of its own: the linked disk kept the old
+  data, which every config naming it went on reading."""
+  real, link = tmp_path / "disk" / "data", tmp_path / "link"
+  synthetic.generate(str(real), "lr", images=4, seed=0, questions_per_image=5)
+  link.symlink_to(real, target_is_directory=True)
+  synthetic.generate(str(link), "lr", images=4, seed=7, questions_per_image=5)
+  assert link.is_symlink() and synthetic.read_manifest(str(real))["seed"] == 7
+  assert sorted(os.listdir(tmp_path / "disk")) == ["data"]  # no build or old folder left
+
+
 def test_counting_questions_anchor_on_a_class_of_the_wanted_magnitude():
   """Wanting 11-100, the sampler asks about a class that has that many (before, almost never)."""
   hits = tries = 0

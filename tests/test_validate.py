@@ -213,6 +213,28 @@ def test_lzw_and_jpeg_tiles_read_without_imagecodecs(tmp_path):
   assert images.read_tif(path, size=(16, 8)).dtype == np.uint8
 
 
+def test_tiles_in_another_colour_space_are_refused_and_grey_bands_and_jpeg_read(tmp_path):
+  """A YCbCr or L*a*b* tile holds three uint8 bands like an RGB one: tifffile returned the raw
+  values, which validate passed and the model read as RGB. Bands tagged grey (a GeoTIFF's) are
+  read as stored, and a JPEG-compressed YCbCr tile is decoded to RGB."""
+  from PIL import Image  # pylint: disable=g-import-not-at-top
+  rgb = np.random.default_rng(0).integers(0, 256, (16, 8, 3), dtype=np.uint8)
+  path = str(tmp_path / "a.tif")
+  for mode, label in (("YCbCr", "YCBCR"), ("LAB", "CIELAB")):
+    Image.fromarray(rgb).convert(mode).save(path)
+    for read in (images.read_tif, images.check_tif):
+      with pytest.raises(RSVQAError, match=f"^{path}: image colour space is {label}, expected "
+                                           "RGB; save the tile as RGB$"):
+        read(path)
+  tifffile.imwrite(path, np.moveaxis(rgb, -1, 0), photometric="minisblack",
+                   planarconfig="separate")
+  np.testing.assert_array_equal(images.read_tif(path, size=(16, 8)), rgb)
+  smooth = np.broadcast_to(np.linspace(0, 255, 8, dtype=np.uint8)[None, :, None], (16, 8, 3))
+  Image.fromarray(np.ascontiguousarray(smooth)).convert("YCbCr").save(path, compression="jpeg")
+  assert tifffile.TiffFile(path).pages[0].photometric == tifffile.PHOTOMETRIC.YCBCR
+  assert np.abs(images.read_tif(path).astype(int) - smooth).mean() < 8  # RGB again, JPEG's loss
+
+
 def test_validate_names_a_missing_image_folder_once_and_caps_the_listed_problems(broken, capsys):
   folder = os.path.join(broken, "Images_LR")
   paths = sorted(os.path.join(folder, f) for f in os.listdir(folder))

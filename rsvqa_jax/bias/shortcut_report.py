@@ -230,8 +230,10 @@ def write_statistics(bench, folder, seed, unit, labels):
 def rebuilt(folder):
   """Yields an empty temporary folder that replaces `folder` whole when the block completes
   (readers see the old folder or the new one, never a mix; a failed block changes nothing, and
-  what a killed one left is removed by the next)."""
-  parent, name = os.path.split(os.path.abspath(folder))
+  what a killed one left is removed by the next). A `folder` that is a link is replaced where
+  it points, the link kept."""
+  folder = os.path.realpath(folder)
+  parent, name = os.path.split(folder)
   aside = None
   with storage.building_owned(parent, name) as tmp:
     yield tmp

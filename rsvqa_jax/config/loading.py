@@ -41,6 +41,21 @@ def config_path(name):
       if installed else ""))
 
 
+def _split_argument(spec):
+  """(file, argument) of `path.py:arg`. A colon can be part of the path (a folder named after a
+  time, 12:30): the first split whose left side is an existing file wins, the whole spec first;
+  else the first that leaves a .py name (a file not there: the error names it), else the first
+  colon (an installed config's name, `lr_table1:arg`)."""
+  cuts = [len(spec)] + [i for i, c in enumerate(spec) if c == ":"]
+  named = next((c for c in cuts if os.path.isfile(spec[:c])), None)
+  named = named if named is not None else next((c for c in cuts if spec[:c].endswith(".py")),
+                                               None)
+  if named is None:
+    name, _, arg = spec.partition(":")
+    return name, arg
+  return spec[:named], spec[named + 1:]
+
+
 def load(spec):
   """ConfigDict from `path.py` or `path.py:arg` (arg passed to get_config as a string).
 
@@ -51,7 +66,7 @@ def load(spec):
   """
   if not isinstance(spec, (str, os.PathLike)):
     raise RSVQAError(f"config: {spec!r}; give the path of a config file (configs/X.py[:arg])")
-  name, _, arg = os.fspath(spec).partition(":")
+  name, arg = _split_argument(os.fspath(spec))
   path = config_path(name)
   if not path.endswith(".py"):  # importlib finds no loader for another suffix
     raise RSVQAError(f"{path}: not a config file: give a Python file (.py) defining get_config()")

@@ -46,6 +46,23 @@ def _check(shape, dtype, path, size, bands):
     raise RSVQAError(f"{path}: image dtype is {dtype}, expected uint8")
 
 
+# Colour spaces whose bands are read as they are stored: RGB, and grey bands (a GeoTIFF's
+# multi-band tiles are often tagged so). A JPEG-compressed YCbCr tile is decoded to RGB.
+_AS_STORED = (tifffile.PHOTOMETRIC.RGB, tifffile.PHOTOMETRIC.MINISBLACK)
+_JPEG = (tifffile.COMPRESSION.JPEG, tifffile.COMPRESSION.OJPEG)
+
+
+def _check_colours(page, name):
+  """Refuses a tile whose three bands are another colour space (YCbCr, CIE L*a*b*): tifffile
+  hands their raw values back, which the model would read as red, green and blue."""
+  photometric = page.photometric
+  if photometric in _AS_STORED or (photometric == tifffile.PHOTOMETRIC.YCBCR
+                                   and page.compression in _JPEG):
+    return
+  label = photometric.name if hasattr(photometric, "name") else str(photometric)
+  raise RSVQAError(f"{name}: image colour space is {label}, expected RGB; save the tile as RGB")
+
+
 def _load(path, size, bands, decode):
   """Checks a tile from its header, then decodes it if `decode`; one-line errors naming it."""
   if not os.path.exists(path):
@@ -65,6 +82,7 @@ def _parse(source, name, size, bands, decode):
         raise RSVQAError(f"{name}: a TIFF holding no image")
       series = tif.series[0]
       _check(series.shape, np.dtype(series.dtype), name, size, bands)
+      _check_colours(tif.pages[0], name)
       return _pixels(series, source) if decode else None
   except RSVQAError:
     raise

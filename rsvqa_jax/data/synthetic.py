@@ -263,8 +263,9 @@ def generate_xben(out, images=synthetic_xben.IMAGES, seed=0,
 
 
 def _atomically(out, p, write):
-  """Runs `write(folder)` in a build folder that becomes `out` (manifest `p`) once complete."""
-  out = os.path.abspath(out)
+  """Runs `write(folder)` in a build folder that becomes `out` (manifest `p`) once complete.
+  An `out` that is a link is written through: the dataset lands where it points."""
+  out = os.path.realpath(out)
   _check_replaceable(out)
   _say_if_replacing(out, p)
   parent, name = os.path.split(out)

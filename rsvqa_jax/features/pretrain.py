@@ -201,16 +201,20 @@ def pretrain(dataset, out_dir, cfg=None, *, train_split="train", eval_split="val
       epoch_loss = 0.0
       for s in range(steps):
         take = order[s * batch_size:(s + 1) * batch_size]
-        loss = _train_step(model, optimizer, _augment(rng, images[take]), presence[take],
-                           fraction[take], float(cfg.fraction_weight))
-        epoch_loss += float(loss)
-        bar.set_postfix(loss=f"{float(loss):.4f}")
+        loss = float(_train_step(model, optimizer, _augment(rng, images[take]), presence[take],
+                                 fraction[take], float(cfg.fraction_weight)))
+        if not np.isfinite(loss):  # the weights are NaN from here on: nothing worth keeping
+          raise _diverged(f"loss {loss} at step {s + 1} of epoch {len(losses) + 1}", cfg)
+        epoch_loss += loss
+        bar.set_postfix(loss=f"{loss:.4f}")
         bar.update()
       losses.append(epoch_loss / steps)
       if len(losses) < cfg.epochs:
         _save_progress(out_dir, key, nnx.state((model, optimizer)), {
             "rng": rng.bit_generator.state, "losses": losses,
             "seconds": earlier_seconds + time.time() - started})
+  if not all(np.isfinite(x).all() for x in jax.tree.leaves(checkpoints.state_tree(model))):
+    raise _diverged(f"weights NaN or inf after epoch {len(losses)}", cfg)  # the last update's
   train_seconds = earlier_seconds + time.time() - started
   prevalence = presence.mean(axis=0)
   metrics = {}
@@ -239,6 +243,11 @@ def pretrain(dataset, out_dir, cfg=None, *, train_split="train", eval_split="val
   if os.path.exists(os.path.join(out_dir, RESUME)):
     os.remove(os.path.join(out_dir, RESUME))
   return read_manifest(out_dir)
+
+
+def _diverged(what, cfg):
+  return RSVQAError(f"pretrain synthetic_resnet diverged ({what}); lower "
+                    f"image.pretrain.learning_rate (now {cfg.learning_rate:g})")
 
 
 def save_pretrained(out_dir, model, manifest):
