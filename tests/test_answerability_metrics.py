@@ -193,12 +193,23 @@ def test_score_command_writes_exactly_the_keys(tmp_path, capsys):
                   [(0, "q", 1, 2), (0, "q", 2, 0), (1, "r", 3, 1), (1, "r", 4, 2)])
   scores = _write(tmp_path / "s.csv", ("pool_id", "image_id", "score"),
                   [(1, 4, 0.9), (1, 3, 0.2), (0, 2, 0.3), (0, 1, 0.7)])
+  val_labels = _write(tmp_path / "vl.csv", ("pool_id", "question", "image_id", "label"),
+                      [(5, "s", 1, 2), (5, "s", 2, 0), (6, "t", 3, 2), (6, "t", 4, 0)])
+  val_scores = _write(tmp_path / "vs.csv", ("pool_id", "image_id", "score"),
+                      [(5, 1, 0.7), (5, 2, 0.3), (6, 3, 0.9), (6, 4, 0.2)])
   out = tmp_path / "o"
   assert cli.main(["answerability", "score", "--scores", scores, "--labels", labels,
-                   "--val-scores", scores, "--val-labels", labels, "--out", str(out)]) == 0
+                   "--val-scores", val_scores, "--val-labels", val_labels, "--out",
+                   str(out)]) == 0
   metrics = json.loads((out / "metrics.json").read_text())
   assert list(metrics) == list(m.KEYS)
   assert metrics["ndcg@1"] == 1.0 and metrics["binary_threshold"] == 0.7
+  # The scored files as validation: the threshold was tuned on the pairs it scored.
+  assert cli.main(["answerability", "score", "--scores", scores, "--labels", labels,
+                   "--val-scores", scores, "--val-labels", labels, "--out",
+                   str(tmp_path / "o3")]) == 2
+  assert (f"--val-labels {labels} shares 4 pair(s) with --labels {labels} (e.g. pool 0, image 1): "
+          "the binary threshold would be tuned on the pairs it scores") in capsys.readouterr().err
   assert cli.main(["answerability", "score", "--scores", scores, "--labels", labels, "--out",
                    str(tmp_path / "o2")]) == 0
   assert "binary metrics not reported" in capsys.readouterr().out

@@ -413,4 +413,26 @@ def test_analyze_refuses_to_write_its_tables_into_a_dataset_folder(tmp_path, cap
   assert cli.main(["analyze", "--data", data, "--dataset", "lr", "--out", data]) == 2
   assert (f"--out {data} holds a dataset (LR_split_train_questions.json); give the tables a "
           "folder of its own") in capsys.readouterr().err
+  inside = os.path.join(data, "analysis")
+  assert cli.main(["analyze", "--data", data, "--dataset", "lr", "--out", inside]) == 2
+  assert (f"--out {inside} lies inside the dataset {data}; give the tables a folder of its "
+          "own") in capsys.readouterr().err
   assert sorted(os.listdir(data)) == before
+
+
+def test_a_restored_run_is_not_asked_again_for_the_image_weights_it_trained_with(tmp_path):
+  """A study trains its runs on its own synthetic data with in-memory features, so a ResNet
+  without image.checkpoint (random init) is recorded unset; evaluate then refused the run,
+  asking for --config.image.checkpoint, which it does not take."""
+  from rsvqa_jax.data import synthetic  # pylint: disable=g-import-not-at-top
+  from rsvqa_jax.train import run as run_lib  # pylint: disable=g-import-not-at-top
+  data = str(tmp_path / "data")
+  synthetic.generate(data, "lr", images=6, seed=0, questions_per_image=4)
+  config = config_lib.apply_overrides(config_lib.load("synthetic_tiny"), [
+      "data.synthetic=false", f"data.root={data}", f"data.cache_dir={tmp_path / 'cache'}",
+      "text.checkpoint=random", "image.arch=resnet18", "image.width=8", "image.image_size=32"])
+  assert config.image.checkpoint == ""
+  with pytest.raises(RSVQAError, match="config image.checkpoint is not set"):
+    run_lib.build(config, str(tmp_path / "w"), ["test"])
+  run = run_lib.build(config, str(tmp_path / "w"), ["test"], restored=True)
+  assert len(run.columns["test"].lengths) == len(run.dataset["test"])

@@ -82,21 +82,43 @@ def _write_masks(folder, masks):
     g.write_png(str(folder / f"{qid}.png"), np.asarray(m, np.uint8) * 255)
 
 
-def test_masks_of_16_bits_are_scaled_and_alpha_only_masks_refused(tmp_path):
-  """PIL's grey conversion clips 16-bit values, so a 16-bit map read as one constant 255."""
+def test_masks_of_16_bits_keep_their_values_and_alpha_only_masks_are_refused(tmp_path):
+  """PIL's grey conversion clips 16-bit values, so a 16-bit map read as one constant 255; scaled
+  to 8 bits, a 16-bit 0/1 mask (or a map of low values) read as empty."""
   from PIL import Image  # pylint: disable=g-import-not-at-top
   ramp = np.arange(4 * 4, dtype=np.uint16).reshape(4, 4) * 4369  # 0 .. 65535 in 15 steps
   Image.fromarray(ramp).save(tmp_path / "16.png")
   assert Image.open(tmp_path / "16.png").mode == "I;16"
-  np.testing.assert_array_equal(g.read_mask(str(tmp_path / "16.png")), ramp // 257)
+  np.testing.assert_array_equal(g.read_mask(str(tmp_path / "16.png")), ramp)
+  truth = box(1, 1, 3, 3, size=4)
+  for values in ((0, 1), (10, 110), (0, 65535)):
+    Image.fromarray(np.where(truth, values[1], values[0]).astype(np.uint16)).save(
+        tmp_path / "m.png")
+    np.testing.assert_array_equal(g.binarize(g.read_mask(str(tmp_path / "m.png"))), truth)
   rgba = np.zeros((4, 4, 4), np.uint8)
   rgba[:2, :, 3] = 255
   Image.fromarray(rgba, "RGBA").save(tmp_path / "alpha.png")
-  with pytest.raises(g.RSVQAError, match="alpha.png: the mask is drawn in the alpha channel only"):
+  with pytest.raises(g.RSVQAError, match=r"alpha.png: the mask is drawn in the alpha channel only "
+                                         r"\(over black its colour shows nothing\)"):
     g.read_mask(str(tmp_path / "alpha.png"))
   rgba[:2, :, :3] = 255  # drawn in colour as well: read as grey
   Image.fromarray(rgba, "RGBA").save(tmp_path / "both.png")
   assert g.read_mask(str(tmp_path / "both.png"))[:2].min() == 255
+
+
+def test_a_mask_on_a_transparent_white_background_is_read_over_black(tmp_path):
+  """Red opaque shape, transparent white elsewhere: grey alone read the background (255) as the
+  mask and the shape (76) as outside it, an IoU of 0 for a perfect mask."""
+  from PIL import Image  # pylint: disable=g-import-not-at-top
+  truth = box(2, 1, 6, 5, size=8)
+  rgba = np.zeros((8, 8, 4), np.uint8)
+  rgba[...] = (255, 255, 255, 0)
+  rgba[truth] = (255, 0, 0, 255)
+  Image.fromarray(rgba, "RGBA").save(tmp_path / "1.png")
+  np.testing.assert_array_equal(g.binarize(g.read_mask(str(tmp_path / "1.png"))), truth)
+  grey_alpha = np.stack([np.full((8, 8), 200, np.uint8), truth.astype(np.uint8) * 255], -1)
+  Image.fromarray(grey_alpha, "LA").save(tmp_path / "2.png")  # one colour, shape in alpha
+  np.testing.assert_array_equal(g.binarize(g.read_mask(str(tmp_path / "2.png"))), truth)
 
 
 @pytest.mark.parametrize("kind", ["JPEG", "GIF", "BMP"])
@@ -281,6 +303,12 @@ def test_score_and_stats_never_write_into_a_mask_folder_or_a_dataset(tmp_path, c
   assert cli.main(["grounding", "stats", "--truth", str(tmp_path / "T"), "--out", str(data)]) == 2
   assert "holds a dataset (LR_split_train_questions.json); give the statistics a folder of its " \
          "own" in capsys.readouterr().err
+  for inside in (data / "Grounding", data / "Images_LR", data / "Grounding" / "sub"):
+    assert cli.main(["grounding", "stats", "--truth", str(tmp_path / "T"), "--out",
+                     str(inside)]) == 2
+    assert capsys.readouterr().err.strip().endswith(
+        f"--out {inside} lies inside the dataset {data}; give the statistics a folder of its own")
+  assert not (data / "Grounding" / "sub").exists()
 
 
 def test_a_map_of_another_aspect_ratio_is_refused_not_stretched(tmp_path, capsys):
@@ -320,3 +348,27 @@ def test_score_never_replaces_a_workdir_evaluation(tmp_path, capsys):
       "its own")
   assert (tmp_path / "O" / "summary.json").read_text() == "{}"
   assert not (tmp_path / "O" / "grounding.csv").exists()
+
+
+def test_truth_masks_of_more_than_two_values_are_named_as_a_likely_swap(tmp_path, caplog):
+  """--predicted and --truth swapped scored relevance maps as the truth without a word."""
+  from test_train_support import warnings_of_rsvqa_jax  # pylint: disable=g-import-not-at-top
+  truth = {1: box(0, 0, 10, 10), 2: box(20, 20, 40, 60)}
+  _write_masks(tmp_path / "T", truth)
+  ramp = np.tile(np.arange(SIZE, dtype=np.uint8) * 4, (SIZE, 1))  # a relevance map
+  (tmp_path / "M").mkdir()
+  g.write_png(str(tmp_path / "M" / "1.png"), ramp)
+  g.write_png(str(tmp_path / "M" / "2.png"), truth[2].astype(np.uint8) * 255)
+  score = ["grounding", "score", "--out", str(tmp_path / "O")]
+  with warnings_of_rsvqa_jax(caplog):
+    assert cli.main(score + ["--predicted", str(tmp_path / "M"), "--truth",
+                             str(tmp_path / "T")]) == 0
+    assert not caplog.records
+    assert cli.main(score + ["--predicted", str(tmp_path / "T"), "--truth",
+                             str(tmp_path / "M")]) == 0
+    assert cli.main(["grounding", "stats", "--truth", str(tmp_path / "M"), "--out",
+                     str(tmp_path / "S")]) == 0
+  assert [r.getMessage() for r in caplog.records] == [
+      f"--truth {tmp_path / 'M'}: 1 of 2 truth mask(s) hold more than two values (e.g. "
+      f"{tmp_path / 'M' / '1.png'}); truth masks are binary (0 and 255): are --predicted and "
+      "--truth swapped?"] * 2

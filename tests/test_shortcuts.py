@@ -9,6 +9,7 @@ import csv
 import json
 import math
 import os
+import re
 import shutil
 
 import numpy as np
@@ -275,6 +276,18 @@ def test_labels_csv_and_refusal_without_labels(bench, tmp_path, capsys):
   table.write_text("image_id,label\n1,a+b\n")
   with pytest.raises(RSVQAError, match="without '\\+'"):
     shortcuts.csv_labels(str(table))
+  # A cell listing labels read as one label; composed and decomposed é as two.
+  for cell, sep in (("forest;water", ";"), ("forest | water", "|")):
+    table.write_text(f"image_id,label\n1,lake\n2,{cell}\n")
+    with pytest.raises(RSVQAError, match=rf"^{table}:3: label '{re.escape(cell)}' holds "
+                                         rf"'{re.escape(sep)}': one row per label of an image"):
+      shortcuts.csv_labels(str(table))
+  table.write_text("image_id,label\n1,caf\u00e9\n2,cafe\u0301\n", encoding="utf-8")
+  assert shortcuts.csv_labels(str(table)).labels == {1: ("caf\u00e9",), 2: ("caf\u00e9",)}
+  # A land-cover class name holds commas (BigEarthNet's): kept whole.
+  name = "Land principally occupied by agriculture, with significant areas of natural vegetation"
+  table.write_text(f'image_id,label\n1,"{name}"\n', encoding="utf-8")
+  assert shortcuts.csv_labels(str(table)).labels == {1: (name,)}
 
 
 def test_xben_entry_labels_are_streamed_with_the_same_labels_and_errors(tmp_path, monkeypatch):

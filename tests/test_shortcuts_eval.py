@@ -94,7 +94,7 @@ def test_table4_caption_says_which_ood_val_sets_are_empty(trained):
       "val sets")
 
 
-def test_a_workdir_of_other_data_is_refused(trained, tmp_path):
+def test_a_workdir_of_other_data_is_refused(trained, tmp_path, capsys):
   out, workdir, _ = trained
   other = tmp_path / "other"
   other.mkdir()
@@ -106,6 +106,15 @@ def test_a_workdir_of_other_data_is_refused(trained, tmp_path):
   for c in shortcuts_lib.CONCEPTS:
     (other / f"ood_{c}.json").write_text("[]")
   assert cli.main(["evaluate", "--workdir", workdir, "--shortcuts", str(other)]) == 2
+  reseeded = str(tmp_path / "seed1")  # the same source re-split with another seed
+  assert cli.main(["shortcuts", "--data", os.path.join(os.path.dirname(out), "lr"), "--out",
+                   reseeded, "--seed", "1"]) == 0
+  capsys.readouterr()
+  assert cli.main(["evaluate", "--workdir", workdir, "--shortcuts", reseeded]) == 2
+  # evaluate has no --data: the advice names what it takes.
+  assert capsys.readouterr().err.strip().endswith(
+      "the run trained on other data: give --shortcuts the benchmark whose data/ it trained on "
+      "(or train a run on this one's)")
   (other / "ood_kw.json").write_text("[1, 2, 3.5]")
   assert cli.main(["evaluate", "--workdir", workdir, "--shortcuts", str(other)]) == 2
 

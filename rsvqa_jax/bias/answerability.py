@@ -229,6 +229,13 @@ def score_files(scores, labels, val_scores=None, val_labels=None):
   if (val_scores is None) != (val_labels is None):
     raise RSVQAError("give both validation files (--val-scores and --val-labels) or neither")
   val = None if val_scores is None else aligned(val_scores, val_labels)[1:]
+  if val is not None:  # pool ids name one pool across splits: a shared pair is a scored one
+    shared = sorted(set(_labels(val_labels)) & set(_labels(labels)))
+    if shared:
+      raise RSVQAError(f"--val-labels {val_labels} shares {len(shared)} pair(s) with --labels "
+                       f"{labels} (e.g. pool {shared[0][0]}, image {shared[0][1]}): the binary "
+                       "threshold would be tuned on the pairs it scores; give the validation "
+                       "split's files")
   return metrics(*aligned(scores, labels), val=val)
 
 

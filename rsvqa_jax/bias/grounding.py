@@ -22,6 +22,7 @@ prediction is a miss (IoU 0).
 """
 import csv
 import io
+import logging
 import math
 import os
 import re
@@ -46,6 +47,7 @@ STATISTICS = ("coverage", "centroid_x", "centroid_y", "boundary_complexity")
 CSV_COLUMNS = ("question_id", "iou") + STATISTICS
 _PNG = re.compile(r"(\d+)\.png", re.ASCII)  # \d alone also takes other scripts' digits
 SCORE_FIGURE = "iou_by_coverage.png"  # written by score_folders alone: marks its folders
+_log = logging.getLogger(__name__)
 
 
 def resize(x, shape):
@@ -202,26 +204,29 @@ def coverage_breakdown(ious, coverages, confidences=None):
 
 
 def read_mask(path):
-  """A PNG as a 2-D uint8 array: colour converted to grey, 16-bit grey scaled to 8 bits (PIL's
-  own conversion clips it, so a 16-bit map read as all 255); RSVQAError if unreadable, or if its
-  shape is in the alpha channel alone (grey conversion would drop it), or if it is another
-  format under a .png name (a JPEG's compression blurs the edges the IoU is measured on)."""
+  """A PNG as a 2-D array: colour converted to grey (uint8), 16-bit grey kept as it is (uint16:
+  binarize min-max normalises either, where scaling to 8 bits read a 0/1 mask as empty), a mask
+  with transparency read over black (a transparent pixel shows nothing, whatever colour it
+  keeps); RSVQAError if unreadable, if its shape is in the alpha channel alone (over black it
+  is blank), or if it is another format under a .png name (a JPEG's compression blurs the edges
+  the IoU is measured on)."""
   try:
     with Image.open(path) as im:
       if im.format != "PNG":
         raise RSVQAError(f"{path}: a {im.format} image under a .png name; save the mask as a "
                          "PNG (lossless)")
       if im.mode.startswith("I;16"):
-        return ((np.asarray(im).astype(np.uint32) + 128) // 257).astype(np.uint8)
+        return np.asarray(im).astype(np.uint16)
       if im.mode in ("I", "F"):
         raise RSVQAError(f"{path}: a 32-bit {'float' if im.mode == 'F' else 'integer'} image; "
                          "save the mask as an 8-bit or 16-bit grey PNG")
       grey = np.asarray(im if im.mode == "L" else im.convert("L"))
-      if "A" in im.getbands() and grey.min() == grey.max():
-        alpha = np.asarray(im.getchannel("A"))
-        if alpha.min() != alpha.max():
-          raise RSVQAError(f"{path}: the mask is drawn in the alpha channel only (its colour is "
-                           "the same everywhere); save it as a grey PNG")
+      alpha = np.asarray(im.getchannel("A")) if "A" in im.getbands() else None
+      if alpha is not None and alpha.min() != alpha.max():
+        grey = ((grey.astype(np.uint32) * alpha + 127) // 255).astype(np.uint8)
+        if grey.min() == grey.max():
+          raise RSVQAError(f"{path}: the mask is drawn in the alpha channel only (over black "
+                           "its colour shows nothing); save it as a grey PNG")
       return grey
   except (OSError, ValueError, Image.DecompressionBombError) as e:  # a bomb: a header of 1e10 px
     raise RSVQAError(f"{path}: not a readable PNG mask ({e})") from None
@@ -340,6 +345,28 @@ def summarize(rows, confidences=None, **extra):
   return out
 
 
+class _Truths:
+  """Reads --truth masks as binarize does, and counts those of more than two values: a truth
+  is binary (0 and 255), so these are relevance maps, --predicted and --truth swapped most
+  likely, which would score without a word."""
+
+  def __init__(self, truth):
+    self.truth, self.graded, self.read = truth, [], 0
+
+  def __call__(self, path):
+    mask = read_mask(path)
+    self.read += 1
+    if ((mask != mask.min()) & (mask != mask.max())).any():
+      self.graded.append(path)
+    return binarize(mask)
+
+  def warn(self):
+    if self.graded:
+      _log.warning(f"--truth {self.truth}: {len(self.graded)} of {self.read} truth mask(s) hold "
+                   f"more than two values (e.g. {self.graded[0]}); truth masks are binary (0 and "
+                   "255): are --predicted and --truth swapped?")
+
+
 def score_folders(predicted, truth, out, confidence=None):
   """`rsvqa-jax grounding score`: O/grounding.csv, O/summary.json and O/iou_by_coverage.png."""
   truth_files = required_masks(truth, "--truth")
@@ -351,13 +378,16 @@ def score_folders(predicted, truth, out, confidence=None):
                      "in --truth)")
   conf = read_confidence(confidence) if confidence else None
 
+  read_truth = _Truths(truth)
+
   def pairs():
     for qid in qids:
-      t = binarize(read_mask(truth_files[qid]))
+      t = read_truth(truth_files[qid])
       p = predicted_files.get(qid)
       yield qid, None if p is None else binarize(_same_aspect(read_mask(p), t.shape, p), t.shape), t
 
   rows = score_masks(pairs())
+  read_truth.warn()
   confidences = None
   if conf is not None:
     lacking = [r["question_id"] for r in rows if r["question_id"] in predicted_files
@@ -442,7 +472,9 @@ def stats_folder(truth, out):
   The masks' statistics (empty masks counted apart), as the paper's Table 1 and Figure 2.
   """
   files = required_masks(truth, "--truth")
-  rows = [{"question_id": q, **statistics(binarize(read_mask(files[q])))} for q in sorted(files)]
+  read_truth = _Truths(truth)
+  rows = [{"question_id": q, **statistics(read_truth(files[q]))} for q in sorted(files)]
+  read_truth.warn()
   kept = [r for r in rows if r["coverage"] > 0]
   stats = {"n": len(rows), "n_empty": len(rows) - len(kept)}
   stats.update({k: describe([r[k] for r in kept]) for k in STATISTICS})

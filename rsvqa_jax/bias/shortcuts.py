@@ -36,6 +36,7 @@ import logging
 import math
 import os
 import re
+import unicodedata
 import zipfile
 from fractions import Fraction
 
@@ -65,6 +66,7 @@ ENTROPY_THRESHOLD = 0.9
 TAIL_FACTOR = Fraction(6, 5)  # 1.2, exact: tails are compared in integers
 NONE = "(none)"
 JOIN = "+"
+LIST_SEPARATORS = (";", "|")  # a cell listing labels (commas appear in land-cover class names)
 CSV_COLUMNS = ("question_id", "split") + CONCEPTS
 ARTICLES = ("a", "an", "the")
 # English function words, and "image" (RSVQA's template filler "in the image").
@@ -332,10 +334,13 @@ def csv_labels(path):
       image = csv_columns.integer(row["image_id"])
     except ValueError:
       raise RSVQAError(f"{path}:{line}: image_id {row['image_id']!r} is not an integer") from None
-    label = row["label"].strip()
+    label = unicodedata.normalize("NFC", row["label"]).strip()  # é typed or composed: one
     if not label or JOIN in label:
       raise RSVQAError(f"{path}:{line}: label {row['label']!r}: expected a non-empty label "
                        f"without {JOIN!r}")
+    if listed := next((c for c in LIST_SEPARATORS if c in label), None):
+      raise RSVQAError(f"{path}:{line}: label {row['label']!r} holds {listed!r}: one row per "
+                       "label of an image (image_id,label twice for two labels)")
     pairs.append((image, " ".join(label.split())))
   return ImageLabels(_labels(_one_spelling(pairs, path)), "csv", os.path.abspath(path))
 
@@ -518,14 +523,15 @@ class Saved:
       raise RSVQAError(f"{os.path.join(self.root, CONCEPTS_FILE)}: no row for question "
                        f"{e.args[0]}") from None
 
-  def check_split(self, split, name, what):
-    """RSVQAError unless records.Split `split` holds exactly the benchmark's `name` questions."""
+  def check_split(self, split, name, what, hint=None):
+    """RSVQAError unless records.Split `split` holds exactly the benchmark's `name` questions;
+    `hint` ends the message (default: give --data the benchmark's data folder)."""
     want = self.split_ids[name]
     have = np.sort(split.question_id)
     if not np.array_equal(have, np.sort(want)):
       raise RSVQAError(f"{what}: its {split.name} split ({len(have)} questions) is not the "
-                       f"{name} split of {self.root} ({len(want)} questions); give --data "
-                       f"{os.path.join(self.root, DATA_DIR)}")
+                       f"{name} split of {self.root} ({len(want)} questions); "
+                       + (hint or f"give --data {os.path.join(self.root, DATA_DIR)}"))
 
 
 def _ids(value, path):

@@ -71,7 +71,7 @@ def run(args):
     raise RSVQAError("--adversarial-predictions needs --predictions (IO_AdTest compares the two)")
   if args.shortcuts and not args.predictions:
     raise RSVQAError("--shortcuts scores a model: give its --predictions")
-  split_files.refuse_dataset(args.out, "--out", "the tables")
+  split_files.refuse_dataset(args.out, "--out", "the tables", inside=True)
   if os.path.isfile(os.path.join(args.out, shortcuts.SPLIT_FILE)):  # its manifest is ours too
     raise RSVQAError(f"--out {args.out} is a shortcut benchmark folder ({shortcuts.SPLIT_FILE}); "
                      "give a folder of its own for the tables")

@@ -61,7 +61,7 @@ def _own_out(args, what):
   """--out must not be a dataset or a mask folder read here: what is written would land among
   (and, run again, be read as) their files."""
   from rsvqa_jax.data import split_files  # pylint: disable=g-import-not-at-top
-  split_files.refuse_dataset(args.out, "--out", what)
+  split_files.refuse_dataset(args.out, "--out", what, inside=True)
   for flag in ("--predicted", "--truth"):
     folder = getattr(args, flag.lstrip("-"))
     if folder and os.path.realpath(folder) == os.path.realpath(args.out):

@@ -57,12 +57,19 @@ def dataset_file(folder):
                if os.path.lexists(p := split_file(folder, name, "train", "questions"))), None)
 
 
-def refuse_dataset(folder, flag, what):
+def refuse_dataset(folder, flag, what, *, inside=False):
   """RSVQAError when `folder` holds a dataset: `what` a command writes would land among (and
-  could replace) the dataset's own files."""
+  could replace) the dataset's own files. `inside`: also when it lies inside one (its images or
+  Grounding/ folder, say), for outputs that never belong there."""
   if found := dataset_file(folder):
     raise RSVQAError(f"{flag} {folder} holds a dataset ({os.path.basename(found)}); give {what} a "
                      "folder of its own")
+  parent = os.path.dirname(os.path.realpath(folder))
+  while inside and parent != os.path.dirname(parent):
+    if dataset_file(parent):
+      raise RSVQAError(f"{flag} {folder} lies inside the dataset {parent}; give {what} a folder "
+                       "of its own")
+    parent = os.path.dirname(parent)
 
 
 def detect_variant(root):

@@ -182,8 +182,9 @@ def truth_folder(dataset):
   folder = os.path.join(dataset.root, truth_lib.FOLDER)
   if truth_lib.read_index(dataset.root) is None:
     raise RSVQAError(f"{folder}: no ground-truth groundings (index.json) in this dataset; "
-                     "synthetic datasets of this version have them: remove the dataset "
-                     "folder and generate it again (rsvqa-jax synth, or train's first stage)")
+                     "only synthetic datasets written by `rsvqa-jax synth` (or train's first "
+                     "stage) have them, not a re-split such as a shortcut benchmark's data/ "
+                     "(one written by an older version: remove it and generate it again)")
   return folder
 
 
@@ -194,7 +195,7 @@ def check_maps(out):
   land among (or replace) their files; so is a file (found before any map is computed)."""
   if os.path.lexists(out) and not os.path.isdir(out):
     raise RSVQAError(f"--out {out}: a file, not a folder; give the folder to write into")
-  split_files.refuse_dataset(out, "--out", "the evaluation")
+  split_files.refuse_dataset(out, "--out", "the evaluation", inside=True)
   if os.path.isfile(os.path.join(out, checkpointing.CONFIG_FILE)):
     raise RSVQAError(f"--out {out} holds a training run ({checkpointing.CONFIG_FILE}); give the "
                      "evaluation a folder of its own")

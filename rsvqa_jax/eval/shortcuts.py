@@ -129,9 +129,11 @@ def evaluate(workdir, benchmark, *, which="best", ood_selection=False, data_root
   splits = ["val", "test"] if ood_selection else ["test"]
   run, state, step = restore.restore(workdir, splits, which=which, data_root=data_root,
                                      dataset=dataset, features=features)
-  saved.check_split(run.dataset["test"], "iid_test", workdir)
+  hint = ("the run trained on other data: give --shortcuts the benchmark whose data/ it trained "
+          "on (or train a run on this one's)")
+  saved.check_split(run.dataset["test"], "iid_test", workdir, hint)
   if ood_selection:
-    saved.check_split(run.dataset["val"], "val", workdir)
+    saved.check_split(run.dataset["val"], "val", workdir, hint)
   preds = predict.predict(run, state, "test")
   result = shortcuts.score(saved, run.dataset["train"], run.dataset["test"],
                            _correct(run, "test", preds))

@@ -32,7 +32,8 @@ def restore(workdir, splits, *, which="best", data_root=None, dataset=None, feat
                      "section); score it with rsvqa-jax evaluate --answerability")
   if dataset is None:
     checkpointing.refuse_moved_dataset(config, workdir)
-  run = run_lib.build(config, workdir, splits, dataset=dataset, features=features)
+  run = run_lib.build(config, workdir, splits, dataset=dataset, features=features,
+                      restored=True)
   like = run_lib.new_state(run)
   periodic = checkpointing.Checkpoints(os.path.join(workdir, "checkpoints"),
                                        config.train.keep_checkpoints)

@@ -81,14 +81,16 @@ def _check_original_head(config):
                      "data.augment_variants=()")
 
 
-def build(config, workdir, splits, *, dataset=None, features=None):
+def build(config, workdir, splits, *, dataset=None, features=None, restored=False):
   """The Run of `config` with the encoded columns of `splits`.
 
   `dataset` / `features` replace the ones the config names (in-memory tasks); otherwise the
   dataset is read (never generated: train/prepare.py) and the features come from the cache.
+  `restored`: the config is a trained workdir's, whose image weights were settled when it
+  trained (a study's run on its own synthetic data has random ones, unset), not asked again.
   """
   shd.maybe_initialize_distributed()
-  config_lib.check_weights(config, image=features is None)
+  config_lib.check_weights(config, image=features is None and not restored)
   if config.model.head in MAP_HEADS:
     _check_original_head(config)
   dataset = dataset if dataset is not None else inputs.load_dataset(config, workdir)
