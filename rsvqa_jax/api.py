@@ -17,8 +17,10 @@ import logging
 import os
 import reprlib
 
+import ml_collections
 import numpy as np
 
+from rsvqa_jax import config as config_lib
 from rsvqa_jax.bias import analysis as analysis_lib
 from rsvqa_jax.bias import predictions as predictions_lib
 from rsvqa_jax.bias import tables
@@ -119,8 +121,11 @@ class TrainedRun:
 
   @property
   def config(self):
-    """The run's config, as recorded in its workdir (config.json)."""
-    return self._run.config
+    """The run's config, as recorded in its workdir (config.json), read-only: the model was
+    built from it, so a changed value would change predict (and not evaluate, which reads the
+    workdir) without a word. `.as_configdict()` gives an editable copy for a new run."""
+    return ml_collections.FrozenConfigDict(config_lib.from_dict(config_lib.to_dict(
+        self._run.config)))
 
   @property
   def answers(self):
@@ -157,9 +162,10 @@ class TrainedRun:
     features = self._features(images)
     limit = run.config.text.max_length
     tokens = [run.tokenizer.encode(q) for q in questions]
-    if any(len(t) > limit for t in tokens):  # as training reads them, never silently
-      _log.info(f"predict: {sum(len(t) > limit for t in tokens)} question(s) longer than "
-                f"text.max_length={limit} tokens, cut to it")
+    long = [q for q, t in zip(questions, tokens) if len(t) > limit]
+    if long:  # as training reads them, never silently: the words cut are the question's end
+      _log.warning(f"predict: {len(long)} question(s) longer than text.max_length={limit} "
+                   f"tokens, cut to it (e.g. {reprlib.repr(long[0])})")
     tokens = [t[:limit] for t in tokens]
     empty = [q for q, t in zip(questions, tokens) if not t]
     if empty:
@@ -263,7 +269,11 @@ def load_run(workdir, *, checkpoint="best", data_root=None, allow_pickle=False):
   a pickled Skip-thoughts utable.npy you trust be unpickled (never read from the workdir).
   """
   workdir = _path(workdir, "load_run workdir")
-  data_root = None if data_root is None else _path(data_root, "load_run data_root")
+  # Absolute, as the workdir: a later os.chdir in the notebook must not lose the data.
+  data_root = None if data_root is None else os.path.abspath(_path(data_root,
+                                                                    "load_run data_root"))
+  if not isinstance(allow_pickle, bool):  # "no" is truthy: it would allow unpickling
+    raise RSVQAError(f"load_run allow_pickle={allow_pickle!r}: expected True or False")
   with skipthoughts_params.pickle_allowed(allow_pickle):
     splits = [checkpointing.read_config(workdir, data_root, "load_run data_root").data.val_split]
     run, state, step = restore.restore(workdir, splits, which=checkpoint, data_root=data_root)

@@ -4,12 +4,15 @@ import csv
 import logging
 import os
 import re
+import reprlib
+import shutil
 
 import numpy as np
 import pytest
 
 import rsvqa_jax
 from rsvqa_jax import config as config_lib
+from rsvqa_jax.bias import tables
 from rsvqa_jax.errors import RSVQAError
 from rsvqa_jax.train import loop
 from test_train_support import warnings_of_rsvqa_jax
@@ -161,7 +164,7 @@ def test_predict_at_native_size_takes_the_dataset_tiles_size_only(tiny):
   """With image.image_size=0 the encoder reads tiles at their size: an image of another size
   reached it unresized and was answered, unlike anything the run trained on."""
   run = rsvqa_jax.load_run(str(tiny / "runs" / "tiny"))
-  run.config.image.image_size = 0  # as a run trained at native size (the real-data configs)
+  run._run.config.image.image_size = 0  # pylint: disable=protected-access  (as a run trained at native size, the real-data configs)
   size = run._run.dataset.image_size  # pylint: disable=protected-access
   tile = np.full(tuple(size) + (3,), 90, np.uint8)
   assert len(run.predict([tile], ["Is there a road?"])) == 1
@@ -198,11 +201,51 @@ def test_predict_warns_of_questions_without_a_known_word(tiny, caplog):
       "their answers rest on the image and the question's length alone"]
   caplog.clear()
   long = " ".join(["is there a road"] * 20) + "?"  # as training cuts them, never silently
-  with warnings_of_rsvqa_jax(caplog, logging.INFO):  # the CLI tests' handler stops propagation
+  with warnings_of_rsvqa_jax(caplog):  # a WARNING: a notebook shows no INFO line
     assert len(run.predict([image, image], [long, "Is there a road?"])) == 2
   limit = run.config.text.max_length
-  assert (f"predict: 1 question(s) longer than text.max_length={limit} tokens, cut to it"
-          in [r.getMessage() for r in caplog.records])
+  assert [r.getMessage() for r in caplog.records] == [
+      f"predict: 1 question(s) longer than text.max_length={limit} tokens, cut to it (e.g. "
+      f"{reprlib.repr(long)})"]
+
+
+def test_the_config_of_a_loaded_run_is_read_only_and_its_data_root_absolute(tiny, tmp_path,
+                                                                           monkeypatch):
+  """A changed run.config changed predict's answers (not evaluate's) without a word; a relative
+  data_root was lost after os.chdir; allow_pickle='no' (truthy) allowed unpickling."""
+  run = rsvqa_jax.load_run(str(tiny / "runs" / "tiny"))
+  with pytest.raises(AttributeError, match="immutable"):
+    run.config.text.max_length = 2
+  editable = run.config.as_configdict()
+  editable.text.max_length = 2
+  assert run.config.text.max_length != 2  # a copy: the run is unchanged
+  with pytest.raises(RSVQAError, match=r"^load_run allow_pickle='no': expected True or False$"):
+    rsvqa_jax.load_run(str(tiny / "runs" / "tiny"), allow_pickle="no")
+  # A run on a dataset folder, loaded with the folder's new place given relative to the cwd.
+  shutil.copytree(tiny / "runs" / "rsvqa_cache" / "synthetic_lr_40_0_q20", tmp_path / "data")
+  c = config_lib.load(os.path.join(ROOT, "configs", "synthetic_tiny.py"))
+  config_lib.apply_overrides(c, ["train.progress_bar=false", "train.num_epochs=1",
+                                 "data.synthetic=false", f"data.root={tmp_path / 'data'}",
+                                 "text.checkpoint=random", "image.checkpoint=random",
+                                 f"data.cache_dir={tmp_path / 'cache'}"])
+  loop.train(c, str(tmp_path / "real"), log=lambda m: None)
+  shutil.move(tmp_path / "data", tmp_path / "moved")
+  monkeypatch.chdir(tmp_path)
+  moved = rsvqa_jax.load_run("real", data_root="moved")
+  monkeypatch.chdir(tiny)
+  assert moved.evaluate("test")["n"] == len(moved._run.dataset["test"])  # pylint: disable=protected-access
+
+
+def test_table_renderers_name_what_they_were_given_instead(tiny):
+  root = str(tiny / "runs" / "rsvqa_cache" / "synthetic_lr_40_0_q20")
+  out = rsvqa_jax.analyze(root, "lr")
+  assert tables.to_markdown(out["test"]["types"]).startswith("**")
+  for render in (tables.to_markdown, tables.to_csv, tables.to_latex):
+    with pytest.raises(RSVQAError, match=rf"^{render.__name__}: expected a bias.tables.Table, got "
+                                         "dict; e.g. analyze"):
+      render(out["test"])
+  with pytest.raises(RSVQAError, match=r"got NoneType \(None: the analysis has no such table"):
+    tables.to_csv(None)
 
 
 def test_analyze_returns_tables(tiny):

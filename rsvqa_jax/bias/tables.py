@@ -15,6 +15,7 @@ import numpy as np
 
 from rsvqa_jax import config as config_lib
 from rsvqa_jax import storage
+from rsvqa_jax.errors import RSVQAError
 
 _log = logging.getLogger(__name__)
 
@@ -73,8 +74,19 @@ def cell(value):
   return str(value)
 
 
+def _table(table, render):
+  """`table` if a Table; a notebook handing another object (a dict of tables, an analysis, the
+  None of a table a dataset lacks) met an AttributeError deep inside."""
+  if not isinstance(table, Table):
+    why = " (None: the analysis has no such table, e.g. HR's objects)" if table is None else ""
+    raise RSVQAError(f"{render}: expected a bias.tables.Table, got {type(table).__name__}"
+                     f"{why}; e.g. analyze(...)[split]['types']")
+  return table
+
+
 def to_csv(table):
   """The Table as CSV text: a header row of its columns, then its rows (no caption)."""
+  table = _table(table, "to_csv")
   buf = io.StringIO()
   writer = csv.writer(buf, lineterminator="\n")
   writer.writerow(table.columns)
@@ -84,6 +96,7 @@ def to_csv(table):
 
 def to_markdown(table):
   """The table in Markdown, its caption in bold above it (none for an empty caption)."""
+  table = _table(table, "to_markdown")
   esc = lambda s: s.replace("|", "\\|")
   lines = [f"**{esc(table.caption)}**", ""] if table.caption else []
   lines += ["| " + " | ".join(esc(c) for c in table.columns) + " |",
@@ -104,6 +117,7 @@ def latex_escape(text):
 
 def to_latex(table):
   """The Table as a LaTeX table environment: its caption, then a tabular of its columns."""
+  table = _table(table, "to_latex")
   align = "l" * 2 + "r" * (len(table.columns) - 2) if len(table.columns) > 2 else "l" * len(table.columns)
   lines = [r"\begin{table}[ht]", r"\centering", rf"\caption{{{latex_escape(table.caption)}}}",
            rf"\begin{{tabular}}{{{align}}}", r"\hline",
