@@ -246,7 +246,7 @@ class TrainedRun:
       raise RSVQAError("evaluate: repeats, seed and pool apply to an adversarial_kind only")
     for value, name, choices in ((adversarial_kind, "adversarial_kind", adversarial.KINDS),
                                  (pool, "pool", adversarial.POOLS)):
-      if value is not None and value not in choices:
+      if (value is not None or name == "pool") and value not in choices:
         raise RSVQAError(f"evaluate {name}={value!r}: choose one of {', '.join(choices)}")
     if pool != "dataset" and adversarial_kind != "random":
       raise RSVQAError(f"evaluate pool={pool!r}: applies to adversarial_kind='random' only")

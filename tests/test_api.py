@@ -104,6 +104,8 @@ def test_predict_agrees_with_evaluate(tiny):
                            "choose one of"), (dict(adversarial_kind="random", pool="all"),
                                               "evaluate pool='all'"),
                           (dict(adversarial_kind="random", repeats="2"), "repeats='2'"),
+                          (dict(adversarial_kind="random", pool=None),
+                           "^evaluate pool=None: choose one of"),  # it said --pool None
                           (dict(adversarial_kind="white", pool="split"), "evaluate pool='split': "
                            "applies to adversarial_kind='random' only"),
                           (dict(adversarial_kind="random", seed=-1), "seed=-1"),
