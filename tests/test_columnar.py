@@ -206,6 +206,8 @@ def _edit(root, split, kind, fn, layout="xben"):
     ("questions", lambda e: e[0].update(img_id=2**64), "has img_id 18446744073709551616: out of "
      r"range: ids are whole numbers from 0 to 2\*\*63-1$"),
     ("answers", lambda e: e[0].update(answer=None), "is None: expected a non-empty string"),
+    ("answers", lambda e: e[0].update(answer="no\ud800"), r"is 'no\\ud800': not valid Unicode"),
+    ("questions", lambda e: e[0].update(question="Is it\udc80?"), "not valid Unicode"),
     ("answers", lambda e: e.append(dict(e[0])), r"id \d+ appears twice \(entries 0 and \d+\)"),
     ("questions", lambda e: e[0].update(active="false"), "has active 'false'"),
     ("images", lambda e: e[0].pop("active"), "has no 'active' key"),

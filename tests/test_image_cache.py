@@ -200,13 +200,17 @@ def test_a_damaged_digest_index_is_recomputed_and_gone_files_dropped(tmp_path, d
   assert list(json.loads(index.read_text())) == [os.path.abspath(files[0])]
 
 
-@pytest.mark.parametrize("damage", ["truncate", "flip_bytes", "no_manifest", "bad_json"])
+@pytest.mark.parametrize("damage", ["truncate", "flip_bytes", "no_manifest", "bad_json",
+                                    "map_nan", "ids_reversed"])
 def test_corrupted_entry_is_recomputed(tmp_path, calls, damage, model_dir):
+  """The map was never verified (NaN written into it was read by training and grounding), nor
+  the manifest's image ids (reversed, each row was another image's)."""
   ds = _dataset(tmp_path / "data")
   cache = str(tmp_path / "cache")
-  good = image_cache.image_features(ds, None, _cfg(model_dir), cache)
-  expected = np.array(good.features)
+  good = image_cache.image_features(ds, None, _cfg(model_dir, map=True), cache)
+  expected, ids = np.array(good.features), np.array(good.image_ids)
   feats, manifest = (os.path.join(good.path, f) for f in ("features.npy", "manifest.json"))
+  fmap = os.path.join(good.path, "map.npy")
   del good
   if damage == "truncate":
     os.truncate(feats, os.path.getsize(feats) - 40)
@@ -216,12 +220,24 @@ def test_corrupted_entry_is_recomputed(tmp_path, calls, damage, model_dir):
       f.write(b"\x00\x01\x02\x03\x04\x05\x06\x07")
   elif damage == "no_manifest":
     os.remove(manifest)
+  elif damage == "map_nan":
+    written = np.load(fmap, mmap_mode="r+")
+    written[:] = np.nan
+    written.flush()
+    del written
+  elif damage == "ids_reversed":
+    record = json.loads(open(manifest).read())
+    record["image_ids"] = record["image_ids"][::-1]
+    with open(manifest, "w") as f:
+      json.dump(record, f)
   else:
     with open(manifest, "w") as f:
       f.write('{"format": 1, "key": ')
-  again = image_cache.image_features(ds, None, _cfg(model_dir), cache)
+  again = image_cache.image_features(ds, None, _cfg(model_dir, map=True), cache)
   assert calls["n"] == 4
   np.testing.assert_array_equal(again.features, expected)
+  np.testing.assert_array_equal(again.image_ids, ids)
+  assert np.isfinite(again.feature_map).all()
 
 
 def test_interrupted_run_leaves_no_entry(tmp_path, monkeypatch, model_dir):

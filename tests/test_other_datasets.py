@@ -45,6 +45,19 @@ def test_floodnet(tmp_path):
   assert s.image_id[5] == 10171  # "img_a": above every numeric stem
 
 
+def test_floodnet_splits_sharing_questions_are_warned_of(tmp_path, caplog):
+  """The RSVQA layouts warned of a test split holding train questions; FloodNet did not."""
+  from test_train_support import warnings_of_rsvqa_jax  # pylint: disable=g-import-not-at-top
+  write_json(tmp_path / "Training_Question.json", FLOODNET_TRAIN)
+  write_json(tmp_path / "Test_Question.json", FLOODNET_TRAIN)
+  with warnings_of_rsvqa_jax(caplog):
+    ds = other_datasets.read_floodnet(str(tmp_path))
+  assert list(ds.splits) == ["train", "test"]
+  assert [r.getMessage() for r in caplog.records] == [
+      f"{tmp_path}: 6 question(s) active in both train and test (the first: id 0): test is not "
+      "held out from train"]
+
+
 def test_floodnet_non_numeric_image_never_shares_an_id(tmp_path):
   first = dict(FLOODNET_TRAIN["0"], Image_ID="img_a.JPG")
   second = dict(FLOODNET_TRAIN["1"], Image_ID="0.JPG")
@@ -99,6 +112,8 @@ def _floodnet_text(entries):
     ([("0", {"Ground_Truth": " "})], "question 0: Ground_Truth is ' ', expected a non-empty "),
     ([("0", {"Question": None})], "question 0: Question is None, expected a non-empty string$"),
     ([("0", {"Image_ID": ""})], "question 0: Image_ID is '', expected a non-empty string$"),
+    ([("0", {"Ground_Truth": "yes\ud800"})], "question 0: Ground_Truth is 'yes\\\\ud800', not valid "
+                                             "Unicode"),
 ])
 def test_floodnet_bad_ids_and_values(tmp_path, entries, message):
   _floodnet_error(tmp_path, _floodnet_text(entries), message)

@@ -327,6 +327,12 @@ DAMAGES = {
                      r"answer (\d+) \(question \1\) is '  ': expected a non-empty string$"),
     "boolean answer": ("answers", _set_first(answer=True),
                        r"answer \d+ \(question \d+\) is True: expected a non-empty string$"),
+    "answer with a lone surrogate": ("answers", _set_first(answer="yes\ud800"),
+                                     r"answer (\d+) \(question \1\) is 'yes\\ud800': not valid "
+                                     r"Unicode: it holds an unpaired surrogate"),
+    "question with a lone surrogate": ("questions", _set_first(question="Is there a road\udc80?"),
+                                       r"question \d+ has question 'Is there a road\\udc80\?': "
+                                       r"not valid Unicode"),
     "null question type": ("questions", _set_first(type=None),
                            r"question \d+ has type None: expected a non-empty string$"),
     "capitalised question type": ("questions", _set_first(type="Count"),

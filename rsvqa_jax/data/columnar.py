@@ -325,7 +325,7 @@ def _read_split(root, name, split, strings):
     k = int(np.flatnonzero(raw < 0)[0])
     aid = int(q["first"][k])
     raise RSVQAError(f"{a_path}: answer {aid} (question {q['question_id'][k]}) is "
-                     f"{split_files.short_repr(bad[aid])}: expected a non-empty string")
+                     f"{split_files.short_repr(bad[aid])}: {split_files.text_problem(bad[aid])}")
   answer = _normalised(name, q, raw, strings, a_path)
 
   # the rows: each active image's questions_ids that are active questions of this split

@@ -93,7 +93,8 @@ def _floodnet_entries(path):
       value = entry[field]
       if split_files.nonempty_text(value) is None:
         shown = split_files.short_repr(value)
-        raise RSVQAError(f"{path}: question {key}: {field} is {shown}, expected a non-empty string")
+        raise RSVQAError(f"{path}: question {key}: {field} is {shown}, "
+                         f"{split_files.text_problem(value)}")
     entries[qid], keys[qid] = entry, key
   return entries
 
@@ -137,13 +138,15 @@ def read_floodnet(root):
   if not by_split:
     raise RSVQAError(f"{root}: no FloodNet question file (Training_Question.json, Valid_..., "
                      f"Test_...){split_files.layout_hint(root)}")
-  read = {s: (p, _floodnet_entries(p)) for s, p in sorted(by_split.items())}
+  order = list(dict.fromkeys(s for _, s in _FLOODNET_SPLITS))  # train, val, test
+  read = {s: (by_split[s], _floodnet_entries(by_split[s])) for s in order if s in by_split}
   read = {s: (p, e) for s, (p, e) in read.items() if e is not None}
   if not read:
     raise RSVQAError(f"{root}: no FloodNet question file has answers (Ground_Truth)")
   image_ids = _floodnet_image_ids(list(dict.fromkeys(
       str(entry["Image_ID"]) for _, entries in read.values() for entry in entries.values())))
   splits = {s: _floodnet_split(s, p, e, image_ids) for s, (p, e) in read.items()}
+  split_files.warn_shared_questions(root, splits)  # as the RSVQA layouts: a test not held out
   return records.Dataset(name="floodnet", root=root, splits=splits)
 
 

@@ -54,7 +54,7 @@ def _sample(name, qid, q, answers, answer_ids, q_path, a_path):
   raw = nonempty_text(value)
   if raw is None:
     raise RSVQAError(f"{a_path}: answer {ids[0]} (question {qid}) is {short_repr(value)}: "
-                     "expected a non-empty string")
+                     + split_files.text_problem(value))
   try:
     answer = answers_lib.normalise(name, qtype, raw)
   except ValueError as e:

@@ -248,9 +248,9 @@ def question_fields(q, qid, path, name):
   checked: the one check the JSON reader and the columnar reader share, so they refuse the same
   entries."""
   qtype = q["type"]
-  if not isinstance(qtype, str) or not qtype.strip():
-    raise RSVQAError(f"{path}: question {qid} has type {short_repr(qtype)}: expected a non-empty "
-                     "string")
+  if nonempty_text(qtype) is None or not isinstance(qtype, str):
+    raise RSVQAError(f"{path}: question {qid} has type {short_repr(qtype)}: "
+                     + text_problem(qtype))
   known = LAYOUTS[name].question_types
   if known and qtype not in known:
     raise RSVQAError(f"{path}: question {qid} has type {short_repr(qtype)}: the {name.upper()} "
@@ -258,6 +258,9 @@ def question_fields(q, qid, path, name):
   text = q["question"]
   if not isinstance(text, str):
     raise RSVQAError(f"{path}: question {qid} has question {short_repr(text)}: expected a string")
+  if not valid_unicode(text):
+    raise RSVQAError(f"{path}: question {qid} has question {short_repr(text)}: "
+                     + text_problem(text))
   if not any(unicodedata.category(c)[0] in VISIBLE for c in text):
     raise RSVQAError(f"{path}: question {qid} has an empty question string (no visible "
                      "character)")
@@ -324,10 +327,27 @@ def warn_several_answers(q_path, owners):
 
 
 def nonempty_text(value):
-  """A JSON string (or integer) as stripped non-empty text, else None (null, "", " ", true)."""
-  if isinstance(value, bool) or not isinstance(value, (str, int)):
+  """A JSON string (or integer) as stripped non-empty text, else None (null, "", " ", true, and
+  text that is not valid Unicode: text_problem)."""
+  if isinstance(value, bool) or not isinstance(value, (str, int)) or not valid_unicode(value):
     return None
   return str(value).strip() or None
+
+
+def valid_unicode(value):
+  """False for a string holding an unpaired surrogate: JSON's "\\ud800" escape decodes to one,
+  which every reader takes and every writer (a table, a figure, a CSV) refuses later."""
+  try:
+    str(value).encode("utf-8")
+  except UnicodeEncodeError:
+    return False
+  return True
+
+
+def text_problem(value):
+  """Why `value` is no text a sample can hold (nonempty_text gave None), for a message."""
+  return ("not valid Unicode: it holds an unpaired surrogate (a lone \\ud800-style escape)"
+          if isinstance(value, str) and not valid_unicode(value) else "expected a non-empty string")
 
 
 def warn_shared_questions(root, splits):

@@ -9,8 +9,8 @@ name ends in a key hashed from that identity: the encoder's identity (features/e
 preprocessing, input size, variant, kind, dataset root and every image file's contents.
 Anything that changes the features changes the key, so an old entry is simply never looked up.
 Entries are built through storage.cached (by one process at a time, renamed into place when
-complete); on open, the manifest, array shapes and the features checksum are verified, and a
-bad entry is rebuilt. Features that are not finite (NaN or inf: damaged weights, or an image
+complete); on open, the manifest, its image ids, array shapes and the checksums of the features
+and the map are verified, and a bad entry is rebuilt. Features that are not finite (NaN or inf: damaged weights, or an image
 that overflows the encoder) are never written, and an entry holding any is rebuilt, so the
 error names the image instead of a training run diverging at its first step.
 A cache hit reads files only: the encoder is built on a miss.
@@ -62,21 +62,25 @@ def _dataset_identity(dataset, image_ids, kind, cache_dir):
   return ident
 
 
-def _open_entry(path, key, n):
-  """The entry at `path` if complete and consistent with `key` and `n` rows, else None."""
+def _open_entry(path, key, image_ids):
+  """The entry at `path` if complete and consistent with `key` and the rows of `image_ids` (in
+  that order: an edited list would attach each row to another image), else None. The map is
+  checked against its checksum like the features (its finiteness was checked when written)."""
   manifest = storage.read_manifest(path, format=FORMAT_VERSION, key=key)
+  n = len(image_ids)
   try:
     ids = np.asarray(manifest["image_ids"], dtype=np.int64)
     feats = storage.open_array(os.path.join(path, "features.npy"), (n, manifest["feature_dim"]),
                                manifest["features_sha256"])
     fmap = None
     if manifest["map_shape"]:
-      fmap = storage.open_array(os.path.join(path, "map.npy"), (n, *manifest["map_shape"]))
+      fmap = storage.open_array(os.path.join(path, "map.npy"), (n, *manifest["map_shape"]),
+                                manifest["map_sha256"])
       if fmap is None:
         return None
-  except (TypeError, KeyError, ValueError):
+  except (TypeError, KeyError, ValueError, OverflowError):
     return None
-  if feats is None or ids.shape != (n,) or not np.isfinite(feats).all():
+  if feats is None or not np.array_equal(ids, image_ids) or not np.isfinite(feats).all():
     return None
   return ImageFeatures(feats, ids, path, fmap)
 
@@ -184,8 +188,10 @@ def image_features(dataset, split_names, image_cfg, cache_dir, *, variant="none"
         "format": FORMAT_VERSION, "key": key, "identity": identity,
         "image_ids": image_ids.tolist(), "feature_dim": feature_dim, "map_shape": map_shape,
         "features_sha256": storage.file_sha256(os.path.join(tmp, "features.npy")),
+        "map_sha256": (storage.file_sha256(os.path.join(tmp, "map.npy")) if map_shape
+                       else None),
         "created": time.strftime("%Y-%m-%dT%H:%M:%S"), "seconds": round(time.time() - started, 3),
     })
 
-  return storage.cached(cache_dir, name, lambda path: _open_entry(path, key, len(image_ids)),
+  return storage.cached(cache_dir, name, lambda path: _open_entry(path, key, image_ids),
                         build, "feature cache entry")
