@@ -73,7 +73,8 @@ def test_study_end_to_end(done):
                  "`analysis/table2.csv`, `analysis/table2.tex`",
                  "`analysis/table6.csv`, `analysis/table6.tex`"):
     assert needle in text, needle
-  assert text.index("Comparison") < text.index("Counting") < text.index("Presence")
+  header = next(l for l in text.splitlines() if l.startswith("| Language model |"))
+  assert header.index("Comparison") < header.index("Counting") < header.index("Presence")
   assert open(os.path.join(workdir, "summary.md")).read().strip() in text
   for stem in ("table2", "table6", "table3_test", "balanced"):
     for ext in ("csv", "md", "tex"):
@@ -307,7 +308,9 @@ def test_report_shows_a_type_the_test_split_lacks_as_n_0_and_n_a_and_says_so():
   assert flags.absent == ["presence"] and flags.small == ["rural_urban"]
   md = tables.to_markdown(report.table2(report.table2_rows(_study([cell])), columns, flags))
   assert "| N (test questions) |  |  | 90 | 0 | 10 |  | 100 |" in md
-  assert "| LM | frozen | e-mult | 90.00 (0.00) | n/a | 50.00 (0.00) † | 70.00 (0.00) |" in md
+  # One seed: the value alone (a std of 0.00 would read as agreement between seeds).
+  assert "| LM | frozen | e-mult | 90.00 | n/a | 50.00 † | 70.00 |" in md
+  assert "reference models, one seed's value (no std)" in md
   assert flags.note().endswith("No Presence question among the test questions: such a column "
                                "reads n/a, and AA averages the other types.")
   quiet = report.Flags(report.counts_of([cell], columns), 0)
@@ -354,6 +357,12 @@ def test_reading_close_types_and_prior_margin():
           "(LM finetuned: 1.00 points below)") in text
   assert "every reference model beats it by at least 5 points (30.00)" in text
   assert "AA agrees" in text and "beat their visual-blind twins in every setting" in text
+  # Both at 0 on a type: no evidence of a bias (it read "a strong question/answer bias").
+  both_fail = {"label": "LM", "weights": "finetuned", "reference": [_run(0.9, 0.4, 0.0, 0.8, [0.7])],
+               "blind": [_run(0.8, 0.3, 0.0, 0.6)]}
+  text = report.reading(_study([both_fail], prior=0.6), columns,
+                        report.Flags(report.counts_of([both_fail], columns), 5))
+  assert "Comparison (LM finetuned" not in text
 
 
 def test_summary_and_reading_of_a_study_where_the_image_changes_nothing():

@@ -109,7 +109,7 @@ def figure5(panels, columns, path):
     x = np.arange(len(columns))
     for j, (label, stats) in enumerate(rows):
       means = np.asarray([100 * stats[c][0] for c in columns])
-      stds = np.asarray([100 * stats[c][1] for c in columns])
+      stds = np.asarray([100 * (stats[c][1] or 0.0) for c in columns])  # None: one run, no bar
       ax.bar(x + (j - (len(rows) - 1) / 2) * width, means, width,
              yerr=error_bars(means, stds), capsize=2, label=label)
     ax.set_title(title)

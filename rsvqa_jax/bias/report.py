@@ -67,11 +67,24 @@ def counts_of(cells, columns):
   return {c: acc.get("n") if c == "OA" else None if c == "AA" else n.get(c, 0) for c in columns}
 
 
+def _spread(values):
+  """(mean, std) of `values`; std None (the cell shows the value alone) for fewer than two: one
+  seed's std of 0 would read as agreement, as `tables` has it."""
+  kept = [v for v in values if v is not None and not math.isnan(v)]
+  m, s = mean_std(kept)
+  return m, (s if len(kept) > 1 else None)
+
+
+def _over(n, what="seeds"):
+  """'mean (std) over N seeds', or what one seed's cells are."""
+  return f"mean (std) over {n} {what}" if n > 1 else f"one {what[:-1]}'s value (no std)"
+
+
 def run_stats(runs, columns):
   """{column: (mean, std)} over the runs' clean test accuracies."""
   def value(acc, col):
     return acc[col.lower()] if col in SUMMARY else acc["per_type"].get(col, math.nan)
-  return {c: mean_std([value(r["accuracy"], c) for r in runs]) for c in columns}
+  return {c: _spread([value(r["accuracy"], c) for r in runs]) for c in columns}
 
 
 def adversarial_stats(runs, kind, columns):
@@ -79,7 +92,7 @@ def adversarial_stats(runs, kind, columns):
   def values(adv, col):
     rep = adv["per_repeat"]
     return rep[col.lower()] if col in SUMMARY else rep["per_type"].get(col, [])
-  return {c: mean_std([v for r in runs for v in values(r["adversarial"][kind], c)])
+  return {c: _spread([v for r in runs for v in values(r["adversarial"][kind], c)])
           for c in columns}
 
 
@@ -148,8 +161,8 @@ def table2(rows, columns, flags):
   for label, weights, fusion, runs in rows:
     out.append((label, weights, fusion, *flags.cells(run_stats(runs, columns), columns)))
   n_seeds = max(len(runs) for *_, runs in rows)
-  return tables.Table(caption=f"Table 2 layout: test accuracy (%) of the reference models, mean "
-                              f"(std) over {n_seeds} seeds",
+  return tables.Table(caption=f"Table 2 layout: test accuracy (%) of the reference models, "
+                              f"{_over(n_seeds)}",
                       columns=("Language model", "LM weights", "fusion", *_names(columns)),
                       rows=tuple(out))
 
@@ -215,9 +228,9 @@ def table3(study, columns, flags):
   n_seeds = len(cell["reference"])
   caption = (f"Table 3 layout: {study['split']} split, most common answers from "
              f"{study['analysis'].get('fit_split', 'train')}; model columns: "
-             f"{cell['label']}, {cell['weights']} (best mean validation OA), mean (std) over "
-             f"{n_seeds} seeds" + (f"; AdTest_Acc: {kind} substitution, mean (std) over "
-                                   f"{n_seeds} seeds x {study['repeats']} draws" if adv else "")
+             f"{cell['label']}, {cell['weights']} (best mean validation OA), {_over(n_seeds)}"
+             + (f"; AdTest_Acc: {kind} substitution, mean (std) over "
+                f"{n_seeds} seeds x {study['repeats']} draws" if adv else "")
              + "; IO = Eq. 1 on the means (as the paper's Table 3)")
   if note := study["analysis"].get("note"):  # tables.analysis_note
     caption += f"; {note}"
@@ -273,7 +286,7 @@ def _reference_vs_blind(study, columns, thresholds):
       d = diff[t]
       if d < 0:
         below_blind.setdefault(tables.type_name(t), []).append(f"{name} by {-d:.2f} points")
-      elif d < thresholds["close"]:
+      elif d < thresholds["close"] and rows["Visual blind"][t][0] > 0:  # both at 0: no evidence
         close.setdefault(tables.type_name(t), []).append(f"{name}: {d:.2f} points below")
   n = len(study["cells"])
   won = {col: {name for d, name in v if d > 0} for col, v in wins.items()}
