@@ -254,6 +254,8 @@ def test_evaluate_command_writes_json_and_csv(tmp_path, capsys):
   assert evaluate_cmd.run(parser.parse_args(["--workdir", workdir, "--adversarial", "black"])) == 0
   with open(outputs.adversarial_paths(workdir, "test", "black")[0]) as f:
     assert json.load(f)["repeats"] == 1  # unless told: its repeats would all be alike
+  printed = capsys.readouterr().out
+  assert "std over the" not in printed and "mean over" not in printed  # one repeat: no spread
   with pytest.raises(RSVQAError, match="--pool applies to --adversarial random only"):
     evaluate_cmd.run(parser.parse_args(["--workdir", workdir, "--adversarial", "white", "--pool",
                                         "split"]))

@@ -169,7 +169,7 @@ def run(args):
                                       seed=args.adv_seed, pool=pool, **where) for w in workdirs]
     caption = (f"{args.split}, {args.adversarial} substitution"
                + (f" from the {pool}'s images" if args.adversarial == "random" else "")
-               + f", mean over {args.repeats} repeats")
+               + (f", mean over {args.repeats} repeats" if args.repeats > 1 else ""))
   else:
     with common.trusted_pickles(args):
       results = [accuracy.evaluate(w, args.split, **where) for w in workdirs]
@@ -177,7 +177,7 @@ def run(args):
   for r in results:
     line = (f"{r['workdir']}: {r['n']} {args.split} questions ({r['checkpoint']} checkpoint, "
             f"step {r['step']})")
-    if args.adversarial:
+    if args.adversarial and r["repeats"] > 1:  # one repeat's std of 0 says nothing
       line += (f"; std over the {r['repeats']} repeats: OA {tables.pct(r['std']['oa'])}, "
                f"AA {tables.pct(r['std']['aa'])}")
     print(line)
