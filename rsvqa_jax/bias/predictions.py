@@ -316,7 +316,6 @@ def load(path, splits, dataset=None, space=None, *, adversarial=False, chosen=Tr
                  "pixels were replaced (white, black, noise), IO_AdTest compares the model with "
                  "itself on clean images")
   out = align(file.by_repeat, splits, path, dataset, space, others)
-  repeats = max((a.repeats for a in out.values()), default=1)
   unanswered = [name for name, a in out.items()
                 if a.prediction.size and a.missing == a.prediction.size]
   answered = [name for name in out if name not in unanswered]
