@@ -60,13 +60,15 @@ def test_cache_created_then_reused(data_dir, tmp_path, capsys, monkeypatch):
   assert sorted(entries) == sorted(os.path.basename(p) for p in paths)
 
   dataset = rsvqa_json.read_dataset(data_dir, "lr")
-  entry = image_cache._open_entry(paths[0], paths[0].rsplit("_", 1)[1], 6)
+  ids = np.unique(np.concatenate([dataset[s].image_id for s in dataset.splits]))
+  assert len(ids) == 6
+  entry = image_cache._open_entry(paths[0], paths[0].rsplit("_", 1)[1], ids)
   images = np.stack([pixels.resize(read_tif(dataset.image_path(i)), 32)
                      for i in entry.image_ids])
   model = checkpoints.jit_init(lambda k: resnet.ResNet(18, width=8, rngs=nnx.Rngs(k)), 0)
   expected = np.asarray(model(resnet.preprocess(images))["pooled"])
   np.testing.assert_allclose(entry.features, expected, rtol=1e-4, atol=1e-5)
-  flipped = image_cache._open_entry(paths[1], paths[1].rsplit("_", 1)[1], 6)
+  flipped = image_cache._open_entry(paths[1], paths[1].rsplit("_", 1)[1], ids)
   assert not np.allclose(flipped.features, entry.features)
 
   calls = {"n": 0}
