@@ -426,9 +426,7 @@ class Checkpoints:
 
   def set_aside_steps(self):
     """The steps of the corrupted checkpoints set aside in DIRECTORY.corrupted, oldest first."""
-    folder = f"{self.directory}.corrupted"
-    names = os.listdir(folder) if os.path.isdir(folder) else ()
-    return sorted(int(n) for n in names if n.isdigit())
+    return run_record.steps(f"{self.directory}.corrupted")
 
 
   def _set_aside(self, step):
