@@ -226,22 +226,23 @@ def test_a_split_no_workdir_was_evaluated_on_and_unreadable_metrics_are_said(tmp
 
 
 def test_table1_pools_seeds_and_learning_rates_of_one_model_only(tmp_path, capsys):
-  """Two runs of one seed on other datasets were averaged into a Table 1 cell as if seeds."""
+  """Two runs of one seed on other datasets were averaged into a Table 1 cell as if seeds (runs
+  of another dataset are refused now, test_workdirs_of_two_datasets_are_refused)."""
   runs = tmp_path / "runs"
   _workdir(runs, "db/seed0", val=(0.8,))
   _workdir(runs, "db/lr1e-5", val=(0.6,), text_lr=1e-5)  # the sweep's runs pool, as before
   other = _workdir(runs, "elsewhere/seed0", val=(0.2,))
   config = json.load(open(os.path.join(other, "config.json")))
-  config["data"]["root"], config["train"]["batch_size"] = "/elsewhere", 35
+  config["train"]["batch_size"], config["optim"]["lr"] = 35, 0.5
   json.dump(config, open(os.path.join(other, "config.json"), "w"))
   cell = lambda: (runs / "tables" / "table1.md").read_text().splitlines()[-1].split(" | ")[7]
   rc, out = _run(runs, capsys)
   assert rc == 0 and cell() == "unlike runs"
   assert ("Table 1 cell 'distilBERT e-mult, LM fine-tuned': " in out.err
-          and f"{other} is not " in out.err and "model over another seed: data.root is "
-          "'/elsewhere' there" in out.err and "and 1 more key(s)" in out.err)
-  config["data"]["root"] = json.load(open(os.path.join(runs, "db", "seed0",
-                                                      "config.json")))["data"]["root"]
+          and f"{other} is not " in out.err and "model over another seed: optim.lr is "
+          "0.5 there" in out.err and "and 1 more key(s)" in out.err)
+  config["optim"]["lr"] = json.load(open(os.path.join(runs, "db", "seed0",
+                                                      "config.json")))["optim"]["lr"]
   config["train"]["batch_size"] = 70
   json.dump(config, open(os.path.join(other, "config.json"), "w"))
   rc, out = _run(runs, capsys)
@@ -254,11 +255,43 @@ def test_table1_pools_seeds_and_learning_rates_of_one_model_only(tmp_path, capsy
   assert cell() == tables.pct(*tables.mean_std([0.8, 0.6, 0.2]))
   sweep = lambda: (runs / "tables" / "figure8_lr.md").read_text()
   assert "| distilBERT | 50.00 (30.00) | 60.00 |" in sweep()  # lr 1e-6: seeds 0 and 1
-  config["seed"], config["data"]["root"] = 0, "/elsewhere"
+  config["seed"], config["optim"]["lr"] = 0, 0.5
   json.dump(config, open(os.path.join(other, "config.json"), "w"))
-  rc, out = _run(runs, capsys)  # a Figure 8 cell averaged runs of other data, seeds repeated
+  rc, out = _run(runs, capsys)  # a Figure 8 cell averaged runs of another model, seeds repeated
   assert rc == 0 and "| distilBERT | unlike runs | 60.00 |" in sweep()
   assert "Figure 8 cell 'distilBERT, lr 1e-06': " in out.err
+
+
+def _data(workdir, **data):
+  """Sets the data section keys of a workdir's config.json."""
+  path = os.path.join(workdir, "config.json")
+  config = json.load(open(path))
+  config["data"].update(data)
+  json.dump(config, open(path, "w"))
+
+
+def test_workdirs_of_two_datasets_are_refused(tmp_path, capsys):
+  """A study folder holds its main runs and its balanced twin's: one table over both counted
+  the twin's questions in its N row beside rows of the main dataset's models."""
+  study = tmp_path / "study"
+  main = _workdir(study / "runs", "db_ft/seed0", test=(0.9, 0.6))
+  _data(main, root=str(study / "data" / "main"))
+  twin = _workdir(study / "balanced" / "runs", "db_ft/seed0", test=(0.5, 0.5))
+  _data(twin, root=str(study / "data" / "balanced") + "/")
+  blind = _workdir(study / "blind", "db_ft/seed0", blind=True)  # in no table: never counted
+  _data(blind, synthetic=True)
+  rc, out = _run(study, capsys)
+  assert rc == 2 and len(out.err.strip().splitlines()) == 1
+  assert (f"workdirs of 2 datasets (RSVQA LR at {study}/data/balanced: 1 workdir, e.g. {twin}; "
+          f"RSVQA LR at {study}/data/main: 1 workdir, e.g. {main}); a table is of one dataset"
+          in out.err)
+  assert not (study / "tables").exists()
+  rc, out = _run(study / "runs", capsys)
+  assert rc == 0 and "| Transformer distilBERT | fine-tuned | e-mult | 1 | 90.00 | 60.00 |" in \
+      out.out
+  _data(twin, root=str(study / "data" / "main"))  # the same folder spelt alike: one dataset
+  rc, out = _run(study, capsys)
+  assert rc == 0, out.err
 
 
 def test_table2_averages_only_evaluations_of_the_same_questions(tmp_path, capsys):
@@ -317,15 +350,15 @@ def test_table2_averages_only_seeds_of_one_model_evaluated_on_the_best(tmp_path,
   assert "| RNN Skip-thoughts | fine-tuned | e-mult | 1 | 50.00 |" in (
       runs / "tables" / "table2.md").read_text()  # the other rows as before
   config = json.load(open(os.path.join(copy, "config.json")))
-  config["seed"], config["data"]["root"] = 2, "/elsewhere"
+  config["seed"], config["optim"]["lr"] = 2, 0.5
   config["train"]["eval_batch_size"] = 7  # bookkeeping: not what makes runs unlike
   config["data"]["cache_dir"] = "/another/cache"  # where the caches are, likewise
   json.dump(config, open(os.path.join(copy, "config.json"), "w"))
   rc, out = _run(runs, capsys)
   assert rc == 0 and (f"{copy} is not {runs / 'db_ft' / 'seed0'}'s model over another seed: "
-                      "data.root is '/elsewhere' there") in out.err
-  config["data"]["root"] = json.load(open(os.path.join(runs, "db_ft", "seed0",
-                                                      "config.json")))["data"]["root"]
+                      "optim.lr is 0.5 there") in out.err
+  config["optim"]["lr"] = json.load(open(os.path.join(runs, "db_ft", "seed0",
+                                                    "config.json")))["optim"]["lr"]
   json.dump(config, open(os.path.join(copy, "config.json"), "w"))
   rc, out = _run(runs, capsys)
   assert rc == 0 and "unlike" not in out.err and "| 2 of 3 |" in row()
@@ -373,22 +406,22 @@ def test_an_evaluation_of_a_best_step_the_run_has_replaced_is_left_out(tmp_path,
 
 
 def test_table2_counts_only_unevaluated_runs_that_are_seeds_of_its_model(tmp_path, capsys):
-  """An unevaluated run of another dataset beside an evaluated one read '1 of 2', a pending
-  seed, with no word."""
+  """An unevaluated run of another model (of another dataset until those were refused) beside an
+  evaluated one read '1 of 2', a pending seed, with no word."""
   runs = tmp_path / "runs"
   _workdir(runs, "db_ft/seed0", test=(0.9, 0.6))
   pending = _workdir(runs, "db_ft/seed1", seed=1)
-  other = _workdir(runs, "db_ft_hr/seed0")
+  other = _workdir(runs, "db_ft_other/seed0")
   config = json.load(open(os.path.join(other, "config.json")))
-  config["data"]["name"] = "hr"
+  config["optim"]["lr"] = 0.5
   json.dump(config, open(os.path.join(other, "config.json"), "w"))
   rc, out = _run(runs, capsys)
   row = next(l for l in (runs / "tables" / "table2.md").read_text().splitlines()
              if l.startswith("| Transformer distilBERT | fine-tuned"))
-  assert rc == 0 and "| 1 of 2 | 90.00 | 60.00 |" in row, row  # seed1 pending, the HR run not
+  assert rc == 0 and "| 1 of 2 | 90.00 | 60.00 |" in row, row  # seed1 pending, the other not
   assert (f"Table 2 row 'Transformer distilBERT': {other} is not evaluated and is not counted "
           f"among its runs: {other} is not {runs / 'db_ft' / 'seed0'}'s model over another seed: "
-          "data.name is 'hr' there, 'lr' in") in out.err
+          "optim.lr is 0.5 there") in out.err
   assert (f"Table 2 row 'Transformer distilBERT': 1 of its 2 seeds not evaluated, its cells are "
           f"the others': rsvqa-jax evaluate --workdir {pending}") in out.err
 

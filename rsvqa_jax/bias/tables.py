@@ -328,6 +328,8 @@ class RunRecord:
   identity: dict | None = None  # config.identity of its config (None: not compared)
   stopped: str | None = None  # why the run is unfinished (its checkpoints stop before its last
   # epoch), None when finished or not known
+  dataset: str | None = None  # which data it trained on (its layout and folder, or the
+  # synthetic generator's settings), None: not known
 
   @property
   def weights(self):

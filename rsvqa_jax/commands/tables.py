@@ -12,7 +12,9 @@ evaluated" everywhere). A Table 2 row over runs that are not one model over dist
 than the seed and the language model's learning rate, and a Figure 8 cell's (runs stopped
 before their last epoch beside finished ones are unlike too); an evaluation of the last
 checkpoint, or of a best step the run has since replaced, is left out of Table 2, and
-answerability and visual-blind workdirs out of every table; each with a WARNING. Writes table1, table2 and, when the fine-tuned runs of a language model differ
+answerability and visual-blind workdirs out of every table; each with a WARNING. Workdirs of
+more than one dataset (a study folder holds its balanced twin's runs beside its main ones) are
+refused: a table is of one dataset. Writes table1, table2 and, when the fine-tuned runs of a language model differ
 in its learning rate (configs/lr_sweep.py), figure8_lr (bias/tables.py layouts) as CSV, Markdown
 and LaTeX under --out, and prints the Markdown.
 """
@@ -166,10 +168,40 @@ def read_run(workdir, split):
                                          os.path.join(workdir, METRICS_FILE)),
         accuracy=_best_accuracy(os.path.join(workdir, "eval", split, "accuracy.json"), workdir),
         identity=config_lib.recorded_identity(config),
-        stopped=_stopped(workdir, config["train"]["num_epochs"]))
+        stopped=_stopped(workdir, config["train"]["num_epochs"]),
+        dataset=dataset_of(config["data"]))
   except (KeyError, TypeError, ValueError, AttributeError) as e:
     raise RSVQAError(f"{workdir}/{CONFIG_FILE}: not a training config ({e!r} missing or wrong)") \
         from None
+
+
+def dataset_of(data):
+  """Which data a config's data section trains on, as a table names it: the layout and its
+  folder, or the synthetic generator's settings (a study's main and balanced datasets differ in
+  their folders)."""
+  from rsvqa_jax.bias import tables  # pylint: disable=g-import-not-at-top
+  name = tables.dataset_label(str(data.get("name")))
+  if data.get("synthetic"):
+    return (f"synthetic {data.get('synthetic_variant')} ({data.get('synthetic_images')} images, "
+            f"seed {data.get('synthetic_seed')})")
+  root = data.get("root")
+  return f"{name} at {os.path.normpath(root)}" if isinstance(root, str) else name
+
+
+def _one_dataset(runs, folder):
+  """Refuses runs (blind ones aside, which no table holds) of more than one dataset: a table over
+  them would average and count questions of different data (a study folder holds its main and
+  its balanced twin's runs)."""
+  groups = {}
+  for r in runs:
+    if not r.blind:
+      groups.setdefault(r.dataset, []).append(r.workdir)
+  if len(groups) > 1:
+    said = "; ".join(f"{d}: {len(w)} workdir{'' if len(w) == 1 else 's'}, e.g. {w[0]}"
+                     for d, w in sorted(groups.items(), key=lambda g: g[1][0]))
+    raise RSVQAError(f"--runs {folder}: workdirs of {len(groups)} datasets ({said}); a table is "
+                     "of one dataset: give --runs a folder of one dataset's workdirs (a "
+                     "study's: DIR/runs, its balanced twin's: DIR/balanced/runs)")
 
 
 def _typed(workdir, value, kind, key):
@@ -232,6 +264,7 @@ def run(args):
     raise RSVQAError(f"--runs {args.runs}: no VQA training workdir under it, only answerability "
                      "ones (rsvqa-jax evaluate --workdir W --answerability scores each)")
   runs = [read_run(w, args.split) for w in found]
+  _one_dataset(runs, args.runs)
   blind = [r.workdir for r in runs if r.blind]
   if blind:
     _log.warning(f"{len(blind)} visual-blind workdir(s) under {args.runs} left out (the paper's "
