@@ -129,6 +129,8 @@ def test_huge_non_number_is_a_short_error():
     ("hr", "area", "0m2", "0m2"), ("lr", "presence", " YES ", "yes"), ("hr", "comp", "No", "no"),
     ("lr", "rural_urban", "Urban", "urban"),  # closed answer sets: case folded
     ("floodnet", "Yes_No", " Yes ", "yes"), ("xben", "LC", " Water bodies ", "Water bodies"),
+    ("floodnet", "simple_counting", "007", "7"), ("floodnet", "complex_counting", "0", "0"),
+    ("rsivqa", "count", " 012", "12"), ("rsivqa", "count", "several", "several"),
 ])
 def test_binned_and_original_labels_keep_their_bin(dataset, qtype, raw, expected):
   assert answers.normalise(dataset, qtype, raw) == expected
@@ -140,6 +142,7 @@ def test_binned_and_original_labels_keep_their_bin(dataset, qtype, raw, expected
     ("hr", "area", "407m2", "between 101m2 and 1000m2"),
     ("lr", "count", "42", "between 11 and 100"),
     ("floodnet", "Simple_Counting", "Three", "three"),
+    ("floodnet", "simple_counting", "3.0", "3"), ("floodnet", "simple_counting", "-3", "-3"),
     ("lr", "presence", "12", "12"), ("lr", "rural_urban", " Yes", "Yes"),  # outside the set
     ("lr", "presence", "between 0 and 10", "between 1 and 10"),  # original label: still mapped
     ("xben", "presence", "Yes", "Yes"),  # the RSVQAxBEN reader keeps case (no closed set)

@@ -119,6 +119,37 @@ def test_floodnet_bad_ids_and_values(tmp_path, entries, message):
   _floodnet_error(tmp_path, _floodnet_text(entries), message)
 
 
+COUNTING = {"Question": "How many buildings are there?", "Question_Type": "Simple_Counting"}
+
+
+@pytest.mark.parametrize("truth,message", [
+    (-3, "count answer '-3' is not a non-negative integer$"),
+    ("three", "count answer 'three' is not a non-negative integer$"),
+    (2.5, "Ground_Truth is 2.5, expected a non-empty string"),
+    (1e30, "Ground_Truth is 1e\\+30, expected a non-empty string"),
+])
+def test_floodnet_counts_that_are_no_whole_number_are_refused(tmp_path, truth, message):
+  """-3 was read as an answer of its own."""
+  _floodnet_error(tmp_path, _floodnet_text([("0", dict(COUNTING, Ground_Truth=truth))]),
+                  "question 0: " + message)
+
+
+def test_floodnet_and_rsivqa_counts_are_spelt_one_way(tmp_path):
+  """'03', 3 and 3.0 (a count column pandas wrote as floats) were up to three answers."""
+  write_json(tmp_path / "flood" / "Training_Question.json",
+             {str(i): dict(FLOODNET_TRAIN["1"], Ground_Truth=t)
+              for i, t in enumerate(["03", 3, 3.0, " 0 ", "10"])})
+  split = other_datasets.read_floodnet(str(tmp_path / "flood"))["train"]
+  assert split.answer.tolist() == ["3", "3", "3", "0", "10"]
+  assert split.raw_answer.tolist() == ["03", "3", "3", " 0 ", "10"]
+  (tmp_path / "rsivqa").mkdir()
+  (tmp_path / "rsivqa" / "ucm_vqa.txt").write_text(
+      "1: how many planes are there?07\n2: how many planes are there?7\n"
+      "3: how many planes are there? many\n4: is there a plane?007\n")
+  split = other_datasets.read_rsivqa(str(tmp_path / "rsivqa"))["all"]
+  assert split.answer.tolist() == ["7", "7", "many", "007"]  # presence answers stay text
+
+
 @pytest.mark.parametrize("text,message", [
     ("[" * 100000, "JSON nested too deeply to read$"),
     ('{"0": {"Question": "caf\u00e9"}}'.encode("latin-1"),

@@ -23,7 +23,10 @@ Where this differs from the original PyTorch RSVQA code (DESIGN.md section 3), a
   folded for FloodNet, as its reader does, and for the LR / HR types whose answers are a closed
   set (yes / no, rural / urban: `CLOSED_ANSWERS`), where any other answer is an error too ("12"
   to a presence question is no class of its own). Counts are binned by their digits, so an
-  answer of 10^400 falls in the top bin instead of overflowing a float.
+  answer of 10^400 falls in the top bin instead of overflowing a float. FloodNet's counting
+  answers are counts as HR's are (leading zeros dropped, anything but a whole number >= 0 an
+  error: "03" and "3" were two answers, -3 one of its own); RSIVQA's count answers drop leading
+  zeros when they are digits and stay text otherwise (its files are plain text, unchecked).
 - Vocabulary order. The original orders answers by training frequency with ties left in
   dictionary order; here ties are broken alphabetically so ids are reproducible.
 - RSVQAxBEN. The 1,000 most frequent training answers are kept, as in the original; the
@@ -55,6 +58,9 @@ ORIGINAL_LABELS = {
     "between 10m2 and 100m2": "between 11m2 and 100m2",
     "between 100m2 and 1000m2": "between 101m2 and 1000m2",
 }
+
+# The question types (as the readers name them) whose answers are counts: whole numbers >= 0.
+COUNT_TYPES = {"hr": ("count",), "floodnet": ("simple_counting", "complex_counting")}
 
 # LR / HR question types whose answer set is closed: another answer is an error, as a count
 # answer that is not a number is, instead of becoming a class of its own; case is folded.
@@ -132,7 +138,9 @@ def normalise(dataset, qtype, raw):
     return text if text in LR_COUNT_BINS else bin_count_lr(text)
   if dataset == "hr" and qtype == "area":
     return text if text in HR_AREA_BINS else bin_area_hr(text)
-  if dataset == "hr" and qtype == "count":
+  if qtype.lower() in COUNT_TYPES.get(dataset, ()):
+    return count_digits(text)
+  if dataset == "rsivqa" and qtype == "count" and text.isascii() and text.isdigit():
     return count_digits(text)
   if dataset in ("lr", "hr") and qtype in CLOSED_ANSWERS:
     if text.lower() not in CLOSED_ANSWERS[qtype]:

@@ -16,8 +16,10 @@ Condition_Recognition is divided by its question into condition_road (the questi
 the road) and condition_scene (the overall condition); the types read are
 simple_counting, complex_counting, condition_yes_no (Yes_No), condition_road and
 condition_scene ("Road_Condition_Recognition", found in derived files, maps to
-condition_road). Answers are lower-cased strings ("Yes" -> "yes", 3 -> "3"); raw_answer
-keeps the file's value as a string; a null or empty Image_ID, Question or Ground_Truth, or a
+condition_road). Answers are lower-cased strings ("Yes" -> "yes", 3 -> "3"), those of the
+counting types whole numbers >= 0 without leading zeros ("03" -> "3"; a JSON number written
+3.0 reads 3; -3, 2.5 or "three" is an error: data/answers.normalise); raw_answer keeps the
+file's value as a string; a null or empty Image_ID, Question or Ground_Truth, or a
 question id that is not an integer or is given twice (also as "3" and "03"), is an error.
 Image ids are the numeric stems of Image_ID ("10165.JPG" -> 10165), or consecutive numbers
 above the largest numeric stem, in first-seen order, when a stem is not numeric.
@@ -32,13 +34,15 @@ no splits). Question types come from the question's start (case-insensitive): "h
 count, "does this picture contain" / "is there" -> presence, "what is the location" /
 "where" -> location, "what is the theme" -> scene; any other question is an error naming
 file and line. Answers are stripped of surrounding spaces (the files have e.g. both
-"everywhere" and "everywhere "); raw_answer keeps the text as written; an empty answer is an
+"everywhere" and "everywhere "), count answers of digits lose leading zeros ("07" -> "7");
+raw_answer keeps the text as written; an empty answer is an
 error naming file and line. Files are read as UTF-8. Question ids are
 the sample's position (0-based) over the sorted files; image ids number the distinct
 (file folder, image name) pairs in first-seen order.
 """
 import os
 
+from rsvqa_jax.data import answers as answers_lib
 from rsvqa_jax.data import records, rsvqa_json, split_files
 from rsvqa_jax.errors import RSVQAError
 
@@ -89,6 +93,9 @@ def _floodnet_entries(path):
       raise RSVQAError(f"{path}: question id {key!r} is not a non-negative integer")
     if qid in entries:
       raise RSVQAError(f"{path}: question id {qid} appears twice (keys {keys[qid]!r} and {key!r})")
+    truth = entry["Ground_Truth"]
+    if isinstance(truth, float) and truth.is_integer() and abs(truth) <= 2 ** 53:
+      entry = dict(entry, Ground_Truth=int(truth))  # 3.0: a count written by a float column
     for field in ("Image_ID", "Question", "Ground_Truth"):
       value = entry[field]
       if split_files.nonempty_text(value) is None:
@@ -118,9 +125,13 @@ def _floodnet_split(split, path, entries, image_ids):
   for qid, entry in entries.items():
     question = str(entry["Question"]).strip()
     raw = str(entry["Ground_Truth"])
+    qtype = _floodnet_type(entry["Question_Type"], question, path, qid)
+    try:
+      answer = answers_lib.normalise("floodnet", qtype, raw)
+    except ValueError as e:
+      raise RSVQAError(f"{path}: question {qid}: {e}") from None
     rows.append({"question_id": qid, "image_id": image_ids[str(entry["Image_ID"])],
-                 "qtype": _floodnet_type(entry["Question_Type"], question, path, qid),
-                 "question": question, "answer": raw.strip().lower(), "raw_answer": raw})
+                 "qtype": qtype, "question": question, "answer": answer, "raw_answer": raw})
   return records.Split.from_rows(split, rows)
 
 
@@ -180,9 +191,10 @@ def read_rsivqa(root):
       question = question.strip() + "?"
       key = (folder, image.strip())
       image_ids.setdefault(key, len(image_ids))
-      rows.append({"question_id": len(rows), "image_id": image_ids[key],
-                   "qtype": _rsivqa_type(question, path, line_no), "question": question,
-                   "answer": answer.strip(), "raw_answer": answer})
+      qtype = _rsivqa_type(question, path, line_no)
+      rows.append({"question_id": len(rows), "image_id": image_ids[key], "qtype": qtype,
+                   "question": question, "answer": answers_lib.normalise("rsivqa", qtype, answer),
+                   "raw_answer": answer})
   return records.Dataset(name="rsivqa", root=root, splits={"all": records.Split.from_rows("all", rows)})
 
 
