@@ -11,6 +11,7 @@ import fcntl
 import hashlib
 import json
 import logging
+import math
 import os
 import shutil
 import socket
@@ -280,10 +281,30 @@ def replacing(path, **open_kwargs):
     _remove(tmp)
 
 
+def json_safe(value):
+  """`value` with every NaN or infinite float as None, recursively: JSON has no such numbers,
+  and a file holding them bare (`NaN`, what Python writes by default) is refused by strict
+  readers (jq, JavaScript, most other languages). Readers of our result files turn the null of a
+  number back into NaN (bias/metrics.from_json)."""
+  if isinstance(value, dict):
+    return {k: json_safe(v) for k, v in value.items()}
+  if isinstance(value, (list, tuple)):
+    return [json_safe(v) for v in value]
+  if isinstance(value, float) and not math.isfinite(value):
+    return None
+  return value
+
+
+def json_line(value):
+  """`value` as one line of strict JSON (json_safe), for JSON-lines files."""
+  return json.dumps(json_safe(value), allow_nan=False)
+
+
 def write_json(path, value, *, sort_keys=False):
-  """Writes `value` as JSON through a temporary file, so readers never see half a file."""
+  """Writes `value` as strict JSON (json_safe: null where there is no number) through a
+  temporary file, so readers never see half a file."""
   with replacing(path) as f:
-    json.dump(value, f, indent=1, sort_keys=sort_keys)
+    json.dump(json_safe(value), f, indent=1, sort_keys=sort_keys, allow_nan=False)
 
 
 def read_manifest(folder, name=MANIFEST, **expected):

@@ -10,7 +10,6 @@ import numpy as np
 import pytest
 
 from rsvqa_jax import storage
-from rsvqa_jax.bias import grounding as grounding_metrics
 from rsvqa_jax.bias import metrics
 from rsvqa_jax.errors import RSVQAError
 from rsvqa_jax.eval import counterfactual, grounding, outputs
@@ -33,7 +32,7 @@ def _write_grounding(directory, run, folder, presence_iou, accuracy):
   summary.update(split="test", method="attention", images="own", accuracy=accuracy)
   out = os.path.join(gt.workdir(directory, run), folder)
   os.makedirs(out)
-  storage.write_json(os.path.join(out, "summary.json"), grounding_metrics.json_safe(summary))
+  storage.write_json(os.path.join(out, "summary.json"), summary)
 
 
 def _write_accuracy(directory, run, right_of_8):
@@ -41,7 +40,7 @@ def _write_accuracy(directory, run, right_of_8):
   table = metrics.accuracy_table(np.arange(8) < right_of_8, np.repeat(TYPES, 2), TYPES)
   path = outputs.accuracy_paths(gt.workdir(directory, run), "test")[0]
   os.makedirs(os.path.dirname(path), exist_ok=True)
-  storage.write_json(path, grounding_metrics.json_safe({**table, "split": "test"}))
+  storage.write_json(path, {**table, "split": "test"})
 
 
 def _write_counterfactual(directory, run, as_demanded, controls_changed):
@@ -58,7 +57,7 @@ def _write_counterfactual(directory, run, as_demanded, controls_changed):
                  skipped={"question text does not parse": 1})
   path = counterfactual.paths(gt.workdir(directory, run), "test")[0]
   os.makedirs(os.path.dirname(path), exist_ok=True)
-  storage.write_json(path, grounding_metrics.json_safe(summary))
+  storage.write_json(path, summary)
 
 
 def _results(directory):

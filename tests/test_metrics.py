@@ -1,9 +1,11 @@
 """OA / AA / per-type accuracy, most-common-answer priors and IO, by hand."""
+import json
 import math
 
 import numpy as np
 import pytest
 
+from rsvqa_jax import storage
 from rsvqa_jax.bias import metrics
 
 
@@ -106,3 +108,29 @@ def test_misused_inputs_are_refused_never_read_in_silence():
       metrics.io_lower_bound(acc, bound)
   assert math.isnan(metrics.io_lower_bound(0.5, math.nan))
   assert metrics.fit_priors(["a", "a"], ["yes", "no"])["a"].answer == "no"  # lists, not arrays
+
+
+def _same(a, b):
+  """Equality with NaN equal to NaN, through dicts and lists."""
+  if isinstance(a, dict):
+    return isinstance(b, dict) and a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
+  if isinstance(a, list):
+    return isinstance(b, list) and len(a) == len(b) and all(map(_same, a, b))
+  if isinstance(a, float) and math.isnan(a):
+    return isinstance(b, float) and math.isnan(b)
+  return a == b and type(a) is type(b)
+
+
+def test_a_table_read_back_from_its_json_file_has_its_nans_again(tmp_path):
+  table = metrics.accuracy_table(np.array([[True, False], [True, True]]), _obj(["a", "a"]),
+                                 ["a", "empty"])
+  table.update(pool=None, steps={"count": None, "mean": 3}, ood={"kw": {"oa": math.nan, "n": 0}},
+               mean_ood_oa=math.nan)
+  path = str(tmp_path / "accuracy.json")
+  storage.write_json(path, table)
+  with open(path) as f:
+    assert "NaN" not in f.read()
+  back = metrics.from_json(storage.read_json(path))
+  assert _same(back, table)
+  assert back["pool"] is None and back["steps"]["count"] is None  # null that is no number stays
+  assert _same(metrics.from_json(json.loads(storage.json_line(table))), table)

@@ -219,8 +219,8 @@ def test_an_official_folder_read_as_floodnet_or_rsivqa_names_its_layout(tmp_path
   from rsvqa_jax.data import synthetic  # pylint: disable=g-import-not-at-top
   root = str(tmp_path / "lr")
   synthetic.generate(root, "lr", images=4, seed=0, questions_per_image=2)
-  hint = ("; the folder holds dataset lr: name it with --dataset lr (in a training config, "
-          "data.name=lr)")
+  hint = ("; the folder holds dataset lr: name it with --dataset lr (dataset='lr' from Python; "
+          "in a training config, data.name=lr)")
   for name, message in (("floodnet", "no FloodNet question file"), ("rsivqa", "no RSIVQA")):
     with pytest.raises(RSVQAError, match=message) as info:
       other_datasets.read_any(root, name)

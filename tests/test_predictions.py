@@ -161,7 +161,13 @@ def test_missing_file_and_unknown_ids(tmp_path):
   with pytest.raises(RSVQAError, match=r"e.g. \[7, 9\]; they are questions of val: analyze that "
                                        r"split \(--split val\)$"):
     predictions.align({1: "a", 9: "b", 7: "c"}, {"test": split}, "p.csv",
-                      others={"test": split, "val": val})
+                      others={"test": split, "val": val}, image_ids={1: 0, 9: 0})
+  # ... unless the file's image_id column puts them over other images: another version's file,
+  # which analyzing val would refuse too.
+  with pytest.raises(RSVQAError, match=r"e.g. \[7, 9\]; split val has questions of these ids, "
+                                       r"over other images .*another dataset or version\?$"):
+    predictions.align({1: "a", 9: "b", 7: "c"}, {"test": split}, "p.csv",
+                      others={"test": split, "val": val}, image_ids={1: 0, 9: 5})
 
 
 def test_analyze_with_predictions_end_to_end(data, capsys):

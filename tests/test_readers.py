@@ -134,8 +134,8 @@ def test_a_folder_read_as_another_layout_names_its_own(lr, columnar):
     prefix = split_files.LAYOUTS[name].prefix
     with pytest.raises(RSVQAError, match=(
         f"^{re.escape(lr[0])}: no {prefix}_split_train_questions.json \\(dataset {name}\\); the "
-        "folder holds dataset lr: name it with --dataset lr \\(in a training config, "
-        "data.name=lr\\)$")):
+        "folder holds dataset lr: name it with --dataset lr \\(dataset='lr' from Python; in a "
+        "training config, data.name=lr\\)$")):
       rsvqa_json.read_dataset(lr[0], name, columnar=columnar)
 
 
@@ -144,7 +144,8 @@ def test_a_folder_of_two_layouts_read_as_a_third_names_both(lr, hr, tmp_path):
     name = split_files.split_file(root, layout, "train", "questions")
     shutil.copy(name, tmp_path)
   with pytest.raises(RSVQAError, match=r"the folder holds datasets lr, hr: name one with "
-                                       r"--dataset \(in a training config, data.name\)$"):
+                                       r"--dataset \(dataset= from Python; in a training "
+                                       r"config, data.name\)$"):
     rsvqa_json.read_dataset(str(tmp_path), "xben")
 
 

@@ -1,5 +1,8 @@
-"""storage.cached: the one way a cache entry is opened or built (image, question, columnar)."""
+"""storage: cache entries (storage.cached, the one way an image, question or columnar entry is
+opened or built) and JSON files (read_json, write_json)."""
+import json
 import logging
+import math
 import os
 
 import pytest
@@ -60,3 +63,24 @@ def test_read_json_takes_a_missing_malformed_or_too_deep_file_for_none(tmp_path)
   good.write_text('{"a": [1]}')
   assert [storage.read_json(str(p)) for p in (deep, bad, tmp_path / "none.json", good)] == [
       None, None, None, {"a": [1]}]
+
+
+def _strict(text):
+  """json.loads that refuses NaN / Infinity, as jq or JavaScript would."""
+  def refuse(constant):
+    raise ValueError(f"non-standard JSON number {constant}")
+  return json.loads(text, parse_constant=refuse)
+
+
+def test_json_files_and_lines_hold_null_where_there_is_no_number(tmp_path):
+  value = {"oa": math.nan, "per_type": {"count": math.inf, "presence": 0.5}, "pool": None,
+           "per_repeat": [-math.inf, 1.0], "n": 3}
+  path = str(tmp_path / "a.json")
+  storage.write_json(path, value)
+  with open(path) as f:
+    written = _strict(f.read())
+  assert written == {"oa": None, "per_type": {"count": None, "presence": 0.5}, "pool": None,
+                     "per_repeat": [None, 1.0], "n": 3}
+  assert _strict(storage.json_line(value)) == written
+  assert "\n" not in storage.json_line(value)
+  assert value["oa"] != value["oa"]  # the caller's value is left as it was

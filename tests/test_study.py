@@ -1,4 +1,5 @@
 """The study end to end on a micro config, its resume, and the report's numbers by hand."""
+import json
 import math
 import os
 import shutil
@@ -120,6 +121,27 @@ def test_shortcuts_stage_scores_a_planted_set(done):
     assert os.path.exists(os.path.join(workdir, "analysis", f"shortcuts_models.{ext}"))
   summary = open(os.path.join(workdir, shortcut_report.SUMMARY_FILE)).read()
   assert summary.startswith("On the study's planted set (kw:parking=yes@0.9+1")
+
+
+def test_every_json_file_of_a_study_is_strict_json_with_null_for_no_number(done):
+  workdir, result, _ = done
+  def refuse(constant):
+    raise AssertionError(f"bare {constant} in a JSON file")
+  files = [os.path.join(base, f) for base, _, names in os.walk(workdir) for f in names
+           if f.endswith((".json", ".jsonl"))]
+  assert any(f.endswith("metrics.jsonl") for f in files) and len(files) > 20
+  for path in files:
+    with open(path) as f:
+      for line in (f if path.endswith(".jsonl") else [f.read()]):
+        json.loads(line, parse_constant=refuse)
+  # An OOD set without a question of some type: null in the file, NaN once read back.
+  run = result["shortcuts"]["models"][0]["runs"][0]
+  undefined = [(c, t) for c, r in run["ood"].items() for t, v in r["per_type"].items()
+               if math.isnan(v)]
+  assert undefined
+  with open(os.path.join(run["workdir"], "eval", "shortcuts", "shortcuts.json")) as f:
+    c, t = undefined[0]
+    assert json.load(f)["ood"][c]["per_type"][t] is None
 
 
 def test_shortcuts_stage_is_checked_before_anything_runs(tmp_path):

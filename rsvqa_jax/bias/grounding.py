@@ -313,17 +313,6 @@ def write_rows(path, rows, columns=CSV_COLUMNS):
     w.writerows([_cell(r[c]) for c in columns] for r in rows)
 
 
-def json_safe(value):
-  """NaN -> None, recursively (JSON has no NaN)."""
-  if isinstance(value, dict):
-    return {k: json_safe(v) for k, v in value.items()}
-  if isinstance(value, (list, tuple)):
-    return [json_safe(v) for v in value]
-  if isinstance(value, float) and math.isnan(value):
-    return None
-  return value
-
-
 def score_masks(pairs):
   """Rows of CSV_COLUMNS from (question id, predicted bool mask or None, truth bool mask)."""
   rows = []
@@ -413,7 +402,7 @@ def score_folders(predicted, truth, out, confidence=None):
   box_plot(os.path.join(out, SCORE_FIGURE),
            {b: [r["iou"] for r in rows if bucket(r["coverage"]) == b] for b in BUCKETS},
            "IoU by coverage of the truth", "IoU")
-  storage.write_json(os.path.join(out, "summary.json"), json_safe(summary))
+  storage.write_json(os.path.join(out, "summary.json"), summary)
   return summary
 
 
@@ -488,5 +477,5 @@ def stats_folder(truth, out):
     f.write(tables.to_markdown(table))
   box_plot(os.path.join(out, "boxplots.png"), {k: [r[k] for r in kept] for k in STATISTICS},
            f"Grounding statistics ({len(kept)} masks)", "value")
-  storage.write_json(os.path.join(out, "statistics.json"), json_safe(stats))
+  storage.write_json(os.path.join(out, "statistics.json"), stats)
   return stats

@@ -92,6 +92,22 @@ def accuracy_table(correct, qtype, types):
   }
 
 
+# The keys of our result files (accuracy tables, shortcuts.json) whose values are accuracies,
+# alone or nested: null there is a NaN the file could not hold (storage.json_safe). Elsewhere a
+# null keeps its own meaning ("no pool", "no step chosen").
+NUMBER_KEYS = frozenset({"oa", "aa", "per_type", "std", "per_repeat", "prior_acc", "gap_oa",
+                         "mean_ood_oa", "mean_gap_oa", "iid_test", "ood", "mean_ood"})
+
+
+def from_json(value, numbers=False):
+  """A result file as read back: None -> NaN under NUMBER_KEYS (`numbers`: `value` is one)."""
+  if isinstance(value, dict):
+    return {k: from_json(v, numbers or k in NUMBER_KEYS) for k, v in value.items()}
+  if isinstance(value, list):
+    return [from_json(v, numbers) for v in value]
+  return math.nan if numbers and value is None else value
+
+
 def io_lower_bound(acc, lower_bound):
   """Equation 1. None when lower_bound == 1 (undefined); NaN when an input is NaN; a value
   outside [0, 1] (a percentage) is refused."""

@@ -226,12 +226,13 @@ def normalised(raw, split, dataset, space=None):
                  space=None if space is None else frozenset(space))
 
 
-def align(predictions, splits, path, dataset=None, space=None, others=None):
+def align(predictions, splits, path, dataset=None, space=None, others=None, image_ids=None):
   """Lay `predictions` (read's list of per-repeat dicts, or one dict) out along each split.
 
   `splits`: name -> records.Split; `dataset` / `space` as in `normalised`. Raises RSVQAError
   when a predicted question id is in none of the splits, naming the split of `others` (the
-  dataset's other splits) that holds them.
+  dataset's other splits) that holds them, unless the file's `image_ids` (question id ->
+  image_id column) put them over other images than that split does: another dataset's file.
   """
   predictions = [predictions] if isinstance(predictions, dict) else list(predictions)
   known = set()
@@ -239,18 +240,33 @@ def align(predictions, splits, path, dataset=None, space=None, others=None):
     known.update(split.question_id.tolist())
   unknown = sorted(set().union(*predictions) - known)
   if unknown:
-    holds = [name for name, split in (others or {}).items()
-             if name not in splits and not set(unknown).isdisjoint(split.question_id.tolist())]
     raise RSVQAError(f"{path}: {len(unknown)} question id(s) not in split(s) {', '.join(splits)}, "
-                     f"e.g. {unknown[:5]}" + (f"; they are questions of {', '.join(holds)}: "
-                                              f"analyze that split (--split {holds[0]})"
-                                              if holds else ""))
+                     f"e.g. {unknown[:5]}" + _held_by(unknown, splits, others, image_ids or {}))
   out = {}
   for name, split in splits.items():
     qids = split.question_id.tolist()
     raw = [[by_id.get(q) for q in qids] for by_id in predictions]
     out[name] = normalised(_per_repeat(raw, (len(raw), len(qids))), split, dataset, space)
   return out
+
+
+def _held_by(unknown, splits, others, image_ids):
+  """align's hint: the other split whose questions the unknown ids are, where the file's
+  image_id column agrees with it; a split numbering them alike over other images is no hint."""
+  holds, elsewhere = [], []
+  for name, split in (others or {}).items():
+    on = dict(zip(split.question_id.tolist(), split.image_id.tolist()))
+    held = [q for q in unknown if q in on]
+    if name in splits or not held:
+      continue
+    wrong = [q for q in held if q in image_ids and image_ids[q] != on[q]]
+    (elsewhere if wrong else holds).append(name)
+  if holds:
+    return f"; they are questions of {', '.join(holds)}: analyze that split (--split {holds[0]})"
+  if elsewhere:
+    return (f"; split {elsewhere[0]} has questions of these ids, over other images than the "
+            "file's image_id column: predictions of another dataset or version?")
+  return ""
 
 
 def check_shared_ids(question_ids, splits, path):
@@ -315,7 +331,7 @@ def load(path, splits, dataset=None, space=None, *, adversarial=False, chosen=Tr
     _log.warning(f"{path}: every row's {SUBSTITUTED} is its own {IMAGE}: unless the images' "
                  "pixels were replaced (white, black, noise), IO_AdTest compares the model with "
                  "itself on clean images")
-  out = align(file.by_repeat, splits, path, dataset, space, others)
+  out = align(file.by_repeat, splits, path, dataset, space, others, file.image_ids)
   unanswered = [name for name, a in out.items()
                 if a.prediction.size and a.missing == a.prediction.size]
   answered = [name for name in out if name not in unanswered]

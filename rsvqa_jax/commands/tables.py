@@ -23,6 +23,7 @@ import logging
 import math
 import os
 
+from rsvqa_jax.bias import metrics
 from rsvqa_jax.errors import RSVQAError
 from rsvqa_jax.train import run_record
 
@@ -52,7 +53,7 @@ def _records(path):
     raise RSVQAError(f"{path}: unreadable ({e.strerror or e})") from None
   for number, line in enumerate(lines, 1):
     try:
-      record = json.loads(line)
+      record = metrics.from_json(json.loads(line))  # null: a NaN (storage.json_line)
     except (ValueError, RecursionError):  # RecursionError: nested thousands deep
       record = None
     if isinstance(record, dict):
@@ -80,7 +81,7 @@ def _json(path):
 
 def _accuracy(path):
   """eval/SPLIT/accuracy.json (None if not evaluated), with the keys Table 2 reads checked."""
-  table = _json(path)
+  table = metrics.from_json(_json(path))  # null: a NaN, as storage.write_json writes one
   if table is None:
     return None
   ok = (isinstance(table, dict)

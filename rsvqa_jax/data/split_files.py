@@ -110,10 +110,10 @@ def layout_hint(root):
   if not held:
     return ""
   if len(held) == 1:
-    return (f"; the folder holds dataset {held[0]}: name it with --dataset {held[0]} (in a "
-            f"training config, data.name={held[0]})")
-  return (f"; the folder holds datasets {', '.join(held)}: name one with --dataset (in a training "
-          "config, data.name)")
+    return (f"; the folder holds dataset {held[0]}: name it with --dataset {held[0]} "
+            f"(dataset={held[0]!r} from Python; in a training config, data.name={held[0]})")
+  return (f"; the folder holds datasets {', '.join(held)}: name one with --dataset (dataset= "
+          "from Python; in a training config, data.name)")
 
 
 def refuse_special(path, what):

@@ -31,7 +31,6 @@ import numpy as np
 
 from rsvqa_jax import config as config_lib
 from rsvqa_jax import storage
-from rsvqa_jax.bias import grounding as grounding_metrics
 from rsvqa_jax.bias import lr_templates, tables
 from rsvqa_jax.data import answers as answers_lib
 from rsvqa_jax.data import counterfactual as edits_lib
@@ -288,6 +287,6 @@ def evaluate(workdir, split="test", *, seed=0, which="best", data_root=None, dat
   tables.write(result, os.path.dirname(json_path), STEM)
   _write_rows(csv_path, rows)
   # Last: its presence says the evaluation is complete.
-  storage.write_json(json_path, grounding_metrics.json_safe(summary))
+  storage.write_json(json_path, summary)
   summary["table"] = result
   return summary

@@ -386,7 +386,7 @@ def evaluate(workdir, split, out, *, method="auto", images="own", seed=0, which=
     if examples_figure(examples, rows, run.dataset, records, maps_dir, truth_dir,
                        caption) is None and os.path.exists(examples):
       os.remove(examples)  # an earlier evaluation's, which this one would be read as
-  storage.write_json(os.path.join(out, "summary.json"), metrics.json_safe(summary))
+  storage.write_json(os.path.join(out, "summary.json"), summary)
   summary["tables"] = [table]
   return summary
 

@@ -7,6 +7,7 @@ one of other settings (K, pool, seed, checkpoint) is drawn again.
 import time
 
 from rsvqa_jax import storage
+from rsvqa_jax.bias import metrics
 from rsvqa_jax.eval import adversarial, outputs
 from rsvqa_jax.study import reuse
 
@@ -26,5 +27,5 @@ def attack(study, workdir, ds, feats, label):
       again = "" if why == reuse.MISSING else f", evaluated again: {why}"
       study.progress(f"{label}: adversarial {kind} x{s.repeats} "
                      f"({time.time() - started:.1f}s{again})")
-    results[kind] = storage.read_json(json_path)
+    results[kind] = metrics.from_json(storage.read_json(json_path))
   return results

@@ -10,7 +10,7 @@ import time
 
 from rsvqa_jax import config as config_lib
 from rsvqa_jax import storage
-from rsvqa_jax.bias import tables
+from rsvqa_jax.bias import metrics, tables
 from rsvqa_jax.errors import RSVQAError
 from rsvqa_jax.eval import accuracy, outputs
 from rsvqa_jax.study import adversarial_tests, reuse
@@ -72,7 +72,7 @@ def run_one(study, cfg, workdir, ds, feats, label, attack=True):
     study.progress(f"{label}: {done}, best validation OA {summary['best_oa']:.4f}")
   else:
     study.progress(f"{label}: done before, skipped")
-  out = {"workdir": workdir, "accuracy": storage.read_json(acc_path),
+  out = {"workdir": workdir, "accuracy": metrics.from_json(storage.read_json(acc_path)),
          "val_oa": best_validation(workdir, cfg.data.val_split), "adversarial": {}}
   if attack and not cfg.model.blind:
     out["adversarial"] = adversarial_tests.attack(study, workdir, ds, feats, label)

@@ -12,7 +12,7 @@ import shutil
 import time
 
 from rsvqa_jax import storage
-from rsvqa_jax.bias import shortcut_report
+from rsvqa_jax.bias import metrics, shortcut_report
 from rsvqa_jax.data import rsvqa_json, synthetic
 from rsvqa_jax.eval import shortcuts as shortcut_eval
 from rsvqa_jax.study import language_models, names, preparation, reuse, runs
@@ -79,12 +79,12 @@ def _scored(study, workdir, bench, ds, feats, label):
   checkpoint too when study.shortcuts.ood_selection)."""
   sc = study.s.shortcuts
   path = os.path.join(shortcut_eval.folder(workdir), "shortcuts.json")
-  result = storage.read_json(path)
+  result = metrics.from_json(storage.read_json(path))
   stale = reuse.stale(result, {"checkpoint": reuse.CHECKPOINT})  # evaluate --checkpoint last
   if stale or (sc.ood_selection and "selection" not in result):
     started = time.time()
     shortcut_eval.evaluate(workdir, bench, ood_selection=sc.ood_selection, dataset=ds,
                            features=feats)
     study.timings.record(f"shortcut_eval/{label}", time.time() - started)
-    result = storage.read_json(path)
+    result = metrics.from_json(storage.read_json(path))
   return result

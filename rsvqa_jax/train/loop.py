@@ -29,6 +29,7 @@ import numpy as np
 
 from rsvqa_jax import config as config_lib
 from rsvqa_jax import cpu_units, progress, storage
+from rsvqa_jax.bias import metrics as metrics_lib
 from rsvqa_jax.data import pipeline
 from rsvqa_jax.errors import RSVQAError
 from rsvqa_jax.train import checkpointing, inputs, prepare
@@ -60,8 +61,8 @@ def read_metrics(workdir):
     with open(os.path.join(workdir, METRICS_FILE), "rb") as f:  # each line decoded on its own
       for line in f:
         try:
-          record = json.loads(line)
-        except ValueError:  # UnicodeDecodeError included: a damaged line is left out like a cut one
+          record = metrics_lib.from_json(json.loads(line))  # null: a NaN (storage.json_line)
+        except (ValueError, RecursionError):  # a damaged line (bad UTF-8 included) is left out
           continue
         if isinstance(record, dict) and isinstance(record.get("step"), int):
           records.append(record)
@@ -79,7 +80,7 @@ class MetricsWriter:
       return
     self.path = os.path.join(workdir, METRICS_FILE)
     if os.path.exists(self.path):
-      kept = [json.dumps(r) + "\n" for r in read_metrics(workdir) if r["step"] <= resume_step]
+      kept = [storage.json_line(r) + "\n" for r in read_metrics(workdir) if r["step"] <= resume_step]
       with open(self.path, "w") as f:
         f.writelines(kept)
     # Imported here: only the training loop writes TensorBoard events.
@@ -90,7 +91,7 @@ class MetricsWriter:
     if not self.enabled:
       return
     with open(self.path, "a") as f:
-      f.write(json.dumps(record) + "\n")
+      f.write(storage.json_line(record) + "\n")
     prefix = record["split"]
     for key, value in record.items():
       if key in NOT_PLOTTED:
