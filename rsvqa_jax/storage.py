@@ -26,6 +26,7 @@ _log = logging.getLogger(__name__)
 
 MANIFEST = "manifest.json"
 LOCK = ".lock"
+DIGESTS_DIR = "file_digests"  # in a cache folder: file_digests indexes (sha256 + stat stamp)
 
 
 @contextlib.contextmanager
@@ -371,14 +372,25 @@ def identity_key(identity):
   return hashlib.sha256(blob).hexdigest()[:20]
 
 
-def open_array(path, shape, sha256=None):
-  """Read-only float32 memmap of a .npy with this exact shape (and checksum), else None."""
+def entry_digests(entry):
+  """The file_digests index of the arrays of the cache entries beside folder `entry`."""
+  return os.path.join(os.path.dirname(os.path.abspath(entry)), DIGESTS_DIR, "cache_entries")
+
+
+def open_array(path, shape, sha256=None, digests=None):
+  """Read-only float32 memmap of a .npy with this exact shape (and checksum), else None.
+
+  With `digests` (a file_digests index), the checksum of a file unchanged since it was last
+  hashed is not computed again: a cache entry's map of gigabytes is read once, not at every open.
+  """
   try:
     arr = np.load(path, mmap_mode="r")
   except (OSError, ValueError):
     return None
   if arr.dtype != np.float32 or arr.shape != tuple(shape):
     return None
-  if sha256 is not None and file_sha256(path) != sha256:
-    return None
+  if sha256 is not None:
+    found = file_digests([path], digests)[0] if digests else file_sha256(path)
+    if found != sha256:
+      return None
   return arr

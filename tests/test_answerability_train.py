@@ -25,7 +25,7 @@ from rsvqa_jax.data import records, scenes, synthetic
 from rsvqa_jax.errors import RSVQAError
 from rsvqa_jax.eval import answerability as evaluation
 from rsvqa_jax.train import answerability as train_lib
-from rsvqa_jax.train import loop, restore
+from rsvqa_jax.train import metrics_log, restore
 from rsvqa_jax.train.inputs import Features
 
 QUIET = dict(log=lambda m: None)
@@ -178,7 +178,7 @@ def test_listnet_trains(task):
   summary = train_lib.train(c, workdir, dataset=task["dataset"], features=task["features"],
                             **QUIET)
   assert summary["step"] == 3 and not summary["finished"]
-  losses = [r["loss"] for r in loop.read_metrics(workdir)]
+  losses = [r["loss"] for r in metrics_log.read(workdir)]
   assert len(losses) == 3 and np.all(np.isfinite(losses))
 
 
@@ -205,7 +205,7 @@ def test_an_interrupted_run_resumes_from_its_last_periodic_checkpoint(task):
   assert at == at_too == 6
   for x, y in zip(jax.tree.leaves(resumed.params), jax.tree.leaves(straight.params), strict=True):
     np.testing.assert_allclose(np.asarray(x), np.asarray(y), rtol=1e-5, atol=1e-6)
-  steps = [r["step"] for r in loop.read_metrics(str(task["tmp"] / "stopped"))
+  steps = [r["step"] for r in metrics_log.read(str(task["tmp"] / "stopped"))
            if r["split"] == "train"]
   assert steps == list(range(1, 7))
 

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from rsvqa_jax.errors import RSVQAError
-from rsvqa_jax.train import answerability, loop
+from rsvqa_jax.train import answerability, loop, metrics_log
 from rsvqa_jax.train import sharding as shd
 from test_train_support import tiny_config, tiny_task
 
@@ -123,7 +123,7 @@ def test_padded_run_trains_like_one_device(eight, tmp_path):
   assert not [l for l in lines if "padded" in l]
   _close(out["final"], [np.asarray(x).ravel() for x in
                         jax.tree.leaves(jax.device_get(summary["state"].params))])
-  losses = lambda w: [r["loss"] for r in loop.read_metrics(w) if r["split"] == "train"]
+  losses = lambda w: [r["loss"] for r in metrics_log.read(w) if r["split"] == "train"]
   np.testing.assert_allclose(losses(workdir), losses(str(tmp_path)), rtol=1e-5)
 
 

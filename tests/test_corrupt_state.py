@@ -11,6 +11,7 @@ one-line errors too; a damaged metrics line is left out.
 import dataclasses
 import glob
 import json
+import math
 import os
 import re
 import shutil
@@ -27,7 +28,7 @@ from rsvqa_jax.bias import metrics
 from rsvqa_jax.commands import tables as tables_cmd
 from rsvqa_jax.data import answers
 from rsvqa_jax.errors import RSVQAError
-from rsvqa_jax.train import checkpointing, loop, run_record
+from rsvqa_jax.train import checkpointing, loop, metrics_log, run_record
 from test_train_support import array_chunks, tiny_config, tiny_task
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -306,15 +307,25 @@ def test_resuming_on_other_training_data_names_the_checkpoint(tmp_path):
     loop.train(c, workdir, dataset=fewer, features=features, **QUIET)
 
 
-def test_a_damaged_metrics_line_is_left_out(tmp_path):
+def test_a_damaged_metrics_line_is_left_out(tmp_path, caplog):
   """Bytes that are not UTF-8 in metrics.jsonl lose their line, as a cut line does (resume, the
-  tables, shortcut selection read it); it was a UnicodeDecodeError."""
-  path = tmp_path / loop.METRICS_FILE
+  tables, shortcut selection read it through metrics_log.read); it was a UnicodeDecodeError. A
+  record without an integer step is no record; damage before the last line is counted."""
+  path = tmp_path / metrics_log.METRICS_FILE
   path.write_bytes(b'{"step": 1, "split": "train"}\n{"step": 2, "sp\xff\xfe": "val"}\n'
-                   b'{"step": 3, "split": "val", "oa": 0.5}\n')
-  assert [r["step"] for r in loop.read_metrics(str(tmp_path))] == [1, 3]
-  records = tables_cmd._records(str(path))  # pylint: disable=protected-access
-  assert [r["step"] for r in records] == [1, 3]
+                   b'{"step": true, "split": "val"}\n{"split": "val"}\n'
+                   b'{"step": 3, "split": "val", "oa": null}\n{"step": 4, "spl')
+  records = metrics_log.read(str(tmp_path))
+  assert [r["step"] for r in records] == [1, 3] and math.isnan(records[1]["oa"])
+  assert f"{path}: 4 of 6 lines unreadable (the first: line 2), skipped" in caplog.text
+  caplog.clear()
+  path.write_bytes(b'{"step": 1, "split": "train"}\n{"step": 2, "spl')  # a kill's cut alone
+  assert [r["step"] for r in metrics_log.read(str(tmp_path))] == [1] and not caplog.text
+  os.remove(path)
+  assert metrics_log.read(str(tmp_path)) == []
+  os.mkdir(path)
+  with pytest.raises(RSVQAError, match=f"{path}: unreadable"):
+    metrics_log.read(str(tmp_path))
 
 
 @pytest.mark.parametrize("content", [[], {"oa": 0.5}, {"oa": 0.5, "aa": 0.5, "n": 2,

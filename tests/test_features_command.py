@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from flax import nnx
 
-from rsvqa_jax import cli
+from rsvqa_jax import cli, storage
 from rsvqa_jax.data import rsvqa_json, synthetic
 from rsvqa_jax.data.images import read_tif
 from rsvqa_jax.errors import RSVQAError
@@ -56,7 +56,7 @@ def test_cache_created_then_reused(data_dir, tmp_path, capsys, monkeypatch):
   paths = [l.split(" -> ")[1] for l in lines]
   assert all(l.split(": ")[1].startswith("6 images x 64 features") for l in lines)
   entries = {n for n in os.listdir(os.path.join(cache, "features"))
-             if not n.startswith(".")} - {image_cache.DIGESTS_DIR}  # each entry's .NAME.lock aside
+             if not n.startswith(".")} - {storage.DIGESTS_DIR}  # each entry's .NAME.lock aside
   assert sorted(entries) == sorted(os.path.basename(p) for p in paths)
 
   dataset = rsvqa_json.read_dataset(data_dir, "lr")
@@ -133,7 +133,7 @@ def test_non_finite_weights_are_refused_before_any_feature_is_cached(data_dir, t
       f"rsvqa-jax features: error: {weights}: key 'conv1.weight': 1176 of 1176 values are not "
       "finite (NaN or inf); the weights are damaged: export or download them again"]
   assert [n for n in os.listdir(os.path.join(cache, "features"))
-          if not n.startswith(".")] == [image_cache.DIGESTS_DIR]
+          if not n.startswith(".")] == [storage.DIGESTS_DIR]
 
 
 def test_a_checkpoint_folder_without_config_json_is_refused_before_it_is_read(

@@ -256,7 +256,7 @@ def test_interrupted_run_leaves_no_entry(tmp_path, monkeypatch, model_dir):
   with pytest.raises(KeyboardInterrupt):
     image_cache.image_features(ds, None, _cfg(model_dir), cache)
   # Nothing but the entry's (empty) lock file, which stays for the next builder to take.
-  assert [n for n in os.listdir(cache) if n != image_cache.DIGESTS_DIR
+  assert [n for n in os.listdir(cache) if n != storage.DIGESTS_DIR
           and not n.endswith(".lock")] == []
   monkeypatch.setattr(encoder.ImageEncoder, "encode", original)
   entry = image_cache.image_features(ds, None, _cfg(model_dir), cache)
@@ -285,8 +285,33 @@ def test_non_finite_features_are_never_cached(tmp_path, monkeypatch, model_dir):
                                                                             np.inf)})
   with pytest.raises(RSVQAError, match="_none_white: image 10 gives NaN or inf features"):
     image_cache.image_features(ds, None, _cfg(model_dir), cache, kind="white")
-  assert [n for n in os.listdir(cache) if n != image_cache.DIGESTS_DIR
+  assert [n for n in os.listdir(cache) if n != storage.DIGESTS_DIR
           and not n.endswith(".lock")] == []
+
+
+def test_an_entry_is_hashed_again_only_when_its_files_changed(tmp_path, calls, monkeypatch,
+                                                                model_dir):
+  """Every open hashed features.npy and map.npy in full (a ResNet-152 map of RSVQA-HR is
+  gigabytes); the checksums are now kept with the files' stat stamps (storage.file_digests)."""
+  ds = _dataset(tmp_path / "data")
+  cache = str(tmp_path / "cache")
+  cfg = _cfg(model_dir, map=True)
+  path = image_cache.image_features(ds, None, cfg, cache).path
+  hashed = []
+  sha256 = storage.file_sha256
+  monkeypatch.setattr(storage, "file_sha256", lambda p: hashed.append(p) or sha256(p))
+  for _ in range(2):
+    entry = image_cache.image_features(ds, None, cfg, cache)
+  assert entry.path == path and calls["n"] == 2 and not [
+      p for p in hashed if p.startswith(path)]
+  fmap = os.path.join(path, "map.npy")
+  written = np.load(fmap, mmap_mode="r+")  # same size, same name: only the stamp tells
+  written[0] += 1.0
+  written.flush()
+  del written, entry
+  again = image_cache.image_features(ds, None, cfg, cache)
+  assert fmap in hashed and calls["n"] == 4  # the map no longer matched: rebuilt
+  np.testing.assert_allclose(again.feature_map.mean(axis=(1, 2)), again.features, rtol=1e-5)
 
 
 def test_an_entry_holding_nan_is_rebuilt(tmp_path, calls, model_dir):

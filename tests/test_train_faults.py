@@ -14,7 +14,7 @@ import pytest
 from rsvqa_jax import storage
 from rsvqa_jax.errors import RSVQAError
 from rsvqa_jax.eval import accuracy
-from rsvqa_jax.train import checkpointing, loop, restore
+from rsvqa_jax.train import checkpointing, loop, metrics_log, restore
 from test_train_support import flip_bytes, tiny_config, tiny_task, warnings_of_rsvqa_jax
 
 QUIET = dict(log=lambda m: None)
@@ -165,13 +165,13 @@ def test_one_run_per_workdir_and_a_dead_owner_is_taken_over(tmp_path, caplog):
 def test_damaged_files_are_one_line_errors(task, tmp_path):
   workdir = str(tmp_path / "w")
   loop.train(_config(stop_after_steps=4), workdir, dataset=task[0], features=task[1], **QUIET)
-  metrics = os.path.join(workdir, loop.METRICS_FILE)
+  metrics = os.path.join(workdir, metrics_log.METRICS_FILE)
   with open(metrics, "a") as f:
     f.write('{"step": 99, "spl')  # a line cut by a kill
   summary = loop.train(_config(stop_after_steps=2), workdir, dataset=task[0], features=task[1],
                        **QUIET)
   assert summary["step"] > 4
-  assert all(r["step"] <= summary["step"] for r in loop.read_metrics(workdir))
+  assert all(r["step"] <= summary["step"] for r in metrics_log.read(workdir))
   with open(os.path.join(workdir, checkpointing.CONFIG_FILE), "r+") as f:
     f.truncate(20)
   with pytest.raises(RSVQAError, match="config.json: unreadable"):

@@ -8,7 +8,7 @@ import pytest
 from rsvqa_jax.errors import RSVQAError
 from rsvqa_jax.eval import accuracy
 from rsvqa_jax.features import question_cache
-from rsvqa_jax.train import inputs, loop
+from rsvqa_jax.train import inputs, loop, metrics_log
 from rsvqa_jax.train import run as run_lib
 from test_train_support import tiny_config, tiny_task
 
@@ -49,7 +49,7 @@ def _frozen_config(cache_questions):
 
 
 def _train_losses(workdir):
-  with open(os.path.join(workdir, loop.METRICS_FILE)) as f:
+  with open(os.path.join(workdir, metrics_log.METRICS_FILE)) as f:
     return [r["loss"] for r in map(json.loads, f) if r["split"] == "train"]
 
 

@@ -25,10 +25,9 @@ import os
 
 from rsvqa_jax.bias import metrics
 from rsvqa_jax.errors import RSVQAError
-from rsvqa_jax.train import run_record
+from rsvqa_jax.train import metrics_log, run_record
 
 CONFIG_FILE = "config.json"  # train/checkpointing.py CONFIG_FILE
-METRICS_FILE = "metrics.jsonl"  # train/loop.py METRICS_FILE
 _log = logging.getLogger(__name__)
 
 
@@ -38,33 +37,6 @@ def add_arguments(parser):
   parser.add_argument("--out", help="folder for the tables (default: RUNS/tables)")
   parser.add_argument("--split", default="test",
                       help="evaluated split Table 2 reads (default: test)")
-
-
-def _records(path):
-  """metrics.jsonl records; a line cut by a kill (or otherwise unreadable) is skipped, and
-  unreadable lines before the last are counted in a WARNING (a kill cuts only the last)."""
-  out, bad = [], []
-  try:
-    with open(path, "rb") as f:  # each line decoded on its own: a damaged one is skipped too
-      lines = f.read().splitlines()
-  except FileNotFoundError:
-    return []
-  except OSError as e:  # a folder or a link loop: its run would read "missing" without a word
-    raise RSVQAError(f"{path}: unreadable ({e.strerror or e})") from None
-  for number, line in enumerate(lines, 1):
-    try:
-      record = metrics.from_json(json.loads(line))  # null: a NaN (storage.json_line)
-    except (ValueError, RecursionError):  # RecursionError: nested thousands deep
-      record = None
-    if isinstance(record, dict):
-      out.append(record)
-    elif line.strip():
-      bad.append(number)
-  damaged = [n for n in bad if n != len(lines)]
-  if damaged:
-    _log.warning("%s: %d of %d lines unreadable (the first: line %d), skipped", path, len(bad),
-                 len(lines), damaged[0])
-  return out
 
 
 def _json(path):
@@ -136,7 +108,8 @@ def workdirs(root):
   """Training workdirs under `root` (folders with config.json), not looking inside them."""
   found = []
   for folder, dirs, files in os.walk(root):
-    if CONFIG_FILE in files and ("checkpoints" in dirs or "best" in dirs or METRICS_FILE in files):
+    if CONFIG_FILE in files and ("checkpoints" in dirs or "best" in dirs
+                                 or metrics_log.METRICS_FILE in files):
       found.append(folder)
       dirs[:] = []
     else:
@@ -164,9 +137,8 @@ def read_run(workdir, split):
         blind=_typed(workdir, model.get("blind", False), bool, "model.blind"),
         head=str(model.get("head", "paper")),
         text_lr=float(config["optim"]["text_lr"]),
-        val_oa=tables.best_validation_oa(_records(os.path.join(workdir, METRICS_FILE)),
-                                         config["data"]["val_split"],
-                                         os.path.join(workdir, METRICS_FILE)),
+        val_oa=tables.best_validation_oa(metrics_log.read(workdir), config["data"]["val_split"],
+                                         os.path.join(workdir, metrics_log.METRICS_FILE)),
         accuracy=_best_accuracy(os.path.join(workdir, "eval", split, "accuracy.json"), workdir),
         identity=config_lib.recorded_identity(config),
         stopped=_stopped(workdir, config["train"]["num_epochs"]),
@@ -254,7 +226,7 @@ def run(args):
   found = workdirs(args.runs)
   if not found:
     raise RSVQAError(f"--runs {args.runs}: no training workdir (a folder with {CONFIG_FILE} and "
-                     f"{METRICS_FILE}) under it")
+                     f"{metrics_log.METRICS_FILE}) under it")
   ranking = [w for w in found if _is_answerability(w)]
   if ranking:
     _log.warning(f"{len(ranking)} answerability workdir(s) under {args.runs} left out (Table 4 "

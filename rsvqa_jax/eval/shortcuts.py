@@ -29,7 +29,7 @@ import numpy as np
 from rsvqa_jax.bias import shortcut_report, shortcuts
 from rsvqa_jax.errors import RSVQAError
 from rsvqa_jax.eval import accuracy, outputs
-from rsvqa_jax.train import checkpointing, loop, predict, restore
+from rsvqa_jax.train import checkpointing, metrics_log, predict, restore
 from rsvqa_jax.train import run as run_lib
 
 _log = logging.getLogger(__name__)
@@ -55,7 +55,7 @@ def _kept_states(workdir, run):
   keep = run.config.train.keep_checkpoints
   managers = [checkpointing.Checkpoints(os.path.join(workdir, "best"), 1),
               checkpointing.Checkpoints(os.path.join(workdir, "checkpoints"), keep)]
-  validated = {r["step"] for r in loop.read_metrics(workdir)
+  validated = {r["step"] for r in metrics_log.read(workdir)
                if r.get("split") == run.config.data.val_split}
   where = {}
   for mgr in reversed(managers):  # a step in both is read from best/

@@ -10,7 +10,8 @@ preprocessing, input size, variant, kind, dataset root and every image file's co
 Anything that changes the features changes the key, so an old entry is simply never looked up.
 Entries are built through storage.cached (by one process at a time, renamed into place when
 complete); on open, the manifest, its image ids, array shapes and the checksums of the features
-and the map are verified, and a bad entry is rebuilt. Features that are not finite (NaN or inf: damaged weights, or an image
+and the map are verified (a checksum is computed again only for a file whose stat stamp changed
+since it last matched), and a bad entry is rebuilt. Features that are not finite (NaN or inf: damaged weights, or an image
 that overflows the encoder) are never written, and an entry holding any is rebuilt, so the
 error names the image instead of a training run diverging at its first step.
 A cache hit reads files only: the encoder is built on a miss.
@@ -28,7 +29,6 @@ from rsvqa_jax.features import encoder as encoder_lib
 from rsvqa_jax.features import pixels
 
 FORMAT_VERSION = 1
-DIGESTS_DIR = "file_digests"  # per dataset root: each image file's sha256 and its stat stamp
 
 
 @dataclasses.dataclass(frozen=True)
@@ -52,7 +52,8 @@ def _dataset_identity(dataset, image_ids, kind, cache_dir):
            "image_ids_sha256": hashlib.sha256(image_ids.astype("<i8").tobytes()).hexdigest()}
   if kind == "clean":
     paths = [dataset.check_image_exists(i) for i in image_ids.tolist()]
-    index = os.path.join(cache_dir, DIGESTS_DIR, hashlib.sha256(root.encode()).hexdigest()[:20])
+    index = os.path.join(cache_dir, storage.DIGESTS_DIR,
+                         hashlib.sha256(root.encode()).hexdigest()[:20])
     h = hashlib.sha256()
     for i, path, digest in zip(image_ids.tolist(), paths, storage.file_digests(paths, index)):
       h.update(f"{i}:{os.path.basename(path)}:{digest};".encode())
@@ -65,17 +66,20 @@ def _dataset_identity(dataset, image_ids, kind, cache_dir):
 def _open_entry(path, key, image_ids):
   """The entry at `path` if complete and consistent with `key` and the rows of `image_ids` (in
   that order: an edited list would attach each row to another image), else None. The map is
-  checked against its checksum like the features (its finiteness was checked when written)."""
+  checked against its checksum like the features (its finiteness was checked when written);
+  each checksum is computed again only for a file changed since it last matched
+  (storage.file_digests)."""
   manifest = storage.read_manifest(path, format=FORMAT_VERSION, key=key)
   n = len(image_ids)
+  digests = storage.entry_digests(path)
   try:
     ids = np.asarray(manifest["image_ids"], dtype=np.int64)
     feats = storage.open_array(os.path.join(path, "features.npy"), (n, manifest["feature_dim"]),
-                               manifest["features_sha256"])
+                               manifest["features_sha256"], digests)
     fmap = None
     if manifest["map_shape"]:
       fmap = storage.open_array(os.path.join(path, "map.npy"), (n, *manifest["map_shape"]),
-                                manifest["map_sha256"])
+                                manifest["map_sha256"], digests)
       if fmap is None:
         return None
   except (TypeError, KeyError, ValueError, OverflowError):

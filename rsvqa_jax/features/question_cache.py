@@ -103,6 +103,6 @@ def _open(path, key, n):
   manifest = storage.read_manifest(path, format=FORMAT_VERSION, key=key)
   try:
     return storage.open_array(os.path.join(path, "vectors.npy"), (n, manifest["dim"]),
-                                    manifest["vectors_sha256"])
+                              manifest["vectors_sha256"], storage.entry_digests(path))
   except (TypeError, KeyError):
     return None

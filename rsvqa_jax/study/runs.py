@@ -14,7 +14,7 @@ from rsvqa_jax.bias import metrics, tables
 from rsvqa_jax.errors import RSVQAError
 from rsvqa_jax.eval import accuracy, outputs
 from rsvqa_jax.study import adversarial_tests, reuse
-from rsvqa_jax.train import checkpointing, inputs, loop
+from rsvqa_jax.train import checkpointing, inputs, loop, metrics_log
 
 
 def config_for(config, cache, lm, weights, role, seed, root, name, checkpoint, fusion=None,
@@ -81,5 +81,5 @@ def run_one(study, cfg, workdir, ds, feats, label, attack=True):
 
 def best_validation(workdir, val_split):
   """The best validation OA in a workdir's metrics.jsonl (NaN when none was written)."""
-  return tables.best_validation_oa(loop.read_metrics(workdir), val_split,
-                                   os.path.join(workdir, loop.METRICS_FILE))
+  return tables.best_validation_oa(metrics_log.read(workdir), val_split,
+                                   os.path.join(workdir, metrics_log.METRICS_FILE))

@@ -29,17 +29,15 @@ import numpy as np
 
 from rsvqa_jax import config as config_lib
 from rsvqa_jax import cpu_units, progress, storage
-from rsvqa_jax.bias import metrics as metrics_lib
 from rsvqa_jax.data import pipeline
 from rsvqa_jax.errors import RSVQAError
-from rsvqa_jax.train import checkpointing, inputs, prepare
+from rsvqa_jax.train import checkpointing, inputs, metrics_log, prepare
 from rsvqa_jax.train import predict as predict_lib
 from rsvqa_jax.train import run as run_lib
 from rsvqa_jax.train import sharding as shd
 
 _log = logging.getLogger(__name__)
 
-METRICS_FILE = "metrics.jsonl"
 # metrics.jsonl keys that are no TensorBoard curve: positions, and the batch of a train record
 # (train.batch_size or answerability.batch_pools, and the rows a step computes once padded over
 # the devices: shd.batch_layout).
@@ -53,24 +51,6 @@ def validation_record(run, state, split):
   return {k: v for k, v in table.items() if k not in ("repeats", "std", "per_repeat")}
 
 
-def read_metrics(workdir):
-  """The records of workdir/metrics.jsonl; a line cut by a kill (or otherwise unreadable) is
-  left out, since the run that resumes rewrites everything after its checkpoint anyway."""
-  records = []
-  try:
-    with open(os.path.join(workdir, METRICS_FILE), "rb") as f:  # each line decoded on its own
-      for line in f:
-        try:
-          record = metrics_lib.from_json(json.loads(line))  # null: a NaN (storage.json_line)
-        except (ValueError, RecursionError):  # a damaged line (bad UTF-8 included) is left out
-          continue
-        if isinstance(record, dict) and isinstance(record.get("step"), int):
-          records.append(record)
-  except OSError:
-    pass
-  return records
-
-
 class MetricsWriter:
   """JSON lines + TensorBoard, on host 0; on resume, lines past the restored step are dropped."""
 
@@ -78,9 +58,9 @@ class MetricsWriter:
     self.enabled = jax.process_index() == 0
     if not self.enabled:
       return
-    self.path = os.path.join(workdir, METRICS_FILE)
+    self.path = os.path.join(workdir, metrics_log.METRICS_FILE)
     if os.path.exists(self.path):
-      kept = [storage.json_line(r) + "\n" for r in read_metrics(workdir) if r["step"] <= resume_step]
+      kept = [storage.json_line(r) + "\n" for r in metrics_log.read(workdir) if r["step"] <= resume_step]
       with open(self.path, "w") as f:
         f.writelines(kept)
     # Imported here: only the training loop writes TensorBoard events.

@@ -1,0 +1,47 @@
+"""A training run's metrics.jsonl, read back without JAX.
+
+The training loop appends one JSON record per logged step (storage.json_line: null where a
+metric is NaN). The loop on resume, `tables`, the study and shortcut selection read it back
+through `read`, so they agree on which lines count: a kill can cut the last line, so an
+unreadable line is left out, and unreadable lines before the last (which no kill explains) are
+counted in a WARNING.
+"""
+import json
+import logging
+import os
+
+from rsvqa_jax.bias import metrics
+from rsvqa_jax.errors import RSVQAError
+
+METRICS_FILE = "metrics.jsonl"
+
+_log = logging.getLogger(__name__)
+
+
+def read(workdir):
+  """The records of workdir/metrics.jsonl ([] when there is none): dicts with an integer
+  "step", NaN where the file holds null under a metric key."""
+  path = os.path.join(workdir, METRICS_FILE)
+  try:
+    with open(path, "rb") as f:  # each line decoded on its own: bad UTF-8 loses one line only
+      lines = f.read().splitlines()
+  except FileNotFoundError:
+    return []
+  except OSError as e:  # a folder or a link loop: the run would read "never validated"
+    raise RSVQAError(f"{path}: unreadable ({e.strerror or e})") from None
+  records, bad = [], []
+  for number, line in enumerate(lines, 1):
+    try:
+      record = metrics.from_json(json.loads(line))
+    except (ValueError, RecursionError):  # RecursionError: nested thousands deep
+      record = None
+    step = record.get("step") if isinstance(record, dict) else None
+    if isinstance(step, int) and not isinstance(step, bool):
+      records.append(record)
+    elif line.strip():
+      bad.append(number)
+  damaged = [n for n in bad if n != len(lines)]
+  if damaged:
+    _log.warning("%s: %d of %d lines unreadable (the first: line %d), skipped", path, len(bad),
+                 len(lines), damaged[0])
+  return records
