@@ -154,22 +154,6 @@ def test_shortcuts_stage_is_checked_before_anything_runs(tmp_path):
   assert not study.Study(c, str(tmp_path / "b")).runs_shortcuts()
 
 
-def test_a_cache_dir_the_study_does_not_read_is_said(tmp_path, caplog):
-  """--config.data.cache_dir was ignored in silence: every run of a study uses DIR/cache."""
-  from test_train_support import warnings_of_rsvqa_jax  # pylint: disable=g-import-not-at-top
-  c = micro_config()
-  config_lib.apply_overrides(c, [f"data.cache_dir={tmp_path / 'shared'}"])
-  with warnings_of_rsvqa_jax(caplog):
-    s = study.Study(c, str(tmp_path / "a"))
-  assert [r.getMessage() for r in caplog.records] == [
-      f"config data.cache_dir={tmp_path / 'shared'} is not read by a study: its caches live in "
-      f"{s.cache}"]
-  caplog.clear()
-  with warnings_of_rsvqa_jax(caplog):
-    study.Study(micro_config(), str(tmp_path / "b"))
-  assert not caplog.records
-
-
 @pytest.mark.parametrize("overrides,message", [
     (["study.images=8", "study.questions_per_image=4"],
      r"data/main: 2\d training questions from 8 generated images \(study.images\), fewer than "
@@ -269,18 +253,38 @@ def test_moved_study_resumes_and_reevaluates_in_its_new_place(done, tmp_path):
     os.rename(hidden, workdir)
 
 
-def test_copied_study_resumes_on_its_own_files_beside_the_original(done, tmp_path):
+def test_copied_study_resumes_on_its_own_files_beside_the_original(done, tmp_path, caplog):
   """A copy refused its runs ("another config": their cache paths named the original's) while
-  the original stayed in place."""
+  the original stayed in place. A --config.data.cache_dir was ignored in silence (every run of a
+  study uses DIR/cache): it is a WARNING, and report.md lists the WARNINGs of every invocation."""
+  from test_train_support import warnings_of_rsvqa_jax  # pylint: disable=g-import-not-at-top
   workdir, _, _ = done
   copy = str(tmp_path / "copy")
   shutil.copytree(workdir, copy)
   acc = os.path.join(copy, "runs", RUNS[1], "seed0", "eval", "test", "accuracy.json")
   os.remove(acc)
-  result = study.run_study(micro_config(), copy, log=lambda _: None)
+  before = {w["message"]: w["count"] for w in done[1]["warnings"]}  # the original's, copied
+  c = micro_config()
+  config_lib.apply_overrides(c, [f"data.cache_dir={tmp_path / 'shared'}"])
+  with warnings_of_rsvqa_jax(caplog):
+    result = study.run_study(c, copy, log=lambda _: None)
   assert result["trained_this_call"] == 0 and os.path.exists(acc)
   run = os.path.join(copy, "runs", RUNS[0], "seed0")
   assert checkpointing.read_config(run).data.cache_dir.startswith(copy)
+  said = (f"config data.cache_dir={tmp_path / 'shared'} is not read by a study: its caches live "
+          f"in {copy}/cache")
+  messages = [r.getMessage() for r in caplog.records]
+  assert said in messages
+  assert {w["message"]: w["count"] for w in result["warnings"]} == {
+      m: before.get(m, 0) + messages.count(m) for m in {*before, *messages}}  # each counted
+  result = study.run_study(micro_config(), copy, log=lambda _: None)  # kept across invocations
+  assert {w["message"]: w["count"] for w in result["warnings"]}[said] == 1
+  with open(os.path.join(copy, "report.md"), encoding="utf-8") as f:
+    report = f.read()
+  listed = report.split("## Warnings\n", 1)[1].split("## ", 1)[0]
+  assert f"{said}\n" in listed and "over every invocation" in listed
+  with open(os.path.join(workdir, "report.md"), encoding="utf-8") as f:
+    assert "## Warnings" in f.read()
 
 
 def _run(oa, aa, a, b, adv=None, val=0.5):

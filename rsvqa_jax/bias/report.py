@@ -450,6 +450,17 @@ def summary(study, columns):
   return textwrap.fill(" ".join(out), width=100, break_on_hyphens=False)
 
 
+def warnings_section(warnings):
+  """The report's list of the WARNINGs logged while the study ran (study/journal.Warnings)."""
+  if not warnings:
+    return ["## Warnings", "", "None: no WARNING was logged while this folder's study ran.", ""]
+  listed = [w["message"] + (f"  [logged {w['count']} times]" if w["count"] > 1 else "")
+            for w in warnings]
+  return ["## Warnings", "", f"{len(warnings)} distinct WARNING(s) logged while this folder's "
+          "study ran, over every invocation (also in warnings.json); read them before the "
+          "numbers:", "", "```text", *listed, "```", ""]
+
+
 def _timings(study):
   values = study["timings"]
   groups = {}
@@ -497,6 +508,7 @@ def write_report(directory, study):
       f"Dataset: {ds['label']} at `{ds['root']}` ({sizes} questions); evaluated on the "
       f"{study['split']} split. Seeds: {', '.join(map(str, study['seeds']))}.", "",
       "## Summary", "", text, "",
+      *warnings_section(study.get("warnings", [])),
       "## Reading", "", reading(study, columns, flags), "", thresholds_text(study), "",
       "## Settings", "", tables.to_markdown(settings_table(study)),
       "## Reference models (Table 2 layout)", "", tables.to_markdown(t2), flags.note(), "",

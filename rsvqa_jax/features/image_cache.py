@@ -11,9 +11,10 @@ Anything that changes the features changes the key, so an old entry is simply ne
 Entries are built through storage.cached (by one process at a time, renamed into place when
 complete); on open, the manifest, its image ids, array shapes and the checksums of the features
 and the map are verified (a checksum is computed again only for a file whose stat stamp changed
-since it last matched), and a bad entry is rebuilt. Features that are not finite (NaN or inf: damaged weights, or an image
-that overflows the encoder) are never written, and an entry holding any is rebuilt, so the
-error names the image instead of a training run diverging at its first step.
+since it last matched), and a bad entry is rebuilt. Features that are not finite (NaN or inf:
+damaged weights, or an image that overflows the encoder) are never written, and an entry holding
+any is rebuilt, so the error names the image instead of a training run diverging at its first
+step.
 A cache hit reads files only: the encoder is built on a miss.
 """
 import dataclasses

@@ -25,6 +25,7 @@ Layout of DIR:
                                synthetic only): each grid run's relevance maps, scored
   analysis/, figures/          tables (CSV / Markdown / LaTeX) and PNGs
   study.json, timings.json, report.md
+  warnings.json                WARNINGs logged while the study ran, counted (report.md lists them)
   study_config.json            the study section, recorded at the folder's first study
 An interrupted study resumes: a run whose evaluation files record the study's settings is
 skipped (reuse.py: files of another K, pool, seed or checkpoint are evaluated again), a finished
@@ -44,7 +45,8 @@ The stages are the library's own steps, composed, one module each, in protocol.p
   balanced_twin.py      the balanced twin's pair and analysis
   shortcuts.py          the shortcut OOD benchmark and its pair (eval/shortcuts.py)
   settings.py, report.py  the settings table; study.json and report.md (bias/report.py)
-with names.py (weights, roles, run names) and journal.py (log lines, timings) shared by all;
+with names.py (weights, roles, run names) and journal.py (log lines, timings, warnings) shared
+by all;
 the grounding and answerability stages are eval/grounding.py's and eval/answerability.py's.
 """
 from rsvqa_jax.study.language_models import random_distilbert, random_skipthoughts

@@ -1,4 +1,7 @@
-"""What a study tells as it goes (one line per stage or run) and what it keeps of its timings."""
+"""What a study tells as it goes (one line per stage or run) and what it keeps of its timings
+and of the WARNINGs its stages logged."""
+import contextlib
+import logging
 import time
 
 from rsvqa_jax import storage
@@ -25,3 +28,38 @@ class Timings:
   def record(self, key, seconds):
     self.values[key] = round(float(seconds), 2)
     storage.write_json(self.path, self.values)
+
+
+class Warnings(logging.Handler):
+  """The WARNINGs rsvqa_jax logs while a study runs, counted per message and kept across
+  invocations in DIR/warnings.json: the report lists them, those of runs an earlier invocation
+  trained included, where a console scrolled past them (or a --quiet run's log was not kept)."""
+
+  def __init__(self, path):
+    super().__init__(logging.WARNING)
+    self.path = path
+    kept = storage.read_json(path)
+    self.counts = ({m: c for m, c in kept.items() if isinstance(c, int) and c > 0}
+                   if isinstance(kept, dict) else {})
+
+  def emit(self, record):
+    try:
+      message = record.getMessage()
+      self.counts[message] = self.counts.get(message, 0) + 1
+      storage.write_json(self.path, self.counts)
+    except Exception:  # pylint: disable=broad-except
+      self.handleError(record)  # logging's own way: a full disk must not stop the study here
+
+  @contextlib.contextmanager
+  def caught(self):
+    """Counts the package's WARNINGs (and worse) logged inside the block."""
+    logger = logging.getLogger("rsvqa_jax")
+    logger.addHandler(self)
+    try:
+      yield self
+    finally:
+      logger.removeHandler(self)
+
+  def listed(self):
+    """[{"message", "count"}] in the order first logged."""
+    return [{"message": m, "count": c} for m, c in self.counts.items()]

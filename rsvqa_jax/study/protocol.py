@@ -47,8 +47,9 @@ class Study:
   """A study config bound to its folder: what every stage shares.
 
   Read: `config`, `s` (its study section), `dir`, `cache` (DIR/cache). Written as stages go:
-  `progress` (one log line per stage or run), `timings` (DIR/timings.json) and `trained` (runs
-  trained, not merely found finished, by this invocation).
+  `progress` (one log line per stage or run), `timings` (DIR/timings.json), `warnings`
+  (DIR/warnings.json) and `trained` (runs trained, not merely found finished, by this
+  invocation).
   """
 
   def __init__(self, config, workdir, log=_log.info):
@@ -58,12 +59,10 @@ class Study:
     self.s = config.study
     self.dir = os.path.abspath(workdir)
     self.cache = os.path.join(self.dir, "cache")
-    if config.data.cache_dir:  # every run of the study is given DIR/cache (runs.config_for)
-      _log.warning(f"config data.cache_dir={config.data.cache_dir} is not read by a study: its "
-                   f"caches live in {self.cache}")
     os.makedirs(self.cache, exist_ok=True)
     self.progress = journal.Progress(log)
     self.timings = journal.Timings(os.path.join(self.dir, "timings.json"))
+    self.warnings = journal.Warnings(os.path.join(self.dir, "warnings.json"))
     self.trained = 0
 
   def runs_grounding(self):
@@ -95,8 +94,16 @@ class Study:
   # The protocol.
 
   def run(self):
-    """Runs (or resumes) every stage; the study's results, also in DIR/study.json."""
+    """Runs (or resumes) every stage; the study's results, also in DIR/study.json, whose
+    report lists the WARNINGs logged meanwhile (journal.Warnings)."""
+    with self.warnings.caught():
+      return self._stages()
+
+  def _stages(self):
     s = self.s
+    if self.config.data.cache_dir:  # every run of the study is given DIR/cache (runs.config_for)
+      _log.warning(f"config data.cache_dir={self.config.data.cache_dir} is not read by a study: "
+                   f"its caches live in {self.cache}")
     recorded.check_or_record(s, self.dir)  # a changed data size is refused before regenerating
     if s.compilation_cache:
       preparation.use_compilation_cache(self.cache)
@@ -124,6 +131,7 @@ class Study:
     if "answerability" in self.config and self.config.answerability.study.enabled:
       from rsvqa_jax.eval import answerability  # pylint: disable=g-import-not-at-top
       study["answerability"] = answerability.study_stage(self)  # DIR/answerability/
+    study["warnings"] = self.warnings.listed()
     path = report.write(self.dir, study)
     self.progress(f"report written: {path}")
     return study
