@@ -15,6 +15,7 @@ import dataclasses
 import functools
 import logging
 import os
+import re
 import reprlib
 
 import ml_collections
@@ -62,6 +63,40 @@ def _root_logger_kept(function):
         for handler in list(root.handlers):
           root.removeHandler(handler)
   return kept
+
+
+# Advice worded for the command line, in messages raised below the API (restore, adversarial
+# testing, the data checks, the prediction files' reader), with what a Python caller gives
+# instead: the command's wording (its tests assert it) is kept and the argument added beside it.
+_PYTHON_FORMS = (
+    (re.compile(r"\(--checkpoint last\)"), "(--checkpoint last; checkpoint='last' in load_run)"),
+    (re.compile(r"\(--pool dataset\)"), "(--pool dataset; pool='dataset' in evaluate)"),
+    (re.compile(r"use --adversarial random$"),
+     "use --adversarial random (adversarial_kind='random' in evaluate)"),
+    (re.compile(r"\(--split (\S+?)\)"), r"(--split \1; split='\1' in Python)"),
+    (re.compile(r"give the data it trained on, or train in another --workdir"),
+     "give the data it trained on (load_run data_root=), or train in another --workdir"),
+    (re.compile(r"^--data-root "), "load_run data_root "),  # read_config's, as load_run names it
+    (re.compile(r"run with --allow-pickle only"),
+     "run with --allow-pickle (allow_pickle=True in load_run) only"),
+)
+
+
+def _worded_for_python(function):
+  """Re-raises an RSVQAError whose message gives command-line advice (_PYTHON_FORMS) naming the
+  Python argument too; every other error passes unchanged."""
+  @functools.wraps(function)
+  def worded(*args, **kwargs):
+    try:
+      return function(*args, **kwargs)
+    except RSVQAError as e:
+      text = str(e)
+      for pattern, python in _PYTHON_FORMS:
+        text = pattern.sub(python, text)
+      if text == str(e):
+        raise
+      raise RSVQAError(text).with_traceback(e.__traceback__) from e.__cause__
+  return worded
 
 
 def _count(value, what, least):
@@ -133,6 +168,7 @@ class TrainedRun:
     return list(self._run.vocab.answers)
 
   @_root_logger_kept
+  @_worded_for_python
   def predict(self, images, questions):
     """The model's answer to each (image, question) pair: a list of strings.
 
@@ -230,6 +266,7 @@ class TrainedRun:
     return np.asarray(self._built["text"](tokens, mask), np.float32)
 
   @_root_logger_kept
+  @_worded_for_python
   def evaluate(self, split="test", adversarial_kind=None, repeats=None, seed=0, pool="dataset"):
     """The accuracy table of `split` (clean, or with `adversarial_kind` substitutions).
 
@@ -250,9 +287,12 @@ class TrainedRun:
         raise RSVQAError(f"evaluate {name}={value!r}: choose one of {', '.join(choices)}")
     if pool != "dataset" and adversarial_kind != "random":
       raise RSVQAError(f"evaluate pool={pool!r}: applies to adversarial_kind='random' only")
-    repeats = adversarial.chosen_repeats(
-        adversarial_kind, None if repeats is None else _count(repeats, "repeats", 1),
-        "evaluate repeats=")
+    if repeats is not None:
+      repeats = _count(repeats, "repeats", 1)
+      if repeats > config_lib.MAX_REPEATS:  # adversarial.evaluate names it as --repeats
+        raise RSVQAError(f"evaluate repeats={repeats}: must be from 1 to "
+                         f"{config_lib.MAX_REPEATS}")
+    repeats = adversarial.chosen_repeats(adversarial_kind, repeats, "evaluate repeats=")
     seed = _count(seed, "seed", 0)
     with skipthoughts_params.pickle_allowed(self._allow_pickle):
       if adversarial_kind is None:
@@ -262,6 +302,7 @@ class TrainedRun:
 
 
 @_root_logger_kept
+@_worded_for_python
 def load_run(workdir, *, checkpoint="best", data_root=None, allow_pickle=False):
   """A trained workdir restored at its best-on-validation (or "last") checkpoint.
 
@@ -282,6 +323,7 @@ def load_run(workdir, *, checkpoint="best", data_root=None, allow_pickle=False):
 
 
 @_root_logger_kept
+@_worded_for_python
 def analyze(data_root, dataset, predictions=None, adversarial_predictions=None, split=None):
   """The dataset analysis of `data_root` (layout `dataset`), with a model's files if given.
 
