@@ -168,7 +168,7 @@ def test_readers_and_normalise_agree(tmp_path):
   for variant in ("lr", "hr"):
     synthetic.generate(str(tmp_path / variant), variant, images=6, seed=0, questions_per_image=6)
   entries = {str(i): {"Image_ID": f"{i}.JPG", "Question": "Is it?", "Ground_Truth": a,
-                      "Question_Type": "Yes_No"} for i, a in enumerate(["Yes", " no", 3])}
+                      "Question_Type": "Yes_No"} for i, a in enumerate(["Yes", " no", "NO"])}
   (tmp_path / "flood").mkdir()
   (tmp_path / "flood" / "Training_Question.json").write_text(json.dumps(entries))
   for root, name in (("lr", "lr"), ("hr", "hr"), ("flood", "floodnet")):

@@ -134,6 +134,18 @@ def test_floodnet_counts_that_are_no_whole_number_are_refused(tmp_path, truth, m
                   "question 0: " + message)
 
 
+@pytest.mark.parametrize("truth", ["Maybe", "flooded", "3"])
+def test_floodnet_yes_no_answers_are_yes_or_no(tmp_path, truth):
+  """Any text was read as an answer of its own under Yes_No, a third class in its priors."""
+  yes_no = FLOODNET_TRAIN["2"]
+  _floodnet_error(tmp_path, _floodnet_text([("2", dict(yes_no, Ground_Truth=truth))]),
+                  f"question 2: condition_yes_no answer '{truth}' is not one of yes, no$")
+  write_json(tmp_path / "ok" / "Training_Question.json",
+             {"2": yes_no, "3": dict(yes_no, Ground_Truth=" NO ")})
+  assert other_datasets.read_floodnet(str(tmp_path / "ok"))["train"].answer.tolist() == [
+      "yes", "no"]
+
+
 def test_floodnet_and_rsivqa_counts_are_spelt_one_way(tmp_path):
   """'03', 3 and 3.0 (a count column pandas wrote as floats) were up to three answers."""
   write_json(tmp_path / "flood" / "Training_Question.json",

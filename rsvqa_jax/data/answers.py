@@ -22,7 +22,7 @@ Where this differs from the original PyTorch RSVQA code (DESIGN.md section 3), a
   the readers apply to the files (`normalise_prediction`). Whitespace is stripped, and case
   folded for FloodNet, as its reader does, and for the LR / HR types whose answers are a closed
   set (yes / no, rural / urban: `CLOSED_ANSWERS`), where any other answer is an error too ("12"
-  to a presence question is no class of its own). Counts are binned by their digits, so an
+  to a presence question is no class of its own), as it is for FloodNet's Yes_No questions. Counts are binned by their digits, so an
   answer of 10^400 falls in the top bin instead of overflowing a float. FloodNet's counting
   answers are counts as HR's are (leading zeros dropped, anything but a whole number >= 0 an
   error: "03" and "3" were two answers, -3 one of its own); RSIVQA's count answers drop leading
@@ -62,10 +62,12 @@ ORIGINAL_LABELS = {
 # The question types (as the readers name them) whose answers are counts: whole numbers >= 0.
 COUNT_TYPES = {"hr": ("count",), "floodnet": ("simple_counting", "complex_counting")}
 
-# LR / HR question types whose answer set is closed: another answer is an error, as a count
-# answer that is not a number is, instead of becoming a class of its own; case is folded.
-CLOSED_ANSWERS = {"presence": ("yes", "no"), "comp": ("yes", "no"),
-                  "rural_urban": ("rural", "urban")}
+# Question types whose answer set is closed, per dataset: another answer is an error, as a
+# count answer that is not a number is, instead of becoming a class of its own; case is folded.
+_RSVQA_CLOSED = {"presence": ("yes", "no"), "comp": ("yes", "no"),
+                 "rural_urban": ("rural", "urban")}
+CLOSED_ANSWERS = {"lr": _RSVQA_CLOSED, "hr": _RSVQA_CLOSED,
+                  "floodnet": {"condition_yes_no": ("yes", "no")}}
 
 _AREA_RE = re.compile(r"^\s*([0-9]+(?:\.[0-9]*)?|\.[0-9]+)\s*m2\s*$")  # ASCII digits, as counts
 
@@ -142,10 +144,10 @@ def normalise(dataset, qtype, raw):
     return count_digits(text)
   if dataset == "rsivqa" and qtype == "count" and text.isascii() and text.isdigit():
     return count_digits(text)
-  if dataset in ("lr", "hr") and qtype in CLOSED_ANSWERS:
-    if text.lower() not in CLOSED_ANSWERS[qtype]:
-      raise ValueError(f"{qtype} answer {_shown(raw)} is not one of "
-                       f"{', '.join(CLOSED_ANSWERS[qtype])}")
+  closed = CLOSED_ANSWERS.get(dataset, {}).get(qtype)
+  if closed:
+    if text.lower() not in closed:
+      raise ValueError(f"{qtype} answer {_shown(raw)} is not one of {', '.join(closed)}")
     return text.lower()
   return text
 

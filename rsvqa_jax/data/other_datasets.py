@@ -16,9 +16,10 @@ Condition_Recognition is divided by its question into condition_road (the questi
 the road) and condition_scene (the overall condition); the types read are
 simple_counting, complex_counting, condition_yes_no (Yes_No), condition_road and
 condition_scene ("Road_Condition_Recognition", found in derived files, maps to
-condition_road). Answers are lower-cased strings ("Yes" -> "yes", 3 -> "3"), those of the
-counting types whole numbers >= 0 without leading zeros ("03" -> "3"; a JSON number written
-3.0 reads 3; -3, 2.5 or "three" is an error: data/answers.normalise); raw_answer keeps the
+condition_road). Answers are lower-cased strings ("Yes" -> "yes", 3 -> "3"), those of Yes_No
+yes or no, those of the counting types whole numbers >= 0 without leading zeros ("03" -> "3";
+a JSON number written 3.0 reads 3; "maybe" to a Yes_No question, -3, 2.5 or "three" to a
+counting one is an error: data/answers.normalise); raw_answer keeps the
 file's value as a string; a null or empty Image_ID, Question or Ground_Truth, or a
 question id that is not an integer or is given twice (also as "3" and "03"), is an error.
 Image ids are the numeric stems of Image_ID ("10165.JPG" -> 10165), or consecutive numbers
