@@ -117,11 +117,23 @@ MAXIMA = {
     "model.mutan_rank": 64,
     "image.pretrain.image_size": 4096,
     "train.length_buckets": 512,
+    # Pools per answerability batch (x answerability.pool_size pairs): bounded as a global batch;
+    # 10**20 was refused only once the dataset was generated, the ResNet pretrained and the
+    # workdir had recorded the config (train/answerability._train).
+    "answerability.batch_pools": 65536,
 }
 # List keys that must not be empty, and what to give instead: every question is padded to a bucket
 # of train.length_buckets, so none is an IndexError later. (Their order does not matter: every
 # reader sorts them.)
 NON_EMPTY = {"train.length_buckets": "one token width at least, such as (64,) for a single width"}
+# List keys whose entries are text, read with str methods: `--config.study.table2_rows=1` (an
+# entry read as a number) was an AttributeError in the study checks, as was a plant of 0.9.
+TEXT_LISTS = ("study.table2_rows", "study.shortcuts.plant", "study.baseline.overrides")
+# The largest sizes of a study.lm entry (a random-init language model, study/language_models.py,
+# whose lower bounds and types the study checks give): a DistilBERT of 10**20 layers or width
+# passed every check and would be built layer by layer in numpy until the memory ran out. Widths
+# take the text keys' bound; DistilBERT has 6 layers, BERT-large 24.
+LM_MAXIMA = {**dict.fromkeys(("dim", "hidden_dim", "word_dim", "heads"), 8192), "layers": 64}
 
 
 _MISSING = object()
@@ -147,8 +159,9 @@ def _outside(value, interval):
 
 def check(config):
   """One-line RSVQAError for a value outside its key's choices (see CHOICES) or its interval (see
-  RANGES, MAXIMA, NON_EMPTY), before a run creates or records anything. Keys the config lacks (the
-  study keys of a training config) are skipped."""
+  RANGES, MAXIMA, NON_EMPTY, TEXT_LISTS, LM_MAXIMA), or meaningless beside other keys, before a run
+  creates or records anything. Keys the config lacks (the study keys of a training config) are
+  skipped."""
   for key, allowed in CHOICES.items():
     node = _lookup(config, key, missing=_MISSING)  # a null (hand-edited config.json) is no choice
     listed = isinstance(node, (tuple, list))
@@ -176,7 +189,63 @@ def check(config):
         raise RSVQAError(f"config {key}={value!r}: {which}must be at most {MAXIMA[key]}")
     if listed and not value and key in NON_EMPTY:
       raise RSVQAError(f"config {key}={value!r}: give {NON_EMPTY[key]}")
+  for key in TEXT_LISTS:
+    value = _lookup(config, key, missing=())
+    for entry in value if isinstance(value, (tuple, list)) else ():
+      if not isinstance(entry, str):
+        raise RSVQAError(f"config {key}={tuple(value)!r}: {entry!r} is of type "
+                         f"{type(entry).__name__}; each entry must be text (a quoted string)")
+  _check_lm_sizes(config)
+  _check_training(config)
+  _check_study_stages(config)
   _check_one_source(config)
+
+
+def _check_lm_sizes(config):
+  """Each study.lm entry's sizes at most LM_MAXIMA, and its Skip-thoughts update-gate bias finite
+  (inf, as 1e999, or NaN passed every check)."""
+  for name, entry in (_lookup(config, "study.lm") or {}).items():
+    for size, most in LM_MAXIMA.items():
+      value = entry.get(size)
+      if isinstance(value, (int, float)) and not isinstance(value, bool) and value > most:
+        raise RSVQAError(f"config study.lm.{name}.{size}={value!r}: must be at most {most}")
+    bias = entry.get("update_bias", 0.0)
+    if isinstance(bias, float) and not math.isfinite(bias):
+      raise RSVQAError(f"config study.lm.{name}.update_bias={bias!r}: must be a finite number")
+
+
+def _check_training(config):
+  """Settings each in its interval but meaningless together with the rest."""
+  factor = _lookup(config, "train.divergence_factor")
+  # loop.Divergence stops a run whose loss stays above factor x its first-step loss: at 0.5 a
+  # learning run (loss 1.947 -> 1.888) was stopped as "diverged", told to lower its lr.
+  if isinstance(factor, (int, float)) and 0 < factor <= 1:
+    raise RSVQAError(f"config train.divergence_factor={factor!r}: must be above 1, or 0 (off): a "
+                     "run stops when its loss stays above this many times its first-step loss, "
+                     "as a learning run's does at 1 or less")
+  optim, text = _lookup(config, "optim"), _lookup(config, "text")
+  # lr 0 freezes the head (train/optimizers: set_to_zero); with no language model trained either
+  # a run trains nothing and reports its random init as a result.
+  if optim is not None and text is not None and optim.lr == 0 and (text.frozen or
+                                                                    optim.text_lr == 0):
+    frozen = "text.frozen=true" if text.frozen else "optim.text_lr=0"
+    raise RSVQAError(f"config optim.lr={optim.lr!r}: with {frozen} nothing would train; give "
+                     "the head a learning rate above 0")
+
+
+def _check_study_stages(config):
+  """A study stage's settings that the study checks index with (a KeyError there)."""
+  s = _lookup(config, "study")
+  if s is None or not s.get("synthetic"):
+    return
+  sc = s.get("shortcuts")
+  if sc is not None and sc.get("enabled") and sc.get("language_model") not in s.get("lm", {}):
+    raise RSVQAError(f"config study.shortcuts.language_model={sc.language_model!r}: not in "
+                     f"study.lm (it has {', '.join(sorted(s.lm.keys()))})")
+  b = s.get("balanced")
+  if b is not None and b.get("enabled") and not b.get("seeds", (0,)):
+    raise RSVQAError("config study.balanced.seeds=(): give one or more seeds for the balanced "
+                     "twin's runs, or set study.balanced.enabled=false")
 
 
 def _check_one_source(config):
@@ -227,6 +296,14 @@ def check_weights(config, *, image=True):
     raise RSVQAError(f"config text.checkpoint={text}: {not_a_folder(text)}; give the folder "
                      f"of the {config.text.encoder} weights")
   check_text_encoder(config.text)
+  # A ResNet file or folder naming nothing was refused by the encoder, after the dataset stage
+  # (a synthetic dataset generated, on synthetic data too). synthetic_resnet reads none.
+  weights, arch = config.image.checkpoint, config.image.arch
+  if image and arch != "synthetic_resnet" and not is_random(weights) and not os.path.exists(
+      weights):
+    raise RSVQAError(f"config image.checkpoint={weights}: no such file or folder; give the "
+                     f"{arch} weights (torchvision file or Hugging Face folder), or "
+                     f"{RANDOM} for random-init features")
   if config.data.synthetic:
     return
   if config.text.encoder == "skipthoughts" and not config.text.checkpoint:
