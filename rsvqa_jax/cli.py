@@ -24,6 +24,7 @@ import threading
 from tqdm import tqdm
 
 from rsvqa_jax import __version__, host_memory
+from rsvqa_jax.commands import argument_types
 from rsvqa_jax.errors import RSVQAError
 
 COMMANDS = {
@@ -100,6 +101,7 @@ def build_parser(argv):
       _load(name).add_arguments(p)
       _show_defaults(p)
       _once(p)
+      argument_types.expand_home(p)  # --out=~/x: the shell left the ~ as it was
   return parser
 
 

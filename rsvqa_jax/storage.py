@@ -13,9 +13,9 @@ import json
 import logging
 import math
 import os
+import secrets
 import shutil
 import socket
-import tempfile
 import time
 
 import numpy as np
@@ -36,7 +36,10 @@ def building(parent, name):
   If another process completed the same entry first, theirs is kept.
   """
   os.makedirs(parent, exist_ok=True)
-  tmp = tempfile.mkdtemp(prefix=f".tmp-{name}-", dir=parent)
+  try:
+    tmp = _fresh_folder(parent, f".tmp-{name}-")
+  except OSError as e:  # named the temporary folder (`.tmp-NAME-x1y2`) the user never gave
+    raise OSError(e.errno, e.strerror, os.path.join(parent, name)) from None
   try:
     yield tmp
     try:
@@ -46,6 +49,19 @@ def building(parent, name):
         raise
   finally:
     shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _fresh_folder(parent, prefix):
+  """A new folder parent/PREFIX<random>, made with the permissions the umask gives: mkdtemp's
+  are 0700, so a dataset, benchmark or cache entry built in one was unreadable to the group of
+  users sharing it."""
+  while True:
+    path = os.path.join(parent, prefix + secrets.token_hex(4))
+    try:
+      os.mkdir(path)
+      return path
+    except FileExistsError:
+      continue
 
 
 OWNER = ".owner.json"  # in a building_owned folder: the pid and host building it

@@ -284,3 +284,30 @@ def test_a_simulated_device_count_that_is_no_whole_number_is_one_line(monkeypatc
       f"{value}: the number of simulated CPU devices must be a whole number >= 1"]
   monkeypatch.setenv("XLA_FLAGS", "--xla_force_host_platform_device_count=8")
   assert _run(capsys, "config", "--config", "configs/synthetic_tiny.py")[0] == 0
+
+
+@pytest.mark.parametrize("argv,dest", [
+    (["synth", "--out=~/d"], "out"),
+    (["validate", "--data=~/d"], "data"),
+    (["features", "--data=~/d", "--cache=~/c"], "cache"),
+    (["train", "--config=~/c.py", "--workdir=~/w"], "workdir"),
+    (["evaluate", "--workdir=~/w", "--data-root=~/d"], "data_root"),
+    (["evaluate", "--seeds=~/w"], "seeds"),
+    (["analyze", "--data=~/d", "--out=~/o", "--predictions=~/p.csv"], "predictions"),
+    (["tables", "--runs=~/r", "--out=~/t"], "runs"),
+    (["shortcuts", "--data=~/d", "--out=~/o"], "out"),
+    (["grounding", "--workdir=~/w", "--out=~/o"], "out"),
+    (["answerability", "score", "--scores=~/s", "--labels=~/l", "--out=~/o"], "scores"),
+    (["convert", "--kind", "resnet", "--src=~/s.pth", "--out=~/o.safetensors"], "src"),
+    (["config", "--config=~/c.py"], "config"),
+    (["study", "--config=~/c.py", "--workdir=~/w"], "workdir"),
+])
+def test_a_tilde_the_shell_left_in_a_path_is_the_home_folder(monkeypatch, argv, dest):
+  # `--out=~/d` is one word: the shell expands no ~ in it, and the command wrote ./~/d.
+  monkeypatch.setenv("HOME", "/home/someone")
+  args = cli.build_parser(argv).parse_args(argv)
+  value = getattr(args, dest)
+  assert (value[0] if isinstance(value, list) else value).startswith("/home/someone/"), value
+  if argv[0] == "evaluate":  # choices are no paths
+    assert args.checkpoint == "best"
+

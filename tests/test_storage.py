@@ -4,6 +4,8 @@ import json
 import logging
 import math
 import os
+import pathlib
+import stat
 
 import pytest
 
@@ -35,6 +37,30 @@ def test_built_once_then_opened(tmp_path):
   assert storage.cached(str(tmp_path), "e", open_entry, build, "test entry") == "built 1"
   assert len(builds) == 1
   assert sorted(os.listdir(tmp_path)) == [".e.lock", "e"]  # no temporary folder left
+
+
+def test_a_folder_that_cannot_be_made_is_named_not_its_temporary_twin(tmp_path):
+  # A name of 250 characters fits the file system, `.tmp-NAME-x1y2z3w4` does not: the error
+  # named that temporary folder, which the user never gave.
+  name = "x" * 250
+  with pytest.raises(OSError) as raised:
+    with storage.building(str(tmp_path), name):
+      pass
+  assert raised.value.filename == os.path.join(str(tmp_path), name)
+  assert os.listdir(tmp_path) == []
+
+
+@pytest.mark.parametrize("umask", [0o022, 0o027])
+def test_a_built_folder_has_the_permissions_the_umask_gives(tmp_path, umask):
+  """mkdtemp made every dataset, benchmark and cache entry 0700: unreadable to a lab's group."""
+  old = os.umask(umask)
+  try:
+    with storage.building(str(tmp_path), "entry") as tmp:
+      (pathlib.Path(tmp) / "file").write_text("x")
+  finally:
+    os.umask(old)
+  assert stat.S_IMODE(os.stat(tmp_path / "entry").st_mode) == 0o777 & ~umask
+  assert stat.S_IMODE(os.stat(tmp_path / "entry" / "file").st_mode) == 0o666 & ~umask
 
 
 def test_a_corrupted_entry_is_a_warning_and_built_again(tmp_path, caplog):

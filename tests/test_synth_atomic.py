@@ -175,6 +175,16 @@ def test_two_synth_processes_at_once_both_succeed(tmp_path):
   assert synthetic.read_manifest(out)["images"] == 4 and sorted(os.listdir(tmp_path)) == ["data"]
 
 
+def test_a_tilde_the_shell_left_is_the_home_folder_not_one_in_the_cwd(tmp_path, monkeypatch):
+  # `--out=~/d` (one word) and a quoted "~/d" reach the command unexpanded: it wrote ./~/d.
+  monkeypatch.setenv("HOME", str(tmp_path / "home"))
+  monkeypatch.chdir(tmp_path)
+  for out in ("--out=~/d", "--out=~/d/"):
+    assert cli.main(["-q", "synth", out, "--images", "4", "--questions-per-image", "2"]) == 0
+  assert sorted(os.listdir(tmp_path)) == ["home"]
+  assert synthetic.read_manifest(str(tmp_path / "home" / "d")) is not None
+
+
 def test_synth_command_refuses_a_users_folder_in_one_line(tmp_path, capsys):
   out = tmp_path / "mine"
   out.mkdir()

@@ -3,6 +3,7 @@ one-line usage error naming the option, before the command does any work (a nega
 otherwise reached NumPy, a NaN prior strength a dataset that never matched its own record)."""
 import argparse
 import math
+import os
 
 from rsvqa_jax.config import MAX_REPEATS, SEED
 
@@ -69,3 +70,30 @@ def _int(text):
     return int(text)
   except ValueError:
     raise argparse.ArgumentTypeError(f"{text}: not a whole number") from None
+
+
+# The options (by dest) that name a file or folder, in any command.
+PATH_OPTIONS = frozenset({
+    "out", "data", "data_root", "workdir", "seeds", "runs", "predictions",
+    "adversarial_predictions", "shortcuts", "config", "cache", "checkpoint", "pretrained_dir",
+    "image_labels", "src", "predicted", "truth", "confidence", "scores", "labels", "val_scores",
+    "val_labels", "pool", "docs"})
+
+
+def home(text):
+  """A path with its leading ~ (or ~user) expanded. The shell expands it only at the start of a
+  word of its own: `--out=~/x` or a quoted "~/x" came through as is, and the command then wrote
+  into (or read) a folder named `~` in the current folder."""
+  return os.path.expanduser(text)
+
+
+def expand_home(parser):
+  """Gives each path option of a command's `parser` (PATH_OPTIONS) the `home` type (cli.py).
+  Options with choices (evaluate --checkpoint best|last, --pool dataset|split) are left alone."""
+  for action in parser._actions:  # pylint: disable=protected-access
+    if isinstance(action, argparse._SubParsersAction):  # pylint: disable=protected-access
+      for sub in action.choices.values():
+        expand_home(sub)
+    elif (action.dest in PATH_OPTIONS and action.option_strings and action.type is None
+          and action.choices is None and action.nargs != 0):
+      action.type = home
