@@ -127,6 +127,17 @@ def test_issue_examples_and_numeric_looking_paths():
     config_lib.override(c, "image.batch_size", "big")
 
 
+def test_a_tilde_in_a_path_key_is_the_home_folder(monkeypatch):
+  """`--config.data.cache_dir=~/c` is one shell word: its ~ reached the run, which wrote ./~/c."""
+  monkeypatch.setenv("HOME", "/home/someone")
+  c = config_lib.base_config()
+  config_lib.apply_overrides(c, [f"{key}=~/x" for key in config_lib.PATH_KEYS] +
+                             ["data.train_split=~x"])
+  assert [c[k.split(".")[0]][k.split(".")[1]] for k in config_lib.PATH_KEYS] == [
+      "/home/someone/x"] * len(config_lib.PATH_KEYS)
+  assert c.data.train_split == "~x"  # no path: kept as written
+
+
 def test_print_config_shows_the_effective_config_and_runs_nothing(tmp_path, capsys):
   spec = os.path.join(ROOT, "configs", "synthetic_tiny.py")
   workdir = tmp_path / "w"

@@ -17,7 +17,8 @@ from rsvqa_jax.config.checks import (CHOICES, FRACTION, MAX_REPEATS, MAXIMA, NON
                                      NON_NEGATIVE, POSITIVE, RANGES, SEED, WIDTH, check,
                                      check_text_encoder, check_weights, is_random)
 from rsvqa_jax.config.defaults import (ANSWERABILITY_LOSSES, AUGMENT_VARIANTS, FEATURES_DIR,
-                                       FUSIONS, LANGUAGE_MODELS, PRETRAINED_DIR, QUESTIONS_DIR,
+                                       FUSIONS, LANGUAGE_MODELS, PATH_KEYS, PRETRAINED_DIR,
+                                       QUESTIONS_DIR,
                                        RANDOM, RESNET_DEPTHS, SELECT_METRICS,
                                        answerability_section, base_config,
                                        data_section, image_section, lm_entry, model_section,
@@ -37,7 +38,7 @@ __all__ = [
     "FRACTION", "FREE_SECTIONS", "FUSIONS", "LANGUAGE_MODELS", "MAX_REPEATS", "MAXIMA",
     "NON_EMPTY",
     "NON_NEGATIVE",
-    "POSITIVE", "PRETRAINED_DIR", "QUESTIONS_DIR", "RANDOM", "RANGES", "RECORDED_IN",
+    "PATH_KEYS", "POSITIVE", "PRETRAINED_DIR", "QUESTIONS_DIR", "RANDOM", "RANGES", "RECORDED_IN",
     "RESNET_DEPTHS", "RETIRED_KEYS", "RUN_CONTROL_KEYS", "SEED", "SELECT_METRICS", "WIDTH",
     "answerability_section", "apply_flags", "apply_overrides", "argument_error", "base_config",
     "cache_dir", "caches_questions", "check", "check_text_encoder", "check_weights", "config_path",

@@ -1,10 +1,11 @@
 """Command-line overrides (`--config.a.b=value`): a key the config does not have, or a value of
 the wrong type, is an RSVQAError naming it."""
 import ast
+import os
 
 import ml_collections
 
-from rsvqa_jax.config.defaults import base_config
+from rsvqa_jax.config.defaults import PATH_KEYS, base_config
 from rsvqa_jax.errors import RSVQAError
 
 def _parse_literal(text):
@@ -77,6 +78,8 @@ def override(config, key, text):
   if isinstance(old, ml_collections.ConfigDict):
     raise RSVQAError(f"--config.{key}: is a section, set one of its keys instead")
   value = _value(key, text, old, node.get_type(name))
+  if key in PATH_KEYS and isinstance(value, str):
+    value = os.path.expanduser(value)  # --config.data.root=~/x: the shell left the ~ as it was
   try:
     node[name] = value
   except TypeError as e:

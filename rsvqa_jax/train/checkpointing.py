@@ -37,8 +37,6 @@ _log = logging.getLogger(__name__)
 
 CONFIG_FILE = "config.json"
 RECORDED_IN = config_lib.RECORDED_IN
-PATH_KEYS = ("data.root", "data.cache_dir", "text.checkpoint", "image.checkpoint",
-             "image.pretrained_dir")
 
 
 def check_or_record_config(workdir, config, *, record=True):
@@ -73,10 +71,10 @@ def check_or_record_config(workdir, config, *, record=True):
 
 
 def _paths_resolved(identity):
-  """An identity whose paths (PATH_KEYS) are absolute, for comparing: '/data/lr/', '/data/lr'
+  """An identity whose paths (config PATH_KEYS) are absolute, for comparing: '/data/lr/', '/data/lr'
   and '../lr' from /data/runs name one folder, so a run resumed with another spelling of its
   data is the same run."""
-  for key in PATH_KEYS:
+  for key in config_lib.PATH_KEYS:
     section, name = key.split(".")
     value = identity.get(section, {}).get(name)
     if isinstance(value, str) and value and not config_lib.is_random(value):
@@ -150,7 +148,7 @@ def refuse_moved_dataset(config, workdir):
 def _load_recorded(workdir):
   """workdir/config.json as a ConfigDict, with paths relocated.
 
-  A recorded path (PATH_KEYS) whose place relative to the workdir exists beside the workdir's
+  A recorded path (config PATH_KEYS) whose place relative to the workdir exists beside the workdir's
   new place is taken there (whether or not the old one still exists): a study folder (runs,
   data and caches side by side) or a workdir with its data beside it can be moved or copied and
   still resume and evaluate, a copy on its own files.
@@ -167,7 +165,7 @@ def _load_recorded(workdir):
   old = recorded.pop(RECORDED_IN, None)
   new = os.path.abspath(workdir)
   if isinstance(old, str) and old != new:
-    for key in PATH_KEYS:
+    for key in config_lib.PATH_KEYS:
       section, name = key.split(".")
       entries = recorded.get(section)
       value = entries.get(name) if isinstance(entries, dict) else None
