@@ -338,14 +338,16 @@ def test_score_says_why_a_ranking_metric_is_undefined(tmp_path, capsys):
 
 def test_score_writes_only_into_a_folder_of_its_own(tmp_path, capsys):
   """`answerability score --out` wrote metrics.json into a dataset folder, and could overwrite
-  evaluate's metrics.json beside its evaluation.json."""
+  evaluate's metrics beside its evaluation records (SPLIT_evaluation.json; evaluation.json
+  before they were one per split)."""
   from rsvqa_jax import cli  # pylint: disable=g-import-not-at-top
   labels, scores = tmp_path / "labels.csv", tmp_path / "scores.csv"
   labels.write_text("pool_id,image_id,label\na,1,2\na,2,0\n")
   scores.write_text("pool_id,image_id,score\na,1,0.9\na,2,0.1\n")
   for name, held, what in (("ds", "LR_split_train_questions.json", "a dataset folder"),
                            ("run", "config.json", "a workdir's own folder"),
-                           ("ev", "evaluation.json", "evaluate's folder")):
+                           ("ev", "evaluation.json", "evaluate's folder"),
+                           ("ev2", "test_evaluation.json", "evaluate's folder")):
     out = tmp_path / name
     out.mkdir()
     (out / held).write_text("{}")

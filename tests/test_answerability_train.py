@@ -123,10 +123,10 @@ def test_question_only_stays_near_majority_when_wording_says_nothing(task):
 
 
 def test_evaluation_files_score_alike(task):
-  """metrics.json holds exactly the keys, and the score command agrees with it."""
+  """test_metrics.json holds exactly the keys, and the score command agrees with it."""
   workdir = task["runs"]["reference"]["workdir"]
   out = evaluation.folder(workdir)
-  with open(os.path.join(out, "metrics.json")) as f:
+  with open(os.path.join(out, "test_metrics.json")) as f:
     metrics = json.load(f)
   assert list(metrics) == list(evaluation.metrics_lib.KEYS)
   again = evaluation.metrics_lib.score_files(
@@ -218,7 +218,7 @@ def test_the_study_stage_reuses_a_finished_model_of_its_own_settings_only(tmp_pa
   workdir = str(tmp_path / "model")
   checkpointing.check_or_record_config(workdir, c)
   os.makedirs(evaluation.folder(workdir))
-  with open(os.path.join(evaluation.folder(workdir), "metrics.json"), "w") as f:
+  with open(evaluation.metrics_path(workdir, "test"), "w") as f:
     json.dump({"ndcg@1": 0.5}, f)
   said = []
   study = type("Study", (), {"progress": staticmethod(said.append)})
@@ -315,7 +315,7 @@ def test_val_pools_without_relevant_candidates_warn_and_leave_binary_metrics_und
   assert last == os.path.join(workdir, "eval_last", "answerability")
   assert f"written to {last}\n" in out
   assert not os.path.exists(evaluation.folder(workdir))
-  metrics = json.loads(open(os.path.join(last, "metrics.json")).read())
+  metrics = json.loads(open(os.path.join(last, "test_metrics.json")).read())
   assert all(metrics[k] is None for k in metrics_lib.BINARY_KEYS)
   assert metrics["ndcg@3"] is not None  # the test pools still rank
 
@@ -329,13 +329,17 @@ def test_scoring_the_val_split_reports_no_binary_metrics(task, tmp_path, capsys)
   from rsvqa_jax.commands import answerability as command  # pylint: disable=g-import-not-at-top
   workdir = str(tmp_path / "reference")
   shutil.copytree(task["runs"]["reference"]["workdir"], workdir)
+  with open(evaluation.metrics_path(workdir, "test")) as f:
+    test_metrics = f.read()
   args = argparse.Namespace(adversarial=False, shortcuts=False, split="val")
   where = {"dataset": task["dataset"], "features": task["features"]}
   assert command.evaluate(args, [workdir], where) == 0
   out = capsys.readouterr().out
   assert ("no binary threshold (chosen on val, the split scored here: binary metrics n/a)"
           in out), out
-  record = json.loads(open(os.path.join(evaluation.folder(workdir), "evaluation.json")).read())
+  with open(evaluation.metrics_path(workdir, "test")) as f:  # val was written over test's
+    assert f.read() == test_metrics
+  record = json.loads(open(evaluation.evaluation_path(workdir, "val")).read())
   assert record["split"] == "val" and record["metrics"]["ndcg@1"] is not None
   for metrics in (record["metrics"], *evaluation.baselines(record).values()):
     assert all(metrics[k] is None for k in metrics_lib.BINARY_KEYS), metrics

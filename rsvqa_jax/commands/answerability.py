@@ -111,17 +111,16 @@ def _score(args):
 
 def _check_score_out(out):
   """`score` writes OUT/metrics.json into a folder of its own: never a dataset's folder, a
-  workdir's own folder, or evaluate's answerability folder (its metrics.json goes with its
-  evaluation.json)."""
+  workdir's own folder, or evaluate's answerability folder (its SPLIT_metrics.json go with
+  their SPLIT_evaluation.json; an older evaluate wrote evaluation.json)."""
   from rsvqa_jax.data import answerability as pools_lib  # pylint: disable=g-import-not-at-top
   if not os.path.isdir(out):
     return
-  held = next((f for f in ("config.json", "evaluation.json") if os.path.exists(
-      os.path.join(out, f))), None)
+  held = "config.json" if os.path.exists(os.path.join(out, "config.json")) else next(
+      (f for f in sorted(os.listdir(out)) if f.endswith("evaluation.json")), None)
   if pools_lib.is_dataset_folder(out) or held:
     what = ("a dataset folder" if held is None else "a workdir's own folder" if
-            held == "config.json" else "evaluate's folder, whose metrics.json goes with its "
-            "evaluation.json")
+            held == "config.json" else f"evaluate's folder, whose metrics go with its {held}")
     raise RSVQAError(f"--out {out}: {what}; give a folder of its own for metrics.json")
 
 

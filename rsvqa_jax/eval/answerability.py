@@ -5,9 +5,10 @@ below), scores every pair of the validation and evaluated splits through one com
 (train/answerability.py), writes the scores as
 `rsvqa-jax answerability score` reads them and scores those files with the same function
 (bias/answerability.score_files), so a foreign model's files and ours get the same table:
-  WORKDIR/eval/answerability/{split}_scores.csv  pool_id,image_id,score (pool file order)
-  WORKDIR/eval/answerability/metrics.json        bias/answerability.KEYS, nothing else
-  WORKDIR/eval/answerability/evaluation.json     what was scored: split, step, files, counts
+  WORKDIR/eval/answerability/{split}_scores.csv      pool_id,image_id,score (pool file order)
+  WORKDIR/eval/answerability/{split}_metrics.json    bias/answerability.KEYS, nothing else
+  WORKDIR/eval/answerability/{split}_evaluation.json what was scored: split, step, files, counts
+(one file per evaluated split: evaluating val once wrote over the test split's metrics).
 `select` ranks unlabelled pairs by predictive entropy (ChiQA's active-learning step); it writes
 a new file or over an earlier selection only (never the pool, a workdir's or a dataset's folder).
 `study_stage` runs the answerability part of a study (a rsvqa_jax.study.Study passed in: eval/
@@ -35,6 +36,8 @@ from rsvqa_jax.train import checkpointing
 _log = logging.getLogger(__name__)
 
 FOLDER = "answerability"
+METRICS_FILE = "metrics.json"  # per evaluated split: {split}_metrics.json
+EVALUATION_FILE = "evaluation.json"  # per evaluated split: {split}_evaluation.json
 SUMMARY_KIND = "answerability selection"  # marks select's summary JSON (written over only if so)
 TOP_UNKNOWN = 20  # the most common unknown words a summary names
 SELECT_COLUMNS = ("pool_id", "question", "image_id", "score", "entropy")
@@ -50,6 +53,14 @@ def scores_path(workdir, split, which="best"):
   return os.path.join(folder(workdir, which), f"{split}_scores.csv")
 
 
+def metrics_path(workdir, split, which="best"):
+  return os.path.join(folder(workdir, which), f"{split}_{METRICS_FILE}")
+
+
+def evaluation_path(workdir, split, which="best"):
+  return os.path.join(folder(workdir, which), f"{split}_{EVALUATION_FILE}")
+
+
 def _write_scores(path, pools, values):
   pools_lib.write(path, zip(pools.pool_ids.tolist(), pools.image_ids.tolist(),
                             map(repr, np.asarray(values, np.float64).tolist())),
@@ -59,7 +70,7 @@ def _write_scores(path, pools, values):
 def evaluate(workdir, split="test", *, which="best", data_root=None, dataset=None, features=None,
              also=()):
   """Scores `split` (threshold from the validation split) and writes the files above; returns
-  evaluation.json's record with the metrics. `also`: more splits whose scores to write."""
+  {split}_evaluation.json's record with the metrics. `also`: more splits whose scores to write."""
   config = checkpointing.read_config(workdir)
   val = config.data.val_split
   splits = list(dict.fromkeys([val, split, *also]))
@@ -79,8 +90,8 @@ def evaluate(workdir, split="test", *, which="best", data_root=None, dataset=Non
                 os.path.dirname(pools[split].path), config.data.train_split),
             "pools": len(metrics_lib.pools(pools[split].pool_ids)),
             "pairs": len(pools[split].labels), "metrics": metrics}
-  storage.write_json(os.path.join(folder(workdir, which), "evaluation.json"), record)
-  storage.write_json(os.path.join(folder(workdir, which), "metrics.json"), metrics)  # last
+  storage.write_json(evaluation_path(workdir, split, which), record)
+  storage.write_json(metrics_path(workdir, split, which), metrics)  # last
   return record
 
 
@@ -221,7 +232,7 @@ def _check_select_out(out, pool_csv):
 
 def _run(study, cfg, workdir, ds, feats, split, label, also):
   """Train (or resume) and evaluate one model of the stage; its metrics."""
-  path = os.path.join(folder(workdir), "metrics.json")
+  path = metrics_path(workdir, split)
   if os.path.exists(path):
     # a model of other settings (a changed override) must not stand in this report's
     checkpointing.check_or_record_config(workdir, cfg, record=False)
