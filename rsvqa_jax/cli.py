@@ -153,7 +153,8 @@ class _Labelled(logging.Formatter):
 
   def format(self, record):
     text = super().format(record)
-    return f"{record.levelname}: {text}" if record.levelno >= logging.WARNING else text
+    labelled = record.levelno >= logging.WARNING or record.levelno <= logging.DEBUG
+    return f"{record.levelname}: {text}" if labelled else text
 
 
 def _logging(args):

@@ -143,19 +143,23 @@ def cached(parent, name, open_entry, build, what):
   path = os.path.join(parent, name)
   entry = open_entry(path) if os.path.isdir(path) else None
   if entry is not None:
+    _log.debug("%s: %s read from the cache", path, what)
     return entry
   with building_alone(parent, name):
     if os.path.isdir(path):
       entry = open_entry(path)
       if entry is not None:  # built while this one waited
+        _log.debug("%s: %s read from the cache (another process built it)", path, what)
         return entry
       _log.warning("%s: incomplete or corrupted %s, recomputing", path, what)
       shutil.rmtree(path, ignore_errors=True)
+    started = time.time()
     with building(parent, name) as tmp:
       build(tmp)
   entry = open_entry(path)
   if entry is None:
     raise RSVQAError(f"{path}: {what} unreadable right after writing it")
+  _log.debug("%s: %s built (%.1fs)", path, what, time.time() - started)
   return entry
 
 

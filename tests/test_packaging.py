@@ -77,10 +77,14 @@ def test_version_and_verbosity_flags(capsys):
   spec = os.path.join(ROOT, "configs", "hr.py")
   assert cli.main(["-q", "config", "--config", spec]) == 0
   assert logging.getLogger("rsvqa_jax").level == logging.WARNING
+  capsys.readouterr()
   assert cli.main(["-v", "config", "--config", spec]) == 0
   assert logging.getLogger("rsvqa_jax").level == logging.DEBUG
+  # -v shows debug lines (it once showed nothing more: nothing was logged at DEBUG)
+  assert f"DEBUG: config file {spec}\n" in capsys.readouterr().err
   assert cli.main(["config", "--config", spec]) == 0
   assert logging.getLogger("rsvqa_jax").level == logging.INFO
+  assert "DEBUG" not in capsys.readouterr().err
 
 
 def test_the_repository_root_holds_source_only():

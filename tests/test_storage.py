@@ -63,6 +63,18 @@ def test_a_built_folder_has_the_permissions_the_umask_gives(tmp_path, umask):
   assert stat.S_IMODE(os.stat(tmp_path / "entry" / "file").st_mode) == 0o666 & ~umask
 
 
+def test_a_cache_entry_built_or_read_is_a_debug_line(tmp_path, caplog):
+  """`rsvqa-jax -v` showed nothing more than without it: these are what it shows."""
+  builds = []
+  open_entry, build = _entry(builds)
+  with warnings_of_rsvqa_jax(caplog, level=logging.DEBUG):
+    storage.cached(str(tmp_path), "e", open_entry, build, "test entry")
+    storage.cached(str(tmp_path), "e", open_entry, build, "test entry")
+  said = [r.getMessage() for r in caplog.records if r.levelno == logging.DEBUG]
+  assert len(said) == 2 and said[0].startswith(f"{tmp_path}/e: test entry built (")
+  assert said[1] == f"{tmp_path}/e: test entry read from the cache"
+
+
 def test_a_corrupted_entry_is_a_warning_and_built_again(tmp_path, caplog):
   builds = []
   open_entry, build = _entry(builds)

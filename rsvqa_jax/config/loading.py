@@ -4,6 +4,7 @@ RSVQAError naming the file."""
 import importlib.resources
 import importlib.util
 import inspect
+import logging
 import os
 import traceback
 
@@ -11,6 +12,9 @@ import ml_collections
 
 from rsvqa_jax.config.defaults import answerability_section, base_config, study_defaults
 from rsvqa_jax.errors import RSVQAError
+
+_log = logging.getLogger(__name__)
+
 
 def config_path(name):
   """The file a config name denotes: the path itself, else the installed configs/ file of that
@@ -21,6 +25,7 @@ def config_path(name):
   config of the same file name in place of the user's own, silently.
   """
   if os.path.isfile(name):
+    _log.debug("config file %s", os.path.abspath(name))
     return name
   base = os.path.basename(name)
   base = base if base.endswith(".py") else base + ".py"
@@ -31,6 +36,7 @@ def config_path(name):
   installed = packaged is not None and packaged.is_file()
   nameable = os.path.normpath(os.path.dirname(name)) in (".", "configs")
   if nameable and installed:  # even beside a folder of that name (a workdir named after it)
+    _log.debug("config file %s (the installed config of that name)", packaged)
     return str(packaged)
   if os.path.isdir(name):
     raise RSVQAError(f"{name}: is a folder; give a config file (.py)")

@@ -69,6 +69,8 @@ def maybe_initialize_distributed():
 def make_mesh(devices=None):
   """A 1-D mesh with axis 'data' over `devices` (default: all devices of all hosts)."""
   devices = jax.devices() if devices is None else list(devices)
+  _log.debug("mesh axis %r over %d device(s) of %d host(s): %s", DATA_AXIS, len(devices),
+             jax.process_count(), ", ".join(sorted({d.device_kind for d in devices})))
   return Mesh(np.asarray(devices), (DATA_AXIS,))
 
 
