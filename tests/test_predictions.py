@@ -290,9 +290,11 @@ def test_outside_answer_space_is_wrong_and_listed(data, capsys):
   assert out.summary()["outside_answer_space_top"] == [["banana", 2], ["3", 2], ["kiwi", 1]]
   line = out.describe("p.csv on train")
   assert line == ("p.csv on train: 6 prediction(s) for 6 question(s), 3 mapped by the answer "
-                  "normalisation ('YES' -> 'yes' x1, 'Banana' -> 'banana' x1, ' 3' -> '3' x1), 5 "
-                  "outside the training answer space, counted wrong ('banana' x2, '3' x2, 'kiwi' "
-                  "x1), 0 missing, counted wrong")
+                  "normalisation ('YES' -> 'yes' x1, 'Banana' -> 'banana' x1, ' 3' -> '3' x1), 3 "
+                  "not of their question type's answer form, counted wrong ('banana' to "
+                  "condition_yes_no x2, 'kiwi' to simple_counting x1), 5 outside the training "
+                  "answer space, counted wrong ('banana' x2, '3' x2, 'kiwi' x1), 0 missing, "
+                  "counted wrong")
 
 
 def test_adversarial_repeats_are_averaged_and_clean_files_keep_one(data):

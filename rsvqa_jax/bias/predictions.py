@@ -6,21 +6,24 @@ substituted images per question) adds a `repeat` column numbered 0..K-1 and one 
 question and repeat; a file without it is one repeat.
 
 Predictions go through the dataset's own answer normalisation (data/answers.py
-`normalise_prediction`: LR counts and HR areas binned by question type, the original PyTorch
-code's labels mapped, whitespace and case as the readers treat the files), so a model written
-in our style, the original code's or with raw counts / areas scores the same. Predictions
-changed by it are counted (`mapped`); predictions outside the training answer space are
-counted wrong and listed (`outside`), never silently compared. A question of the evaluated
-split with no row counts as wrong and is reported (a split with no row at all is refused). A
-row naming a question in none of the evaluated splits, a repeated question id (within a
-repeat), a missing column, a non-integer id or repeat, repeats not numbered 0..K-1 and a file
-that is not UTF-8 CSV are errors, as is what data/csv_columns.py refuses in any audit's CSV (a
-column named twice, a row with more values than the header, a value over several lines). An optional `image_id` column (ours writes one) must name each question's image in the dataset:
-the same question ids over other images are another dataset or version, refused. A `repeat` or
-`substituted_image_id` column marks an adversarial file: refused as clean predictions. An adversarial
-file without `substituted_image_id` is read with a WARNING: which image each answer was given
-cannot be checked; so is one where it is every question's own `image_id` (right only for the
-pixel kinds).
+`normalise_prediction`: LR counts and HR areas binned by question type, the original PyTorch code's
+labels mapped, whitespace and case as the readers treat the files), so a model written in our
+style, the original code's or with raw counts / areas scores the same. Predictions changed by it
+are counted (`mapped`); predictions outside the training answer space are counted wrong and listed
+(`outside`), never silently compared; so are predictions the normalisation refuses as answers of
+their question's type (`foreign`: "1" / "0" to a yes / no question, "297" without m2 to an area
+one), which HR's answer space (its counts) may hold. A question of the evaluated split with no row
+counts as wrong and is reported (a split with no row at all is refused). A row naming a question in
+none of the evaluated splits, a repeated question id (within a repeat), a missing column, a
+non-integer id or repeat, repeats not numbered 0..K-1 and a file that is not UTF-8 CSV are errors,
+as is what data/csv_columns.py refuses in any audit's CSV (a column named twice, a column named but
+for case or spaces ('Question_ID ', 'Repeat'), a row with more values than the header, a value over
+several lines). An optional `image_id` column (ours writes one) must name each question's image in
+the dataset: the same question ids over other images are another dataset or version, refused. A
+`repeat` or `substituted_image_id` column marks an adversarial file: refused as clean predictions.
+An adversarial file without `substituted_image_id` is read with a WARNING: which image each answer
+was given cannot be checked; so is one where it is every question's own `image_id` (right only for
+the pixel kinds).
 """
 import collections
 import csv
@@ -82,7 +85,7 @@ def _integer(path, line, name, value):
     out = csv_columns.integer(value)
   except ValueError:
     hint = " (the dataset's integer image id; drop the column if yours names images otherwise)"
-    raise RSVQAError(f"{path}:{line}: {name} {value!r} is not an integer"
+    raise RSVQAError(f"{path}:{line}: {name} {reprlib.repr(value)} is not an integer"
                      + (hint if name == IMAGE else "")) from None
   if name == REPEAT and out < 0:
     raise RSVQAError(f"{path}:{line}: repeat {out} is negative")
@@ -151,6 +154,8 @@ class Aligned:
   mapped: collections.Counter  # (as written, normalised) -> cells changed by normalisation
   outside: collections.Counter  # normalised prediction outside the answer space -> cells
   space: frozenset | None  # the training answer space (None: not checked)
+  # (question type, prediction) -> cells the normalisation refuses as an answer of that type
+  foreign: collections.Counter = dataclasses.field(default_factory=collections.Counter)
 
   @property
   def repeats(self):
@@ -161,6 +166,12 @@ class Aligned:
   def n_mapped(self):
     """Predictions the answer normalisation changed to an answer of the space."""
     return sum(self.mapped.values())
+
+  @property
+  def n_foreign(self):
+    """Predictions not of their question type's answer form (counted wrong): "1" to a presence
+    question, "297" (no m2) to an area one; inside the answer space, nothing else shows them."""
+    return sum(self.foreign.values())
 
   @property
   def n_outside(self):
@@ -178,11 +189,14 @@ class Aligned:
     """The counts a user must see: {n_mapped, n_outside_answer_space, ...}, JSON-ready."""
     return {"repeats": self.repeats, "n_missing": self.missing, "n_mapped": self.n_mapped,
             "mapped_top": [[raw, norm, n] for (raw, norm), n in self.mapped.most_common(TOP)],
+            "n_not_of_type_form": self.n_foreign,
+            "not_of_type_form_top": [[t, a, n] for (t, a), n in self.foreign.most_common(TOP)],
             "n_outside_answer_space": self.n_outside,
             "outside_answer_space_top": [[a, n] for a, n in self.outside.most_common(TOP)]}
 
   def describe(self, label):
-    """One line: how many predictions were mapped, outside the answer space, missing."""
+    """One line: how many predictions were mapped, not of their question type's form (where
+    any), outside the answer space, missing."""
     k, n = self.prediction.shape
     text = f"{label}: {k * n - self.missing} prediction(s) for {n} question(s)"
     text += f" x {k} repeats" if k > 1 else ""
@@ -190,6 +204,10 @@ class Aligned:
     if self.mapped:  # reprlib: a 5,000-character prediction stays a short line
       text += " (" + ", ".join(f"{reprlib.repr(raw)} -> {reprlib.repr(norm)} x{count}"
                                for (raw, norm), count in self.mapped.most_common(TOP)) + ")"
+    if self.foreign:
+      text += (f", {self.n_foreign} not of their question type's answer form, counted wrong ("
+               + ", ".join(f"{reprlib.repr(a)} to {t} x{count}"
+                           for (t, a), count in self.foreign.most_common(TOP)) + ")")
     text += f", {self.n_outside} outside the training answer space, counted wrong"
     if self.outside:
       text += " (" + ", ".join(f"{reprlib.repr(a)} x{count}"
@@ -206,24 +224,27 @@ def normalised(raw, split, dataset, space=None):
   raw = _per_repeat(raw, np.shape(raw))
   raw = raw[None] if raw.ndim == 1 else raw
   qtypes = split.qtype.tolist()
-  memo = {}  # (type, prediction) -> normalised: a split has few distinct answers
+  memo = {}  # (type, prediction) -> (normalised, of the type's form): few distinct answers
   values = np.empty(raw.shape, dtype=object)
-  mapped, outside = collections.Counter(), collections.Counter()
+  mapped, outside, foreign = collections.Counter(), collections.Counter(), collections.Counter()
   for k, row in enumerate(raw.tolist()):
     for i, (p, t) in enumerate(zip(row, qtypes)):
       if p is None:
         continue
       if (t, p) not in memo:
-        memo[t, p] = (answers_lib.normalise_prediction(dataset, t, p) if dataset
-                      else str(p).strip())
-      values[k, i] = v = memo[t, p]
+        memo[t, p] = (answers_lib.read_prediction(dataset, t, p) if dataset
+                      else (str(p).strip(), True))
+      v, read = memo[t, p]
+      values[k, i] = v
+      if not read:
+        foreign[t, v] += 1
       if v != p:
         mapped[p, v] += 1
       if space is not None and v not in space:
         outside[v] += 1
   missing = sum(v is None for v in values.reshape(-1).tolist())
   return Aligned(prediction=values, missing=missing, mapped=mapped, outside=outside,
-                 space=None if space is None else frozenset(space))
+                 space=None if space is None else frozenset(space), foreign=foreign)
 
 
 def align(predictions, splits, path, dataset=None, space=None, others=None, image_ids=None):

@@ -10,12 +10,13 @@ Writes under --out, for every evaluated split S (bias/tables.write_analysis):
 and answer_distribution.png (Figure 7, all splits). The question-type table is printed too.
 
 Prediction files are normalised as the dataset's answers are (bias/predictions.py); for each
-file and split a line says how many predictions the normalisation mapped, how many fall
-outside the training answer space (counted wrong; the most common listed) and how many are
-missing. Among the default splits (no --split), one a file answers nothing of (HR's test_phili
-beside evaluate's test file) is analysed without that file, with a line saying so. An
-adversarial file of K repeats (a `repeat` column) is averaged over the repeats as
-`rsvqa-jax evaluate` does.
+file and split a line says how many predictions the normalisation mapped, how many it refused
+as answers of their question's type ("1" to a yes / no question; counted wrong, said only where
+there are any), how many fall outside the training answer space (counted wrong; the most common
+listed) and how many are missing. Among the default splits (no --split), one a file answers
+nothing of (HR's test_phili beside evaluate's test file) is analysed without that file, with a
+line saying so. An adversarial file of K repeats (a `repeat` column) is averaged over the
+repeats as `rsvqa-jax evaluate` does.
 
 With --shortcuts O (a `rsvqa-jax shortcuts` folder; --data its O/data, on which the model was
 trained), the --predictions on the test split are also scored on the benchmark's IID test split

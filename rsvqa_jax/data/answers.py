@@ -16,17 +16,19 @@ Where this differs from the original PyTorch RSVQA code (DESIGN.md section 3), a
   integer raises an error instead of silently becoming its own class. HR counts are kept as
   numbers, as in the original. Areas may be written with decimals ("12.5m2"); the original
   `int()` parse would crash on those, here they fall in the interval containing the value.
-- One normalisation for answers and predictions. `normalise` also accepts an answer already
-  binned (our labels or the original code's, `ORIGINAL_LABELS`), so a model's predictions,
-  in our style, the original code's or as raw counts / areas, go through the very function
-  the readers apply to the files (`normalise_prediction`). Whitespace is stripped, and case
-  folded for FloodNet, as its reader does, and for the LR / HR types whose answers are a closed
-  set (yes / no, rural / urban: `CLOSED_ANSWERS`), where any other answer is an error too ("12"
-  to a presence question is no class of its own), as it is for FloodNet's Yes_No questions. Counts are binned by their digits, so an
-  answer of 10^400 falls in the top bin instead of overflowing a float. FloodNet's counting
-  answers are counts as HR's are (leading zeros dropped, anything but a whole number >= 0 an
-  error: "03" and "3" were two answers, -3 one of its own); RSIVQA's count answers drop leading
-  zeros when they are digits and stay text otherwise (its files are plain text, unchecked).
+- One normalisation for answers and predictions. `normalise` also accepts an answer already binned
+  (our labels or the original code's, `ORIGINAL_LABELS`), so a model's predictions, in our style,
+  the original code's or as raw counts / areas, go through the very function the readers apply to
+  the files (`normalise_prediction`; `read_prediction` also says whether it was read as an answer
+  of its question's type, which the audit counts). Whitespace is stripped, and case folded for
+  FloodNet, as its reader does, and for the LR / HR types whose answers are a closed set (yes /
+  no, rural / urban: `CLOSED_ANSWERS`), where any other answer is an error too ("12" to a presence
+  question is no class of its own), as it is for FloodNet's Yes_No questions. Counts are binned by
+  their digits, so an answer of 10^400 falls in the top bin instead of overflowing a float.
+  FloodNet's counting answers are counts as HR's are (leading zeros dropped, anything but a whole
+  number >= 0 an error: "03" and "3" were two answers, -3 one of its own); RSIVQA's count answers
+  drop leading zeros when they are digits and stay text otherwise (its files are plain text,
+  unchecked).
 - Vocabulary order. The original orders answers by training frequency with ties left in
   dictionary order; here ties are broken alphabetically so ids are reproducible.
 - RSVQAxBEN. The 1,000 most frequent training answers are kept, as in the original; the
@@ -159,12 +161,19 @@ def normalise_prediction(dataset, qtype, raw):
   Where `normalise` refuses it, two spellings a model's tooling writes are read too: a count
   written as an integral float ("3.0": pandas writes an int column holding a NaN so), and a bin
   label in another case ("Between 1 And 10")."""
+  return read_prediction(dataset, qtype, raw)[0]
+
+
+def read_prediction(dataset, qtype, raw):
+  """(normalise_prediction's label, whether `normalise` read it as an answer of its question's
+  type): False for what the readers would refuse in the dataset's own files (a presence answer
+  "1", an LR count "three", an HR area "297" without m2), a wrong answer the audit counts."""
   for text in (raw, *_prediction_spellings(raw)):
     try:
-      return normalise(dataset, qtype, text)
+      return normalise(dataset, qtype, text), True
     except ValueError:
       continue
-  return _surface(dataset, raw)
+  return _surface(dataset, raw), False
 
 
 def _prediction_spellings(raw):

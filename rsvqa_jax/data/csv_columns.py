@@ -6,24 +6,65 @@ as JSON. What would be read wrongly without a word is refused too: a column the 
 named twice in the header, a row with more (non-empty) values than the header (a comma inside
 an unquoted answer would cut it) or fewer than the columns read, a value running over several
 lines (an unclosed quote swallows the rows after it; on the last line, the end of the file),
-and numbers Python's int() and float() take but a person would not write for one ('1_0' for
-10, digits of other scripts).
+a header name that is a column read but for case, spaces or hyphens ('Question_ID ', 'Repeat':
+names are matched exactly, so it was a missing or an ignored column), and numbers Python's int()
+and float() take but a person would not write for one ('1_0' for 10, digits of other scripts).
+A header that is one value holding semicolons or tabs (a spreadsheet's export in many locales),
+Excel's 'sep=' line and UTF-16 text are named as such.
 """
 import csv
+import re
 
 from rsvqa_jax.errors import RSVQAError
 
 HEADER_CHARS = 80  # of a CSV header quoted in an error
+SEPARATORS = {";": "semicolons", "\t": "tabs", "|": "vertical bars"}  # named when a header uses one
+_INVISIBLE = dict.fromkeys(map(ord, "\ufeff\u200b\u200c\u200d\u2060"))  # BOM, zero-width marks
+
+
+def _alike(name):
+  """A column name as a person reads it: case, spaces, hyphens, invisible marks not told apart."""
+  return re.sub(r"[\s_-]+", "_", name.translate(_INVISIBLE).strip().casefold())
+
+
+def _near_misses(path, header, columns):
+  """Refuses a header name that is one of `columns` but for case, spaces or hyphens: without a
+  word, 'Question_ID ' was a missing column, 'Repeat' an ignored one (an adversarial file read as
+  clean predictions), 'Image_ID' an image check skipped, and 'Prediction' beside 'prediction'
+  an ambiguity settled by the exact spelling."""
+  for column in columns:
+    alike = [h for h in header if h != column and _alike(h) == _alike(column)]
+    if not alike:
+      continue
+    if column in header:
+      raise RSVQAError(f"{path}: columns {column} and {alike[0]!r} differ only in case or spaces; "
+                       "which one to read is ambiguous: rename or drop one")
+    raise RSVQAError(f"{path}: column {alike[0]!r} is not read (column names are matched "
+                     f"exactly): rename it {column}")
+
+
+def _header_hint(header):
+  """Why a header lacks the columns, where the file shows it: another separator, UTF-16 text."""
+  if any("\x00" in h for h in header):
+    return "; the header holds NUL bytes: UTF-16 text? save it as UTF-8 CSV"
+  if header and header[0].strip().lower().startswith("sep="):
+    return ("; its first line is Excel's separator line: remove it and save the file "
+            "comma-separated")
+  for sep, name in SEPARATORS.items():
+    if len(header) == 1 and sep in header[0]:
+      return f"; the header is separated by {name}: save the file comma-separated"
+  return ""
 
 
 def check(path, required, header, optional=()):
   """Refuses a CSV whose `header` (its first row, a list) lacks a `required` column, or names a
-  column it reads (`required` or `optional`) twice."""
+  column it reads (`required` or `optional`) twice, or but for case, spaces or hyphens."""
   header = header or ()
   twice = [c for c in (*required, *optional) if header.count(c) > 1]
   if twice:
     raise RSVQAError(f"{path}: column {twice[0]} appears {header.count(twice[0])} times in the "
                      "header; which one to read is ambiguous")
+  _near_misses(path, header, (*required, *optional))
   missing = [c for c in required if c not in header]
   if not missing:
     return
@@ -33,7 +74,8 @@ def check(path, required, header, optional=()):
                        f"{', '.join(required)}")
   text = ",".join(header)
   text = text if len(text) <= HEADER_CHARS else text[:HEADER_CHARS - 3] + "..."
-  raise RSVQAError(f"{path}: missing column(s) {', '.join(missing)} (header: {text!r})")
+  raise RSVQAError(f"{path}: missing column(s) {', '.join(missing)} (header: {text!r})"
+                   + _header_hint(header))
 
 
 def read(path, required, optional=(), what="CSV file"):
@@ -69,7 +111,9 @@ def read(path, required, optional=(), what="CSV file"):
       if "end of data" in str(e):  # strict: a quoted value still open at the end of the file
         raise RSVQAError(f"{path}:{last + 1}: a quote opened on this row is never closed (its "
                          "value would run to the end of the file)") from None
-      raise RSVQAError(f"{path}:{reader.line_num}: not a readable CSV row ({e})") from None
+      # line_num is not yet counted when csv stops inside a line (a value over its field limit)
+      raise RSVQAError(f"{path}:{max(reader.line_num, last + 1)}: not a readable CSV row "
+                       f"({e})") from None
   return tuple(reader.fieldnames or ()), rows
 
 
@@ -77,6 +121,8 @@ def _first_bad_byte(path):
   """Where a file stops being UTF-8, for the error message (the reader decodes in blocks)."""
   with open(path, "rb") as f:
     data = f.read()
+  if data[:2] in (b"\xff\xfe", b"\xfe\xff"):
+    return "UTF-16 text: it begins with a UTF-16 byte order mark"
   try:
     data.decode("utf-8-sig")
   except UnicodeDecodeError as e:
