@@ -21,10 +21,10 @@ import signal
 import sys
 import threading
 
-from tqdm import tqdm
-
-from rsvqa_jax import __version__, host_memory
-from rsvqa_jax.commands import argument_types
+# Nothing heavier than the standard library is imported before `entry` installs the interrupt
+# handler (tqdm, host_memory and argument_types' config are imported where they are used): a
+# Ctrl-C in the first tenth of a second printed a KeyboardInterrupt traceback.
+from rsvqa_jax import __version__
 from rsvqa_jax.errors import RSVQAError
 
 COMMANDS = {
@@ -84,6 +84,7 @@ class _HelpFormatter(argparse.HelpFormatter):
 
 
 def build_parser(argv):
+  from rsvqa_jax.commands import argument_types  # pylint: disable=g-import-not-at-top
   parser = argparse.ArgumentParser(
       prog="rsvqa-jax", description=DESCRIPTION, epilog=EPILOG,
       formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -142,6 +143,7 @@ class _Stderr(logging.Handler):
 
   def emit(self, record):
     try:
+      from tqdm import tqdm  # pylint: disable=g-import-not-at-top
       tqdm.write(self.format(record), file=sys.stderr)
     except Exception:  # pylint: disable=broad-except
       self.handleError(record)
@@ -176,6 +178,7 @@ def main(argv=None):
   argv = list(sys.argv[1:] if argv is None else argv)
   args = build_parser(argv).parse_args(argv)
   _logging(args)
+  from rsvqa_jax import host_memory  # pylint: disable=g-import-not-at-top
   host_memory.keep_freed_memory()  # before JAX starts its threads
   name = " ".join(filter(None, (args.command, getattr(args, "action", None))))  # grounding score
   try:
@@ -269,9 +272,10 @@ def exit_on_interrupt(what):
           # Imported by then if it holds a lock; while it is still being imported it holds
           # none and lacks the function (an AttributeError here lost the interrupt).
           storage = sys.modules.get("rsvqa_jax.storage")
-          clear = getattr(storage, "clear_held_locks", None)
-          if clear is not None:
-            clear()
+          for name in ("clear_held_locks", "remove_unfinished"):
+            clear = getattr(storage, name, None)
+            if clear is not None:
+              clear()
           sys.stderr.write(f"\n{what}: interrupted ({signal.Signals(sig).name}); run the same "
                            "command again: it keeps what was finished\n")
           sys.stderr.flush()

@@ -217,7 +217,8 @@ def clear_held_locks():
       pass
 
 
-def _remove(path):
+def remove(path):
+  """Removes file `path` if it is there."""
   try:
     os.remove(path)
   except FileNotFoundError:
@@ -289,17 +290,66 @@ def read_json(path):
     return None
 
 
+_WRITING = set()  # the temporary files replacing_path is writing in this process
+
+
+@contextlib.contextmanager
+def replacing_path(path):
+  """Yields a temporary path (`PATH.tmp-PID`) to write, renamed to `path` only when the block
+  completes. The `PATH.tmp-PID` files a killed writer left (its process gone, the file untouched
+  for STALE_SECONDS: a writer on another host sharing the folder is left alone) are removed
+  first; an interrupt removes this one (remove_unfinished) before it ends the process."""
+  _remove_dead_writers(path)
+  tmp = f"{path}.tmp-{os.getpid()}"
+  _WRITING.add(tmp)
+  try:
+    yield tmp
+    os.replace(tmp, path)
+  finally:
+    _WRITING.discard(tmp)
+    remove(tmp)
+
+
 @contextlib.contextmanager
 def replacing(path, **open_kwargs):
   """Yields a text file that becomes `path` only when the block completes (readers, and a run
   that was killed, never see half a file)."""
-  tmp = f"{path}.tmp-{os.getpid()}"
-  try:
+  with replacing_path(path) as tmp:
     with open(tmp, "w", encoding="utf-8", **open_kwargs) as f:
       yield f
-    os.replace(tmp, path)
-  finally:
-    _remove(tmp)
+
+
+def _remove_dead_writers(path):
+  folder, name = os.path.split(os.path.abspath(path))
+  prefix = f"{name}.tmp-"
+  try:
+    entries = os.listdir(folder)
+  except OSError:
+    return
+  for entry in entries:
+    pid = entry[len(prefix):]
+    if not (entry.startswith(prefix) and pid.isdigit() and pid.isascii()) or (
+        int(pid) == os.getpid()):
+      continue
+    full = os.path.join(folder, entry)
+    try:
+      if time.time() - os.lstat(full).st_mtime <= STALE_SECONDS:
+        continue
+      os.kill(int(pid), 0)
+    except ProcessLookupError:
+      remove(full)
+    except (OSError, OverflowError):
+      pass
+
+
+def remove_unfinished():
+  """Removes the temporary files this process is writing (replacing_path): the interrupt
+  handler (cli.exit_on_interrupt) calls it just before os._exit, which skips their cleanup."""
+  for tmp in list(_WRITING):
+    try:
+      remove(tmp)
+    except OSError:
+      pass
 
 
 def json_safe(value):

@@ -422,3 +422,29 @@ def test_a_damaged_word_list_is_a_one_line_error(task, tmp_path, text):
     evaluation.evaluate(workdir, "test", dataset=task["dataset"], features=task["features"])
   assert str(error.value) == (f"{path}: unreadable; the workdir's record of its text encoder's "
                               "word list is damaged")
+
+
+def test_an_evaluation_killed_after_its_scores_leaves_no_metrics_of_an_earlier_one(
+    task, tmp_path, monkeypatch):
+  """evaluate replaced SPLIT_scores.csv, then SPLIT_evaluation.json and SPLIT_metrics.json (last:
+  the study skips a run that has it): killed between them, an earlier evaluation's metrics stayed
+  beside the new scores and read as theirs."""
+  workdir = str(tmp_path / "reference")
+  shutil.copytree(task["runs"]["reference"]["workdir"], workdir)
+  metrics = evaluation.metrics_path(workdir, "test")
+  assert os.path.exists(metrics)  # the earlier evaluation's
+
+  def killed(path, value, **kwargs):
+    raise KeyboardInterrupt  # stands for the process dying here
+
+  monkeypatch.setattr(evaluation.storage, "write_json", killed)
+  with pytest.raises(KeyboardInterrupt):
+    evaluation.evaluate(workdir, "test", dataset=task["dataset"], features=task["features"])
+  monkeypatch.undo()
+  assert os.path.exists(evaluation.scores_path(workdir, "test"))
+  assert not os.path.exists(metrics)
+  assert not os.path.exists(evaluation.evaluation_path(workdir, "test"))
+  record = evaluation.evaluate(workdir, "test", dataset=task["dataset"],
+                               features=task["features"])
+  with open(metrics) as f:
+    assert json.load(f) == json.loads(json.dumps(record["metrics"]))

@@ -263,3 +263,25 @@ def test_shuffled_images_on_a_one_image_split_name_no_foreign_flag():
   with pytest.raises(RSVQAError) as e:
     grounding.shuffled_rows(np.array([4, 4]), "test", 0)
   assert "--pool" not in str(e.value) and "give a split of two images or more" in str(e.value)
+
+
+def test_an_evaluation_killed_before_its_summary_leaves_no_summary_of_an_earlier_one(
+    task, trained, tmp_path, monkeypatch):
+  """OUT/summary.json is written last, after maps/ and grounding.csv are replaced: killed
+  between them, an earlier evaluation's summary (here of shuffled images) stayed beside the new
+  maps, and the study's grounding stage, which skips a run whose summary.json reads, kept it."""
+  out = tmp_path / "out"
+  _evaluate(task, trained, out, images="shuffled")
+  assert json.loads((out / "summary.json").read_text())["images"] == "shuffled"
+
+  def killed(path, value, **kwargs):
+    raise KeyboardInterrupt  # stands for the process dying here
+
+  monkeypatch.setattr(grounding.storage, "write_json", killed)
+  with pytest.raises(KeyboardInterrupt):
+    _evaluate(task, trained, out, images="own")
+  monkeypatch.undo()
+  assert (out / "grounding.csv").exists() and (out / "maps").is_dir()
+  assert not (out / "summary.json").exists()
+  assert _evaluate(task, trained, out, images="own")["images"] == "own"
+  assert json.loads((out / "summary.json").read_text())["images"] == "own"

@@ -17,6 +17,7 @@ import warnings
 import numpy as np
 from matplotlib.figure import Figure
 
+from rsvqa_jax import storage
 from rsvqa_jax.bias import tables
 
 OTHER = "other"
@@ -77,12 +78,14 @@ def answer_distribution(splits, path, title="", top_k=8):
 
 
 def save(fig, path, dpi):
-  """Lays out and writes a Figure as PNG (creating its folder); returns the path."""
+  """Lays out and writes a Figure as PNG (creating its folder), through a temporary file;
+  returns the path."""
   with warnings.catch_warnings():  # labels too long for a small figure: drawn as they are
     warnings.filterwarnings("ignore", "Tight layout not applied", UserWarning)
     fig.tight_layout()
   os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-  fig.savefig(path, dpi=dpi)
+  with storage.replacing_path(path) as tmp:  # a kill never leaves half a PNG under its name
+    fig.savefig(tmp, dpi=dpi, format="png")
   return path
 
 

@@ -36,6 +36,7 @@ def write_results(run, split, preds, table, json_path, csv_path, *, repeats, **e
   table["predictions"] = audit.summary()
   table["split_sha256"] = inputs.split_fingerprint(records)  # which data: `tables` pools alike
   os.makedirs(os.path.dirname(json_path), exist_ok=True)
+  storage.remove(json_path)  # an earlier evaluation's must not vouch for the CSV replaced next
   predictions_lib.write(csv_path, records, decoded if repeats else decoded[0], **extra)
   storage.write_json(json_path, table)  # last: its presence says the evaluation is complete
   return table

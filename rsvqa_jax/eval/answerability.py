@@ -77,6 +77,8 @@ def evaluate(workdir, split="test", *, which="best", data_root=None, dataset=Non
   run, pools, state, step = train_lib.restore(workdir, splits, which=which, data_root=data_root,
                                               dataset=dataset, features=features)
   os.makedirs(folder(workdir, which), exist_ok=True)
+  for stale in (metrics_path(workdir, split, which), evaluation_path(workdir, split, which)):
+    storage.remove(stale)  # an earlier evaluation's must not vouch for the scores replaced next
   for s in splits:
     _write_scores(scores_path(workdir, s, which), pools[s], train_lib.scores(run, state, s))
   # The binary threshold is chosen on val: scoring val itself, it would be tuned on the pairs

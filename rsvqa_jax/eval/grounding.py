@@ -367,6 +367,8 @@ def evaluate(workdir, split, out, *, method="auto", images="own", seed=0, which=
   correct = (preds == answers) & (answers >= 0)
   records = run.dataset[split]
   os.makedirs(out, exist_ok=True)
+  # an earlier evaluation's summary must not vouch for the files replaced next
+  storage.remove(os.path.join(out, "summary.json"))
   with replacing_maps(out) as maps_dir:
     rows = score(records, run.vocab.decode(preds), correct, conf, maps, truth_dir, maps_dir)
     summary = summarize(rows)

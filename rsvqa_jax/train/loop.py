@@ -60,8 +60,9 @@ class MetricsWriter:
       return
     self.path = os.path.join(workdir, metrics_log.METRICS_FILE)
     if os.path.exists(self.path):
-      kept = [storage.json_line(r) + "\n" for r in metrics_log.read(workdir) if r["step"] <= resume_step]
-      with open(self.path, "w") as f:
+      kept = [storage.json_line(r) + "\n" for r in metrics_log.read(workdir)
+              if r["step"] <= resume_step]
+      with storage.replacing(self.path) as f:  # a kill here loses no earlier record
         f.writelines(kept)
     # Imported here: only the training loop writes TensorBoard events.
     from tensorboardX import SummaryWriter  # pylint: disable=g-import-not-at-top

@@ -1,0 +1,194 @@
+"""A command killed between two writes leaves nothing a rerun or a reader takes for complete.
+
+Each case stops a writer at the exact point a kill could land (a write that raises half-way
+stands for the process dying there) and checks what is left on disk; no timing, no sleeps.
+"""
+import builtins
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from rsvqa_jax import storage
+from rsvqa_jax.train import loop, metrics_log
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+class _Killed(BaseException):
+  """Stands for the process dying where it is raised (nothing catches it)."""
+
+
+def _open_dying_on(path):
+  """builtins.open, except a text file opened for writing at (or next to) `path` dies after its
+  first line is written."""
+  real = builtins.open
+
+  def fake(file, mode="r", *args, **kwargs):
+    f = real(file, mode, *args, **kwargs)
+    if "w" in mode and str(file).startswith(str(path)):
+      write = f.write
+
+      def dying_writelines(lines):
+        for line in lines:
+          write(line)
+          f.flush()
+          raise _Killed
+      f.writelines = dying_writelines
+    return f
+  return fake
+
+
+def test_a_resume_killed_while_it_rewrites_metrics_jsonl_loses_no_record(tmp_path, monkeypatch):
+  """A resume rewrites metrics.jsonl without the lines past the restored step: opened "w" in
+  place, a kill between the truncation and the last line lost the earlier epochs' records (the
+  best validation OA that `tables` and the study read among them)."""
+  workdir = str(tmp_path)
+  path = os.path.join(workdir, metrics_log.METRICS_FILE)
+  records = [{"step": s, "split": "train", "loss": 1.0 / s} for s in (10, 20, 30)]
+  records.append({"step": 30, "split": "val", "oa": 0.5})
+  with open(path, "w") as f:
+    f.writelines(storage.json_line(r) + "\n" for r in records + [{"step": 40, "loss": 0.1}])
+  fake = _open_dying_on(path)
+  monkeypatch.setattr(loop, "open", fake, raising=False)
+  monkeypatch.setattr(storage, "open", fake, raising=False)
+  with pytest.raises(_Killed):
+    loop.MetricsWriter(workdir, resume_step=30)
+  monkeypatch.undo()
+  assert [r["step"] for r in metrics_log.read(workdir)] == [10, 20, 30, 30, 40]
+  writer = loop.MetricsWriter(workdir, resume_step=30)  # the next resume drops step 40 whole
+  writer.tb.close()
+  assert metrics_log.read(workdir) == records
+  assert sorted(os.listdir(workdir)) == [metrics_log.METRICS_FILE, "tensorboard"]
+
+
+def test_a_figure_killed_while_it_is_written_leaves_no_half_png(tmp_path, monkeypatch):
+  """plots.save wrote the PNG in place (fig.savefig(path)): `analyze`, `tables` of a study or the
+  study's report killed there left a cut figure under its real name, read as the figure."""
+  from matplotlib.figure import Figure  # pylint: disable=g-import-not-at-top
+  from rsvqa_jax.bias import plots  # pylint: disable=g-import-not-at-top
+  path = str(tmp_path / "figures" / "answer_distribution.png")
+  real = Figure.savefig
+
+  def dying_savefig(self, fname, **kwargs):
+    real(self, fname, **kwargs)
+    with open(fname, "r+b") as f:  # the process died with half the bytes out
+      f.truncate(os.path.getsize(fname) // 2)
+    raise _Killed
+
+  monkeypatch.setattr(Figure, "savefig", dying_savefig)
+  fig = Figure()
+  fig.subplots().plot([0, 1], [1, 0])
+  with pytest.raises(_Killed):
+    plots.save(fig, path, dpi=50)
+  assert not os.path.exists(path)
+  monkeypatch.undo()
+  assert plots.save(fig, path, dpi=50) == path
+  with open(path, "rb") as f:
+    assert f.read(8) == b"\x89PNG\r\n\x1a\n"
+  assert os.listdir(os.path.dirname(path)) == ["answer_distribution.png"]
+
+
+def _dead_pid():
+  proc = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                        capture_output=True, text=True, check=True)
+  return int(proc.stdout)
+
+
+def test_the_temporary_file_of_a_killed_write_is_removed_by_the_next_one(tmp_path):
+  """A SIGKILL between the write of `PATH.tmp-PID` and its rename left that file for good (a
+  copy the size of the output: an adversarial predictions CSV of K repeats); the next write of
+  PATH removes it once its process is gone, and leaves a live or recent writer's alone."""
+  path = str(tmp_path / "accuracy.json")
+  old = time.time() - 10 * storage.STALE_SECONDS
+  dead, recent, live = (f"{path}.tmp-{_dead_pid()}", f"{path}.tmp-{_dead_pid()}",
+                        f"{path}.tmp-{os.getppid()}")
+  for tmp in (dead, recent, live):
+    with open(tmp, "w") as f:
+      f.write('{"oa": 0.')
+  os.utime(dead, (old, old))
+  os.utime(live, (old, old))
+  other = str(tmp_path / "predictions.csv.tmp-1")  # another file's: not this write's to judge
+  open(other, "w").close()
+  os.utime(other, (old, old))
+  storage.write_json(path, {"oa": 0.5})
+  assert storage.read_json(path) == {"oa": 0.5}
+  assert sorted(os.listdir(tmp_path)) == sorted(
+      ["accuracy.json", os.path.basename(recent), os.path.basename(live), "predictions.csv.tmp-1"])
+
+
+def test_an_interrupt_while_a_file_is_written_leaves_no_temporary_file(tmp_path):
+  """Ctrl-C ends the process with os._exit, which skips `replacing`'s cleanup: the half-written
+  `PATH.tmp-PID` stayed beside PATH (SIGINT at the write of predictions.csv, accuracy.json)."""
+  path = str(tmp_path / "predictions.csv")
+  code = ("import os, signal, sys, time\n"
+          "from rsvqa_jax import cli, storage\n"
+          "cli.exit_on_interrupt('rsvqa-jax test')\n"
+          f"with storage.replacing({path!r}) as f:\n"
+          "  f.write('question_id,prediction\\n1,')\n"
+          "  f.flush()\n"
+          "  os.kill(os.getpid(), signal.SIGINT)\n"
+          "  time.sleep(60)\n")
+  out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                       env=dict(os.environ, PYTHONPATH=ROOT + os.pathsep
+                                + os.environ.get("PYTHONPATH", "")))
+  assert out.returncode == 130, out.stderr[-2000:]
+  assert os.listdir(tmp_path) == []
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+  """An in-memory task and a model trained on it (as tests/test_eval.py's)."""
+  from test_train_support import tiny_config, tiny_task  # pylint: disable=g-import-not-at-top
+  dataset, feats = tiny_task(n_images=40)
+  workdir = str(tmp_path_factory.mktemp("kill") / "ref")
+  loop.train(tiny_config(batch_size=16, num_epochs=1), workdir, dataset=dataset, features=feats,
+             log=lambda m: None)
+  return dataset, feats, workdir
+
+
+def test_an_evaluation_killed_between_its_csv_and_its_json_leaves_no_json_of_another(
+    trained, monkeypatch):
+  """write_results replaced the predictions CSV, then the JSON: killed between the two, an
+  earlier evaluation's JSON (of other repeats, seed or step) stayed beside the new CSV and
+  `tables`, the study's reuse check or a reader of the pair took it for the CSV's."""
+  import csv  # pylint: disable=g-import-not-at-top
+  from rsvqa_jax.eval import accuracy, adversarial, outputs  # pylint: disable=g-import-not-at-top
+  dataset, feats, workdir = trained
+  adversarial.evaluate(workdir, "test", "random", repeats=2, dataset=dataset, features=feats)
+  json_path, csv_path = outputs.adversarial_paths(workdir, "test", "random")
+  assert storage.read_json(json_path)["repeats"] == 2
+
+  def killed(path, value, **kwargs):
+    raise _Killed
+
+  monkeypatch.setattr(accuracy.storage, "write_json", killed)
+  with pytest.raises(_Killed):
+    adversarial.evaluate(workdir, "test", "random", repeats=3, dataset=dataset, features=feats)
+  monkeypatch.undo()
+  with open(csv_path, newline="") as f:
+    assert {r["repeat"] for r in csv.DictReader(f)} == {"0", "1", "2"}  # the new CSV
+  assert not os.path.exists(json_path)  # so the evaluation reads as not done
+  adversarial.evaluate(workdir, "test", "random", repeats=3, dataset=dataset, features=feats)
+  assert storage.read_json(json_path)["repeats"] == 3
+
+
+def test_the_entry_point_imports_nothing_heavy_before_its_interrupt_handler():
+  """The console script imports rsvqa_jax.cli, then `entry` installs the interrupt handler: a
+  Ctrl-C while cli's own imports ran (tqdm, and rsvqa_jax.config through argument_types: a
+  tenth of a second, more under load) printed a KeyboardInterrupt traceback of 20 to 40 lines
+  instead of the one line. Only the standard library may load before the handler."""
+  code = ("import sys\n"
+          "before = set(sys.modules)\n"
+          "import rsvqa_jax.cli\n"
+          "print('\\n'.join(sorted(set(sys.modules) - before)))\n")
+  out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                       check=True, env=dict(os.environ, PYTHONPATH=ROOT + os.pathsep
+                                            + os.environ.get("PYTHONPATH", "")))
+  loaded = out.stdout.split()
+  ours = sorted(m for m in loaded if m.split(".")[0] == "rsvqa_jax")
+  assert ours == ["rsvqa_jax", "rsvqa_jax.cli", "rsvqa_jax.errors"], ours
+  heavy = [m for m in loaded if m.split(".")[0] in ("tqdm", "numpy", "jax", "ml_collections")]
+  assert not heavy, heavy
