@@ -170,6 +170,33 @@ def test_select_ranks_unlabelled_pairs_by_entropy(task):
     evaluation.select(task["runs"]["reference"]["workdir"], path, 1, str(task["tmp"]))
 
 
+def test_a_selection_killed_before_its_summary_leaves_no_summary_of_an_earlier_one(
+    task, monkeypatch):
+  """select replaced its CSV, then the summary beside it: killed between them, an earlier
+  selection's summary (of another pool, top or step) stayed beside the new CSV."""
+  path = str(task["tmp"] / "unlabelled_kill.csv")
+  with open(pools_lib.pool_file(task["folder"], "test")) as f, open(path, "w") as g:
+    csv.writer(g).writerows(r[:3] for r in csv.reader(f))
+  out = str(task["tmp"] / "kill_top.csv")
+  where = {"dataset": task["dataset"], "features": task["features"]}
+  workdir = task["runs"]["reference"]["workdir"]
+  evaluation.select(workdir, path, 3, out, **where)
+  summary = evaluation.summary_path(out)
+  assert os.path.exists(summary)
+
+  def killed(path, value, **kwargs):
+    raise KeyboardInterrupt  # stands for the process dying here
+
+  monkeypatch.setattr(evaluation.storage, "write_json", killed)
+  with pytest.raises(KeyboardInterrupt):
+    evaluation.select(workdir, path, 5, out, **where)
+  monkeypatch.undo()
+  with open(out) as f:
+    assert len(list(csv.DictReader(f))) == 5
+  assert not os.path.exists(summary)
+  assert evaluation.select(workdir, path, 5, out, **where)[2]["written"] == 5  # rerun: whole
+
+
 def test_listnet_trains(task):
   c = _config(task["folder"], False)
   c.answerability.loss = "listnet"

@@ -524,6 +524,12 @@ def test_analyze_never_writes_its_tables_into_a_benchmark_folder(bench, tmp_path
   (tmp_path / "file").write_text("x")
   assert cli.main(["shortcuts", "--data", data, "--out", str(tmp_path / "file")]) == 2
   assert capsys.readouterr().err.strip().endswith("is a file, not a folder")
+  inside = os.path.join(data, "Images_LR", "bench")  # was written there, a dataset in a dataset
+  assert cli.main(["shortcuts", "--data", data, "--out", inside]) == 2
+  assert capsys.readouterr().err.strip().endswith(
+      f"--out {inside} lies inside the dataset {os.path.realpath(data)}; give the benchmark a "
+      "folder of its own")
+  assert not os.path.exists(inside)
 
 
 def test_a_benchmark_with_every_ood_set_empty_says_so(tmp_path, capsys):

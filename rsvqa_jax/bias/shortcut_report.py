@@ -31,7 +31,7 @@ from rsvqa_jax import storage
 from rsvqa_jax.bias import plots
 from rsvqa_jax.bias import shortcuts
 from rsvqa_jax.bias import tables
-from rsvqa_jax.data import resplit
+from rsvqa_jax.data import resplit, split_files
 from rsvqa_jax.errors import RSVQAError
 
 _log = logging.getLogger(__name__)
@@ -249,6 +249,8 @@ def _check_out(out, source):
   real_out, real_source = os.path.realpath(out), os.path.realpath(source)
   if real_source == real_out or real_source.startswith(real_out + os.sep):
     raise RSVQAError(f"--out {out}: holds the source dataset {source}; choose another folder")
+  # Inside a dataset (the source's images, say) its data/ would be a dataset nested in another.
+  split_files.refuse_dataset(out, "--out", "the benchmark", inside=True)
   if not os.path.exists(out):
     return
   if not os.path.isdir(out):

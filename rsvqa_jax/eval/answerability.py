@@ -133,6 +133,7 @@ def select(workdir, pool_csv, top, out=None, *, which="best", data_root=None, da
   entropy = metrics_lib.binary_entropy(values)
   order = np.argsort(-entropy, kind="stable")[:top]
   os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
+  storage.remove(summary_path(out))  # an earlier selection's must not vouch for the CSV next
   rows = ((p.pool_ids[i], p.questions[i], p.image_ids[i], values[i], entropy[i])
           for i in order.tolist())
   pools_lib.write(out, ((pool, q, int(im), repr(float(v)), repr(float(h)))
