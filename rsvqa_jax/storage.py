@@ -65,7 +65,9 @@ def _fresh_folder(parent, prefix):
 
 
 OWNER = ".owner.json"  # in a building_owned folder: the pid and host building it
-STALE_SECONDS = 60  # a temporary folder without an owner file this old is a dead run's
+# A temporary folder without an owner file this old is a dead run's (building_owned), as is a
+# `PATH.tmp-PID` file this old whose process is gone (replacing_path).
+STALE_SECONDS = 60
 
 
 @contextlib.contextmanager
