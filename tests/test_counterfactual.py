@@ -210,3 +210,20 @@ def test_a_visual_blind_answer_never_follows_an_edit(workdir, tmp_path):
   reference = cf_eval.evaluate(workdir)
   assert (reference["all"]["n_edits"], reference["all"]["n_controls"]) == (
       out["all"]["n_edits"], out["all"]["n_controls"])
+
+
+def test_a_counterfactual_run_killed_before_its_summary_leaves_no_earlier_summary(
+    workdir, monkeypatch):
+  """The summary is written last and says the table and edit rows beside it are complete: a run
+  killed after replacing them must not leave an earlier run's summary vouching for them."""
+  json_path, _ = cf_eval.paths(workdir, "test")
+  cf_eval.evaluate(workdir, seed=0)
+  assert os.path.exists(json_path)
+
+  def killed(*args, **kwargs):
+    raise KeyboardInterrupt
+
+  monkeypatch.setattr(cf_eval.storage, "write_json", killed)
+  with pytest.raises(KeyboardInterrupt):
+    cf_eval.evaluate(workdir, seed=1)
+  assert not os.path.exists(json_path)

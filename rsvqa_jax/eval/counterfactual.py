@@ -284,6 +284,7 @@ def evaluate(workdir, split="test", *, seed=0, which="best", data_root=None, dat
   result = table(summary, caption)
   json_path, csv_path = paths(workdir, split, which)
   os.makedirs(os.path.dirname(json_path), exist_ok=True)
+  storage.remove(json_path)  # an earlier evaluation's must not vouch for the rows replaced next
   tables.write(result, os.path.dirname(json_path), STEM)
   _write_rows(csv_path, rows)
   # Last: its presence says the evaluation is complete.
