@@ -5,12 +5,11 @@ A run whose accuracy file records the study's evaluation (reuse.py: the best che
 study split) is only read back; a finished run without one (or with one of another checkpoint)
 is only evaluated; an unfinished one resumes from its last checkpoint (train/loop.py).
 """
-import os
 import time
 
 from rsvqa_jax import config as config_lib
 from rsvqa_jax import storage
-from rsvqa_jax.bias import metrics, tables
+from rsvqa_jax.bias import metrics
 from rsvqa_jax.errors import RSVQAError
 from rsvqa_jax.eval import accuracy, outputs
 from rsvqa_jax.study import adversarial_tests, reuse
@@ -73,13 +72,8 @@ def run_one(study, cfg, workdir, ds, feats, label, attack=True):
   else:
     study.progress(f"{label}: done before, skipped")
   out = {"workdir": workdir, "accuracy": metrics.from_json(storage.read_json(acc_path)),
-         "val_oa": best_validation(workdir, cfg.data.val_split), "adversarial": {}}
+         "val_oa": metrics_log.best_validation(workdir, cfg.data.val_split),
+         "adversarial": {}}
   if attack and not cfg.model.blind:
     out["adversarial"] = adversarial_tests.attack(study, workdir, ds, feats, label)
   return out
-
-
-def best_validation(workdir, val_split):
-  """The best validation OA in a workdir's metrics.jsonl (NaN when none was written)."""
-  return tables.best_validation_oa(metrics_log.read(workdir), val_split,
-                                   os.path.join(workdir, metrics_log.METRICS_FILE))

@@ -11,6 +11,7 @@ import logging
 import os
 
 from rsvqa_jax.bias import metrics
+from rsvqa_jax.bias import tables
 from rsvqa_jax.errors import RSVQAError
 
 METRICS_FILE = "metrics.jsonl"
@@ -45,3 +46,9 @@ def read(workdir):
     _log.warning("%s: %d of %d lines unreadable (the first: line %d), skipped", path, len(bad),
                  len(lines), damaged[0])
   return records
+
+
+def best_validation(workdir, val_split):
+  """The best validation OA in workdir/metrics.jsonl (NaN when none was written): what `tables`
+  and the study report for a run."""
+  return tables.best_validation_oa(read(workdir), val_split, os.path.join(workdir, METRICS_FILE))
