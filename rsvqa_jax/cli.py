@@ -255,8 +255,14 @@ def unexpected_line(error):
 EXIT_STATUS = {signal.SIGINT: 130, signal.SIGTERM: 143}
 
 
-def exit_on_interrupt(what):
-  """SIGINT / SIGTERM end the process at once with 130 / 143 and a line naming `what`.
+# What running an interrupted command again does.
+RERUN_KEEPS = "it keeps what was finished"
+AFTER_INTERRUPT = {"synth": "it writes the dataset again from the start"}
+
+
+def exit_on_interrupt(what, after=RERUN_KEEPS):
+  """SIGINT / SIGTERM end the process at once with 130 / 143 and a line naming `what` and
+  saying what its rerun does (`after`).
 
   The signal's C handler writes to a wakeup pipe the moment it arrives; a watcher thread reads
   it and exits, so a main thread busy in a long C call (an XLA compile) does not delay it.
@@ -277,7 +283,7 @@ def exit_on_interrupt(what):
             if clear is not None:
               clear()
           sys.stderr.write(f"\n{what}: interrupted ({signal.Signals(sig).name}); run the same "
-                           "command again: it keeps what was finished\n")
+                           f"command again: {after}\n")
           sys.stderr.flush()
         finally:
           os._exit(EXIT_STATUS[sig])
@@ -292,7 +298,8 @@ def entry():
   """The console script: interrupts end the process at once, then `main`."""
   argv = sys.argv[1:]
   command = next((a for a in argv if a in COMMANDS), "")
-  exit_on_interrupt(f"rsvqa-jax {command}".strip())
+  exit_on_interrupt(f"rsvqa-jax {command}".strip(),
+                    AFTER_INTERRUPT.get(command, RERUN_KEEPS))
   sys.exit(main(argv))
 
 
