@@ -7,6 +7,7 @@ and a reader that finds a manifest missing, malformed or of another version gets
 rebuilds instead of trusting it.
 """
 import contextlib
+import errno
 import fcntl
 import hashlib
 import json
@@ -66,7 +67,7 @@ def _fresh_folder(parent, prefix):
 
 OWNER = ".owner.json"  # in a building_owned folder: the pid and host building it
 # A temporary folder without an owner file this old is a dead run's (building_owned), as is a
-# `PATH.tmp-PID` file this old whose process is gone (replacing_path).
+# `PATH.tmp-TOKEN-PID-HOST` file of this host this old whose process is gone (replacing_path).
 STALE_SECONDS = 60
 
 
@@ -293,23 +294,30 @@ def read_json(path):
 
 
 _WRITING = set()  # the temporary files replacing_path is writing in this process
+WRITE_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO)  # a write itself failed
 
 
 @contextlib.contextmanager
 def replacing_path(path):
-  """Yields a temporary path (`PATH.tmp-PID`) to write, renamed to `path` only when the block
-  completes. The `PATH.tmp-PID` files a killed writer left (its process gone, the file untouched
-  for STALE_SECONDS: a writer on another host sharing the folder is left alone) are removed
-  first; an interrupt removes this one (remove_unfinished) before it ends the process."""
+  """Yields a temporary path (`PATH.tmp-TOKEN-PID-HOST`) to write, renamed to `path` only when
+  the block completes; an error writing it names `path`, the file the user knows. The temporary
+  files a killed writer on this host left (its process gone, the file untouched for
+  STALE_SECONDS) are removed first; another host's are left alone, whatever its clock says. An
+  interrupt removes this one (remove_unfinished) before it ends the process."""
   _remove_dead_writers(path)
-  tmp = f"{path}.tmp-{os.getpid()}"
+  tmp = f"{path}.tmp-{secrets.token_hex(4)}-{os.getpid()}-{socket.gethostname()}"
   _WRITING.add(tmp)
   try:
     yield tmp
     os.replace(tmp, path)
+  except OSError as e:
+    if tmp not in (e.filename, e.filename2):
+      raise
+    raise OSError(e.errno, e.strerror, path) from None
   finally:
     _WRITING.discard(tmp)
-    remove(tmp)
+    with contextlib.suppress(OSError):
+      remove(tmp)
 
 
 @contextlib.contextmanager
@@ -317,29 +325,37 @@ def replacing(path, **open_kwargs):
   """Yields a text file that becomes `path` only when the block completes (readers, and a run
   that was killed, never see half a file)."""
   with replacing_path(path) as tmp:
-    with open(tmp, "w", encoding="utf-8", **open_kwargs) as f:
-      yield f
+    try:
+      with open(tmp, "w", encoding="utf-8", **open_kwargs) as f:
+        yield f
+    except OSError as e:  # a full disk while writing or closing: the error names no file
+      if e.filename is None and e.errno in WRITE_ERRNOS:
+        raise OSError(e.errno, e.strerror, tmp) from None
+      raise
 
 
 def _remove_dead_writers(path):
+  """Removes the temporary files of `path` (replacing_path) that a dead process on this host
+  left; one it cannot remove (another user's) stays."""
   folder, name = os.path.split(os.path.abspath(path))
-  prefix = f"{name}.tmp-"
+  prefix, host = f"{name}.tmp-", socket.gethostname()
   try:
     entries = os.listdir(folder)
   except OSError:
     return
   for entry in entries:
-    pid = entry[len(prefix):]
-    if not (entry.startswith(prefix) and pid.isdigit() and pid.isascii()) or (
-        int(pid) == os.getpid()):
+    fields = entry[len(prefix):].split("-", 2)  # TOKEN, PID, HOST (which may hold a "-")
+    if not (entry.startswith(prefix) and len(fields) == 3 and fields[2] == host
+            and fields[1].isdigit() and fields[1].isascii()) or int(fields[1]) == os.getpid():
       continue
     full = os.path.join(folder, entry)
     try:
       if time.time() - os.lstat(full).st_mtime <= STALE_SECONDS:
         continue
-      os.kill(int(pid), 0)
+      os.kill(int(fields[1]), 0)
     except ProcessLookupError:
-      remove(full)
+      with contextlib.suppress(OSError):
+        remove(full)
     except (OSError, OverflowError):
       pass
 
@@ -414,9 +430,12 @@ def file_digests(paths, index_path):
 
   A kept digest is reused while the file's size, mtime, ctime and inode are unchanged. ctime
   cannot be set back by a user (utime sets only atime and mtime), so a file rewritten with the
-  same size and mtime is hashed again, never mistaken for the old one. The index is only a memo:
-  a damaged one (not an object, a row of another shape) is recomputed, and rows of files that are
-  gone are dropped whenever it is rewritten.
+  same size and mtime is hashed again, never mistaken for the old one. A file changed in the
+  last MEMO_SETTLE_SECONDS is hashed but not kept: a rewrite within the same tick of a coarse
+  file-system clock would keep its stamp (git's "racily clean" entries). The index is only a
+  memo: a damaged one (not an object, a row of another shape) is recomputed, one that cannot be
+  written (a read-only or full cache) is said at INFO and the files hashed again next time, and
+  rows of files that are gone are dropped whenever it is rewritten.
   """
   index = read_json(index_path)
   index = index if isinstance(index, dict) else {}
@@ -429,13 +448,23 @@ def file_digests(paths, index_path):
     if not (isinstance(kept, list) and len(kept) == 5 and kept[:4] == stamp
             and isinstance(kept[4], str)):
       kept = stamp + [file_sha256(full)]
-      index[full] = kept
-      changed = True
+      if time.time_ns() - max(st.st_mtime_ns, st.st_ctime_ns) > MEMO_SETTLE_SECONDS * 1e9:
+        index[full] = kept
+        changed = True
     out.append(kept[4])
   if changed:
-    os.makedirs(os.path.dirname(os.path.abspath(index_path)), exist_ok=True)
-    write_json(index_path, {k: v for k, v in index.items() if os.path.exists(k)})
+    try:
+      os.makedirs(os.path.dirname(os.path.abspath(index_path)), exist_ok=True)
+      write_json(index_path, {k: v for k, v in index.items() if os.path.exists(k)})
+    except OSError as e:
+      _log.info("%s: not kept (%s); the files are hashed again next time", index_path,
+                e.strerror or e)
   return out
+
+
+# A file changed this recently is not kept in a file_digests index (coarse clocks tick in 1 s
+# or, on FAT, 2 s).
+MEMO_SETTLE_SECONDS = 3
 
 
 def identity_key(identity):

@@ -2,7 +2,9 @@
 
 A cache hit must read files only: the encoder is neither built nor run."""
 import json
+import logging
 import os
+import time
 
 import numpy as np
 import pytest
@@ -168,7 +170,7 @@ def test_changed_preprocessing_or_image_file_is_a_miss(tmp_path, calls, monkeypa
 
 
 def test_file_digests_are_computed_once_per_file(tmp_path, monkeypatch):
-  from rsvqa_jax import storage  # pylint: disable=g-import-not-at-top
+  monkeypatch.setattr(storage, "MEMO_SETTLE_SECONDS", -1)  # files written just now are kept
   files = [tmp_path / f"{i}.bin" for i in range(3)]
   for i, f in enumerate(files):
     f.write_bytes(bytes([i]) * 10)
@@ -183,11 +185,41 @@ def test_file_digests_are_computed_once_per_file(tmp_path, monkeypatch):
   assert hashed == [os.path.abspath(files[1])] and second[0] == first[0] and second[1] != first[1]
 
 
+def test_a_file_changed_just_now_is_not_kept_in_the_digest_index(tmp_path, monkeypatch):
+  """A file rewritten with the same size within one tick of a coarse file-system clock (1 s,
+  2 s on FAT) after it was hashed keeps its stamp: a digest kept from that tick would be served
+  for the new contents. Files changed in the last MEMO_SETTLE_SECONDS are hashed every time."""
+  path = tmp_path / "a.bin"
+  path.write_bytes(b"\x01" * 10)
+  index = str(tmp_path / "index.json")
+  assert storage.file_digests([path], index) == [storage.file_sha256(str(path))]
+  assert not os.path.exists(index) or json.loads(open(index).read()) == {}
+  now = time.time_ns
+  monkeypatch.setattr(storage.time, "time_ns",
+                      lambda: now() + int(storage.MEMO_SETTLE_SECONDS * 1e9) + 10**9)
+  storage.file_digests([path], index)
+  assert list(json.loads(open(index).read())) == [os.path.abspath(path)]
+
+
+def test_a_digest_index_that_cannot_be_written_is_only_a_memo(tmp_path, monkeypatch, caplog):
+  """A read-only or full cache folder: the index is not kept (said at INFO), the digests are
+  still given (a read of the cache failed with the index's OSError)."""
+  monkeypatch.setattr(storage, "MEMO_SETTLE_SECONDS", -1)
+  path = tmp_path / "a.bin"
+  path.write_bytes(b"\x02" * 10)
+  (tmp_path / "file").write_text("not a folder")
+  index = str(tmp_path / "file" / "digests" / "index.json")
+  with caplog.at_level(logging.INFO, logger="rsvqa_jax.storage"):
+    assert storage.file_digests([path], index) == [storage.file_sha256(str(path))]
+  assert "not kept" in caplog.text
+
+
 @pytest.mark.parametrize("damage", ['[1, 2]', '{"PATH": [1, 2]}', '{"PATH": "x"}'])
-def test_a_damaged_digest_index_is_recomputed_and_gone_files_dropped(tmp_path, damage):
+def test_a_damaged_digest_index_is_recomputed_and_gone_files_dropped(tmp_path, damage,
+                                                                     monkeypatch):
   """The index is a memo: valid JSON of another shape is rebuilt, not a crash or a wrong digest;
   a rewrite keeps no row of a file that is gone."""
-  from rsvqa_jax import storage  # pylint: disable=g-import-not-at-top
+  monkeypatch.setattr(storage, "MEMO_SETTLE_SECONDS", -1)  # files written just now are kept
   files = [tmp_path / f"{i}.bin" for i in range(2)]
   for i, f in enumerate(files):
     f.write_bytes(bytes([i]) * 10)
@@ -293,6 +325,7 @@ def test_an_entry_is_hashed_again_only_when_its_files_changed(tmp_path, calls, m
                                                                 model_dir):
   """Every open hashed features.npy and map.npy in full (a ResNet-152 map of RSVQA-HR is
   gigabytes); the checksums are now kept with the files' stat stamps (storage.file_digests)."""
+  monkeypatch.setattr(storage, "MEMO_SETTLE_SECONDS", -1)  # files written just now are kept
   ds = _dataset(tmp_path / "data")
   cache = str(tmp_path / "cache")
   cfg = _cfg(model_dir, map=True)

@@ -4,7 +4,9 @@ Each case stops a writer at the exact point a kill could land (a write that rais
 stands for the process dying there) and checks what is left on disk; no timing, no sleeps.
 """
 import builtins
+import errno
 import os
+import socket
 import subprocess
 import sys
 import time
@@ -98,25 +100,44 @@ def _dead_pid():
 
 
 def test_the_temporary_file_of_a_killed_write_is_removed_by_the_next_one(tmp_path):
-  """A SIGKILL between the write of `PATH.tmp-PID` and its rename left that file for good (a
-  copy the size of the output: an adversarial predictions CSV of K repeats); the next write of
-  PATH removes it once its process is gone, and leaves a live or recent writer's alone."""
+  """A SIGKILL between the write of `PATH.tmp-TOKEN-PID-HOST` and its rename left that file for
+  good (a copy the size of the output: an adversarial predictions CSV of K repeats); the next
+  write of PATH removes it once its process is gone, and leaves a live or recent writer's alone,
+  and another host's whatever its age (its pid means nothing here; its clock may lag)."""
   path = str(tmp_path / "accuracy.json")
   old = time.time() - 10 * storage.STALE_SECONDS
-  dead, recent, live = (f"{path}.tmp-{_dead_pid()}", f"{path}.tmp-{_dead_pid()}",
-                        f"{path}.tmp-{os.getppid()}")
-  for tmp in (dead, recent, live):
+  host = socket.gethostname()
+  dead, recent, live, elsewhere = (f"{path}.tmp-ab12cd34-{_dead_pid()}-{host}",
+                                   f"{path}.tmp-ab12cd35-{_dead_pid()}-{host}",
+                                   f"{path}.tmp-ab12cd36-{os.getppid()}-{host}",
+                                   f"{path}.tmp-ab12cd37-{_dead_pid()}-{host}-x.example")
+  for tmp in (dead, recent, live, elsewhere):
     with open(tmp, "w") as f:
       f.write('{"oa": 0.')
-  os.utime(dead, (old, old))
-  os.utime(live, (old, old))
-  other = str(tmp_path / "predictions.csv.tmp-1")  # another file's: not this write's to judge
+  for tmp in (dead, live, elsewhere):
+    os.utime(tmp, (old, old))
+  other = str(tmp_path / f"predictions.csv.tmp-ab12cd38-{_dead_pid()}-{host}")  # not this write's
   open(other, "w").close()
   os.utime(other, (old, old))
   storage.write_json(path, {"oa": 0.5})
   assert storage.read_json(path) == {"oa": 0.5}
   assert sorted(os.listdir(tmp_path)) == sorted(
-      ["accuracy.json", os.path.basename(recent), os.path.basename(live), "predictions.csv.tmp-1"])
+      ["accuracy.json"] + [os.path.basename(p) for p in (recent, live, elsewhere, other)])
+
+
+def test_a_write_that_fails_names_the_file_not_its_temporary_twin(tmp_path, monkeypatch):
+  """A full disk while a result file was written named `PATH.tmp-...`, a file the user never
+  gave (and that was already removed)."""
+  path = str(tmp_path / "accuracy.json")
+
+  def full(*args, **kwargs):
+    raise OSError(errno.ENOSPC, "No space left on device")
+
+  monkeypatch.setattr(storage.json, "dump", full)
+  with pytest.raises(OSError) as e:
+    storage.write_json(path, {"oa": 0.5})
+  assert e.value.errno == errno.ENOSPC and e.value.filename == path
+  assert os.listdir(tmp_path) == []
 
 
 def test_an_interrupt_while_a_file_is_written_leaves_no_temporary_file(tmp_path):

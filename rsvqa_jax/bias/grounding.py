@@ -233,14 +233,10 @@ def read_mask(path):
 
 
 def _saved(path, save):
-  """Runs save(temporary path), then renames it to `path`: never half a file there."""
-  tmp = f"{path}.tmp-{os.getpid()}.png"
-  try:
-    save(tmp)
-    os.replace(tmp, path)
-  finally:
-    if os.path.exists(tmp):
-      os.remove(tmp)
+  """Runs save(temporary path, format="PNG"), then renames it to `path`: never half a file
+  there (storage.replacing_path)."""
+  with storage.replacing_path(path) as tmp:
+    save(tmp, format="PNG")
   return path
 
 
