@@ -19,6 +19,7 @@ import numpy as np
 import pytest
 
 from rsvqa_jax import config as config_lib
+from rsvqa_jax import storage
 from rsvqa_jax.bias import answerability as metrics_lib
 from rsvqa_jax.data import answerability as pools_lib
 from rsvqa_jax.data import records, scenes, synthetic
@@ -475,3 +476,19 @@ def test_an_evaluation_killed_after_its_scores_leaves_no_metrics_of_an_earlier_o
                                features=task["features"])
   with open(metrics) as f:
     assert json.load(f) == json.loads(json.dumps(record["metrics"]))
+
+
+def test_scores_of_another_step_rewritten_for_the_threshold_take_their_metrics_away(
+    task, tmp_path):
+  """Evaluating test rewrites val_scores.csv too (the threshold is chosen on val): val's metrics
+  from an evaluation of another checkpoint step stayed beside scores they no longer described.
+  Those of the same step (the same scores again) are kept."""
+  workdir = _copy_reference(task, tmp_path)
+  where = {"dataset": task["dataset"], "features": task["features"]}
+  val = evaluation.evaluate(workdir, "val", **where)
+  val_files = (evaluation.evaluation_path(workdir, "val"), evaluation.metrics_path(workdir, "val"))
+  evaluation.evaluate(workdir, "test", **where)
+  assert all(os.path.exists(p) for p in val_files)  # the same step: still theirs
+  storage.write_json(val_files[0], dict(val, step=val["step"] - 1))  # as of another checkpoint
+  evaluation.evaluate(workdir, "test", **where)
+  assert not any(os.path.exists(p) for p in val_files)

@@ -77,8 +77,10 @@ def evaluate(workdir, split="test", *, which="best", data_root=None, dataset=Non
   run, pools, state, step = train_lib.restore(workdir, splits, which=which, data_root=data_root,
                                               dataset=dataset, features=features)
   os.makedirs(folder(workdir, which), exist_ok=True)
-  for stale in (metrics_path(workdir, split, which), evaluation_path(workdir, split, which)):
-    storage.remove(stale)  # an earlier evaluation's must not vouch for the scores replaced next
+  for s in splits:  # an earlier evaluation's must not vouch for the scores replaced next
+    if s == split or _recorded_step(evaluation_path(workdir, s, which)) != step:
+      storage.remove(metrics_path(workdir, s, which))
+      storage.remove(evaluation_path(workdir, s, which))
   for s in splits:
     _write_scores(scores_path(workdir, s, which), pools[s], train_lib.scores(run, state, s))
   # The binary threshold is chosen on val: scoring val itself, it would be tuned on the pairs
@@ -95,6 +97,13 @@ def evaluate(workdir, split="test", *, which="best", data_root=None, dataset=Non
   storage.write_json(evaluation_path(workdir, split, which), record)
   storage.write_json(metrics_path(workdir, split, which), metrics)  # last
   return record
+
+
+def _recorded_step(path):
+  """The checkpoint step an earlier SPLIT_evaluation.json records (None: none readable). Scores of
+  that step are the same again, so its metrics still hold for them; another step's do not."""
+  record = storage.read_json(path)
+  return record.get("step") if isinstance(record, dict) else None
 
 
 def baselines(record):
