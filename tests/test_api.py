@@ -275,10 +275,15 @@ def test_analyze_returns_tables(tiny):
 
 def test_evaluate_seeds_says_what_it_scored(tiny, monkeypatch, capsys):
   """The --seeds summary JSON read alike for clean and adversarial runs, and no printed line
-  named the checkpoint or step scored."""
+  named the checkpoint or step scored. It is strict JSON: a question type that no run's split
+  holds (NaN in every run) printed a bare NaN, which jq and JavaScript refuse."""
   import json  # pylint: disable=g-import-not-at-top
   import shutil  # pylint: disable=g-import-not-at-top
   from rsvqa_jax import cli  # pylint: disable=g-import-not-at-top
+  from rsvqa_jax.bias import tables  # pylint: disable=g-import-not-at-top
+  columns = tables.run_columns
+  monkeypatch.setattr(tables, "run_columns",
+                      lambda results: {**columns(results), "absent": [float("nan")] * 2})
   monkeypatch.chdir(tiny)
   other = tiny / "runs" / "tiny_s1"  # beside runs/tiny: the same cache folder
   shutil.copytree(tiny / "runs" / "tiny", other)
@@ -291,7 +296,8 @@ def test_evaluate_seeds_says_what_it_scored(tiny, monkeypatch, capsys):
   finally:
     shutil.rmtree(other)
   out = capsys.readouterr().out
-  summary = json.loads(out.strip().splitlines()[-1])
+  summary = json.loads(out.strip().splitlines()[-1], parse_constant=pytest.fail)
+  assert summary["mean"]["absent"] is None and summary["std"]["absent"] is None
   assert {k: summary[k] for k in ("split", "checkpoint", "adversarial", "repeats", "adv_seed",
                                   "pool")} == {"split": "test", "checkpoint": "best",
                                                "adversarial": "random", "repeats": 2,

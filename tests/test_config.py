@@ -131,11 +131,15 @@ def test_a_tilde_in_a_path_key_is_the_home_folder(monkeypatch):
   """`--config.data.cache_dir=~/c` is one shell word: its ~ reached the run, which wrote ./~/c."""
   monkeypatch.setenv("HOME", "/home/someone")
   c = config_lib.base_config()
+  c.study, c.answerability = config_lib.study_defaults(), config_lib.answerability_section()
   config_lib.apply_overrides(c, [f"{key}=~/x" for key in config_lib.PATH_KEYS] +
                              ["data.train_split=~x"])
   assert [c[k.split(".")[0]][k.split(".")[1]] for k in config_lib.PATH_KEYS] == [
       "/home/someone/x"] * len(config_lib.PATH_KEYS)
   assert c.data.train_split == "~x"  # no path: kept as written
+  c.study.lm.mine = config_lib.lm_entry("bert", "a BERT", 1e-5, checkpoint="")
+  config_lib.apply_overrides(c, ["study.lm.mine.checkpoint=~/bert", "study.lm.mine.label=~b"])
+  assert (c.study.lm.mine.checkpoint, c.study.lm.mine.label) == ("/home/someone/bert", "~b")
 
 
 def test_print_config_shows_the_effective_config_and_runs_nothing(tmp_path, capsys):

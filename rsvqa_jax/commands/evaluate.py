@@ -20,9 +20,9 @@ the edit demands and the share that change under the control edit, written to
 DIR/eval/SPLIT/counterfactual.{json,csv,md,tex} and counterfactual_edits.csv.
 """
 import glob
-import json
 import os
 
+from rsvqa_jax import storage
 from rsvqa_jax.commands import argument_types, common
 from rsvqa_jax.errors import RSVQAError
 
@@ -201,7 +201,8 @@ def run(args):
     if args.adversarial:
       setting.update(repeats=args.repeats, adv_seed=args.adv_seed,
                      **({"pool": pool} if args.adversarial == "random" else {}))
-    print(json.dumps({"split": args.split, "checkpoint": args.checkpoint, **setting,
-                      "workdirs": workdirs, "mean": {k: m for k, (m, _) in stats.items()},
-                      "std": {k: s for k, (_, s) in stats.items()}}))
+    print(storage.json_line({"split": args.split, "checkpoint": args.checkpoint, **setting,
+                             "workdirs": workdirs,
+                             "mean": {k: m for k, (m, _) in stats.items()},
+                             "std": {k: s for k, (_, s) in stats.items()}}))
   return 0

@@ -7,7 +7,7 @@ RANDOM = "random"
 # The keys that name a file or folder: a workdir records them absolute (train/checkpointing),
 # and a ~ in their command-line value is the home folder (overrides.override).
 PATH_KEYS = ("data.root", "data.cache_dir", "text.checkpoint", "image.checkpoint",
-             "image.pretrained_dir")
+             "image.pretrained_dir", "answerability.pools")
 LANGUAGE_MODELS = ("skipthoughts", "distilbert", "bert", "roberta")
 FUSIONS = ("mult", "concat", "mutan")
 # The ResNet depths models/resnet.ARCHS builds (a test keeps the two alike), and image.arch's

@@ -78,12 +78,18 @@ def override(config, key, text):
   if isinstance(old, ml_collections.ConfigDict):
     raise RSVQAError(f"--config.{key}: is a section, set one of its keys instead")
   value = _value(key, text, old, node.get_type(name))
-  if key in PATH_KEYS and isinstance(value, str):
+  if (key in PATH_KEYS or _is_study_checkpoint(key)) and isinstance(value, str):
     value = os.path.expanduser(value)  # --config.data.root=~/x: the shell left the ~ as it was
   try:
     node[name] = value
   except TypeError as e:
     raise RSVQAError(f"--config.{key}={text}: {e}") from None
+
+
+def _is_study_checkpoint(key):
+  """study.lm.NAME.checkpoint: a path too, under an entry name of the user's."""
+  parts = key.split(".")
+  return len(parts) == 4 and parts[:2] == ["study", "lm"] and parts[3] == "checkpoint"
 
 
 def apply_overrides(config, pairs):
