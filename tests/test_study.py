@@ -1,5 +1,6 @@
 """The study end to end on a micro config, its resume, and the report's numbers by hand."""
 import json
+import logging
 import math
 import os
 import shutil
@@ -12,7 +13,7 @@ from rsvqa_jax.bias import report, shortcut_report, shortcuts, tables
 from rsvqa_jax.data import synthetic
 from rsvqa_jax import config as config_lib
 from rsvqa_jax.errors import RSVQAError
-from rsvqa_jax.study import recorded, reuse
+from rsvqa_jax.study import journal, recorded, reuse
 from rsvqa_jax.train import checkpointing
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -676,3 +677,16 @@ def test_a_split_of_one_image_is_refused_for_swaps_before_any_run():
   s.adversarial = ("shuffle",)
   with pytest.raises(RSVQAError, match="so shuffle substitution"):
     checks.check_split(s, ds)
+
+
+def test_warnings_that_cannot_be_kept_are_said_once_and_still_counted(tmp_path, capsys):
+  """A full disk or a read-only study folder made every WARNING print logging's own traceback
+  ('--- Logging error ---'): one line now, once, and the counts still reach the report."""
+  (tmp_path / "file").write_text("not a folder")
+  warnings = journal.Warnings(str(tmp_path / "file" / "warnings.json"))
+  with warnings.caught():
+    for _ in range(3):
+      logging.getLogger("rsvqa_jax.study").warning("a warning")
+  err = capsys.readouterr().err
+  assert err.count("not written") == 1 and "Traceback" not in err and "Logging error" not in err
+  assert warnings.listed() == [{"message": "a warning", "count": 3}]

@@ -2,6 +2,7 @@
 and of the WARNINGs its stages logged."""
 import contextlib
 import logging
+import sys
 import time
 
 from rsvqa_jax import storage
@@ -41,14 +42,20 @@ class Warnings(logging.Handler):
     kept = storage.read_json(path)
     self.counts = ({m: c for m, c in kept.items() if isinstance(c, int) and c > 0}
                    if isinstance(kept, dict) else {})
+    self.unwritable = False  # said once: the counts are kept in memory from then on
 
   def emit(self, record):
     try:
       message = record.getMessage()
       self.counts[message] = self.counts.get(message, 0) + 1
-      storage.write_json(self.path, self.counts)
+      if not self.unwritable:
+        storage.write_json(self.path, self.counts)
+    except OSError as e:  # a full disk or a read-only folder must not stop the study here
+      self.unwritable = True
+      sys.stderr.write(f"{self.path}: not written ({e.strerror or e}); this invocation's "
+                       "warnings are listed in its report but not kept for the next\n")
     except Exception:  # pylint: disable=broad-except
-      self.handleError(record)  # logging's own way: a full disk must not stop the study here
+      self.handleError(record)  # logging's own way
 
   @contextlib.contextmanager
   def caught(self):
