@@ -134,7 +134,7 @@ def test_huge_non_number_is_a_short_error():
 ])
 def test_binned_and_original_labels_keep_their_bin(dataset, qtype, raw, expected):
   assert answers.normalise(dataset, qtype, raw) == expected
-  assert answers.normalise_prediction(dataset, qtype, raw) == expected
+  assert answers.read_prediction(dataset, qtype, raw)[0] == expected
 
 
 @pytest.mark.parametrize("dataset,qtype,raw,expected", [
@@ -148,7 +148,7 @@ def test_binned_and_original_labels_keep_their_bin(dataset, qtype, raw, expected
     ("xben", "presence", "Yes", "Yes"),  # the RSVQAxBEN reader keeps case (no closed set)
 ])
 def test_predictions_of_the_wrong_form_stay_text(dataset, qtype, raw, expected):
-  assert answers.normalise_prediction(dataset, qtype, raw) == expected
+  assert answers.read_prediction(dataset, qtype, raw)[0] == expected
 
 
 @pytest.mark.parametrize("dataset,qtype,raw,message", [
@@ -204,6 +204,6 @@ def test_a_dataset_count_of_10_pow_400_is_binned(tmp_path):
 def test_predictions_read_integral_floats_and_bin_labels_in_any_case(dataset, qtype, raw,
                                                                      expected):
   """'3.0' and 'Between 1 And 10' counted wrong while '03' and 'YES' were read."""
-  assert answers.normalise_prediction(dataset, qtype, raw) == expected
+  assert answers.read_prediction(dataset, qtype, raw)[0] == expected
   with pytest.raises(ValueError):  # a dataset's own files stay strict
     answers.normalise(dataset, qtype, raw)

@@ -6,7 +6,7 @@ substituted images per question) adds a `repeat` column numbered 0..K-1 and one 
 question and repeat; a file without it is one repeat.
 
 Predictions go through the dataset's own answer normalisation (data/answers.py
-`normalise_prediction`: LR counts and HR areas binned by question type, the original PyTorch code's
+`read_prediction`: LR counts and HR areas binned by question type, the original PyTorch code's
 labels mapped, whitespace and case as the readers treat the files), so a model written in our
 style, the original code's or with raw counts / areas scores the same. Predictions changed by it
 are counted (`mapped`); predictions outside the training answer space are counted wrong and listed

@@ -15,7 +15,8 @@ loading it never imports JAX, and every documented key exists before the overrid
 """
 from rsvqa_jax.config.checks import (CHOICES, FRACTION, MAX_REPEATS, MAXIMA, NON_EMPTY,
                                      NON_NEGATIVE, POSITIVE, RANGES, SEED, WIDTH, check,
-                                     check_text_encoder, check_weights, is_random)
+                                     check_image_checkpoint, check_text_encoder, check_weights,
+                                     is_random)
 from rsvqa_jax.config.defaults import (ANSWERABILITY_LOSSES, AUGMENT_VARIANTS, FEATURES_DIR,
                                        FUSIONS, LANGUAGE_MODELS, PATH_KEYS, PRETRAINED_DIR,
                                        QUESTIONS_DIR,
@@ -41,8 +42,8 @@ __all__ = [
     "PATH_KEYS", "POSITIVE", "PRETRAINED_DIR", "QUESTIONS_DIR", "RANDOM", "RANGES", "RECORDED_IN",
     "RESNET_DEPTHS", "RETIRED_KEYS", "RUN_CONTROL_KEYS", "SEED", "SELECT_METRICS", "WIDTH",
     "answerability_section", "apply_flags", "apply_overrides", "argument_error", "base_config",
-    "cache_dir", "caches_questions", "check", "check_text_encoder", "check_weights", "config_path",
-    "data_section",
+    "cache_dir", "caches_questions", "check", "check_image_checkpoint", "check_text_encoder",
+    "check_weights", "config_path", "data_section",
     "defaulted_keys", "differences", "from_dict", "identity", "image_config", "image_section",
     "is_random", "lm_entry", "load", "model_section", "optim_section", "override", "paper_config",
     "parse_cell", "pretrain_section", "recorded_identity", "sections", "study_defaults",

@@ -282,6 +282,16 @@ def check_text_encoder(text):
                      f"tokenizer); random init ({RANDOM!r}) is Skip-thoughts only")
 
 
+def check_image_checkpoint(image_cfg):
+  """A ResNet's image.checkpoint must name a file or folder (or RANDOM); synthetic_resnet reads
+  none. Checked before any stage (check_weights) and where the encoder is built."""
+  weights, arch = image_cfg.checkpoint, image_cfg.arch
+  if arch != "synthetic_resnet" and not is_random(weights) and not os.path.exists(weights):
+    raise RSVQAError(f"config image.checkpoint={weights}: no such file or folder; give the "
+                     f"{arch} weights (torchvision file or Hugging Face folder), or "
+                     f"{RANDOM} for random-init features")
+
+
 def check_weights(config, *, image=True):
   """Real-data runs name their pretrained weights, or ask for random init with RANDOM.
 
@@ -297,13 +307,9 @@ def check_weights(config, *, image=True):
                      f"of the {config.text.encoder} weights")
   check_text_encoder(config.text)
   # A ResNet file or folder naming nothing was refused by the encoder, after the dataset stage
-  # (a synthetic dataset generated, on synthetic data too). synthetic_resnet reads none.
-  weights, arch = config.image.checkpoint, config.image.arch
-  if image and arch != "synthetic_resnet" and not is_random(weights) and not os.path.exists(
-      weights):
-    raise RSVQAError(f"config image.checkpoint={weights}: no such file or folder; give the "
-                     f"{arch} weights (torchvision file or Hugging Face folder), or "
-                     f"{RANDOM} for random-init features")
+  # (a synthetic dataset generated, on synthetic data too).
+  if image:
+    check_image_checkpoint(config.image)
   if config.data.synthetic:
     return
   if config.text.encoder == "skipthoughts" and not config.text.checkpoint:

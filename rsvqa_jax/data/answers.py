@@ -19,8 +19,8 @@ Where this differs from the original PyTorch RSVQA code (DESIGN.md section 3), a
 - One normalisation for answers and predictions. `normalise` also accepts an answer already binned
   (our labels or the original code's, `ORIGINAL_LABELS`), so a model's predictions, in our style,
   the original code's or as raw counts / areas, go through the very function the readers apply to
-  the files (`normalise_prediction`; `read_prediction` also says whether it was read as an answer
-  of its question's type, which the audit counts). Whitespace is stripped, and case folded for
+  the files (`read_prediction`, which also says whether it was read as an answer of its
+  question's type, which the audit counts). Whitespace is stripped, and case folded for
   FloodNet, as its reader does, and for the LR / HR types whose answers are a closed set (yes /
   no, rural / urban: `CLOSED_ANSWERS`), where any other answer is an error too ("12" to a presence
   question is no class of its own), as it is for FloodNet's Yes_No questions. Counts are binned by
@@ -154,20 +154,16 @@ def normalise(dataset, qtype, raw):
   return text
 
 
-def normalise_prediction(dataset, qtype, raw):
-  """A model's answer in the dataset's answer form: `normalise`, or the surface text where that
-  refuses it (a prediction of the wrong form is a wrong answer, not a broken file).
-
-  Where `normalise` refuses it, two spellings a model's tooling writes are read too: a count
-  written as an integral float ("3.0": pandas writes an int column holding a NaN so), and a bin
-  label in another case ("Between 1 And 10")."""
-  return read_prediction(dataset, qtype, raw)[0]
-
-
 def read_prediction(dataset, qtype, raw):
-  """(normalise_prediction's label, whether `normalise` read it as an answer of its question's
-  type): False for what the readers would refuse in the dataset's own files (a presence answer
-  "1", an LR count "three", an HR area "297" without m2), a wrong answer the audit counts."""
+  """(A model's answer in the dataset's answer form, whether `normalise` read it as an answer of
+  its question's type).
+
+  The label is `normalise`'s, or the surface text where that refuses it (a prediction of the
+  wrong form is a wrong answer, not a broken file): False for what the readers would refuse in
+  the dataset's own files (a presence answer "1", an LR count "three", an HR area "297" without
+  m2), a wrong answer the audit counts. Where `normalise` refuses it, two spellings a model's
+  tooling writes are read too: a count written as an integral float ("3.0": pandas writes an int
+  column holding a NaN so), and a bin label in another case ("Between 1 And 10")."""
   for text in (raw, *_prediction_spellings(raw)):
     try:
       return normalise(dataset, qtype, text), True

@@ -7,7 +7,6 @@ builds or loads the network; it is built on the first `encode` call.
 import functools
 import json
 import logging
-import os
 import re
 from typing import Callable
 
@@ -105,10 +104,9 @@ def encoder_for(image_cfg):
     return ImageEncoder(identity, lambda: pretrain.load_pretrained(image_cfg.pretrained_dir),
                         image_size=image_cfg.image_size or manifest["image_size"], **common)
   depth = _resnet_depth(image_cfg.arch)
+  config_lib.check_image_checkpoint(image_cfg)
   if not config_lib.is_random(image_cfg.checkpoint):
     path = image_cfg.checkpoint
-    if not os.path.exists(path):
-      raise RSVQAError(f"image.checkpoint={path}: file or folder not found")
     # Imported here: reading weights files pulls in safetensors (and torch for .pth).
     from rsvqa_jax.models import resnet_params  # pylint: disable=g-import-not-at-top
     resnet_params.check_folder_source(path)  # before hashing every file under it

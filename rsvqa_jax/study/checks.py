@@ -211,10 +211,8 @@ def check_split(s, dataset):
 
 
 def _check_shortcuts(s):
+  """The stage's weights, seeds and plants (its language model: config/checks.py)."""
   sc = s.shortcuts
-  if sc.language_model not in s.lm:
-    raise RSVQAError(f"config study.shortcuts.language_model={sc.language_model!r}: not in "
-                     "study.lm")
   if sc.lm_weights not in names.WEIGHTS or not sc.seeds:
     raise RSVQAError(f"config study.shortcuts: lm_weights must be one of {names.WEIGHTS} and "
                      "seeds not empty")
