@@ -93,6 +93,9 @@ def test_reading_and_table_by_hand():
   assert "barely above it, +2.00" in grounding_report.study_reading(_stage([0.22]), 5.0)
   assert "below it, -10.00" in grounding_report.study_reading(_stage([0.10]), 5.0)
   assert math.isnan(grounding_report.study_table(_stage([None])).rows[0][1])
+  # No question scored: NaN compared false both ways and read as "barely above" the floor.
+  text = grounding_report.study_reading(_stage([None]), 5.0)
+  assert "(not comparable)" in text and "above it" not in text
 
 
 def test_bad_grounding_method_is_refused_before_anything_runs(tmp_path):

@@ -70,6 +70,9 @@ def study_reading(stage, margin):
       continue
     value = _mean([r["mean_iou"] for r in m["runs"]])
     gap = 100 * (value - floor)
+    if math.isnan(gap):  # no question with a grounding scored: no verdict either way
+      parts.append(f"{m['label']} {m['weights']}: {tables.pct(value)} (not comparable)")
+      continue
     verdict = ("clearly above" if gap >= margin else "below" if gap < 0 else "barely above")
     parts.append(f"{m['label']} {m['weights']}: {tables.pct(value)} ({verdict} it, "
                  f"{gap:+.2f} points)")
