@@ -332,6 +332,25 @@ def test_a_damaged_metrics_line_is_left_out(tmp_path, caplog):
     metrics_log.read(str(tmp_path))
 
 
+def test_a_resume_sets_damaged_metrics_lines_aside(tmp_path, caplog):
+  """A resume rewrote metrics.jsonl from its readable records: the damaged lines, which the
+  WARNING said were "skipped", were gone for good. They go to metrics.jsonl.damaged now."""
+  path = tmp_path / metrics_log.METRICS_FILE
+  path.write_bytes(b'{"step": 1, "split": "train"}\n{"step": 2, "sp\xff": "val"}\n'
+                   b'{"step": 3, "split": "train"}\n{"step": 5, "split": "train"}\n{"st')
+  with warnings_of_rsvqa_jax(caplog):
+    metrics_log.keep_until(str(tmp_path), 3)
+  assert [r.getMessage() for r in caplog.records] == [
+      f"{path}: 2 of 5 lines unreadable (the first: line 2), moved to metrics.jsonl.damaged"]
+  assert [r["step"] for r in metrics_log.read(str(tmp_path))] == [1, 3]
+  assert (tmp_path / "metrics.jsonl.damaged").read_bytes() == b'{"step": 2, "sp\xff": "val"}\n'
+  caplog.clear()
+  with warnings_of_rsvqa_jax(caplog):  # nothing damaged is left: no WARNING, nothing moved
+    metrics_log.keep_until(str(tmp_path), 3)
+  assert not caplog.records and [r["step"] for r in metrics_log.read(str(tmp_path))] == [1, 3]
+  assert (tmp_path / "metrics.jsonl.damaged").read_bytes() == b'{"step": 2, "sp\xff": "val"}\n'
+
+
 @pytest.mark.parametrize("content", [[], {"oa": 0.5}, {"oa": 0.5, "aa": 0.5, "n": 2,
                                                        "per_type": [], "per_type_n": {}}])
 def test_an_accuracy_table_that_makes_no_sense_is_named(tmp_path, content):

@@ -59,11 +59,7 @@ class MetricsWriter:
     if not self.enabled:
       return
     self.path = os.path.join(workdir, metrics_log.METRICS_FILE)
-    if os.path.exists(self.path):
-      kept = [storage.json_line(r) + "\n" for r in metrics_log.read(workdir)
-              if r["step"] <= resume_step]
-      with storage.replacing(self.path) as f:  # a kill here loses no earlier record
-        f.writelines(kept)
+    metrics_log.keep_until(workdir, resume_step)
     # Imported here: only the training loop writes TensorBoard events.
     from tensorboardX import SummaryWriter  # pylint: disable=g-import-not-at-top
     self.tb = SummaryWriter(os.path.join(workdir, "tensorboard"), purge_step=resume_step + 1)
