@@ -207,3 +207,11 @@ def test_predictions_read_integral_floats_and_bin_labels_in_any_case(dataset, qt
   assert answers.read_prediction(dataset, qtype, raw)[0] == expected
   with pytest.raises(ValueError):  # a dataset's own files stay strict
     answers.normalise(dataset, qtype, raw)
+
+
+def test_an_answer_is_read_in_one_unicode_form():
+  """'café' typed with a combining accent (NFD: macOS file names, some editors) printed like the
+  dataset's 'café' and was counted a wrong answer."""
+  composed, decomposed = "caf\u00e9", "cafe\u0301"
+  assert answers.normalise("xben", "land_cover", decomposed) == composed
+  assert answers.read_prediction("xben", "land_cover", f" {decomposed} ") == (composed, True)

@@ -20,7 +20,8 @@ Where this differs from the original PyTorch RSVQA code (DESIGN.md section 3), a
   (our labels or the original code's, `ORIGINAL_LABELS`), so a model's predictions, in our style,
   the original code's or as raw counts / areas, go through the very function the readers apply to
   the files (`read_prediction`, which also says whether it was read as an answer of its
-  question's type, which the audit counts). Whitespace is stripped, and case folded for
+  question's type, which the audit counts). Text is composed to Unicode NFC and whitespace
+  stripped, and case folded for
   FloodNet, as its reader does, and for the LR / HR types whose answers are a closed set (yes /
   no, rural / urban: `CLOSED_ANSWERS`), where any other answer is an error too ("12" to a presence
   question is no class of its own), as it is for FloodNet's Yes_No questions. Counts are binned by
@@ -39,6 +40,7 @@ import collections
 import json
 import math
 import re
+import unicodedata
 from typing import NamedTuple
 
 import numpy as np
@@ -123,8 +125,9 @@ def bin_area_hr(raw):
 
 
 def _surface(dataset, raw):
-  """Whitespace stripped, case folded for FloodNet (as its reader does), original labels mapped."""
-  text = str(raw).strip()
+  """Unicode composed (NFC: an accent typed as its own code point is the same answer),
+  whitespace stripped, case folded for FloodNet (as its reader does), original labels mapped."""
+  text = unicodedata.normalize("NFC", str(raw)).strip()
   if dataset == "floodnet":
     return text.lower()
   return ORIGINAL_LABELS.get(text, text) if dataset in ("lr", "hr") else text
