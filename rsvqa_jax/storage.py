@@ -41,13 +41,19 @@ def building(parent, name):
     tmp = _fresh_folder(parent, f".tmp-{name}-")
   except OSError as e:  # named the temporary folder (`.tmp-NAME-x1y2`) the user never gave
     raise OSError(e.errno, e.strerror, os.path.join(parent, name)) from None
+  target = os.path.join(parent, name)
   try:
     yield tmp
     try:
-      os.rename(tmp, os.path.join(parent, name))
+      os.rename(tmp, target)
     except OSError:
-      if not os.path.isdir(os.path.join(parent, name)):
+      if not os.path.isdir(target):
         raise
+  except OSError as e:  # a full disk inside it: name the entry, not a folder removed below
+    inside = isinstance(e.filename, str) and (e.filename + os.sep).startswith(tmp + os.sep)
+    if not inside:
+      raise
+    raise OSError(e.errno, e.strerror, target + e.filename[len(tmp):]) from None
   finally:
     shutil.rmtree(tmp, ignore_errors=True)
 
@@ -260,6 +266,35 @@ def _owner(fd):
 def _record(fd, blob):
   os.ftruncate(fd, 0)
   os.pwrite(fd, blob, 0)
+
+
+@contextlib.contextmanager
+def writing_npy(path, shape):
+  """Yields write(rows): a float32 .npy of `shape` written block by block with plain writes,
+  whose rows must add up to shape[0]. A full disk is then an OSError naming `path`; a memory map
+  written onto one ends the process with SIGBUS, no message at all."""
+  shape = tuple(int(d) for d in shape)
+  written = 0
+
+  def write(rows):
+    nonlocal written
+    rows = np.ascontiguousarray(rows, "<f4")
+    if rows.shape[1:] != shape[1:]:
+      raise ValueError(f"{path}: rows of shape {rows.shape[1:]}, expected {shape[1:]}")
+    f.write(rows.tobytes())
+    written += len(rows)
+
+  try:
+    with open(path, "wb") as f:
+      np.lib.format.write_array_header_1_0(
+          f, {"descr": "<f4", "fortran_order": False, "shape": shape})
+      yield write
+  except OSError as e:
+    if e.filename is None:
+      raise OSError(e.errno, e.strerror, path) from None
+    raise
+  if written != shape[0]:
+    raise ValueError(f"{path}: {written} rows written, expected {shape[0]}")
 
 
 def ensure_free(folder, nbytes, what,

@@ -1,6 +1,7 @@
 """Frozen image-feature cache: hit, miss, stale, corrupt and interrupted entries, variants, kinds.
 
 A cache hit must read files only: the encoder is neither built nor run."""
+import errno
 import json
 import logging
 import os
@@ -476,3 +477,48 @@ def test_missing_synthetic_resnet_is_an_error_not_a_pretraining(tmp_path):
   with pytest.raises(RSVQAError, match="features --pretrain"):
     image_cache.image_features(ds, None, _cfg(str(tmp_path / "none")), str(tmp_path / "c"))
   assert not os.path.exists(tmp_path / "none")
+
+
+class _FullDisk:
+  """open() of the storage module whose .npy files take `room` bytes, then fail as a full disk
+  does (ENOSPC, naming no file)."""
+
+  def __init__(self, room):
+    self.room = room
+
+  def __call__(self, path, mode="r", *args, **kwargs):
+    f = open(path, mode, *args, **kwargs)  # pylint: disable=unspecified-encoding
+    if not (str(path).endswith(".npy") and "w" in mode):
+      return f
+    room, write = self.room, f.write
+
+    def full(data):
+      nonlocal room
+      if len(data) > room:
+        raise OSError(errno.ENOSPC, "No space left on device")
+      room -= len(data)
+      return write(data)
+
+    f.write = full
+    return f
+
+
+@pytest.mark.parametrize("kind", ["white", "clean"])
+def test_a_disk_full_while_features_are_written_is_an_error_naming_the_entry(
+    tmp_path, monkeypatch, model_dir, kind):
+  """The arrays were written through memory maps: a disk filled after the free-space check (or
+  never checked: white / black) ended the process with SIGBUS and no message. Plain writes make
+  it an OSError, named as the entry the user can find, not its removed temporary folder."""
+  ds = _dataset(tmp_path / "data")
+  cache = str(tmp_path / "cache")
+  monkeypatch.setattr(storage, "open", _FullDisk(200), raising=False)
+  with pytest.raises(OSError) as e:
+    image_cache.image_features(ds, None, _cfg(model_dir), cache, kind=kind)
+  assert e.value.errno == errno.ENOSPC
+  entry, file = os.path.split(e.value.filename)
+  assert file == "pooled.npy" and os.path.dirname(entry) == cache
+  assert os.path.basename(entry).startswith(f"{ds.name}_synthetic_resnet_none_{kind}_")
+  assert not [n for n in os.listdir(cache) if n.startswith(".tmp-")]
+  monkeypatch.undo()
+  again = image_cache.image_features(ds, None, _cfg(model_dir), cache, kind=kind)
+  assert again.features.shape[0] == 5

@@ -17,6 +17,7 @@ any is rebuilt, so the error names the image instead of a training run diverging
 step.
 A cache hit reads files only: the encoder is built on a miss.
 """
+import contextlib
 import dataclasses
 import hashlib
 import os
@@ -103,40 +104,43 @@ def _check_finite(out, ids, desc):
 def _compute_entry(tmp, encoder, load, image_ids, constant, desc):
   """Writes features.npy (and map.npy) into `tmp`; returns (feature_dim, map_shape)."""
   n = len(image_ids)
-  arrays = {}
-  if constant:  # white / black: every row is the same image
-    out = encoder.encode(np.stack([load(image_ids[0])]), pad_to=1)
-    _check_finite(out, image_ids[:1], desc)
-    for name, value in out.items():
-      arr = np.lib.format.open_memmap(os.path.join(tmp, f"{name}.npy"), mode="w+",
-                                      dtype=np.float32, shape=(n,) + value.shape[1:])
-      arr[:] = value[0]
-      arrays[name] = arr
-  else:
-    start = 0
-    with progress.bar(total=n, desc=f"features {desc}", unit="img") as bar:
-      size = min(encoder.batch_size, n)
-      for batch in pixels.batches(load, image_ids, size):
-        out = encoder.encode(batch, pad_to=size)
-        _check_finite(out, image_ids[start:start + len(batch)], desc)
-        if not arrays:
-          row_bytes = sum(v[0].nbytes for v in out.values())
-          storage.ensure_free(tmp, n * row_bytes + (1 << 20), f"the features of {n} images")
+  shapes = {}
+  with contextlib.ExitStack() as files:
+    writers = {}
+
+    def write(out):
+      if not writers:  # the first batch gives the row shapes
+        shapes.update({name: value.shape[1:] for name, value in out.items()})
+        row_bytes = sum(v[0].nbytes for v in out.values())
+        storage.ensure_free(os.path.dirname(tmp), n * row_bytes + (1 << 20),
+                            f"the features of {n} images")
         for name, value in out.items():
-          if name not in arrays:
-            arrays[name] = np.lib.format.open_memmap(
-                os.path.join(tmp, f"{name}.npy"), mode="w+", dtype=np.float32,
-                shape=(n,) + value.shape[1:])
-          arrays[name][start:start + len(value)] = value
-        start += len(batch)
-        bar.update(len(batch))
-  for arr in arrays.values():
-    arr.flush()
-  feature_dim = int(arrays["pooled"].shape[1])
-  map_shape = list(arrays["map"].shape[1:]) if "map" in arrays else None
-  del arrays
+          writers[name] = files.enter_context(storage.writing_npy(
+              os.path.join(tmp, f"{name}.npy"), (n,) + value.shape[1:]))
+      for name, value in out.items():
+        writers[name](value)
+
+    if constant:  # white / black: every row is the same image
+      out = encoder.encode(np.stack([load(image_ids[0])]), pad_to=1)
+      _check_finite(out, image_ids[:1], desc)
+      for start in range(0, n, CONSTANT_ROWS):
+        write({k: np.broadcast_to(v[:1], (min(CONSTANT_ROWS, n - start),) + v.shape[1:])
+               for k, v in out.items()})
+    else:
+      start = 0
+      with progress.bar(total=n, desc=f"features {desc}", unit="img") as bar:
+        size = min(encoder.batch_size, n)
+        for batch in pixels.batches(load, image_ids, size):
+          out = encoder.encode(batch, pad_to=size)
+          _check_finite(out, image_ids[start:start + len(batch)], desc)
+          write(out)
+          start += len(batch)
+          bar.update(len(batch))
   os.replace(os.path.join(tmp, "pooled.npy"), os.path.join(tmp, "features.npy"))
-  return feature_dim, map_shape
+  return int(shapes["pooled"][0]), (list(shapes["map"]) if "map" in shapes else None)
+
+
+CONSTANT_ROWS = 4096  # rows of a white / black entry written at once
 
 
 def image_features(dataset, split_names, image_cfg, cache_dir, *, variant="none", kind="clean",

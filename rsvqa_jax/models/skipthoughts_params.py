@@ -20,6 +20,7 @@ import zipfile
 import numpy as np
 from flax import nnx
 
+from rsvqa_jax import storage
 from rsvqa_jax.errors import RSVQAError
 from rsvqa_jax.models import checkpoints
 from rsvqa_jax.models.skipthoughts import SkipThoughts
@@ -155,12 +156,9 @@ def convert_utable(src, dst, *, chunk=65536):
   if table.dtype == object and table.ndim == 0:
     table = np.asarray(table.item())
   dim = _table_rows(table, [0]).shape[1]
-  out = np.lib.format.open_memmap(dst, mode="w+", dtype=np.float32, shape=(len(table), dim))
-  for start in range(0, len(table), chunk):
-    stop = min(start + chunk, len(table))
-    out[start:stop] = _table_rows(table, range(start, stop))
-  out.flush()
-  del out
+  with storage.writing_npy(dst, (len(table), dim)) as write:  # a full disk: an OSError, no SIGBUS
+    for start in range(0, len(table), chunk):
+      write(_table_rows(table, range(start, min(start + chunk, len(table)))))
 
 
 def uni_skip_tree(model, arrays, word_rows, source):
