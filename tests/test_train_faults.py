@@ -119,6 +119,29 @@ def test_best_lost_between_commits_is_rebuilt(task, reference, tmp_path):
   assert step == best_step and any("the same state" in l for l in lines), lines
 
 
+def test_a_periodic_commit_lost_resumes_from_the_best_of_that_step(task, reference, tmp_path,
+                                                                   caplog):
+  """best/N committed but checkpoints/N not (a kill or a full disk between the two commits of an
+  epoch end): the run started over from an older periodic checkpoint, or from step 0 without a
+  word. It resumes from best/N now, with a WARNING, and ends as the uninterrupted run."""
+  workdir, summary, _ = reference
+  copy = str(tmp_path / "w")
+  subprocess.run(["cp", "-r", workdir, copy], check=True)
+  best_step = summary["best_step"]
+  periodic = os.path.join(copy, "checkpoints")
+  for step in checkpointing.Checkpoints(periodic, 20).steps():
+    if step >= best_step:
+      subprocess.run(["rm", "-r", os.path.join(periodic, str(step))], check=True)
+  with warnings_of_rsvqa_jax(caplog):
+    again = loop.train(_config(), copy, dataset=task[0], features=task[1], **QUIET)
+  assert [r.getMessage() for r in caplog.records] == [
+      f"{periodic}: no checkpoint of step {best_step} (its save did not complete); resuming from "
+      f"{copy}/best/{best_step}, the same state"]
+  assert again["step"] == summary["step"] and again["best_step"] == best_step
+  for a, b in zip(_params(again), _params(summary)):
+    np.testing.assert_array_equal(a, b)
+
+
 def test_divergence_stops_and_names_the_last_checkpoint(task, tmp_path):
   c = _config()
   c.optim.lr = c.optim.text_lr = 1e3

@@ -126,9 +126,23 @@ def resume(periodic, best, state, iterator, log):
   A corrupted checkpoint skipped is a WARNING (restore_latest), never only a line of `log`, the
   routine progress a quiet run silences. A best checkpoint the record names but `best/` lacks (a
   kill between the two commits of one epoch end) is written again from the periodic checkpoint
-  of that step, the same state.
+  of that step, the same state; a best checkpoint newer than every periodic one (the periodic
+  commit of its epoch end failed: a kill, a full disk) is resumed from, with a WARNING, where
+  the run started over from the older periodic one or from step 0.
   """
   found = periodic.restore_latest(state.checkpoint_items())
+  newest = found[2] if found else 0
+  if any(s > newest for s in best.steps()):
+    try:
+      from_best = best.restore_latest(state.checkpoint_items())
+    except RSVQAError as e:  # none of them verifies: the periodic one stands
+      _log.warning("%s", e)
+      from_best = None
+    if from_best is not None and from_best[2] > newest:
+      _log.warning("%s: no checkpoint of step %d (its save did not complete); resuming from "
+                   "%s/%d, the same state", periodic.directory, from_best[2], best.directory,
+                   from_best[2])
+      found = from_best
   if found is None:
     return state, {"best_oa": -1.0, "best_step": 0}, 0
   items, saved, step = found
