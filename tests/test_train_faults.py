@@ -359,3 +359,41 @@ def test_an_unfinished_run_is_scored_with_a_warning_and_kept_out_of_a_mean(task,
   with pytest.raises(RSVQAError, match=f"--seeds: {stopped}: training stopped after epoch 1 of 3 "
                                        r".*; a mean over seeds would mix it with finished runs"):
     evaluate_cmd._check_seed_runs([reference[0], stopped], None)  # pylint: disable=protected-access
+
+
+def test_a_commit_that_fails_for_want_of_space_is_one_line(tmp_path, capsys, caplog):
+  """A disk filled by another process during a checkpoint's background commit (past the
+  free-space check): orbax's and tensorstore's threads printed up to 1,000 lines of tracebacks
+  around the command's line, which named "a file". Now: the checkpoint folder, in one line, and
+  their records and the closed event loops' unraisable errors are left out."""
+  import errno  # pylint: disable=g-import-not-at-top
+  mgr = checkpointing.Checkpoints(str(tmp_path / "checkpoints"), 1)
+
+  def full(*args, **kwargs):
+    try:
+      raise OSError(errno.ENOSPC, "No space left on device")
+    except OSError as e:
+      raise ValueError("a commit future failed") from e  # as orbax re-raises it
+
+  mgr.manager.save = full
+  try:
+    items = {"w": np.zeros(3, np.float32)}
+    with pytest.raises(RSVQAError, match=rf"^{tmp_path}/checkpoints: a checkpoint could not be "
+                       r"written \(no space left on device\); free some space and run the same "
+                       "command again: it resumes from the last checkpoint written$"):
+      mgr.save(1, items, {})
+    with caplog.at_level(logging.ERROR):
+      try:
+        raise OSError(errno.ENOSPC, "No space left on device")
+      except OSError:
+        logging.getLogger("absl").error("background save thread failed", exc_info=True)
+      logging.getLogger("asyncio").error("Task exception was never retrieved")
+      sys.unraisablehook(type("U", (), {"exc_value": RuntimeError("Event loop is closed"),
+                                        "exc_type": RuntimeError, "exc_traceback": None,
+                                        "err_msg": None, "object": None})())
+    assert not caplog.records and "Event loop is closed" not in capsys.readouterr().err
+  finally:
+    checkpointing._COMMIT_FAILED.clear()  # pylint: disable=protected-access
+  with caplog.at_level(logging.ERROR):
+    logging.getLogger("absl").error("an error of another kind")  # still said
+  assert [r.getMessage() for r in caplog.records] == ["an error of another kind"]

@@ -12,12 +12,15 @@ crc32 of every array and its own crc32: shapes are checked against the model bef
 (a mismatch names its key), every file is read back before orbax restores (a damaged one is
 named), checksums after (a corrupted checkpoint is named and skipped, never used).
 """
+import contextlib
 import itertools
 import json
 import logging
 import os
 import re
 import shutil
+import sys
+import threading
 import zlib
 
 import jax
@@ -284,6 +287,56 @@ class _StepMetadataLines(logging.Filter):
 
 logging.getLogger("absl").addFilter(_StepMetadataLines())
 
+# Set once a checkpoint commit failed for want of space: the main thread then says so in one line
+# (Checkpoints.save / wait), and the dozens of tracebacks orbax's and tensorstore's threads print
+# on the way down (each thread's error, the event loops closed under them) are left out.
+_COMMIT_FAILED = threading.Event()
+
+
+def _write_failure(error):
+  """What failed, when `error` or one it was raised from is a write that failed (a full disk or
+  quota: an OSError, or tensorstore's ValueError 'RESOURCE_EXHAUSTED: Error writing ...'), else
+  None."""
+  seen = set()
+  while error is not None and id(error) not in seen:
+    seen.add(id(error))
+    if isinstance(error, OSError) and error.errno in storage.WRITE_ERRNOS:
+      return (error.strerror or str(error)).lower()
+    text = str(error)
+    if isinstance(error, ValueError) and text.startswith("RESOURCE_EXHAUSTED") and (
+        "Error writing" in text or "Failed writing" in text):
+      return "no space left on device (RESOURCE_EXHAUSTED)"
+    error = error.__cause__ or error.__context__
+  return None
+
+
+class _FailedCommitLines(logging.Filter):
+  """Drops orbax's (absl) and asyncio's error records from a commit that failed for want of space,
+  and every later one: the command's own line says what failed (Checkpoints.save / wait)."""
+
+  def filter(self, record):
+    if record.exc_info and _write_failure(record.exc_info[1]):
+      _COMMIT_FAILED.set()
+    return not (_COMMIT_FAILED.is_set() and record.levelno >= logging.ERROR)
+
+
+for _name in ("absl", "asyncio"):
+  logging.getLogger(_name).addFilter(_FailedCommitLines())
+
+
+def _quiet_after_failed_commit(hook):
+  """sys.unraisablehook, which C threads' callbacks report through (tensorstore's, scheduling on
+  an event loop closed by the failure): silent for their RuntimeErrors once a commit failed."""
+
+  def quiet(unraisable):
+    if not (_COMMIT_FAILED.is_set() and isinstance(unraisable.exc_value, RuntimeError)):
+      hook(unraisable)
+
+  return quiet
+
+
+sys.unraisablehook = _quiet_after_failed_commit(sys.unraisablehook)
+
 
 class Checkpoints:
   """One orbax CheckpointManager over a folder (periodic: keep k; best: keep 1).
@@ -331,11 +384,27 @@ class Checkpoints:
     storage.ensure_free(self.directory, int(1.1 * nbytes) + (1 << 20), f"checkpoint {step}")
     data = dict(data, shapes=shapes(items), checksums=checksums(items))
     data[RECORD_CHECKSUM] = run_record.record_checksum(data)
-    self.manager.save(int(step), args=ocp.args.Composite(
-        state=ocp.args.StandardSave(items), data=ocp.args.JsonSave(data)), force=True)
+    with self._commit_failures():  # saving waits for the commit before it
+      self.manager.save(int(step), args=ocp.args.Composite(
+          state=ocp.args.StandardSave(items), data=ocp.args.JsonSave(data)), force=True)
 
   def wait(self):
-    self.manager.wait_until_finished()
+    with self._commit_failures():
+      self.manager.wait_until_finished()
+
+  @contextlib.contextmanager
+  def _commit_failures(self):
+    """A background commit that failed for want of space, raised here, as one line."""
+    try:
+      yield
+    except Exception as e:  # pylint: disable=broad-exception-caught
+      what = _write_failure(e)
+      if what is None:
+        raise
+      _COMMIT_FAILED.set()
+      raise RSVQAError(f"{self.directory}: a checkpoint could not be written ({what}); free some "
+                       "space and run the same command again: it resumes from the last "
+                       "checkpoint written") from None
 
   def restore(self, step, like):
     """(items, data) of checkpoint `step`, shaped and placed like the pytree `like`.
