@@ -24,7 +24,7 @@ import threading
 # Nothing heavier than the standard library is imported before `entry` installs the interrupt
 # handler (tqdm, host_memory and argument_types' config are imported where they are used): a
 # Ctrl-C in the first tenth of a second printed a KeyboardInterrupt traceback.
-from rsvqa_jax import __version__
+from rsvqa_jax import __version__, streams
 from rsvqa_jax.errors import RSVQAError
 
 COMMANDS = {
@@ -182,15 +182,16 @@ def main(argv=None):
   host_memory.keep_freed_memory()  # before JAX starts its threads
   name = " ".join(filter(None, (args.command, getattr(args, "action", None))))  # grounding score
   try:
-    check_xla_flags(os.environ)
+    check_environment(os.environ, argv)
     return _load(args.command).run(args) or 0
   except RSVQAError as e:
     print(f"rsvqa-jax {name}: error: {e}", file=sys.stderr)
     return 2
   except OSError as e:
-    if e.errno == errno.ENOSPC:
-      print(f"rsvqa-jax {name}: error: {e.filename or 'a file'}: no space left on device; "
-            "free some space and run the same command again (it resumes)", file=sys.stderr)
+    if e.errno == errno.ENOSPC:  # a copy's error names its source first: the target is full
+      resumes = " (it resumes)" if name in RESUMING else ""
+      print(f"rsvqa-jax {name}: error: {e.filename2 or e.filename or 'a file'}: no space left on "
+            f"device; free some space and run the same command again{resumes}", file=sys.stderr)
     else:
       print(f"rsvqa-jax {name}: error: {os_error_line(e)}", file=sys.stderr)
     return 2
@@ -211,6 +212,38 @@ def main(argv=None):
 
 SHOW_TRACEBACK = "RSVQA_JAX_TRACEBACK"
 _DEVICE_COUNT_FLAG = re.compile(r"--xla_force_host_platform_device_count=(\S*)")
+
+
+# The commands that keep their finished work when stopped and resume there.
+RESUMING = ("train", "study", "features", "answerability train")
+# JAX settings under which a run would compute something else than the one it resumes or is
+# compared with (float64 arrays against float32 checkpoints; steps not compiled), as they spell
+# their true values.
+_REFUSED_JAX_SETTINGS = {"JAX_ENABLE_X64": "rsvqa-jax computes in float32 and bfloat16 (its "
+                                            "checkpoints and results are of those dtypes)",
+                         "JAX_DISABLE_JIT": "rsvqa-jax compiles its steps ahead of time"}
+_TRUE = ("1", "true", "t", "yes", "y", "on")
+
+
+def check_environment(environ, argv):
+  """Refuses, in one line, what the process was started with that would fail far inside or give
+  other numbers: a current folder that was deleted, a non-ASCII argument under an ASCII file-name
+  locale (tensorstore cannot open such a path), JAX settings the runs are not made for, and a
+  bad XLA_FLAGS device count (check_xla_flags)."""
+  try:
+    os.getcwd()
+  except FileNotFoundError:
+    raise RSVQAError("the current folder no longer exists (deleted or moved): cd to another "
+                     "one and run the command again") from None
+  encoding = sys.getfilesystemencoding().lower().replace("-", "")
+  if encoding != "utf8" and not all(a.isascii() for a in argv):
+    raise RSVQAError(f"a path or value of the command line is not ASCII, and file names are read "
+                     f"as {sys.getfilesystemencoding()} here (the locale): run it with "
+                     "LC_ALL=C.UTF-8 (or PYTHONUTF8=1)")
+  for key, why in _REFUSED_JAX_SETTINGS.items():
+    if environ.get(key, "").strip().lower() in _TRUE:
+      raise RSVQAError(f"environment {key}={environ[key]}: {why}; unset it")
+  check_xla_flags(environ)
 
 
 def check_xla_flags(environ):
@@ -252,7 +285,8 @@ def unexpected_line(error):
   return f"{type(error).__name__}: {lines[0]}" if lines else type(error).__name__
 
 
-EXIT_STATUS = {signal.SIGINT: 130, signal.SIGTERM: 143}
+# SIGHUP: the terminal closed under a run (an ssh session dropped), as 128 + the signal's number.
+EXIT_STATUS = {signal.SIGINT: 130, signal.SIGHUP: 129, signal.SIGTERM: 143}
 
 
 # What running an interrupted command again does.
@@ -261,8 +295,8 @@ AFTER_INTERRUPT = {"synth": "it writes the dataset again from the start"}
 
 
 def exit_on_interrupt(what, after=RERUN_KEEPS):
-  """SIGINT / SIGTERM end the process at once with 130 / 143 and a line naming `what` and
-  saying what its rerun does (`after`).
+  """SIGINT / SIGHUP / SIGTERM end the process at once with 130 / 129 / 143 and a line naming
+  `what` and saying what its rerun does (`after`).
 
   The signal's C handler writes to a wakeup pipe the moment it arrives; a watcher thread reads
   it and exits, so a main thread busy in a long C call (an XLA compile) does not delay it.
@@ -295,11 +329,13 @@ def exit_on_interrupt(what, after=RERUN_KEEPS):
 
 
 def entry():
-  """The console script: interrupts end the process at once, then `main`."""
+  """The console script: interrupts end the process at once, standard streams that fail or are
+  closed do not end it (streams.py), then `main`."""
   argv = sys.argv[1:]
   command = next((a for a in argv if a in COMMANDS), "")
   exit_on_interrupt(f"rsvqa-jax {command}".strip(),
                     AFTER_INTERRUPT.get(command, RERUN_KEEPS))
+  streams.make_safe()
   sys.exit(main(argv))
 
 

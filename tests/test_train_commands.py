@@ -2,6 +2,7 @@
 import argparse
 import glob
 import os
+import shlex
 
 import pytest
 
@@ -92,15 +93,19 @@ def test_a_run_that_fails_before_writing_leaves_no_workdir_behind(tmp_path, caps
   assert cli.main(argv) == 2 and workdir.exists()
 
 
-def test_the_evaluate_hint_quotes_a_workdir_with_a_space(tmp_path, capsys):
-  """The hint printed at the end is copied into a shell: unquoted, a space split the path."""
-  workdir = tmp_path / "my run"
-  assert cli.main(["-q", "train", "--config", "configs/synthetic_tiny.py", "--workdir",
-                   str(workdir), "--config.data.synthetic_images=12",
+def test_the_evaluate_hint_quotes_a_workdir_with_a_space(tmp_path, capsys, monkeypatch):
+  """The hint printed at the end is copied into a shell: unquoted, a space split the path, and a
+  folder named -x was read as an option (`--workdir -x`: expected one argument)."""
+  monkeypatch.chdir(tmp_path)
+  root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+  assert cli.main(["-q", "train", "--config", os.path.join(root, "configs", "synthetic_tiny.py"),
+                   "--workdir=-my run", "--config.data.synthetic_images=12",
                    "--config.data.synthetic_questions_per_image=4", "--config.train.num_epochs=1",
                    f"--config.data.cache_dir={tmp_path / 'cache'}"]) == 0
-  assert capsys.readouterr().out.strip().endswith(
-      f"evaluate with: rsvqa-jax evaluate --workdir '{workdir}'")
+  hint = capsys.readouterr().out.strip().split("evaluate with: ")[1]
+  assert hint == "rsvqa-jax evaluate --workdir='-my run'"
+  argv = shlex.split(hint)[1:]
+  assert cli.build_parser(argv).parse_args(argv).workdir == "-my run"
 
 
 def test_evaluate_after_the_dataset_moved_names_data_root(tmp_path, capsys, monkeypatch):

@@ -84,8 +84,8 @@ def _train(args):
   if summary["finished"]:
     reading = answerability.best_reading(summary, config.answerability.select_metric)
     last = "" if summary.get("best_step") else " --checkpoint last"
-    print(f"{args.workdir}: done; {reading}; evaluate with: rsvqa-jax evaluate --workdir "
-          f"{shlex.quote(args.workdir)} --answerability{last}")
+    print(f"{args.workdir}: done; {reading}; evaluate with: rsvqa-jax evaluate "
+          f"--workdir={shlex.quote(args.workdir)} --answerability{last}")
   return 0
 
 

@@ -38,6 +38,6 @@ def run(args):
     summary = loop.train(config, args.workdir)
   if summary["finished"]:
     print(f"{args.workdir}: done; best validation OA {summary['best_oa']:.4f} at step "
-          f"{summary['best_step']}; evaluate with: rsvqa-jax evaluate --workdir "
-          f"{shlex.quote(args.workdir)}")
+          f"{summary['best_step']}; evaluate with: rsvqa-jax evaluate "
+          f"--workdir={shlex.quote(args.workdir)}")  # = : a folder named -x is no option
   return 0

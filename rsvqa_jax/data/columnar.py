@@ -58,7 +58,8 @@ def cache_parent(root):
   if os.access(root, os.W_OK):
     return os.path.join(root, CACHE_DIR)
   home = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-  return os.path.join(home, "rsvqa_jax", "columnar", hashlib.sha256(root.encode()).hexdigest()[:16])
+  key = hashlib.sha256(os.fsencode(root)).hexdigest()[:16]
+  return os.path.join(home, "rsvqa_jax", "columnar", key)
 
 
 def source_files(root, name):

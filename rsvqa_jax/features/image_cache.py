@@ -55,10 +55,11 @@ def _dataset_identity(dataset, image_ids, kind, cache_dir):
   if kind == "clean":
     paths = [dataset.check_image_exists(i) for i in image_ids.tolist()]
     index = os.path.join(cache_dir, storage.DIGESTS_DIR,
-                         hashlib.sha256(root.encode()).hexdigest()[:20])
+                         hashlib.sha256(os.fsencode(root)).hexdigest()[:20])
     h = hashlib.sha256()
     for i, path, digest in zip(image_ids.tolist(), paths, storage.file_digests(paths, index)):
-      h.update(f"{i}:{os.path.basename(path)}:{digest};".encode())
+      # fsencode: a file name undecodable in the locale is kept as its bytes
+      h.update(f"{i}:".encode() + os.fsencode(os.path.basename(path)) + f":{digest};".encode())
     ident["files_sha256"] = h.hexdigest()
   else:
     ident["image_size"] = list(dataset.image_size)

@@ -1,0 +1,123 @@
+"""How the shell hands over the process: a reader that leaves (`| head -1`), standard output on a
+full device or closed, an interrupt by a closed terminal, a deleted current folder, an ASCII
+locale, JAX settings the runs are not made for. The work finishes, or one line says why not."""
+import os
+import signal
+import subprocess
+import sys
+
+import pytest
+
+from rsvqa_jax import cli
+from rsvqa_jax.errors import RSVQAError
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _env(**more):
+  return dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""),
+              **more)
+
+
+def _cli(args, **kwargs):
+  return subprocess.run([sys.executable, "-m", "rsvqa_jax.cli", *args], cwd=ROOT, env=_env(),
+                        timeout=600, **kwargs)
+
+
+@pytest.fixture(scope="module")
+def dataset(tmp_path_factory):
+  out = str(tmp_path_factory.mktemp("streams") / "lr")
+  _cli(["-q", "synth", "--variant", "lr", "--images", "30", "--questions-per-image", "6",
+        "--out", out], check=True, capture_output=True)
+  return out
+
+
+def _files(folder):
+  return sorted(os.path.relpath(os.path.join(d, f), folder)
+                for d, _, files in os.walk(folder) for f in files)
+
+
+def test_a_reader_that_left_neither_stops_the_work_nor_fails_the_command(dataset, tmp_path):
+  """`analyze ... | head -1`: the command printed a table, then wrote its figure; a reader gone
+  by then ended it with 'error: broken pipe' (status 2) before the figure, or with 'Exception
+  ignored ... BrokenPipeError' (status 120) at exit."""
+  complete = str(tmp_path / "complete")
+  _cli(["-q", "analyze", "--data", dataset, "--out", complete], check=True, capture_output=True)
+  read, write = os.pipe()
+  os.close(read)  # the reader left before the first line
+  try:
+    out = _cli(["-q", "analyze", "--data", dataset, "--out", str(tmp_path / "piped")],
+               stdout=write, stderr=subprocess.PIPE, text=True)
+  finally:
+    os.close(write)
+  assert out.returncode == 0 and out.stderr == "", out.stderr[-2000:]
+  assert _files(str(tmp_path / "piped")) == _files(complete)
+
+
+def test_standard_output_on_a_full_device_is_said_once_and_the_files_are_written(dataset,
+                                                                                 tmp_path):
+  with open("/dev/full", "w") as full:
+    out = _cli(["-q", "analyze", "--data", dataset, "--out", str(tmp_path / "o")], stdout=full,
+               stderr=subprocess.PIPE, text=True)
+  assert out.returncode == 0
+  assert out.stderr.splitlines() == ["rsvqa-jax: standard output: no space left on device; the "
+                                     "printed lines are lost, the files are written as usual"]
+  assert "answer_distribution.png" in os.listdir(tmp_path / "o")
+
+
+def test_closed_standard_streams_do_not_fail_the_command(dataset):
+  """`2>&-`: the progress bars and print() wrote to None, an AttributeError that stopped train
+  before its first step."""
+  out = _cli(["validate", "--data", dataset], stdin=subprocess.DEVNULL,
+             preexec_fn=lambda: (os.close(1), os.close(2)))
+  assert out.returncode == 0
+
+
+def test_a_closed_terminal_ends_a_command_as_an_interrupt_does():
+  """SIGHUP (an ssh session dropped) ended the process with no line and left its lock's owner
+  record and temporary files, as a kill does."""
+  code = ("import os, signal, time\n"
+          "from rsvqa_jax import cli\n"
+          "cli.exit_on_interrupt('rsvqa-jax test')\n"
+          "os.kill(os.getpid(), signal.SIGHUP)\n"
+          "time.sleep(60)\n")
+  out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=_env(), capture_output=True,
+                       text=True, timeout=120)
+  assert out.returncode == 128 + signal.SIGHUP, out.stderr[-2000:]
+  assert out.stderr.strip() == ("rsvqa-jax test: interrupted (SIGHUP); run the same command "
+                                "again: it keeps what was finished")
+
+
+@pytest.mark.parametrize("key,value,said", [
+    ("JAX_ENABLE_X64", "1", "environment JAX_ENABLE_X64=1: rsvqa-jax computes in float32"),
+    ("JAX_ENABLE_X64", "True", "environment JAX_ENABLE_X64=True: rsvqa-jax computes in float32"),
+    ("JAX_DISABLE_JIT", "yes", "environment JAX_DISABLE_JIT=yes: rsvqa-jax compiles its steps"),
+])
+def test_jax_settings_the_runs_are_not_made_for_are_refused(key, value, said):
+  """JAX_ENABLE_X64=1 trained and evaluated other numbers (OA 25 against 50 from one checkpoint)
+  and refused a float32 run's resume naming shapes; JAX_DISABLE_JIT=1 failed in the AOT path."""
+  with pytest.raises(RSVQAError, match=f"^{said}"):
+    cli.check_environment({key: value}, [])
+  cli.check_environment({key: "0"}, [])
+
+
+def test_a_deleted_current_folder_is_one_line(tmp_path, capsys, monkeypatch):
+  gone = tmp_path / "gone"
+  gone.mkdir()
+  monkeypatch.chdir(gone)
+  gone.rmdir()
+  assert cli.main(["config", "--config", os.path.join(ROOT, "configs", "synthetic_tiny.py")]) == 2
+  assert capsys.readouterr().err.strip() == (
+      "rsvqa-jax config: error: the current folder no longer exists (deleted or moved): cd to "
+      "another one and run the command again")
+
+
+def test_a_non_ascii_argument_under_an_ascii_locale_is_one_line(monkeypatch):
+  """tensorstore could not open such a workdir ('Unable to cast Python instance'), and a
+  dataset folder that exists was said to be missing."""
+  monkeypatch.setattr(sys, "getfilesystemencoding", lambda: "ascii")
+  with pytest.raises(RSVQAError, match="is not ASCII, and file names are read as ascii here"):
+    cli.check_environment({}, ["train", "--workdir", "run \udce9"])
+  cli.check_environment({}, ["train", "--workdir", "run"])
+  monkeypatch.undo()
+  cli.check_environment({}, ["train", "--workdir", "run \u00e9"])  # UTF-8 file names: fine
