@@ -28,6 +28,7 @@ _log = logging.getLogger(__name__)
 MANIFEST = "manifest.json"
 LOCK = ".lock"
 DIGESTS_DIR = "file_digests"  # in a cache folder: file_digests indexes (sha256 + stat stamp)
+_WRITING = set()  # the temporary files (replacing_path) and folders (building) being written
 
 
 @contextlib.contextmanager
@@ -42,6 +43,7 @@ def building(parent, name):
   except OSError as e:  # named the temporary folder (`.tmp-NAME-x1y2`) the user never gave
     raise OSError(e.errno, e.strerror, os.path.join(parent, name)) from None
   target = os.path.join(parent, name)
+  _WRITING.add(tmp)
   try:
     yield tmp
     try:
@@ -55,6 +57,7 @@ def building(parent, name):
       raise
     raise OSError(e.errno, e.strerror, target + e.filename[len(tmp):]) from None
   finally:
+    _WRITING.discard(tmp)
     shutil.rmtree(tmp, ignore_errors=True)
 
 
@@ -328,7 +331,6 @@ def read_json(path):
     return None
 
 
-_WRITING = set()  # the temporary files replacing_path is writing in this process
 WRITE_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO)  # a write itself failed
 
 
@@ -396,13 +398,15 @@ def _remove_dead_writers(path):
 
 
 def remove_unfinished():
-  """Removes the temporary files this process is writing (replacing_path): the interrupt
-  handler (cli.exit_on_interrupt) calls it just before os._exit, which skips their cleanup."""
+  """Removes the temporary files and folders this process is writing (replacing_path,
+  building): the interrupt handler (cli.exit_on_interrupt) calls it just before os._exit, which
+  skips their cleanup (a synthetic dataset's folder of 60 MB stayed until the next build)."""
   for tmp in list(_WRITING):
-    try:
-      remove(tmp)
-    except OSError:
-      pass
+    if os.path.isdir(tmp) and not os.path.islink(tmp):
+      shutil.rmtree(tmp, ignore_errors=True)
+    else:
+      with contextlib.suppress(OSError):
+        remove(tmp)
 
 
 def json_safe(value):
