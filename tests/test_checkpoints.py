@@ -1,4 +1,6 @@
 """Parameter trees on disk: flattening, safetensors round trips, checked loading."""
+import errno
+
 import numpy as np
 import pytest
 from flax import nnx
@@ -92,3 +94,13 @@ def test_load_into_refuses_non_finite_values_by_the_given_name():
       checkpoints.load_into(model, bad, "f.pth", {"layers.0.kernel": "layers.0.weight"})
   np.testing.assert_array_equal(model.layers[0].kernel[...], before)  # left as it was
   checkpoints.check_finite(np.arange(3), "ints")  # integers are finite by construction
+
+
+def test_a_write_that_fails_is_an_os_error_naming_the_file(tmp_path):
+  """safetensors reports its I/O errors as a SafetensorError: a full disk under `convert` or the
+  synthetic ResNet's pretraining read 'an input this command does not check yet', naming no
+  path. It is the OSError it stands for now (the command line's one line: PATH: what)."""
+  path = str(tmp_path / "missing" / "model.safetensors")
+  with pytest.raises(OSError) as e:
+    checkpoints.save_safetensors(path, _tree())
+  assert (e.value.errno, e.value.filename) == (errno.ENOENT, path)

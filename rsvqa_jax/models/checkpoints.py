@@ -10,6 +10,7 @@ runs every initializer op by itself, which takes tens of seconds for a small Res
 """
 import hashlib
 import os
+import re
 
 import jax
 import jax.numpy as jnp
@@ -146,7 +147,13 @@ def check_finite(value, what):
 def save_safetensors(path, tree, metadata=None):
   """Write a tree as one safetensors file; `metadata` is a dict of strings kept in its header."""
   flat = {k: np.ascontiguousarray(v) for k, v in flatten(tree).items()}
-  safetensors.numpy.save_file(flat, os.fspath(path), metadata=metadata)
+  try:
+    safetensors.numpy.save_file(flat, os.fspath(path), metadata=metadata)
+  except safetensors.SafetensorError as e:  # its I/O errors: a full disk read as a bad input
+    code = re.search(r"\(os error (\d+)\)", str(e))
+    if code is None:
+      raise
+    raise OSError(int(code.group(1)), os.strerror(int(code.group(1))), os.fspath(path)) from None
 
 
 def load_safetensors(path):
