@@ -473,7 +473,7 @@ def file_digests(paths, index_path):
   last MEMO_SETTLE_SECONDS is hashed but not kept: a rewrite within the same tick of a coarse
   file-system clock would keep its stamp (git's "racily clean" entries). The index is only a
   memo: a damaged one (not an object, a row of another shape) is recomputed, one that cannot be
-  written (a read-only or full cache) is said at INFO and the files hashed again next time, and
+  written (a read-only or full cache) is said at DEBUG and the files hashed again next time, and
   rows of files that are gone are dropped whenever it is rewritten.
   """
   index = read_json(index_path)
@@ -496,7 +496,7 @@ def file_digests(paths, index_path):
       os.makedirs(os.path.dirname(os.path.abspath(index_path)), exist_ok=True)
       write_json(index_path, {k: v for k, v in index.items() if os.path.exists(k)})
     except OSError as e:
-      _log.info("%s: not kept (%s); the files are hashed again next time", index_path,
+      _log.debug("%s: not kept (%s); the files are hashed again next time", index_path,
                 e.strerror or e)
   return out
 
