@@ -98,6 +98,35 @@ def building_owned(parent, name):
     os.remove(owner)
 
 
+@contextlib.contextmanager
+def staged(out):
+  """Yields (folder, final): files written into `folder` move into `out` once the block completes,
+  and final(path) is where a path written there ends up. A set of outputs (an analysis's tables
+  and figure) so replaces the last one whole or not at all: a full disk or a kill part-way left
+  new tables beside old ones, and nothing told them apart. The `.tmp-staged-*` folder a killed
+  run left in `out` is removed by the next one."""
+  os.makedirs(out, exist_ok=True)
+  for entry in os.listdir(out):
+    path = os.path.join(out, entry)
+    if entry.startswith(".tmp-staged-") and os.path.isdir(path) and _dead_build(path):
+      shutil.rmtree(path, ignore_errors=True)
+  tmp = _fresh_folder(out, ".tmp-staged-")
+  _WRITING.add(tmp)
+  try:
+    owner = os.path.join(tmp, OWNER)
+    write_json(owner, {"pid": os.getpid(), "host": socket.gethostname()})
+    yield tmp, lambda path: os.path.join(out, os.path.relpath(path, tmp))
+    os.remove(owner)
+    for folder, _, files in os.walk(tmp):
+      into = os.path.join(out, os.path.relpath(folder, tmp))
+      os.makedirs(into, exist_ok=True)
+      for name in files:
+        os.replace(os.path.join(folder, name), os.path.join(into, name))
+  finally:
+    _WRITING.discard(tmp)
+    shutil.rmtree(tmp, ignore_errors=True)
+
+
 def _dead_build(path):
   """Whether build folder `path` is a dead run's: its owner process is gone from this host, or
   it has no owner file and is older than STALE_SECONDS (a run on another host is left alone)."""

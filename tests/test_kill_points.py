@@ -231,3 +231,28 @@ def test_the_entry_point_imports_nothing_heavy_before_its_interrupt_handler():
   assert ours == ["rsvqa_jax", "rsvqa_jax.cli", "rsvqa_jax.errors", "rsvqa_jax.streams"], ours
   heavy = [m for m in loaded if m.split(".")[0] in ("tqdm", "numpy", "jax", "ml_collections")]
   assert not heavy, heavy
+
+
+def test_an_analysis_that_fails_part_way_leaves_the_last_set_whole(tmp_path, monkeypatch):
+  """analyze over its earlier --out, on a disk that filled part-way: the types tables of the new
+  dataset stood beside the questions tables and figure of the old one, nothing telling them
+  apart. The new set is written aside and moved in only once complete."""
+  from rsvqa_jax import cli  # pylint: disable=g-import-not-at-top
+  from rsvqa_jax.bias import plots  # pylint: disable=g-import-not-at-top
+  out = tmp_path / "analysis"
+  for seed in (0, 1):
+    assert cli.main(["-q", "synth", "--variant", "lr", "--images", "30", "--questions-per-image",
+                     "6", "--seed", str(seed), "--out", str(tmp_path / f"lr{seed}")]) == 0
+  assert cli.main(["-q", "analyze", "--data", str(tmp_path / "lr0"), "--out", str(out)]) == 0
+  before = {p.name: p.read_bytes() for p in out.iterdir()}
+
+  def full(*args, **kwargs):
+    raise OSError(errno.ENOSPC, "No space left on device")
+
+  monkeypatch.setattr(plots, "answer_distribution", full)  # the last file written
+  assert cli.main(["-q", "analyze", "--data", str(tmp_path / "lr1"), "--out", str(out)]) == 2
+  assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+  monkeypatch.undo()
+  assert cli.main(["-q", "analyze", "--data", str(tmp_path / "lr1"), "--out", str(out)]) == 0
+  after = {p.name: p.read_bytes() for p in out.iterdir()}
+  assert set(after) == set(before) and after["types_test.csv"] != before["types_test.csv"]

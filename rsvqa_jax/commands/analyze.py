@@ -24,6 +24,7 @@ and its nine OOD sets: shortcuts.json and shortcuts_ood.{csv,md,tex} (bias/short
 """
 import os
 
+from rsvqa_jax import storage
 from rsvqa_jax.bias import analysis
 from rsvqa_jax.bias import plots
 from rsvqa_jax.bias import predictions
@@ -91,22 +92,25 @@ def run(args):
   benchmark = _shortcut_benchmark(args, dataset, model) if args.shortcuts else None
   label = tables.dataset_label(layout)
   written = []
-  for name, split in evaluated.items():
-    result = analysis.analyze(dataset[fit], split, templates=layout == "lr",
-                              predictions=model.get(name), adversarial=adversarial.get(name))
-    main, _, paths = tables.write_analysis(result, label, args.out,
-                                           max_question_rows=MAX_QUESTION_ROWS)
-    print(tables.to_markdown(main))
-    written += paths
-    n_questions = len(result.levels["question"].subsets)
-    if n_questions > MAX_QUESTION_ROWS:
-      print(f"{name}: {n_questions} distinct questions, more than {MAX_QUESTION_ROWS}: no per-question table")
-  if benchmark:
-    written += _shortcuts(args, benchmark, dataset, fit, model)
-  written.append(plots.answer_distribution(analysis.ordered_splits(dataset),
-                                           os.path.join(args.out, "answer_distribution.png"),
-                                           title=f"{label}: answers per question type and split", top_k=args.top_k))
-  print("wrote " + ", ".join(written))
+  # The set replaced whole: a full disk or a kill part-way left new tables beside old ones.
+  with storage.staged(args.out) as (out, final):
+    for name, split in evaluated.items():
+      result = analysis.analyze(dataset[fit], split, templates=layout == "lr",
+                                predictions=model.get(name), adversarial=adversarial.get(name))
+      main, _, paths = tables.write_analysis(result, label, out,
+                                             max_question_rows=MAX_QUESTION_ROWS)
+      print(tables.to_markdown(main))
+      written += paths
+      n_questions = len(result.levels["question"].subsets)
+      if n_questions > MAX_QUESTION_ROWS:
+        print(f"{name}: {n_questions} distinct questions, more than {MAX_QUESTION_ROWS}: no "
+              "per-question table")
+    if benchmark:
+      written += _shortcuts(args, benchmark, dataset, fit, model, out)
+    written.append(plots.answer_distribution(
+        analysis.ordered_splits(dataset), os.path.join(out, "answer_distribution.png"),
+        title=f"{label}: answers per question type and split", top_k=args.top_k))
+  print("wrote " + ", ".join(map(final, written)))
   return 0
 
 
@@ -119,14 +123,15 @@ def _shortcut_benchmark(args, dataset, model):
   return saved
 
 
-def _shortcuts(args, saved, dataset, fit, model):
-  """--shortcuts: the test split's predictions scored on the IID and OOD sets; the paths written."""
+def _shortcuts(args, saved, dataset, fit, model, out):
+  """--shortcuts: the test split's predictions scored on the IID and OOD sets, written under
+  `out`; the paths written."""
   test = dataset["test"]
   result = shortcuts.score(saved, dataset[fit], test, model["test"].correct(test.answer)[0])
   result.update(predictions=os.path.abspath(args.predictions),
                 benchmark=os.path.abspath(args.shortcuts))
   caption = f"{args.predictions} on the IID test split and the OOD sets of {args.shortcuts}"
-  written, paths = shortcut_report.write_evaluation(result, args.out, caption)
+  written, paths = shortcut_report.write_evaluation(result, out, caption)
   for table in written:
     print(tables.to_markdown(table))
   return paths

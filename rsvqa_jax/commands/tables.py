@@ -23,6 +23,7 @@ import logging
 import math
 import os
 
+from rsvqa_jax import storage
 from rsvqa_jax.bias import metrics
 from rsvqa_jax.errors import RSVQAError
 from rsvqa_jax.train import metrics_log, run_record
@@ -257,8 +258,10 @@ def run(args):
   swept = lambda lm: len({r.text_lr for r in runs if r.lm == lm and not r.frozen}) > 1
   if any(swept(lm) for lm in tables.LM_ORDER):
     named["figure8_lr"] = tables.lr_sweep_table(runs)
-  for stem, table in named.items():
-    tables.write(table, out, stem)
+  with storage.staged(out) as (folder, _):  # the set replaced whole: no table of other runs
+    for stem, table in named.items():
+      tables.write(table, folder, stem)
+  for table in named.values():
     print(tables.to_markdown(table))
   read = f"{len(runs)} workdir{'' if len(runs) == 1 else 's'} read"
   print(f"{read}; wrote {', '.join(named)} (.csv, .md, .tex) to {out}")
