@@ -209,8 +209,10 @@ def test_a_set_that_cannot_fit_on_the_disk_is_refused_before_writing(tmp_path, c
                           f"{variant} set of {too_many} images: it needs about ") and err.endswith(
                               "are free; free some space or ask for fewer images (--images)"), err
     assert not out.exists()
-  assert synthetic.needed_bytes("lr", 12, 4) <= sum(  # an estimate that never refuses what fits
-      f.stat().st_size for f in _synth_lr(tmp_path / "fits").rglob("*") if f.is_file())
+  # An estimate that never refuses what fits, of the disk's blocks (a grounding PNG of 400 bytes
+  # takes 4 KB: a set of 9 MB of files took 12 MB, and a disk with room for 9 failed late).
+  assert synthetic.needed_bytes("lr", 12, 4) <= sum(
+      f.stat().st_blocks * 512 for f in _synth_lr(tmp_path / "fits").rglob("*") if f.is_file())
   assert cli.main(["synth", "--out", str(tmp_path / "huge"), "--images",
                    "99999999999999999999"]) == 2
   assert "no space for the synthetic lr set" in capsys.readouterr().err
