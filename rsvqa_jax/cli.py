@@ -203,6 +203,11 @@ def main(argv=None):
   except Exception as e:  # pylint: disable=broad-exception-caught
     if type(e).__name__ in XLA_ERRORS and str(e).startswith("RESOURCE_EXHAUSTED"):
       return _no_memory(name, str(e).strip().splitlines()[0])  # XLA's own, device or host
+    if os.environ.get("JAX_PLATFORMS") and _raised_in(e, BACKEND_SETUP):
+      print(f"rsvqa-jax {name}: error: environment JAX_PLATFORMS={os.environ['JAX_PLATFORMS']}: "
+            f"JAX could not start that backend ({unexpected_line(e)}); unset it, or install the "
+            "jax build for that device", file=sys.stderr)
+      return 2
     if os.environ.get(SHOW_TRACEBACK, "") not in ("", "0"):
       raise
     print(f"rsvqa-jax {name}: error: {unexpected_line(e)} (an input this command does not "
@@ -271,6 +276,17 @@ def os_error_line(error):
 
 
 XLA_ERRORS = ("JaxRuntimeError", "XlaRuntimeError")  # by name: the command line never imports JAX
+# Where JAX starts the backends JAX_PLATFORMS names: `cuda` on a machine without one is a bare
+# AssertionError raised there.
+BACKEND_SETUP = os.path.join("jax", "_src", "xla_bridge.py")
+
+
+def _raised_in(error, module_path):
+  """Whether `error` was raised inside the file ending in `module_path`."""
+  tb = error.__traceback__
+  while tb is not None and tb.tb_next is not None:
+    tb = tb.tb_next
+  return tb is not None and tb.tb_frame.f_code.co_filename.endswith(module_path)
 
 
 def _no_memory(name, detail):
