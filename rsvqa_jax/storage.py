@@ -17,6 +17,7 @@ import os
 import secrets
 import shutil
 import socket
+import stat
 import time
 
 import numpy as np
@@ -369,7 +370,16 @@ def replacing_path(path):
   the block completes; an error writing it names `path`, the file the user knows. The temporary
   files a killed writer on this host left (its process gone, the file untouched for
   STALE_SECONDS) are removed first; another host's are left alone, whatever its clock says. An
-  interrupt removes this one (remove_unfinished) before it ends the process."""
+  interrupt removes this one (remove_unfinished) before it ends the process. A path that is a
+  device, pipe or socket (`--out /dev/stdout`) is refused: the rename would put a file in its
+  place (a /dev/full replaced so stayed a file for every later process)."""
+  try:
+    kind = os.stat(path).st_mode
+  except OSError:  # none yet (or unreadable: the write will say so)
+    kind = None
+  if kind is not None and not (stat.S_ISREG(kind) or stat.S_ISDIR(kind)):
+    raise RSVQAError(f"{path}: not a regular file (a device, pipe or socket); give the path of a "
+                     "file to write")
   _remove_dead_writers(path)
   tmp = f"{path}.tmp-{secrets.token_hex(4)}-{os.getpid()}-{socket.gethostname()}"
   _WRITING.add(tmp)

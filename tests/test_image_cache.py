@@ -19,6 +19,7 @@ from rsvqa_jax import config as config_lib
 from rsvqa_jax import storage
 from rsvqa_jax.features import encoder, image_cache, pixels
 from rsvqa_jax.features import pretrain as pretrain_resnet
+from test_train_support import warnings_of_rsvqa_jax
 
 SIZE = 32
 
@@ -211,7 +212,7 @@ def test_a_digest_index_that_cannot_be_written_is_only_a_memo(tmp_path, monkeypa
   path.write_bytes(b"\x02" * 10)
   (tmp_path / "file").write_text("not a folder")
   index = str(tmp_path / "file" / "digests" / "index.json")
-  with caplog.at_level(logging.DEBUG, logger="rsvqa_jax.storage"):
+  with warnings_of_rsvqa_jax(caplog, logging.DEBUG):
     assert storage.file_digests([path], index) == [storage.file_sha256(str(path))]
   assert "not kept" in caplog.text
 

@@ -7,6 +7,7 @@ import builtins
 import errno
 import os
 import socket
+import stat
 import subprocess
 import sys
 import time
@@ -14,6 +15,7 @@ import time
 import pytest
 
 from rsvqa_jax import storage
+from rsvqa_jax.errors import RSVQAError
 from rsvqa_jax.train import loop, metrics_log
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -256,3 +258,20 @@ def test_an_analysis_that_fails_part_way_leaves_the_last_set_whole(tmp_path, mon
   assert cli.main(["-q", "analyze", "--data", str(tmp_path / "lr1"), "--out", str(out)]) == 0
   after = {p.name: p.read_bytes() for p in out.iterdir()}
   assert set(after) == set(before) and after["types_test.csv"] != before["types_test.csv"]
+
+
+def test_a_device_given_as_an_output_is_refused_not_replaced(tmp_path):
+  """An output path naming a device (`--out /dev/full`, `/dev/stdout`) was written through a
+  temporary file renamed over it: the device became a regular file for every later process."""
+  for device in ("/dev/null", "/dev/full"):
+    if not os.path.exists(device):
+      continue
+    with pytest.raises(RSVQAError, match=f"^{device}: not a regular file"):
+      storage.write_json(device, {"oa": 0.5})
+    assert stat.S_ISCHR(os.stat(device).st_mode)
+  fifo = str(tmp_path / "fifo")
+  os.mkfifo(fifo)
+  with pytest.raises(RSVQAError, match="not a regular file"):
+    with storage.replacing(fifo) as f:
+      f.write("x")
+  assert stat.S_ISFIFO(os.stat(fifo).st_mode)

@@ -3,6 +3,7 @@ full device or closed, an interrupt by a closed terminal, a deleted current fold
 locale, JAX settings the runs are not made for. The work finishes, or one line says why not."""
 import os
 import signal
+import stat
 import subprocess
 import sys
 
@@ -56,6 +57,7 @@ def test_a_reader_that_left_neither_stops_the_work_nor_fails_the_command(dataset
 
 def test_standard_output_on_a_full_device_is_said_once_and_the_files_are_written(dataset,
                                                                                  tmp_path):
+  assert stat.S_ISCHR(os.stat("/dev/full").st_mode)  # a device, not a file left in its place
   with open("/dev/full", "w") as full:
     out = _cli(["-q", "analyze", "--data", dataset, "--out", str(tmp_path / "o")], stdout=full,
                stderr=subprocess.PIPE, text=True)
