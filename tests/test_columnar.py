@@ -158,6 +158,14 @@ def test_read_only_dataset_folder_caches_elsewhere(xben, tmp_path, monkeypatch):
   monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
   monkeypatch.setattr(os, "access", lambda path, mode: False)
   assert columnar.cache_parent(root).startswith(str(tmp_path / "cache"))
+  # A cache folder that cannot be made (XDG_CACHE_HOME=/dev/null, a read-only home) was
+  # '/dev/null/rsvqa_jax: not a directory', naming no setting and no reason for a cache.
+  (tmp_path / "file").write_text("")
+  monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "file"))
+  with pytest.raises(RSVQAError, match=rf"^{root} is read-only, so its columnar cache goes under "
+                     r"\$XDG_CACHE_HOME .*: not a directory; set XDG_CACHE_HOME to a folder you "
+                     "can write$"):
+    columnar.ensure(root, "xben")
 
 
 def test_blocks_cut_between_entries_only(tmp_path):

@@ -74,8 +74,16 @@ def ensure(root, name, parent=None):
   for path in paths:
     if not os.path.isfile(path):
       split_files.load_json(path)  # its one-line error: missing, a directory, a link loop
+  fallback = parent is None and not os.access(os.path.abspath(root), os.W_OK)
   parent = parent or cache_parent(root)
   _folder_or_absent(parent)
+  if fallback:
+    try:
+      os.makedirs(parent, exist_ok=True)
+    except OSError as e:
+      raise RSVQAError(f"{root} is read-only, so its columnar cache goes under $XDG_CACHE_HOME "
+                       f"(else ~/.cache), to {parent}: {(e.strerror or str(e)).lower()}; set "
+                       "XDG_CACHE_HOME to a folder you can write") from None
   index = os.path.join(parent, DIGESTS)
   digests = storage.file_digests(paths, index)
   identity = {"version": VERSION, "dataset": name,
