@@ -221,20 +221,13 @@ _DEVICE_COUNT_FLAG = re.compile(r"--xla_force_host_platform_device_count=(\S*)")
 
 # The commands that keep their finished work when stopped and resume there.
 RESUMING = ("train", "study", "features", "answerability train")
-# JAX settings under which a run would compute something else than the one it resumes or is
-# compared with (float64 arrays against float32 checkpoints; steps not compiled), as they spell
-# their true values.
-_REFUSED_JAX_SETTINGS = {"JAX_ENABLE_X64": "rsvqa-jax computes in float32 and bfloat16 (its "
-                                            "checkpoints and results are of those dtypes)",
-                         "JAX_DISABLE_JIT": "rsvqa-jax compiles its steps ahead of time"}
-_TRUE = ("1", "true", "t", "yes", "y", "on")
 
 
 def check_environment(environ, argv):
-  """Refuses, in one line, what the process was started with that would fail far inside or give
-  other numbers: a current folder that was deleted, a non-ASCII argument under an ASCII file-name
-  locale (tensorstore cannot open such a path), JAX settings the runs are not made for, and a
-  bad XLA_FLAGS device count (check_xla_flags)."""
+  """Refuses, in one line, what the process was started with that would fail far inside: a
+  current folder that was deleted, a non-ASCII argument under an ASCII file-name locale
+  (tensorstore cannot open such a path), and a bad XLA_FLAGS device count (check_xla_flags).
+  JAX settings the runs are not made for are refused where a run is built (train/run.py)."""
   try:
     os.getcwd()
   except FileNotFoundError:
@@ -245,9 +238,6 @@ def check_environment(environ, argv):
     raise RSVQAError(f"a path or value of the command line is not ASCII, and file names are read "
                      f"as {sys.getfilesystemencoding()} here (the locale): run it with "
                      "LC_ALL=C.UTF-8 (or PYTHONUTF8=1)")
-  for key, why in _REFUSED_JAX_SETTINGS.items():
-    if environ.get(key, "").strip().lower() in _TRUE:
-      raise RSVQAError(f"environment {key}={environ[key]}: {why}; unset it")
   check_xla_flags(environ)
 
 

@@ -13,6 +13,7 @@ import dataclasses
 import functools
 import json
 
+import jax
 import ml_collections
 
 from rsvqa_jax import config as config_lib
@@ -81,6 +82,12 @@ def _check_original_head(config):
                      "data.augment_variants=()")
 
 
+REFUSED_JAX_SETTINGS = {
+    "jax_enable_x64": "rsvqa_jax computes in float32 and bfloat16 (its checkpoints and results "
+                      "are of those dtypes: float64 gave other numbers, and refused a resume)",
+    "jax_disable_jit": "rsvqa_jax compiles its steps ahead of time"}
+
+
 def build(config, workdir, splits, *, dataset=None, features=None, restored=False):
   """The Run of `config` with the encoded columns of `splits`.
 
@@ -89,6 +96,10 @@ def build(config, workdir, splits, *, dataset=None, features=None, restored=Fals
   `restored`: the config is a trained workdir's, whose image weights were settled when it
   trained (a study's run on its own synthetic data has random ones, unset), not asked again.
   """
+  for flag, why in REFUSED_JAX_SETTINGS.items():  # other numbers, or a failure far inside
+    if getattr(jax.config, flag):
+      raise RSVQAError(f"JAX setting {flag} is on ({flag.upper()}=1 in the environment, or "
+                       f"jax.config.update): {why}; turn it off for rsvqa_jax's runs")
   shd.maybe_initialize_distributed()
   config_lib.check_weights(config, image=features is None and not restored)
   if config.model.head in MAP_HEADS:
