@@ -330,6 +330,15 @@ def writing_npy(path, shape):
     raise ValueError(f"{path}: {written} rows written, expected {shape[0]}")
 
 
+def check_writable(folder):
+  """Raises the OSError a write into existing folder `folder` would (a read-only file system, no
+  permission), before the work whose results go there: evaluate computed every prediction of a
+  read-only workdir first."""
+  if os.path.isdir(folder) and not os.access(folder, os.W_OK):
+    code = errno.EROFS if os.statvfs(folder).f_flag & os.ST_RDONLY else errno.EACCES
+    raise OSError(code, os.strerror(code), folder)
+
+
 def ensure_free(folder, nbytes, what,
                 advice="free some space and run the same command again (it resumes)"):
   """One-line RSVQAError, naming the folder and the bytes needed, unless `nbytes` fit there.

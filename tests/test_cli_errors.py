@@ -311,3 +311,17 @@ def test_a_tilde_the_shell_left_in_a_path_is_the_home_folder(monkeypatch, argv, 
   if argv[0] == "evaluate":  # choices are no paths
     assert args.checkpoint == "best"
 
+
+
+def test_evaluate_into_a_workdir_it_cannot_write_says_so_before_predicting(tmp_path, capsys,
+                                                                         monkeypatch):
+  """A read-only workdir (a shared run, a mounted copy): every prediction was computed, then the
+  first write failed."""
+  from rsvqa_jax import storage  # pylint: disable=g-import-not-at-top
+  workdir = tmp_path / "run"
+  workdir.mkdir()
+  monkeypatch.setattr(storage.os, "access", lambda path, mode: False)
+  assert cli.main(["evaluate", "--workdir", str(workdir)]) == 2
+  err = capsys.readouterr().err.strip()
+  assert err in (f"rsvqa-jax evaluate: error: {workdir}: permission denied",
+                 f"rsvqa-jax evaluate: error: {workdir}: read-only file system"), err

@@ -141,6 +141,9 @@ def run(args):
   from rsvqa_jax.bias import tables  # pylint: disable=g-import-not-at-top
   from rsvqa_jax.eval import accuracy, adversarial, outputs  # pylint: disable=g-import-not-at-top
   workdirs = [args.workdir] if args.workdir else _expand(args.seeds)
+  for w in workdirs:  # the results go under it: said before the predictions, not after
+    storage.check_writable(w)
+    storage.check_writable(os.path.join(w, "eval"))
   if len(workdirs) > 1:
     _check_seed_runs(workdirs, args.data_root)
   if args.pool and args.adversarial != "random":
