@@ -1,5 +1,6 @@
 """A workdir's recorded config: refused when another run's, its paths following a moved folder."""
 import json
+import logging
 import os
 import shutil
 
@@ -8,6 +9,7 @@ import pytest
 from rsvqa_jax.errors import RSVQAError
 from rsvqa_jax import config as config_lib
 from rsvqa_jax.train import checkpointing
+from test_train_support import warnings_of_rsvqa_jax
 
 
 def _config(root, cache):
@@ -16,7 +18,7 @@ def _config(root, cache):
   return c
 
 
-def test_paths_follow_a_moved_tree_and_shared_ones_stay(tmp_path):
+def test_paths_follow_a_moved_tree_and_shared_ones_stay(tmp_path, caplog):
   old = tmp_path / "old"
   for sub in ("data", "cache", "runs/a"):
     os.makedirs(old / sub)
@@ -30,8 +32,14 @@ def test_paths_follow_a_moved_tree_and_shared_ones_stay(tmp_path):
   new = tmp_path / "new"
   shutil.move(str(old), str(new))
   moved = str(new / "runs" / "a")
-  config = checkpointing.read_config(moved)
+  with warnings_of_rsvqa_jax(caplog, logging.INFO):
+    config = checkpointing.read_config(moved)
+    checkpointing.read_config(moved)  # said once
   assert config.data.root == str(new / "data")  # gone from the old place: follows the move
+  # Said, so that a message naming the new place (a resume of "another config") is understood.
+  assert [r.getMessage() for r in caplog.records] == [
+      f"{moved}: data.root={old / 'data'} as recorded in {workdir} is read as {new / 'data'}, "
+      "beside the workdir's new place"]
   assert config.data.cache_dir == str(elsewhere)  # still there: kept as recorded
   assert checkpointing.check_or_record_config(
       moved, _config(str(new / "data"), str(elsewhere))) is False

@@ -148,6 +148,9 @@ def refuse_moved_dataset(config, workdir):
                      "(load_run: data_root=)")
 
 
+_RELOCATIONS_SAID = set()  # (recorded, read) of the paths read in another place, said once
+
+
 def _load_recorded(workdir):
   """workdir/config.json as a ConfigDict, with paths relocated.
 
@@ -177,6 +180,10 @@ def _load_recorded(workdir):
       moved = os.path.normpath(os.path.join(new, os.path.relpath(value, old)))
       if os.path.exists(moved):
         recorded[section][name] = moved
+        if (value, moved) not in _RELOCATIONS_SAID and moved != value:  # once per process
+          _RELOCATIONS_SAID.add((value, moved))  # a moved study's runs share their data
+          _log.info("%s: %s=%s as recorded in %s is read as %s, beside the workdir's new place",
+                    workdir, key, value, old, moved)
   missing = [s for s in config_lib.sections() if not isinstance(recorded.get(s), dict)]
   if missing:  # its defaults would build another model: a shape error at the restore, far away
     raise RSVQAError(f"{path}: no {missing[0]!r} section; the workdir's config is damaged")
