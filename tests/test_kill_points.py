@@ -142,40 +142,37 @@ def test_a_write_that_fails_names_the_file_not_its_temporary_twin(tmp_path, monk
   assert os.listdir(tmp_path) == []
 
 
-def test_an_interrupt_while_a_file_is_written_leaves_no_temporary_file(tmp_path):
-  """Ctrl-C ends the process with os._exit, which skips `replacing`'s cleanup: the half-written
-  `PATH.tmp-PID` stayed beside PATH (SIGINT at the write of predictions.csv, accuracy.json)."""
-  path = str(tmp_path / "predictions.csv")
+def _interrupted_inside(block):
+  """Runs `block` (indented code) under the CLI's interrupt handler, where it sends itself
+  SIGINT: the status the process ended with."""
   code = ("import os, signal, sys, time\n"
           "from rsvqa_jax import cli, storage\n"
           "cli.exit_on_interrupt('rsvqa-jax test')\n"
-          f"with storage.replacing({path!r}) as f:\n"
-          "  f.write('question_id,prediction\\n1,')\n"
-          "  f.flush()\n"
+          f"{block}"
           "  os.kill(os.getpid(), signal.SIGINT)\n"
           "  time.sleep(60)\n")
   out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
                        env=dict(os.environ, PYTHONPATH=ROOT + os.pathsep
                                 + os.environ.get("PYTHONPATH", "")))
   assert out.returncode == 130, out.stderr[-2000:]
+
+
+def test_an_interrupt_while_a_file_is_written_leaves_no_temporary_file(tmp_path):
+  """Ctrl-C ends the process with os._exit, which skips `replacing`'s cleanup: the half-written
+  `PATH.tmp-PID` stayed beside PATH (SIGINT at the write of predictions.csv, accuracy.json)."""
+  path = str(tmp_path / "predictions.csv")
+  _interrupted_inside(f"with storage.replacing({path!r}) as f:\n"
+                      "  f.write('question_id,prediction\\n1,')\n"
+                      "  f.flush()\n")
   assert os.listdir(tmp_path) == []
 
 
 def test_an_interrupt_while_a_folder_is_built_leaves_no_temporary_folder(tmp_path):
   """The same for the `.tmp-NAME-*` folder of a dataset or cache entry being built: an
   interrupted synth left 60 MB there until the next build of the same name."""
-  code = ("import os, signal, sys, time\n"
-          "from rsvqa_jax import cli, storage\n"
-          "cli.exit_on_interrupt('rsvqa-jax test')\n"
-          f"with storage.building({str(tmp_path)!r}, 'lr') as tmp:\n"
-          "  os.makedirs(os.path.join(tmp, 'Images_LR'))\n"
-          "  open(os.path.join(tmp, 'Images_LR', '0.tif'), 'w').close()\n"
-          "  os.kill(os.getpid(), signal.SIGINT)\n"
-          "  time.sleep(60)\n")
-  out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
-                       env=dict(os.environ, PYTHONPATH=ROOT + os.pathsep
-                                + os.environ.get("PYTHONPATH", "")))
-  assert out.returncode == 130, out.stderr[-2000:]
+  _interrupted_inside(f"with storage.building({str(tmp_path)!r}, 'lr') as tmp:\n"
+                      "  os.makedirs(os.path.join(tmp, 'Images_LR'))\n"
+                      "  open(os.path.join(tmp, 'Images_LR', '0.tif'), 'w').close()\n")
   assert os.listdir(tmp_path) == []
 
 
