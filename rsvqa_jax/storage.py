@@ -128,6 +128,18 @@ def staged(out):
     shutil.rmtree(tmp, ignore_errors=True)
 
 
+def _alive(pid):
+  """Whether process `pid` (a number, or its digits) runs on this host; False for what is no
+  pid, True for another user's process (not ours to judge)."""
+  try:
+    os.kill(int(pid), 0)
+  except (ProcessLookupError, OverflowError, ValueError):
+    return False
+  except OSError:  # another user's process
+    return True
+  return True
+
+
 def _dead_build(path):
   """Whether build folder `path` is a dead run's: its owner process is gone from this host, or
   it has no owner file and is older than STALE_SECONDS (a run on another host is left alone)."""
@@ -137,15 +149,10 @@ def _dead_build(path):
       return time.time() - os.stat(path).st_mtime > STALE_SECONDS
     except FileNotFoundError:
       return False
-  if owner.get("host") != socket.gethostname():
+  pid = owner.get("pid")
+  if owner.get("host") != socket.gethostname() or not isinstance(pid, int):
     return False
-  try:
-    os.kill(int(owner.get("pid")), 0)
-  except ProcessLookupError:
-    return True
-  except (OSError, OverflowError, TypeError, ValueError):
-    pass
-  return False
+  return not _alive(pid)
 
 
 @contextlib.contextmanager
@@ -435,14 +442,12 @@ def _remove_dead_writers(path):
       continue
     full = os.path.join(folder, entry)
     try:
-      if time.time() - os.lstat(full).st_mtime <= STALE_SECONDS:
-        continue
-      os.kill(int(fields[1]), 0)
-    except ProcessLookupError:
+      recent = time.time() - os.lstat(full).st_mtime <= STALE_SECONDS
+    except OSError:  # gone meanwhile
+      continue
+    if not recent and not _alive(fields[1]):
       with contextlib.suppress(OSError):
         remove(full)
-    except (OSError, OverflowError):
-      pass
 
 
 def remove_unfinished():
