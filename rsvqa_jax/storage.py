@@ -100,12 +100,14 @@ def building_owned(parent, name):
 
 
 @contextlib.contextmanager
-def staged(out):
+def staged(out, owned=()):
   """Yields (folder, final): files written into `folder` move into `out` once the block completes,
   and final(path) is where a path written there ends up. A set of outputs (an analysis's tables
   and figure) so replaces the last one whole or not at all: a full disk or a kill part-way left
-  new tables beside old ones, and nothing told them apart. The `.tmp-staged-*` folder a killed
-  run left in `out` is removed by the next one."""
+  new tables beside old ones, and nothing told them apart. `owned`: names (relative to `out`)
+  of the set's files that this one may not write (a table only some datasets get); an earlier
+  set's are removed then. The `.tmp-staged-*` folder a killed run left in `out` is removed by
+  the next one."""
   os.makedirs(out, exist_ok=True)
   for entry in os.listdir(out):
     path = os.path.join(out, entry)
@@ -118,11 +120,16 @@ def staged(out):
     write_json(owner, {"pid": os.getpid(), "host": socket.gethostname()})
     yield tmp, lambda path: os.path.join(out, os.path.relpath(path, tmp))
     os.remove(owner)
+    written = set()
     for folder, _, files in os.walk(tmp):
       into = os.path.join(out, os.path.relpath(folder, tmp))
       os.makedirs(into, exist_ok=True)
       for name in files:
         os.replace(os.path.join(folder, name), os.path.join(into, name))
+        written.add(os.path.normpath(os.path.join(into, name)))
+    for name in owned:
+      if os.path.normpath(os.path.join(out, name)) not in written:
+        remove(os.path.join(out, name))
   finally:
     _WRITING.discard(tmp)
     shutil.rmtree(tmp, ignore_errors=True)

@@ -272,3 +272,20 @@ def test_a_device_given_as_an_output_is_refused_not_replaced(tmp_path):
     with storage.replacing(fifo) as f:
       f.write("x")
   assert stat.S_ISFIFO(os.stat(fifo).st_mode)
+
+
+def test_an_analysis_drops_the_tables_of_an_earlier_one_it_has_not(tmp_path):
+  """analyze of RSVQA-HR over the --out of an RSVQA-LR analysis left LR's objects_patterns_*
+  tables (Table 4, LR only) beside HR's types tables, read as HR's."""
+  from rsvqa_jax import cli  # pylint: disable=g-import-not-at-top
+  out = tmp_path / "analysis"
+  for variant in ("lr", "hr"):
+    assert cli.main(["-q", "synth", "--variant", variant, "--images", "30",
+                     "--questions-per-image", "6", "--out", str(tmp_path / variant)]) == 0
+  (out / "notes.txt").parent.mkdir()
+  (out / "notes.txt").write_text("the user's")
+  assert cli.main(["-q", "analyze", "--data", str(tmp_path / "lr"), "--out", str(out)]) == 0
+  assert (out / "objects_patterns_test.csv").exists()
+  assert cli.main(["-q", "analyze", "--data", str(tmp_path / "hr"), "--out", str(out)]) == 0
+  assert not [p.name for p in out.iterdir() if p.name.startswith("objects_patterns_")]
+  assert (out / "types_test.csv").exists() and (out / "notes.txt").read_text() == "the user's"

@@ -127,11 +127,14 @@ def to_latex(table):
   return "\n".join(lines) + "\n"
 
 
+TABLE_EXTS = ("csv", "md", "tex")  # the files `write` writes of a table
+
+
 def write(table, out_dir, stem):
   """Write `stem`.csv, .md and .tex under `out_dir`; returns the three paths."""
   os.makedirs(out_dir, exist_ok=True)
   paths = []
-  for ext, render in (("csv", to_csv), ("md", to_markdown), ("tex", to_latex)):
+  for ext, render in zip(TABLE_EXTS, (to_csv, to_markdown, to_latex)):
     path = os.path.join(out_dir, f"{stem}.{ext}")
     with storage.replacing(path) as f:
       f.write(render(table))
@@ -274,6 +277,16 @@ def question_table(analysis, dataset):
   return Table(caption=caption, columns=columns, rows=tuple(rows))
 
 
+ANALYSIS_STEMS = ("types", "objects_patterns", "questions")  # write_analysis's tables
+
+
+def analysis_files(split, prefix=""):
+  """The names of every file write_analysis may write for `split` (some only for LR, or a split
+  of few enough questions): a folder's earlier ones that a new analysis did not write are its
+  readers' to drop, not to read as the new analysis's."""
+  return [f"{prefix}{stem}_{split}.{ext}" for stem in ANALYSIS_STEMS for ext in TABLE_EXTS]
+
+
 def write_analysis(result, dataset, out_dir, prefix="", max_question_rows=500):
   """Writes the tables of one analysed split (analysis.Analysis) under `out_dir`.
 
@@ -282,14 +295,15 @@ def write_analysis(result, dataset, out_dir, prefix="", max_question_rows=500):
   questions; S is the evaluated split. Returns (type table, objects table or None, paths).
   """
   split = result.eval_split
+  types, objects_patterns, questions = (f"{prefix}{stem}_{split}" for stem in ANALYSIS_STEMS)
   main = type_table(result, dataset)
-  paths = write(main, out_dir, f"{prefix}types_{split}")
+  paths = write(main, out_dir, types)
   objects = None
   if result.unparsed is not None:
     objects = objects_patterns_table(result, dataset)
-    paths += write(objects, out_dir, f"{prefix}objects_patterns_{split}")
+    paths += write(objects, out_dir, objects_patterns)
   if len(result.levels["question"].subsets) <= max_question_rows:
-    paths += write(question_table(result, dataset), out_dir, f"{prefix}questions_{split}")
+    paths += write(question_table(result, dataset), out_dir, questions)
   return main, objects, paths
 
 

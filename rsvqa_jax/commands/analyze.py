@@ -37,6 +37,7 @@ from rsvqa_jax.errors import RSVQAError
 
 DATASETS = ("lr", "hr", "xben", "floodnet", "rsivqa")
 MAX_QUESTION_ROWS = 500
+FIGURE = "answer_distribution.png"  # Figure 7, of every split
 
 
 def add_arguments(parser):
@@ -92,8 +93,10 @@ def run(args):
   benchmark = _shortcut_benchmark(args, dataset, model) if args.shortcuts else None
   label = tables.dataset_label(layout)
   written = []
-  # The set replaced whole: a full disk or a kill part-way left new tables beside old ones.
-  with storage.staged(args.out) as (out, final):
+  # The set replaced whole: a full disk or a kill part-way left new tables beside old ones, and
+  # an earlier set's tables this one has not (LR's objects_patterns over HR's) stayed.
+  owned = [f for name in evaluated for f in tables.analysis_files(name)] + [FIGURE]
+  with storage.staged(args.out, owned) as (out, final):
     for name, split in evaluated.items():
       result = analysis.analyze(dataset[fit], split, templates=layout == "lr",
                                 predictions=model.get(name), adversarial=adversarial.get(name))
@@ -108,7 +111,7 @@ def run(args):
     if benchmark:
       written += _shortcuts(args, benchmark, dataset, fit, model, out)
     written.append(plots.answer_distribution(
-        analysis.ordered_splits(dataset), os.path.join(out, "answer_distribution.png"),
+        analysis.ordered_splits(dataset), os.path.join(out, FIGURE),
         title=f"{label}: answers per question type and split", top_k=args.top_k))
   print("wrote " + ", ".join(map(final, written)))
   return 0
