@@ -203,10 +203,9 @@ def main(argv=None):
   except Exception as e:  # pylint: disable=broad-exception-caught
     if type(e).__name__ in XLA_ERRORS and str(e).startswith("RESOURCE_EXHAUSTED"):
       return _no_memory(name, str(e).strip().splitlines()[0])  # XLA's own, device or host
-    if os.environ.get("JAX_PLATFORMS") and _raised_in(e, BACKEND_SETUP):
-      print(f"rsvqa-jax {name}: error: environment JAX_PLATFORMS={os.environ['JAX_PLATFORMS']}: "
-            f"JAX could not start that backend ({unexpected_line(e)}); unset it, or install the "
-            "jax build for that device", file=sys.stderr)
+    setting = _jax_setting_error(e)
+    if setting:
+      print(f"rsvqa-jax {name}: error: {setting}", file=sys.stderr)
       return 2
     if os.environ.get(SHOW_TRACEBACK, "") not in ("", "0"):
       raise
@@ -266,9 +265,22 @@ def os_error_line(error):
 
 
 XLA_ERRORS = ("JaxRuntimeError", "XlaRuntimeError")  # by name: the command line never imports JAX
-# Where JAX starts the backends JAX_PLATFORMS names: `cuda` on a machine without one is a bare
-# AssertionError raised there.
+# Where JAX starts the backends JAX_PLATFORMS names (`cuda` on a machine without one is a bare
+# AssertionError raised there), and where it reads its JAX_* settings.
 BACKEND_SETUP = os.path.join("jax", "_src", "xla_bridge.py")
+JAX_SETTINGS = os.path.join("jax", "_src", "config.py")
+
+
+def _jax_setting_error(error):
+  """The line for an error of JAX's own settings in the environment (a backend JAX_PLATFORMS
+  names that cannot start, a value JAX refuses), else None: no input of ours to blame."""
+  if os.environ.get("JAX_PLATFORMS") and _raised_in(error, BACKEND_SETUP):
+    return (f"environment JAX_PLATFORMS={os.environ['JAX_PLATFORMS']}: JAX could not start that "
+            f"backend ({unexpected_line(error)}); unset it, or install the jax build for that "
+            "device")
+  if _raised_in(error, JAX_SETTINGS):
+    return f"a JAX setting of the environment: {unexpected_line(error)}; correct or unset it"
+  return None
 
 
 def _raised_in(error, module_path):

@@ -131,15 +131,22 @@ def test_a_non_ascii_argument_under_an_ascii_locale_is_one_line(monkeypatch):
   cli.check_environment({}, ["train", "--workdir", "run \u00e9"])  # UTF-8 file names: fine
 
 
-def test_a_backend_jax_cannot_start_is_named_as_the_setting(tmp_path):
+@pytest.mark.parametrize("key,value,said", [
+    ("JAX_PLATFORMS", "nosuch", "environment JAX_PLATFORMS=nosuch: JAX could not start that "
+                                "backend ("),
+    ("JAX_ENABLE_X64", "maybe", "a JAX setting of the environment: ValueError: invalid truth "
+                                "value 'maybe'"),
+    ("JAX_DEFAULT_MATMUL_PRECISION", "bogus", "a JAX setting of the environment: ValueError: "
+                                              "Invalid value \"bogus\""),
+])
+def test_a_jax_setting_jax_refuses_is_named_as_the_setting(tmp_path, key, value, said):
   """JAX_PLATFORMS=cuda on a machine without one failed as a bare 'AssertionError (an input this
-  command does not check yet)'; an unknown platform likewise, both blamed on the input."""
+  command does not check yet)'; values JAX refuses likewise, all blamed on the input."""
   out = subprocess.run([sys.executable, "-m", "rsvqa_jax.cli", "train", "--config",
                         os.path.join(ROOT, "configs", "synthetic_tiny.py"), "--workdir",
-                        str(tmp_path / "run")], cwd=ROOT, env=_env(JAX_PLATFORMS="nosuch"),
+                        str(tmp_path / "run")], cwd=ROOT, env=_env(**{key: value}),
                        capture_output=True, text=True, timeout=600)
   assert out.returncode == 2
-  assert out.stderr.startswith("rsvqa-jax train: error: environment JAX_PLATFORMS=nosuch: JAX "
-                               "could not start that backend ("), out.stderr[-2000:]
+  assert out.stderr.startswith(f"rsvqa-jax train: error: {said}"), out.stderr[-2000:]
   assert "does not check yet" not in out.stderr and len(out.stderr.strip().splitlines()) == 1
   assert not (tmp_path / "run").exists()
