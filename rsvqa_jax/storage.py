@@ -88,15 +88,28 @@ def building_owned(parent, name):
   folders a killed build left beside it are removed first, a live build's kept."""
   os.makedirs(parent, exist_ok=True)
   for entry in os.listdir(parent):
-    path = os.path.join(parent, entry)
-    if entry.startswith(f".old-{name}-") or (
-        entry.startswith(f".tmp-{name}-") and os.path.isdir(path) and _dead_build(path)):
-      shutil.rmtree(path, ignore_errors=True)
+    if entry.startswith(f".old-{name}-"):
+      shutil.rmtree(os.path.join(parent, entry), ignore_errors=True)
+  _remove_dead_builds(parent, f".tmp-{name}-")
   with building(parent, name) as tmp:
-    owner = os.path.join(tmp, OWNER)
-    write_json(owner, {"pid": os.getpid(), "host": socket.gethostname()})
+    owner = _claim(tmp)
     yield tmp
     os.remove(owner)
+
+
+def _remove_dead_builds(parent, prefix):
+  """Removes the folders parent/PREFIX* that a dead run was building (_dead_build)."""
+  for entry in os.listdir(parent):
+    path = os.path.join(parent, entry)
+    if entry.startswith(prefix) and os.path.isdir(path) and _dead_build(path):
+      shutil.rmtree(path, ignore_errors=True)
+
+
+def _claim(folder):
+  """Writes folder/OWNER, this process's pid and host, which _dead_build reads; its path."""
+  owner = os.path.join(folder, OWNER)
+  write_json(owner, {"pid": os.getpid(), "host": socket.gethostname()})
+  return owner
 
 
 @contextlib.contextmanager
@@ -109,15 +122,11 @@ def staged(out, owned=()):
   set's are removed then. The `.tmp-staged-*` folder a killed run left in `out` is removed by
   the next one."""
   os.makedirs(out, exist_ok=True)
-  for entry in os.listdir(out):
-    path = os.path.join(out, entry)
-    if entry.startswith(".tmp-staged-") and os.path.isdir(path) and _dead_build(path):
-      shutil.rmtree(path, ignore_errors=True)
+  _remove_dead_builds(out, ".tmp-staged-")
   tmp = _fresh_folder(out, ".tmp-staged-")
   _WRITING.add(tmp)
   try:
-    owner = os.path.join(tmp, OWNER)
-    write_json(owner, {"pid": os.getpid(), "host": socket.gethostname()})
+    owner = _claim(tmp)
     yield tmp, lambda path: os.path.join(out, os.path.relpath(path, tmp))
     os.remove(owner)
     written = set()
@@ -460,7 +469,7 @@ def _remove_dead_writers(path):
 def remove_unfinished():
   """Removes the temporary files and folders this process is writing (replacing_path,
   building): the interrupt handler (cli.exit_on_interrupt) calls it just before os._exit, which
-  skips their cleanup (a synthetic dataset's folder of 60 MB stayed until the next build)."""
+  skips their cleanup (a synthetic dataset's whole folder stayed until the next build)."""
   for tmp in list(_WRITING):
     if os.path.isdir(tmp) and not os.path.islink(tmp):
       shutil.rmtree(tmp, ignore_errors=True)
