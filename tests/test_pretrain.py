@@ -1,5 +1,7 @@
 """Land-cover pretraining of the small ResNet: labels, loss, saved model, and better features."""
 import os
+import re
+import shlex
 
 import numpy as np
 import pytest
@@ -9,6 +11,7 @@ from rsvqa_jax.data.images import write_tif
 from rsvqa_jax.errors import RSVQAError
 from rsvqa_jax.models import checkpoints
 from rsvqa_jax import config as config_lib
+from rsvqa_jax.features import encoder as encoder_lib
 from rsvqa_jax.features import image_cache
 from rsvqa_jax.features import pretrain as pretrain_resnet
 from rsvqa_jax.train import prepare
@@ -142,6 +145,9 @@ def test_pretraining_step_reuses_or_retrains(trained, monkeypatch):
   assert pretrain_resnet.current(cfg)["weights_sha256"] == manifest["weights_sha256"]
   cfg.pretrain.epochs = 13
   assert pretrain_resnet.current(cfg) is None  # other settings: not this model
+  with pytest.raises(RSVQAError, match=re.escape(  # the whole command, with the folder to fill
+      f"features --pretrain --data DATASET --config CONFIG --pretrained-dir {shlex.quote(out)} ")):
+    encoder_lib.encoder_for(cfg)
   with pytest.raises(AssertionError, match="retrained"):
     prepare.image_encoder(cfg, ds)
 

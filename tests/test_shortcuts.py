@@ -317,11 +317,13 @@ def test_xben_entry_labels_are_streamed_with_the_same_labels_and_errors(tmp_path
                               "of strings")
 
 
-def test_question_unit_and_hr_test_phili(tmp_path):
+def test_question_unit_and_hr_test_phili(tmp_path, capsys):
   source = str(tmp_path / "hr")
   synthetic.generate(source, "hr", images=8, seed=0, questions_per_image=6)
   out = str(tmp_path / "out")
-  assert cli.main(["shortcuts", "--data", source, "--out", out, "--unit", "question"]) == 0
+  assert cli.main(["-q", "shortcuts", "--data", source, "--out", out, "--unit", "question"]) == 0
+  printed = capsys.readouterr().out  # its output, as other commands' (-q silences logging only)
+  assert f"wrote {out} (" in printed and "re-split " in printed
   data = rsvqa_json.read_dataset(os.path.join(out, "data"), "hr")
   original = rsvqa_json.read_dataset(source, "hr")
   assert data["test_phili"].question_id.tolist() == original["test_phili"].question_id.tolist()

@@ -150,6 +150,19 @@ def test_divergence_stops_and_names_the_last_checkpoint(task, tmp_path):
     loop.train(c, str(tmp_path / "w"), dataset=task[0], features=task[1], **QUIET)
 
 
+def test_a_run_that_ends_above_the_divergence_level_is_warned_of(task, tmp_path, caplog):
+  """Shorter than train.divergence_steps at a huge learning rate, it is not stopped: it
+  finishes, but not as a run like any other."""
+  c = _config()
+  c.optim.lr = c.optim.text_lr = 1e3  # a loss thousands of times its early level, finite
+  c.train.divergence_steps = 10_000
+  with warnings_of_rsvqa_jax(caplog):
+    summary = loop.train(c, str(tmp_path / "w"), dataset=task[0], features=task[1], **QUIET)
+  assert summary["finished"]
+  assert any(r.levelno == logging.WARNING and "the training loss ended at" in r.getMessage()
+             and "it may have diverged" in r.getMessage() for r in caplog.records), caplog.records
+
+
 def test_divergence_rule_by_hand():
   c = _config()
   c.train.divergence_factor, c.train.divergence_steps = 10.0, 2
@@ -158,6 +171,11 @@ def test_divergence_rule_by_hand():
   ok = {"loss": 5.0, "finite_grads": True}
   high = {"loss": 11.0, "finite_grads": True}
   assert d.check([(1, ok), (2, high), (3, ok), (4, high)]) is None  # never 2 in a row
+  assert d.unsettled("w") == ("w: the training loss ended at 11, above 10 x its early level 1 "
+                              "for its last 1 step(s) (the run stops at "
+                              "train.divergence_steps=2): it may have diverged (lower optim.lr "
+                              "/ optim.text_lr)")
+  assert loop.Divergence(c, {}).unsettled("w") is None
   assert d.check([(5, high)]) == (5, "loss 11 stayed above 10 x its early level 1 for 2 steps")
   bad = loop.Divergence(c, {"early_loss": 1.0})
   assert bad.check([(7, {"loss": 1.0, "finite_grads": False})]) == (7, "a gradient is not finite")

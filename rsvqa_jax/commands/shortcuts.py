@@ -76,5 +76,7 @@ def run(args):
     labels = shortcuts.csv_labels(args.image_labels)
   elif args.image_clusters is not None:
     labels = _clusters(args, dataset)
-  shortcut_report.create(dataset, args.out, seed=args.seed, unit=args.unit, labels=labels)
+  # Its lines (labels, re-split, what it wrote) are the command's output, as other commands'.
+  shortcut_report.create(dataset, args.out, seed=args.seed, unit=args.unit, labels=labels,
+                         log=print)
   return 0

@@ -8,6 +8,7 @@ import functools
 import json
 import logging
 import re
+import shlex
 from typing import Callable
 
 import flax
@@ -98,7 +99,9 @@ def encoder_for(image_cfg):
     if manifest is None:
       raise RSVQAError(f"{image_cfg.pretrained_dir}: no synthetic_resnet pretrained with this "
                        "config's image.pretrain settings; pretrain it first with rsvqa-jax "
-                       "features --pretrain (train and study do it as their first stage)")
+                       "features --pretrain --data DATASET --config CONFIG --pretrained-dir "
+                       f"{shlex.quote(image_cfg.pretrained_dir)} (train and study do it as their "
+                       "first stage)")
     identity = {"arch": "synthetic_resnet", "depth": manifest["depth"], "width": manifest["width"],
                 "params_sha256": manifest["weights_sha256"]}
     return ImageEncoder(identity, lambda: pretrain.load_pretrained(image_cfg.pretrained_dir),

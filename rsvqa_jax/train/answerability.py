@@ -490,8 +490,11 @@ def _train(config, workdir, dataset, features, log):
     for mgr in (periodic, best):
       mgr.wait()
     writer.close()
+  unsettled = divergence.unsettled(workdir) if step >= total else None
   if step < total:
     log(loop.stopped(workdir, step, last_saved))
+  if unsettled:
+    _log.warning(unsettled)
   return {"finished": step >= total, "step": step, **record, "state": state}
 
 

@@ -193,11 +193,12 @@ class Divergence:
     self.patience = config.train.divergence_steps
     self.early = loop.get("early_loss")
     self.run = 0
+    self.last = None
 
   def check(self, steps_metrics):
     """(step, reason) of the first divergence among [(step, fetched metrics)], else None."""
     for at, m in steps_metrics:
-      loss = float(m["loss"])
+      loss = self.last = float(m["loss"])
       if self.early is None and np.isfinite(loss):
         self.early = loss
       if not np.isfinite(loss):
@@ -215,6 +216,17 @@ class Divergence:
   def record(self, loop):
     """The loop record with the early level, so a resumed run keeps comparing against it."""
     return {**loop, "early_loss": self.early}
+
+  def unsettled(self, workdir):
+    """A warning when the run ended with its loss above the divergence level, for fewer steps
+    than stop it (a run shorter than train.divergence_steps at a huge learning rate finished
+    as "done"), else None."""
+    if not self.run:
+      return None
+    return (f"{workdir}: the training loss ended at {self.last:.4g}, above {self.factor:g} x its "
+            f"early level {self.early:.4g} for its last {self.run} step(s) (the run stops at "
+            f"train.divergence_steps={self.patience}): it may have diverged (lower optim.lr / "
+            "optim.text_lr)")
 
 
 def train(config, workdir, *, dataset=None, features=None, log=_log.info, augment_features=None):
@@ -378,4 +390,7 @@ def _train(config, workdir, dataset, features, augment_features, log):
     periodic.wait()
     best.wait()
     writer.close()
+  unsettled = divergence.unsettled(workdir) if step >= total_steps else None
+  if unsettled:
+    _log.warning(unsettled)
   return {"finished": step >= total_steps, "step": step, **loop, "state": state}
