@@ -372,3 +372,25 @@ def test_truth_masks_of_more_than_two_values_are_named_as_a_likely_swap(tmp_path
       f"--truth {tmp_path / 'M'}: 1 of 2 truth mask(s) hold more than two values (e.g. "
       f"{tmp_path / 'M' / '1.png'}); truth masks are binary (0 and 255): are --predicted and "
       "--truth swapped?"] * 2
+
+
+def test_masks_drawn_dark_on_white_are_named_as_likely_inverted(tmp_path, caplog):
+  """Bright is the object: a black-on-white mask read as its complement, an IoU near 0 without a
+  word. A frame of object around background inside is how such a mask reads."""
+  from test_train_support import warnings_of_rsvqa_jax  # pylint: disable=g-import-not-at-top
+  assert g.framed(~box(20, 20, 40, 40)) and not g.framed(box(20, 20, 40, 40))
+  assert not g.framed(np.ones((SIZE, SIZE), bool)) and not g.framed(box(0, 0, SIZE, 40))
+  truth = {1: box(20, 20, 40, 40), 2: box(0, 0, 10, 10)}
+  _write_masks(tmp_path / "T", truth)
+  _write_masks(tmp_path / "P", {1: ~truth[1], 2: truth[2]})  # 1 drawn black on white
+  score = ["grounding", "score", "--out", str(tmp_path / "O"), "--truth"]
+  with warnings_of_rsvqa_jax(caplog):
+    assert cli.main(score + [str(tmp_path / "T"), "--predicted", str(tmp_path / "T")]) == 0
+    assert not caplog.records
+    assert cli.main(score + [str(tmp_path / "T"), "--predicted", str(tmp_path / "P")]) == 0
+    assert cli.main(["grounding", "stats", "--truth", str(tmp_path / "P"), "--out",
+                     str(tmp_path / "S")]) == 0
+  named = (f"{tmp_path / 'P'}: 1 of 2 mask(s) are the object along their whole border around a "
+           f"background inside (e.g. {tmp_path / 'P' / '1.png'}); bright pixels are read as the "
+           "object, so a dark object drawn on white reads inverted: invert those masks")
+  assert [r.getMessage() for r in caplog.records] == [f"--predicted {named}", f"--truth {named}"]

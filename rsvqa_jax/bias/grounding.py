@@ -330,26 +330,56 @@ def summarize(rows, confidences=None, **extra):
   return out
 
 
+def framed(mask):
+  """Whether a bool mask is the object along its whole border around some background: how a
+  dark object drawn on a white background reads, bright being the object."""
+  return bool(mask[0].all() and mask[-1].all() and mask[:, 0].all() and mask[:, -1].all()
+              and not mask.all())
+
+
+class _Framed:
+  """Counts the binarized masks of a folder that read as a frame (`framed`): most likely drawn
+  dark on white, which read inverted and would score without a word."""
+
+  def __init__(self, flag, folder):
+    self.flag, self.folder, self.found, self.read = flag, folder, [], 0
+
+  def __call__(self, path, mask):
+    self.read += 1
+    if framed(mask):
+      self.found.append(path)
+    return mask
+
+  def warn(self):
+    if self.found:
+      _log.warning(f"{self.flag} {self.folder}: {len(self.found)} of {self.read} mask(s) are the "
+                   f"object along their whole border around a background inside (e.g. "
+                   f"{self.found[0]}); bright pixels are read as the object, so a dark object "
+                   "drawn on white reads inverted: invert those masks")
+
+
 class _Truths:
   """Reads --truth masks as binarize does, and counts those of more than two values: a truth
   is binary (0 and 255), so these are relevance maps, --predicted and --truth swapped most
-  likely, which would score without a word."""
+  likely, which would score without a word; and those that read as a frame (_Framed)."""
 
   def __init__(self, truth):
     self.truth, self.graded, self.read = truth, [], 0
+    self.framed = _Framed("--truth", truth)
 
   def __call__(self, path):
     mask = read_mask(path)
     self.read += 1
     if ((mask != mask.min()) & (mask != mask.max())).any():
       self.graded.append(path)
-    return binarize(mask)
+    return self.framed(path, binarize(mask))
 
   def warn(self):
     if self.graded:
       _log.warning(f"--truth {self.truth}: {len(self.graded)} of {self.read} truth mask(s) hold "
                    f"more than two values (e.g. {self.graded[0]}); truth masks are binary (0 and "
                    "255): are --predicted and --truth swapped?")
+    self.framed.warn()
 
 
 def score_folders(predicted, truth, out, confidence=None):
@@ -363,16 +393,18 @@ def score_folders(predicted, truth, out, confidence=None):
                      "in --truth)")
   conf = read_confidence(confidence) if confidence else None
 
-  read_truth = _Truths(truth)
+  read_truth, framed_predictions = _Truths(truth), _Framed("--predicted", predicted)
 
   def pairs():
     for qid in qids:
       t = read_truth(truth_files[qid])
       p = predicted_files.get(qid)
-      yield qid, None if p is None else binarize(_same_aspect(read_mask(p), t.shape, p), t.shape), t
+      yield qid, None if p is None else framed_predictions(
+          p, binarize(_same_aspect(read_mask(p), t.shape, p), t.shape)), t
 
   rows = score_masks(pairs())
   read_truth.warn()
+  framed_predictions.warn()
   confidences = None
   if conf is not None:
     lacking = [r["question_id"] for r in rows if r["question_id"] in predicted_files
