@@ -17,7 +17,9 @@ def __getattr__(name):
     from rsvqa_jax.errors import RSVQAError  # pylint: disable=g-import-not-at-top
     return RSVQAError
   if name in ("load_run", "analyze", "TrainedRun"):
-    from rsvqa_jax import api  # pylint: disable=g-import-not-at-top
+    from rsvqa_jax import caller_logging  # pylint: disable=g-import-not-at-top
+    with caller_logging.kept():  # importing orbax logs through absl
+      from rsvqa_jax import api  # pylint: disable=g-import-not-at-top
     return getattr(api, name)
   raise AttributeError(f"module 'rsvqa_jax' has no attribute {name!r}")
 

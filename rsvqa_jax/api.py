@@ -21,6 +21,7 @@ import reprlib
 import ml_collections
 import numpy as np
 
+from rsvqa_jax import caller_logging
 from rsvqa_jax import config as config_lib
 from rsvqa_jax.bias import analysis as analysis_lib
 from rsvqa_jax.bias import predictions as predictions_lib
@@ -46,23 +47,6 @@ def _path(value, what):
   if not os.fspath(value):  # "" would read as "not given"
     raise RSVQAError(f"{what}: an empty path")
   return os.fspath(value)
-
-
-def _root_logger_kept(function):
-  """Leaves the root logger as the call found it. absl (imported with orbax) runs
-  logging.basicConfig() at its first message when the root logger has no handler, and a
-  notebook's own basicConfig() would then silently do nothing."""
-  @functools.wraps(function)
-  def kept(*args, **kwargs):
-    root = logging.getLogger()
-    before = list(root.handlers)
-    try:
-      return function(*args, **kwargs)
-    finally:
-      if not before:
-        for handler in list(root.handlers):
-          root.removeHandler(handler)
-  return kept
 
 
 # Advice worded for the command line, in messages raised below the API (restore, adversarial
@@ -167,7 +151,7 @@ class TrainedRun:
     """The answer classes the model chooses among, in class order."""
     return list(self._run.vocab.answers)
 
-  @_root_logger_kept
+  @caller_logging.keeping
   @_worded_for_python
   def predict(self, images, questions):
     """The model's answer to each (image, question) pair: a list of strings.
@@ -192,8 +176,8 @@ class TrainedRun:
     if odd:
       raise RSVQAError(f"predict: question {odd[0]!r} is a {type(odd[0]).__name__}, not a string")
     if len(images) != len(questions) or not questions:
-      raise RSVQAError(f"predict: {len(images)} images for {len(questions)} questions; give one "
-                       "image per question (at least one)")
+      raise RSVQAError(f"predict: {len(images)} image(s) for {len(questions)} question(s); give "
+                       "one image per question (at least one)")
     run = self._run
     features = self._features(images)
     limit = run.config.text.max_length
@@ -265,13 +249,13 @@ class TrainedRun:
       self._built["text"] = model.text_encoder
     return np.asarray(self._built["text"](tokens, mask), np.float32)
 
-  @_root_logger_kept
+  @caller_logging.keeping
   @_worded_for_python
   def evaluate(self, split="test", adversarial_kind=None, repeats=None, seed=0, pool="dataset"):
     """The accuracy table of `split` (clean, or with `adversarial_kind` substitutions).
 
-    The same evaluation `rsvqa-jax evaluate` runs, with its defaults (`repeats`: 10; 1 for white
-    and black, whose repeats are all alike), and it writes the same files under
+    The same evaluation `rsvqa-jax evaluate` runs, with its defaults (`repeats`: 10; 1 for white,
+    black and noise, whose repeats are all alike), and it writes the same files under
     WORKDIR/eval/SPLIT/ (eval_last/ for a run loaded at its last checkpoint). Returns the table:
     OA, AA, per-type accuracy and counts; over the `repeats` substitutions, their mean, std and
     every repeat's values.
@@ -288,12 +272,12 @@ class TrainedRun:
     if pool != "dataset" and adversarial_kind != "random":
       raise RSVQAError(f"evaluate pool={pool!r}: applies to adversarial_kind='random' only")
     if repeats is not None:
-      repeats = _count(repeats, "repeats", 1)
+      repeats = _count(repeats, "evaluate repeats", 1)
       if repeats > config_lib.MAX_REPEATS:  # adversarial.evaluate names it as --repeats
         raise RSVQAError(f"evaluate repeats={repeats}: must be from 1 to "
                          f"{config_lib.MAX_REPEATS}")
     repeats = adversarial.chosen_repeats(adversarial_kind, repeats, "evaluate repeats=")
-    seed = _count(seed, "seed", 0)
+    seed = _count(seed, "evaluate seed", 0)
     with skipthoughts_params.pickle_allowed(self._allow_pickle):
       if adversarial_kind is None:
         return accuracy.evaluate(self.workdir, split, **where)
@@ -301,7 +285,7 @@ class TrainedRun:
                                   seed=seed, pool=pool, **where)
 
 
-@_root_logger_kept
+@caller_logging.keeping
 @_worded_for_python
 def load_run(workdir, *, checkpoint="best", data_root=None, allow_pickle=False):
   """A trained workdir restored at its best-on-validation (or "last") checkpoint.
@@ -322,7 +306,7 @@ def load_run(workdir, *, checkpoint="best", data_root=None, allow_pickle=False):
                     allow_pickle)
 
 
-@_root_logger_kept
+@caller_logging.keeping
 @_worded_for_python
 def analyze(data_root, dataset, predictions=None, adversarial_predictions=None, split=None):
   """The dataset analysis of `data_root` (layout `dataset`), with a model's files if given.

@@ -6,6 +6,8 @@ import os
 import re
 import reprlib
 import shutil
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -61,7 +63,8 @@ def test_predict_agrees_with_evaluate(tiny):
   assert answers == [r["prediction"] for r in rows]
   assert 0.0 <= table["oa"] <= 1.0 and set(table["per_type"]) <= {"count", "presence", "comp",
                                                                  "rural_urban"}
-  with pytest.raises(RSVQAError, match="one image per question"):
+  with pytest.raises(RSVQAError, match=r"^predict: 2 image\(s\) for 1 question\(s\); give one "
+                                       "image per question"):
     run.predict(images[:2], ["Is there a road?"])
   with pytest.raises(RSVQAError, match=r"image 1: shape \(4, 4\) and dtype uint8, expected uint8 "
                                        "H x W x 3"):
@@ -103,12 +106,12 @@ def test_predict_agrees_with_evaluate(tiny):
   for kwargs, message in [(dict(adversarial_kind="xyz"), "evaluate adversarial_kind='xyz': "
                            "choose one of"), (dict(adversarial_kind="random", pool="all"),
                                               "evaluate pool='all'"),
-                          (dict(adversarial_kind="random", repeats="2"), "repeats='2'"),
+                          (dict(adversarial_kind="random", repeats="2"), "^evaluate repeats='2'"),
                           (dict(adversarial_kind="random", pool=None),
                            "^evaluate pool=None: choose one of"),  # it said --pool None
                           (dict(adversarial_kind="white", pool="split"), "evaluate pool='split': "
                            "applies to adversarial_kind='random' only"),
-                          (dict(adversarial_kind="random", seed=-1), "seed=-1"),
+                          (dict(adversarial_kind="random", seed=-1), "^evaluate seed=-1"),
                           (dict(repeats=5), "apply to an adversarial_kind only"),
                           (dict(split=["test"]), r"evaluate split=\['test'\]: expected one "
                                                  "split name"),
@@ -138,15 +141,44 @@ def test_load_run_says_what_is_wrong_with_the_folder(tmp_path):
 def test_api_calls_leave_the_root_logger_as_they_found_it(monkeypatch):
   """absl (imported with orbax) runs logging.basicConfig() at its first message: a notebook's own
   basicConfig() after load_run then did nothing."""
-  from rsvqa_jax import api  # pylint: disable=g-import-not-at-top
+  from rsvqa_jax import caller_logging  # pylint: disable=g-import-not-at-top
   root = logging.getLogger()
   monkeypatch.setattr(root, "handlers", [])  # a fresh interpreter's (pytest adds its own)
-  assert api._root_logger_kept(logging.basicConfig)() is None  # pylint: disable=protected-access
+  assert caller_logging.keeping(logging.basicConfig)() is None
   assert root.handlers == []
   mine = logging.NullHandler()
   root.handlers.append(mine)  # the user's configuration is theirs: kept whole
-  api._root_logger_kept(logging.basicConfig)()  # pylint: disable=protected-access
+  caller_logging.keeping(logging.basicConfig)()
   assert root.handlers == [mine]
+
+
+def test_the_first_use_of_the_api_leaves_the_root_logger_alone():
+  """Importing orbax (on the first touch of rsvqa_jax.load_run) logs through absl, which then
+  ran basicConfig(): a notebook's own basicConfig() after it did nothing."""
+  code = ("import logging, rsvqa_jax\n"
+          "rsvqa_jax.load_run\n"
+          "assert logging.getLogger().handlers == [], logging.getLogger().handlers\n"
+          "logging.basicConfig(level=logging.INFO, format='USER %(message)s')\n"
+          "logging.getLogger('notebook').info('mine')\n")
+  done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600,
+                        check=False)
+  assert done.returncode == 0 and "USER mine" in done.stderr, done.stderr[-2000:]
+
+
+def test_orbax_routine_lines_are_held_back_in_a_notebook_logging_at_info(tiny, caplog):
+  """A notebook at INFO got dozens of absl lines per load_run and evaluate (orbax's checkpoint
+  manager), burying the library's own; its WARNINGs still show, and absl's level is restored."""
+  absl = logging.getLogger("absl")
+  level = absl.level
+  with caplog.at_level(logging.INFO):
+    run = rsvqa_jax.load_run(str(tiny / "runs" / "tiny"))
+    run.evaluate("test")
+    held = [r for r in caplog.records if r.name == "absl"]
+    from rsvqa_jax import caller_logging  # pylint: disable=g-import-not-at-top
+    with caller_logging.kept():
+      absl.warning("a warning of absl's")
+  assert [r.getMessage() for r in held] == [] and absl.level == level
+  assert "a warning of absl's" in [r.getMessage() for r in caplog.records]
 
 
 def test_predict_builds_the_image_encoder_once(tiny, monkeypatch):

@@ -48,17 +48,22 @@ def _read_csv(path):
 
 
 def test_repeats_default_per_kind_and_alike_repeats_are_warned_of(caplog):
-  """White and black use one image for all: their repeats answer alike, so K of them cost K
-  times the work for the same numbers (given K, with a WARNING; unless told, 1)."""
+  """White and black use one image for all, noise one per image: their repeats answer alike,
+  so K of them cost K times the work for the same numbers (given K, with a WARNING; unless told,
+  1). Noise ran 10 alike repeats by default, and reported their std of 0 as a spread."""
   with warnings_of_rsvqa_jax(caplog):
     assert adversarial.chosen_repeats("random", None, "--repeats") == adversarial.REPEATS
+    assert adversarial.chosen_repeats("shuffle", 5, "--repeats") == 5
     assert adversarial.chosen_repeats("white", None, "--repeats") == 1
-    assert adversarial.chosen_repeats("noise", 5, "--repeats") == 5
+    assert adversarial.chosen_repeats("noise", None, "--repeats") == 1
     assert adversarial.chosen_repeats("black", 1, "--repeats") == 1
     assert not caplog.records
     assert adversarial.chosen_repeats("white", 5, "--repeats") == 5
+    assert adversarial.chosen_repeats("noise", 3, "--repeats") == 3
   assert [r.getMessage() for r in caplog.records] == [
       "--repeats 5: every white repeat answers alike (one white image for all), so they take 5 "
+      "times the work of one for the same numbers",
+      "--repeats 3: every noise repeat answers alike (one noise image per image), so they take 3 "
       "times the work of one for the same numbers"]
 
 

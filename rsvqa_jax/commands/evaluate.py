@@ -43,7 +43,7 @@ def add_arguments(parser):
                       help="adversarial testing: answer with a substituted image")
   parser.add_argument("--repeats", type=argument_types.repeats, default=None,
                       help="substitutions per question for --adversarial, 1 to 1000 (default: "
-                           "10; 1 for white and black, whose repeats are all alike)")
+                           "10; 1 for white, black and noise, whose repeats are all alike)")
   parser.add_argument("--adv-seed", type=argument_types.seed, default=None,
                       help="seed of the substitutions (and of the noise images); default 0")
   parser.add_argument("--pool", choices=("dataset", "split"), default=None,

@@ -43,7 +43,9 @@ KINDS = ("random", "shuffle", "white", "black", "noise")
 PIXEL_KINDS = ("white", "black", "noise")
 POOLS = ("dataset", "split")
 REPEATS = 10  # substitutions per question unless told: the paper's, and the CLI's default
-SAME_EVERY_REPEAT = ("white", "black")  # one image for all: every repeat answers alike
+# Every repeat answers alike: one image for all (white, black), or one per image (noise, drawn
+# once per image with the seed).
+SAME_EVERY_REPEAT = ("white", "black", "noise")
 
 
 _log = logging.getLogger(__name__)
@@ -56,8 +58,9 @@ def chosen_repeats(kind, repeats, flag):
   if repeats is None:
     return 1 if kind in SAME_EVERY_REPEAT else REPEATS
   if kind in SAME_EVERY_REPEAT and repeats > 1:
-    _log.warning(f"{flag} {repeats}: every {kind} repeat answers alike (one {kind} image for "
-                 f"all), so they take {repeats} times the work of one for the same numbers")
+    image = "one noise image per image" if kind == "noise" else f"one {kind} image for all"
+    _log.warning(f"{flag} {repeats}: every {kind} repeat answers alike ({image}), so they take "
+                 f"{repeats} times the work of one for the same numbers")
   return repeats
 
 

@@ -1,0 +1,40 @@
+"""The Python API's calls, and its first import, leave logging as the caller set it up.
+
+absl (imported with orbax) runs logging.basicConfig() at its first message when the root logger
+has no handler: a notebook's own basicConfig() would then silently do nothing. And orbax logs
+dozens of routine absl INFO lines per checkpoint restored, which bury rsvqa_jax's own lines in a
+notebook logging at INFO.
+"""
+import contextlib
+import functools
+import logging
+import sys
+
+
+@contextlib.contextmanager
+def kept():
+  """Root handlers as found (none added), absl's lines below WARNING held back meanwhile."""
+  root = logging.getLogger()
+  before = list(root.handlers)
+  # Only a logger absl made itself: one made here first would be a plain Logger absl then uses.
+  absl = logging.getLogger("absl") if "absl.logging" in sys.modules else None
+  level = absl.level if absl else None
+  if absl:
+    absl.setLevel(max(level, logging.WARNING))
+  try:
+    yield
+  finally:
+    if absl:
+      absl.setLevel(level)
+    if not before:
+      for handler in list(root.handlers):
+        root.removeHandler(handler)
+
+
+def keeping(function):
+  """`function` run inside kept()."""
+  @functools.wraps(function)
+  def wrapped(*args, **kwargs):
+    with kept():
+      return function(*args, **kwargs)
+  return wrapped
