@@ -452,3 +452,25 @@ def test_split_file_that_is_a_pipe_is_refused_without_waiting(broken, columnar):
     with open(path, "wb"):
       pass
   assert outcome == [f"{path}: split file is a pipe, socket or device, not a file"]
+
+
+@pytest.mark.parametrize("columnar", [False, True])
+def test_a_dataset_one_folder_deeper_is_named(lr, hr, tmp_path, columnar):
+  """A zip's top folder unpacked one level deeper said only that no split file was there."""
+  top = str(tmp_path / "top")
+  inner = os.path.join(top, "RSVQA_LR")
+  shutil.copytree(lr[0], inner, ignore=shutil.ignore_patterns("*.tif", "*.npz"))
+  os.mkdir(os.path.join(top, "notes"))
+  hint = (f"the dataset files are in {inner}: give --data {inner} (in a training config, "
+          f"data.root={inner})")
+  with pytest.raises(RSVQAError, match=f"^{re.escape(f'{top}: {hint}')}$"):
+    split_files.detect_variant(top)
+  with pytest.raises(RSVQAError, match=re.escape(
+      f"{top}: no LR_split_train_questions.json (dataset lr); {hint}") + "$"):
+    rsvqa_json.read_dataset(top, "lr", columnar=columnar)
+  other = os.path.join(top, "RSVQA_HR")
+  shutil.copytree(hr[0], other, ignore=shutil.ignore_patterns("*.tif", "*.npz"))
+  with pytest.raises(RSVQAError, match=re.escape(
+      f"{top}: the dataset files are in its subfolders {other}, {inner}: give one of them with "
+      "--data (in a training config, data.root)") + "$"):
+    split_files.detect_variant(top)

@@ -1,14 +1,17 @@
 """`rsvqa-jax synth` + `rsvqa-jax validate` end to end through the CLI, and bad images."""
 import json
 import os
+import re
 import shutil
 
 import numpy as np
 import pytest
 import tifffile
+from PIL import Image
 
 from rsvqa_jax import cli
 from rsvqa_jax.data import images
+from rsvqa_jax.data import rsvqa_json
 from rsvqa_jax.data import validate
 from rsvqa_jax.errors import RSVQAError
 
@@ -202,7 +205,6 @@ def test_read_tif_checks(tmp_path):
 def test_lzw_and_jpeg_tiles_read_without_imagecodecs(tmp_path):
   """tifffile asks for its optional imagecodecs package for these compressions ("requires the
   'imagecodecs' package"): Pillow decodes them."""
-  from PIL import Image  # pylint: disable=g-import-not-at-top
   rgb = np.random.default_rng(0).integers(0, 256, (16, 8, 3), dtype=np.uint8)
   path = str(tmp_path / "lzw.tif")
   Image.fromarray(rgb).save(path, compression="tiff_lzw")
@@ -217,7 +219,6 @@ def test_tiles_in_another_colour_space_are_refused_and_grey_bands_and_jpeg_read(
   """A YCbCr or L*a*b* tile holds three uint8 bands like an RGB one: tifffile returned the raw
   values, which validate passed and the model read as RGB. Bands tagged grey (a GeoTIFF's) are
   read as stored, and a JPEG-compressed YCbCr tile is decoded to RGB."""
-  from PIL import Image  # pylint: disable=g-import-not-at-top
   rgb = np.random.default_rng(0).integers(0, 256, (16, 8, 3), dtype=np.uint8)
   path = str(tmp_path / "a.tif")
   for mode, label in (("YCbCr", "YCBCR"), ("LAB", "CIELAB")):
@@ -301,3 +302,93 @@ def test_images_the_train_split_also_asks_about_are_counted(broken, capsys):
   assert next(l for l in out if l.startswith("images in train ")).split()[3:] == ["-", "1", "0"]
   assert ("images in train: 1 of val; their questions are not held out by image (a model trained "
           "on train has seen these images)") in out
+
+
+def test_validate_names_the_subfolder_holding_the_dataset(lr, tmp_path, capsys):
+  inner = str(tmp_path / "RSVQA_LR")
+  shutil.copytree(lr, inner)
+  capsys.readouterr()
+  assert cli.main(["validate", "--data", str(tmp_path)]) == 2
+  assert capsys.readouterr().err.strip() == (
+      f"rsvqa-jax validate: error: {tmp_path}: the dataset files are in {inner}: give --data "
+      f"{inner} (in a training config, data.root={inner})")
+
+
+def _misplace_images(folder, how):
+  """Rearranges the image folder of a dataset as copies and archives misplace it."""
+  if how == "nested":
+    os.rename(folder, folder + ".tmp")
+    os.mkdir(folder)
+    os.rename(folder + ".tmp", os.path.join(folder, "Images_LR"))
+  elif how == "upper-case files":
+    for name in os.listdir(folder):
+      os.rename(os.path.join(folder, name), os.path.join(folder, name.replace(".tif", ".TIF")))
+  elif how == "lower-case folder":
+    os.rename(folder, os.path.join(os.path.dirname(folder), "images_lr"))
+  else:
+    shutil.rmtree(folder)
+    with open(os.path.join(os.path.dirname(folder), "images_LR.Zip"), "w") as f:
+      f.write("an archive")
+
+
+@pytest.mark.parametrize("how, message", [
+    ("nested", "{folder}: the images are in {folder}/Images_LR: move them up one folder"),
+    ("upper-case files", "{folder}/0.tif: image file missing; {folder} holds 0.TIF (another letter "
+                         "case): rename the image files to <id>.tif"),
+    ("lower-case folder", "{folder}: image folder missing; {root}/images_lr differs in letter case "
+                          "only: rename it to Images_LR"),
+    ("zipped", "{folder}: image folder missing; {root}/images_LR.Zip lies beside it: unzip it "
+               "there")])
+def test_validate_says_once_where_misplaced_images_are(broken, capsys, how, message):
+  """Each image was said missing, one line per image, with no word of where they were."""
+  folder = os.path.join(broken, "Images_LR")
+  _misplace_images(folder, how)
+  rc, err = _run_validate(broken, capsys)
+  assert rc == 2 and err == ("rsvqa-jax validate: error: "
+                             + message.format(folder=folder, root=broken))
+
+
+def test_training_says_where_misplaced_images_are(broken):
+  """The feature cache (train, study, features) asks each image: it said "image file missing"."""
+  folder = os.path.join(broken, "Images_LR")
+  _misplace_images(folder, "nested")
+  dataset = rsvqa_json.read_dataset(broken, "lr")
+  with pytest.raises(RSVQAError, match=f"^{re.escape(folder)}: the images are in "
+                                       f"{re.escape(os.path.join(folder, 'Images_LR'))}: move "
+                                       "them up one folder$"):
+    dataset.check_image_exists(dataset["train"].image_id[0])
+
+
+def test_a_subfolder_without_the_images_is_not_named(broken):
+  os.mkdir(os.path.join(broken, "Images_LR", "extra"))
+  os.remove(os.path.join(broken, "Images_LR", "0.tif"))
+  assert images.misplaced(os.path.join(broken, "Images_LR", "0.tif")) is None
+  assert images.misplaced(os.path.join(broken, "Images_LR", "1.tif")) is None  # present
+
+
+@pytest.mark.parametrize("write, message", [
+    (lambda p: tifffile.imwrite(p, np.zeros((8, 8, 3), np.uint16), photometric="rgb"),
+     "image dtype is uint16, expected uint8; convert it to 8-bit RGB (e.g. gdal_translate -ot Byte "
+     "-scale IN.tif OUT.tif)"),
+    (lambda p: tifffile.imwrite(p, np.zeros((8, 8, 3), np.float32), photometric="rgb"),
+     "image dtype is float32, expected uint8; convert it to 8-bit RGB (e.g. gdal_translate -ot "
+     "Byte -scale IN.tif OUT.tif)"),
+    (lambda p: Image.fromarray(np.zeros((8, 8, 4), np.uint8)).save(p),
+     "image has 4 bands, expected 3 (RGB and an alpha band); save it without the alpha band"),
+    (lambda p: tifffile.imwrite(p, np.zeros((8, 8, 4), np.uint8), photometric="rgb",
+                                extrasamples=["unspecified"]),
+     "image has 4 bands, expected 3 (RGB and an extra band); save it without the extra band"),
+    (lambda p: tifffile.imwrite(p, np.zeros((8, 8, 5), np.uint8), photometric="rgb",
+                                extrasamples=["assocalpha", "unspecified"]),
+     "image has 5 bands, expected 3 (RGB and 2 extra bands); save it without the extra bands"),
+    (lambda p: tifffile.imwrite(p, np.zeros((8, 8, 4), np.uint8), photometric="minisblack"),
+     "image has 4 bands, expected 3"),
+    (lambda p: Image.fromarray(np.zeros((8, 8, 3), np.uint8)).convert("P").save(p),
+     "image is a palette (colour-mapped) image, expected 3 bands; save it as RGB")])
+def test_refused_tiles_say_how_to_convert_them(tmp_path, write, message):
+  """A palette tile was said to have 1 band, and a 16-bit or RGBA one was refused with no fix."""
+  path = str(tmp_path / "a.tif")
+  write(path)
+  for read in (images.read_tif, images.check_tif):
+    with pytest.raises(RSVQAError, match=f"^{re.escape(f'{path}: {message}')}$"):
+      read(path)

@@ -36,14 +36,34 @@ def _hwc_shape(shape, path):
   return shape
 
 
-def _check(shape, dtype, path, size, bands):
+_ALPHA = (tifffile.EXTRASAMPLE.ASSOCALPHA, tifffile.EXTRASAMPLE.UNASSALPHA)
+
+
+def _check(shape, dtype, path, size, bands, page):
+  """Refuses a tile the model cannot read as it is, saying how to convert it: a rescale or a
+  dropped band is never guessed."""
   height, width, nbands = _hwc_shape(shape, path)
+  if nbands != bands and page.photometric == tifffile.PHOTOMETRIC.PALETTE:
+    raise RSVQAError(f"{path}: image is a palette (colour-mapped) image, expected {bands} bands; "
+                     "save it as RGB")
   if nbands != bands:
-    raise RSVQAError(f"{path}: image has {nbands} bands, expected {bands}")
+    raise RSVQAError(f"{path}: image has {nbands} bands, expected {bands}"
+                     + _extra_bands(page.extrasamples, nbands - bands))
   if size is not None and (height, width) != tuple(size):
     raise RSVQAError(f"{path}: image is {height}x{width}, expected {size[0]}x{size[1]}")
   if dtype != np.uint8:
-    raise RSVQAError(f"{path}: image dtype is {dtype}, expected uint8")
+    raise RSVQAError(f"{path}: image dtype is {dtype}, expected uint8; convert it to 8-bit RGB "
+                     "(e.g. gdal_translate -ot Byte -scale IN.tif OUT.tif)")
+
+
+def _extra_bands(extrasamples, surplus):
+  """'; save it without the alpha band' when the surplus bands are the tile's extra samples (an
+  RGBA tile's alpha, say), else ''."""
+  if surplus <= 0 or len(extrasamples) != surplus:
+    return ""
+  kind = "alpha" if all(s in _ALPHA for s in extrasamples) else "extra"
+  count, plural = ("an", "") if surplus == 1 else (surplus, "s")
+  return f" (RGB and {count} {kind} band{plural}); save it without the {kind} band{plural}"
 
 
 # Colour spaces whose bands are read as they are stored: RGB, and grey bands (a GeoTIFF's
@@ -61,6 +81,46 @@ def _check_colours(page, name):
     return
   label = photometric.name if hasattr(photometric, "name") else str(photometric)
   raise RSVQAError(f"{name}: image colour space is {label}, expected RGB; save the tile as RGB")
+
+
+def misplaced(path):
+  """Where the images are when tile `path` is missing but its folder says why, as a one-line
+  message naming the fix, else None: unzipped one folder deeper, named in another letter case
+  (the names are read exactly), or the folder still zipped beside it. One scandir: asked of one
+  tile (validate asks it of the first), never of each."""
+  if os.path.lexists(path):
+    return None
+  folder, file = os.path.split(path)
+  folder = folder or os.curdir
+  if not os.path.isdir(folder):
+    parent, name = os.path.split(folder)
+    entries = _entries(parent or os.curdir)
+    if other := next((e for e in entries if e.name.lower() == name.lower() and e.is_dir()), None):
+      return (f"{folder}: image folder missing; {other.path} differs in letter case only: rename "
+              f"it to {name}")
+    if archive := next((e for e in entries if e.name.lower() == f"{name.lower()}.zip"), None):
+      return f"{folder}: image folder missing; {archive.path} lies beside it: unzip it there"
+    return None
+  entries = _entries(folder)
+  if other := next((e for e in entries if e.name.lower() == file.lower()), None):
+    return (f"{path}: image file missing; {folder} holds {other.name} (another letter case): "
+            f"rename the image files to <id>{os.path.splitext(file)[1]}")
+  deeper = [e.path for e in entries if e.is_dir() and os.path.lexists(os.path.join(e.path, file))]
+  if len(deeper) == 1:
+    return f"{folder}: the images are in {deeper[0]}: move them up one folder"
+  if deeper:
+    return (f"{folder}: the images are in its subfolders {', '.join(deeper)}: move those of one "
+            "of them up one folder")
+  return None
+
+
+def _entries(folder):
+  """The entries of `folder` (scandir's, sorted by name), or [] when it cannot be read."""
+  try:
+    with os.scandir(folder) as entries:
+      return sorted(entries, key=lambda e: e.name)
+  except OSError:
+    return []
 
 
 def _load(path, size, bands, decode):
@@ -81,7 +141,7 @@ def _parse(source, name, size, bands, decode):
       if not tif.series:  # a TIFF header with no image (tifffile logs "contains no pages")
         raise RSVQAError(f"{name}: a TIFF holding no image")
       series = tif.series[0]
-      _check(series.shape, np.dtype(series.dtype), name, size, bands)
+      _check(series.shape, np.dtype(series.dtype), name, size, bands, tif.pages[0])
       _check_colours(tif.pages[0], name)
       return _pixels(series, source) if decode else None
   except RSVQAError:

@@ -110,6 +110,11 @@ class Dataset:
   def check_image_exists(self, image_id):
     path = self.image_path(image_id)
     if not os.path.exists(path):
+      # Imported here: records stays free of the image libraries until an image is missing.
+      from rsvqa_jax.data import images  # pylint: disable=g-import-not-at-top
+      misplaced = images.misplaced(path)  # unzipped one folder deeper, another letter case
+      if misplaced:
+        raise RSVQAError(misplaced)
       folder = os.path.dirname(path)
       if not os.path.isdir(folder):  # no image of the dataset at all: say why it may have none
         synthetic = (" (`rsvqa-jax synth --variant xben` writes question sets with no images: "

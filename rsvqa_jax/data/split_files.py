@@ -76,20 +76,46 @@ def detect_variant(root):
   """Which official layout a folder holds, from its train question file."""
   if not os.path.isdir(root):
     raise RSVQAError(f"{root}: dataset folder {errors.not_a_folder(root)}")
-  # lexists: a broken link or a link loop is found here and named by the reader.
-  found = [n for n in LAYOUTS if os.path.lexists(split_file(root, n, "train", "questions"))]
+  found = _held(root)
   if len(found) > 1:
     raise RSVQAError(f"{root}: cannot tell the dataset variant: it holds the train question "
                      f"files of several layouts ({', '.join(found)}); name one with --dataset")
   if not found:
+    if hint := nested_hint(root):
+      raise RSVQAError(f"{root}: {hint}")
     expected = ", ".join(os.path.basename(split_file(root, n, "train", "questions")) for n in LAYOUTS)
     raise RSVQAError(f"{root}: cannot tell the dataset variant: it holds none of {expected}")
   return found[0]
 
 
+def _held(root):
+  """The layouts whose train question file `root` holds. lexists: a broken link or a link loop
+  is found here and named by the reader."""
+  return [n for n in LAYOUTS if os.path.lexists(split_file(root, n, "train", "questions"))]
+
+
+def nested_hint(root):
+  """'the dataset files are in X: give --data X ...' when `root` holds no layout but subfolders
+  of it do (an archive's top folder unpacked one level deeper), else ''. Only the direct
+  subfolders are looked at: one scandir and three lexists each, on the error path alone."""
+  try:
+    with os.scandir(root) as entries:
+      found = sorted(e.path for e in entries if e.is_dir() and _held(e.path))
+  except OSError:  # unreadable: the reader names the missing file
+    return ""
+  if len(found) == 1:
+    return (f"the dataset files are in {found[0]}: give --data {found[0]} (in a training config, "
+            f"data.root={found[0]})")
+  if found:
+    return (f"the dataset files are in its subfolders {', '.join(found)}: give one of them with "
+            "--data (in a training config, data.root)")
+  return ""
+
+
 def check_layout(root, name):
   """A one-line RSVQAError when folder `root` lacks the train question file of layout `name`
-  but holds another layout's (an LR folder read as HR, say): the layouts it holds are named.
+  but holds another layout's (an LR folder read as HR, say): the layouts it holds are named; or
+  when a subfolder holds the files (nested_hint): the folder to give is named.
   A split file that is a pipe, socket or device is refused before any reader (or the columnar
   cache's hashing) blocks on it."""
   for split in LAYOUTS[name].splits:
@@ -97,16 +123,18 @@ def check_layout(root, name):
       refuse_special(split_file(root, name, split, kind), "split file")
   if not os.path.isdir(root) or os.path.lexists(split_file(root, name, "train", "questions")):
     return
-  hint = layout_hint(root)
-  if hint:
-    raise RSVQAError(f"{root}: no {os.path.basename(split_file(root, name, 'train', 'questions'))}"
-                     f" (dataset {name}){hint}")
+  train = os.path.basename(split_file(root, name, "train", "questions"))
+  missing = f"{root}: no {train} (dataset {name})"
+  if hint := layout_hint(root):
+    raise RSVQAError(f"{missing}{hint}")
+  if hint := nested_hint(root):
+    raise RSVQAError(f"{missing}; {hint}")
 
 
 def layout_hint(root):
   """'; the folder holds dataset lr: name it with ...' for the official layouts `root` holds,
   or '' when it holds none: what a reader of another layout adds to its 'no file' error."""
-  held = [n for n in LAYOUTS if os.path.lexists(split_file(root, n, "train", "questions"))]
+  held = _held(root)
   if not held:
     return ""
   if len(held) == 1:

@@ -110,6 +110,10 @@ def validate(root, name=None, images="decode"):
     raise ValueError(f"images={images!r}: expected one of {IMAGE_CHECKS}")
   dataset = rsvqa_json.read_dataset(root, name)
   if images != "skip":
+    # Images unzipped one folder deeper or named in another case: said once, not per image.
+    first = _image_ids(dataset)[:1]
+    if first and (problem := images_lib.misplaced(dataset.image_path(first[0]))):
+      raise RSVQAError(problem)
     folder = os.path.join(root, split_files.LAYOUTS[dataset.name].image_dir)
     if not os.path.isdir(folder):
       what = "a file, not the image folder" if os.path.exists(folder) else "image folder missing"
