@@ -293,8 +293,10 @@ def test_outside_answer_space_is_wrong_and_listed(data, capsys):
                   "normalisation ('YES' -> 'yes' x1, 'Banana' -> 'banana' x1, ' 3' -> '3' x1), 3 "
                   "not of their question type's answer form, counted wrong ('banana' to "
                   "condition_yes_no x2, 'kiwi' to simple_counting x1), 5 outside the training "
-                  "answer space, counted wrong ('banana' x2, '3' x2, 'kiwi' x1), 0 missing, "
-                  "counted wrong")
+                  "answer space, counted wrong ('banana' x2, '3' x2, 'kiwi' x1) (1 of them equal "
+                  "to the question's answer, which no training question has: no model of this "
+                  "answer space can give it), 0 missing, counted wrong")
+  assert out.summary()["n_outside_answer_space_equal_to_answer"] == 1  # question 3's "3"
 
 
 def test_adversarial_repeats_are_averaged_and_clean_files_keep_one(data):

@@ -169,8 +169,8 @@ def test_evaluate_table_labels_counts_and_adversarial_rows():
   assert clean.columns == ("run", "Comparison", "Rural/urban", "AA", "OA")
   assert clean.rows[0] == ("N (questions)", 6, 4, "", 10)
   assert clean.rows[1][0] == "seed0" and clean.rows[2][0] == "seed1"
-  assert clean.rows[3] == ("mean (std)", "75.00 (25.00)", "50.00 (0.00)", "62.50 (12.50)",
-                           "65.00 (15.00)")
+  assert clean.rows[3] == ("mean (population std)", "75.00 (25.00)", "50.00 (0.00)",
+                           "62.50 (12.50)", "65.00 (15.00)")
   adv = tables.runs_table([acc("seed0", 0.25)], "test, white", setup="adversarial white")
   assert [r[0] for r in adv.rows] == ["N (questions)", "seed0 (adversarial white)"]
   text = tables.to_markdown(adv)
@@ -306,6 +306,9 @@ def test_table2_averages_only_evaluations_of_the_same_questions(tmp_path, capsys
                      if l.startswith("| Transformer distilBERT | fine-tuned"))
   rc, out = _run(runs, capsys)
   assert rc == 0 and "| 2 | 70.00 (20.00) |" in row() and "other questions" not in out.err
+  assert "mean (population std) over seeds" in table2()  # 20.00: 0.9 and 0.5, ddof 0
+  assert "mean (population std) over the runs of a cell" in (runs / "tables" / "table1.md"
+                                                             ).read_text()
   path = os.path.join(other, "eval", "test", "accuracy.json")
   acc = json.load(open(path))
   acc.update(n=90, per_type_n={"count": 30, "comp": 60})  # the split without 10 questions
@@ -320,6 +323,9 @@ def test_table2_averages_only_evaluations_of_the_same_questions(tmp_path, capsys
   json.dump(acc, open(path, "w"))
   rc, out = _run(runs, capsys)  # the same counts, where only one recorded its data: alike
   assert rc == 0 and "| 2 | 70.00 (20.00) |" in row() and "other questions" not in out.err
+  assert "mean (population std) over seeds" in table2()  # 20.00: 0.9 and 0.5, ddof 0
+  assert "mean (population std) over the runs of a cell" in (runs / "tables" / "table1.md"
+                                                             ).read_text()
   first_path = os.path.join(first, "eval", "test", "accuracy.json")
   json.dump({**json.load(open(first_path)), "split_sha256": "a" * 64}, open(first_path, "w"))
   rc, out = _run(runs, capsys)  # the same counts of other questions

@@ -156,6 +156,9 @@ class Aligned:
   space: frozenset | None  # the training answer space (None: not checked)
   # (question type, prediction) -> cells the normalisation refuses as an answer of that type
   foreign: collections.Counter = dataclasses.field(default_factory=collections.Counter)
+  # cells of `outside` equal to their question's answer: one no training question has, which no
+  # model of this answer space can give (counted wrong for every model alike)
+  outside_right: int = 0
 
   @property
   def repeats(self):
@@ -192,6 +195,7 @@ class Aligned:
             "n_not_of_type_form": self.n_foreign,
             "not_of_type_form_top": [[t, a, n] for (t, a), n in self.foreign.most_common(TOP)],
             "n_outside_answer_space": self.n_outside,
+            "n_outside_answer_space_equal_to_answer": self.outside_right,
             "outside_answer_space_top": [[a, n] for a, n in self.outside.most_common(TOP)]}
 
   def describe(self, label):
@@ -212,6 +216,9 @@ class Aligned:
     if self.outside:
       text += " (" + ", ".join(f"{reprlib.repr(a)} x{count}"
                                for a, count in self.outside.most_common(TOP)) + ")"
+    if self.outside_right:
+      text += (f" ({self.outside_right} of them equal to the question's answer, which no training "
+               "question has: no model of this answer space can give it)")
     return text + f", {self.missing} missing, counted wrong"
 
 
@@ -223,12 +230,13 @@ def normalised(raw, split, dataset, space=None):
   """
   raw = _per_repeat(raw, np.shape(raw))
   raw = raw[None] if raw.ndim == 1 else raw
-  qtypes = split.qtype.tolist()
+  qtypes, truths = split.qtype.tolist(), split.answer.tolist()
   memo = {}  # (type, prediction) -> (normalised, of the type's form): few distinct answers
   values = np.empty(raw.shape, dtype=object)
   mapped, outside, foreign = collections.Counter(), collections.Counter(), collections.Counter()
+  outside_right = 0
   for k, row in enumerate(raw.tolist()):
-    for i, (p, t) in enumerate(zip(row, qtypes)):
+    for i, (p, t, truth) in enumerate(zip(row, qtypes, truths)):
       if p is None:
         continue
       if (t, p) not in memo:
@@ -242,9 +250,11 @@ def normalised(raw, split, dataset, space=None):
         mapped[p, v] += 1
       if space is not None and v not in space:
         outside[v] += 1
+        outside_right += v == truth
   missing = sum(v is None for v in values.reshape(-1).tolist())
   return Aligned(prediction=values, missing=missing, mapped=mapped, outside=outside,
-                 space=None if space is None else frozenset(space), foreign=foreign)
+                 space=None if space is None else frozenset(space), foreign=foreign,
+                 outside_right=outside_right)
 
 
 def align(predictions, splits, path, dataset=None, space=None, others=None, image_ids=None):

@@ -190,7 +190,8 @@ def runs_table(results, caption, setup=None):
                        for c in columns)) for r in results]
   if len(results) > 1:
     stats = run_columns(results)
-    rows.append(("mean (std)", *(pct(*mean_std(stats.get(c, []))) for c in columns)))
+    rows.append(("mean (population std)",
+                 *(pct(*mean_std(stats.get(c, []))) for c in columns)))
   return Table(caption=caption, columns=("run", *(type_name(c) for c in columns)),
                rows=tuple(rows))
 
@@ -413,9 +414,9 @@ def table1(runs):
                      else _seeds_cell([r.val_oa for r in mine]))
     rows.append((f"LM {weights}", *cells))
   missing = sum(c == MISSING for row in rows for c in row[1:])
-  return Table(caption=f"Table 1 layout: validation OA (%), mean (std) over the runs of a cell "
-                       f"(seeds and language-model learning rates; cells over other differences "
-                       f"read {UNLIKE!r}); {missing} of 24 cells {MISSING}",
+  return Table(caption=f"Table 1 layout: validation OA (%), mean (population std) over the runs "
+                       f"of a cell (seeds and language-model learning rates; cells over other "
+                       f"differences read {UNLIKE!r}); {missing} of 24 cells {MISSING}",
                columns=("", *columns), rows=tuple(rows))
 
 
@@ -532,10 +533,10 @@ def table2(runs, split="test"):
     value = lambda acc, c: acc[c.lower()] if c in ("AA", "OA") else acc["per_type"].get(c, math.nan)
     rows.append((*lead, *(_over_runs([value(a, c) for a in done])
                           for c in [*types, "AA", "OA"])))
-  return Table(caption=f"Table 2 layout: {split} accuracy (%), mean (std) over seeds, the value "
-                       "alone for one run (runs: how many workdirs, 'E of N' when E of them were "
-                       "evaluated; rows without an evaluation say so, rows of unlike runs read "
-                       f"{UNLIKE!r})",
+  return Table(caption=f"Table 2 layout: {split} accuracy (%), mean (population std) over "
+                       "seeds, the value alone for one run (runs: how many workdirs, 'E of N' when "
+                       "E of them were evaluated; rows without an evaluation say so, rows of "
+                       f"unlike runs read {UNLIKE!r})",
                columns=("Language model", "LM weights", "fusion", "runs",
                         *(type_name(t) for t in types), "AA", "OA"), rows=tuple(rows))
 
