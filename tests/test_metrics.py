@@ -61,7 +61,8 @@ def test_fit_priors_ties_are_lexicographic_and_order_free():
   keys = _obj([("k",)] * 5 + [("single",)] * 3)
   answers = _obj(["b", "a", "b", "a", "c", "yes", "yes", "yes"])
   priors = metrics.fit_priors(keys, answers)
-  assert priors[("k",)] == metrics.SubsetPrior(answer="a", n_fit=5, n_answers=3)
+  assert priors[("k",)] == metrics.SubsetPrior(answer="a", n_fit=5, n_answers=3,
+                                               tied_with=("b",))  # 2 each; c once, not tied
   assert priors[("single",)] == metrics.SubsetPrior(answer="yes", n_fit=3, n_answers=1)
   rng = np.random.default_rng(0)
   for _ in range(5):

@@ -20,6 +20,7 @@ Accuracies are fractions in [0, 1]; an empty set of samples has accuracy NaN (re
   IO           (Acc - LB) / (1 - LB); LB = 1 leaves nothing to improve on and is undefined
                (None); a negative IO (a model below its lower bound) is returned as is.
 """
+import collections
 import dataclasses
 import math
 import reprlib
@@ -129,6 +130,7 @@ class SubsetPrior:
   answer: str  # most common answer, ties -> lexicographically smallest
   n_fit: int  # samples of the subset in the fit split
   n_answers: int  # |A_s|: distinct answers of the subset in the fit split
+  tied_with: tuple = ()  # the other answers as common as `answer` (sorted): the tie it broke
 
 
 def factorize(values):
@@ -156,7 +158,14 @@ def fit_priors(keys, answers):
   best = order[np.r_[0, np.flatnonzero(np.diff(key_of[order])) + 1]]
   n_fit = np.bincount(key_codes, minlength=len(key_list))
   n_answers = np.bincount(key_of, minlength=len(key_list))
-  return {key: SubsetPrior(answer=ranked[rank_of[b]], n_fit=int(n_fit[i]), n_answers=int(n_answers[i]))
+  top = np.zeros(len(key_list), np.int64)
+  top[key_of[best]] = counts[best]
+  tied = collections.defaultdict(list)  # key code -> answers as common as its top one
+  for pair in np.flatnonzero(counts == top[key_of]).tolist():
+    tied[int(key_of[pair])].append(ranked[rank_of[pair]])
+  return {key: SubsetPrior(answer=ranked[rank_of[b]], n_fit=int(n_fit[i]),
+                           n_answers=int(n_answers[i]),
+                           tied_with=tuple(sorted(tied[i]))[1:])
           for i, (key, b) in enumerate(zip(key_list, best))}
 
 

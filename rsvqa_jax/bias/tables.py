@@ -230,7 +230,8 @@ def analysis_note(analysis):
   """The note of every rendering of Table 3 / 5 ("" when there is nothing to say):
   - evaluated types absent from the fit split: their "most common answer" is the overall prior;
   - samples whose answer is none of the fit answers of their type: Uni_Acc = 1/|A_s| is no
-    uniform guess's score there (a guess among A_s never gets them right)."""
+    uniform guess's score there (a guess among A_s never gets them right);
+  - types whose most common answer is tied in the fit split: Prior_Acc rests on the tie break."""
   level = analysis.levels["type"]
   notes = []
   absent = [t for t in analysis.types if analysis.type_counts[t] and (t,) not in level.fit_priors]
@@ -244,6 +245,13 @@ def analysis_note(analysis):
     notes.append(f"{sum(outside.values())} sample(s) with an answer no {analysis.fit_split} "
                  f"sample of their type has ({counts}): Uni_Acc = 1/|A_s| overstates a uniform "
                  "guess on them")
+  tied = [(t, level.fit_priors[(t,)]) for t in analysis.types
+          if (t,) in level.fit_priors and level.fit_priors[(t,)].tied_with]
+  if tied:
+    notes.append(f"most common {analysis.fit_split} answer tied ("
+                 + ", ".join(f"{type_name(t)}: {p.answer!r} over "
+                             + ", ".join(map(repr, p.tied_with)) for t, p in tied)
+                 + "; the alphabetically first is taken): Prior_Acc rests on that choice")
   return "; ".join(notes)
 
 
