@@ -199,11 +199,16 @@ def test_a_dataset_count_of_10_pow_400_is_binned(tmp_path):
     ("lr", "count", "Between 1 And 10", "between 1 and 10"),  # a bin label in another case
     ("lr", "count", "Between 10 And 100", "between 11 and 100"),  # the original code's
     ("hr", "area", "More Than 1000M2", "more than 1000m2"),
-    ("lr", "count", "3.5", "3.5"), ("hr", "count", "1e3", "1e3"),  # not integral: wrong answers
+    ("lr", "count", "4.000000e+00", "between 1 and 10"), ("hr", "count", "1e3", "1000"),
+    ("hr", "count", "1.2E+01", "12"), ("hr", "count", "0e0", "0"),  # a float format's exponents
+    ("lr", "count", "3.5", "3.5"), ("hr", "count", "2.5e0", "2.5e0"),  # not integral: wrong
+    ("hr", "count", "1,000", "1,000"),  # a thousands separator or a decimal comma: refused
+    ("hr", "count", "1e25", "1e25"),  # past any count: no 25-digit answer built
 ])
 def test_predictions_read_integral_floats_and_bin_labels_in_any_case(dataset, qtype, raw,
                                                                      expected):
-  """'3.0' and 'Between 1 And 10' counted wrong while '03' and 'YES' were read."""
+  """'3.0', '4.000000e+00' and 'Between 1 And 10' counted wrong while '03' and 'YES' were
+  read."""
   assert answers.read_prediction(dataset, qtype, raw)[0] == expected
   with pytest.raises(ValueError):  # a dataset's own files stay strict
     answers.normalise(dataset, qtype, raw)

@@ -37,6 +37,7 @@ Where this differs from the original PyTorch RSVQA code (DESIGN.md section 3), a
   to -1, so training skips them and evaluation counts them as wrong instead of crashing.
 """
 import collections
+import decimal
 import json
 import math
 import re
@@ -92,6 +93,7 @@ def _shown(raw, limit=40):
 
 
 _INTEGRAL_FLOAT = re.compile(r"[0-9]+\.0*")
+_EXPONENT_FLOAT = re.compile(r"[0-9]+(?:\.[0-9]*)?[eE][+-]?[0-9]{1,4}")
 
 
 def count_digits(raw):
@@ -164,9 +166,11 @@ def read_prediction(dataset, qtype, raw):
   The label is `normalise`'s, or the surface text where that refuses it (a prediction of the
   wrong form is a wrong answer, not a broken file): False for what the readers would refuse in
   the dataset's own files (a presence answer "1", an LR count "three", an HR area "297" without
-  m2), a wrong answer the audit counts. Where `normalise` refuses it, two spellings a model's
+  m2), a wrong answer the audit counts. Where `normalise` refuses it, the spellings a model's
   tooling writes are read too: a count written as an integral float ("3.0": pandas writes an int
-  column holding a NaN so), and a bin label in another case ("Between 1 And 10")."""
+  column holding a NaN so; "4.000000e+00" or "1e3" with a float format), and a bin label in
+  another case ("Between 1 And 10"). A thousands separator ("1,000") stays refused: a decimal
+  comma in other locales."""
   for text in (raw, *_prediction_spellings(raw)):
     try:
       return normalise(dataset, qtype, text), True
@@ -180,6 +184,12 @@ def _prediction_spellings(raw):
   yield text.lower()
   if _INTEGRAL_FLOAT.fullmatch(text):
     yield text.split(".")[0]
+  elif _EXPONENT_FLOAT.fullmatch(text):
+    value = decimal.Decimal(text)
+    # Below 10^19: a longer count is no answer of any dataset, and 1e999999 no int to build.
+    if value.adjusted() < 19 and value == value.to_integral_value():
+      yield str(int(value))
+
 
 
 class Encoded(NamedTuple):
