@@ -8,7 +8,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from flax import nnx
-from safetensors.numpy import save_file
+from safetensors.numpy import load_file, save_file
 
 from rsvqa_jax.errors import RSVQAError
 from rsvqa_jax.models import bert_params, checkpoints
@@ -122,6 +122,24 @@ def test_pytorch_bin_loads_like_safetensors(tmp_path):
   np.testing.assert_array_equal(model_bin(tokens, mask), model_st(tokens, mask))
 
 
+def test_a_sharded_pytorch_bin_loads_like_safetensors(tmp_path):
+  """transformers 4.x without safetensors shards pytorch_model-0000N-of-0000M.bin under
+  pytorch_model.bin.index.json; it was refused as holding no weights."""
+  import torch  # pylint: disable=g-import-not-at-top
+  torch_model = _tiny_hf_model("bert", tmp_path)
+  os.remove(tmp_path / "model.safetensors")
+  state = torch_model.state_dict()
+  keys = sorted(state)
+  weight_map = {}
+  for i, part in enumerate((keys[:len(keys) // 2], keys[len(keys) // 2:])):
+    name = f"pytorch_model-0000{i + 1}-of-00002.bin"
+    torch.save({k: state[k] for k in part}, tmp_path / name)
+    weight_map.update(dict.fromkeys(part, name))
+  (tmp_path / "pytorch_model.bin.index.json").write_text(json.dumps({"weight_map": weight_map}))
+  model, tok = model_builder.pretrained_bert(tmp_path)
+  _check_against_torch(torch_model, model, *tok(QUESTIONS), atol=1e-5)
+
+
 def _hand_made_bert_folder(folder, layer_norm=("gamma", "beta")):
   """A one-layer BERT checkpoint written key by key (no torch): `bert.` prefix, old LN names."""
   rng = np.random.default_rng(0)
@@ -190,7 +208,14 @@ def test_missing_and_mismatched_keys(tmp_path):
   with pytest.raises(RSVQAError, match=r"missing key bert\.encoder\.layer\.0\.intermediate"):
     bert_params.load_bert(tmp_path)
   os.remove(path)
-  with pytest.raises(RSVQAError, match="no model.safetensors"):
+  with pytest.raises(RSVQAError, match=rf"^{tmp_path}: no weights file \(model\.safetensors, "
+                                       r"model\.safetensors\.index\.json, pytorch_model\.bin or "
+                                       r"pytorch_model\.bin\.index\.json\); save the model with "
+                                       "save_pretrained$"):
+    bert_params.load_bert(tmp_path)
+  os.remove(tmp_path / "config.json")
+  with pytest.raises(RSVQAError, match=rf"^{tmp_path}: no config.json; copy the config.json that "
+                                       "came with the weights$"):
     bert_params.load_bert(tmp_path)
 
 
@@ -364,20 +389,22 @@ def test_the_layer_count_is_checked_before_the_model_is_built(tmp_path, monkeypa
 def test_a_sharded_index_whose_weight_map_is_damaged_is_refused(tmp_path, weight_map):
   _hand_made_bert_folder(tmp_path)
   os.remove(tmp_path / "model.safetensors")
-  index = tmp_path / bert_params.SAFETENSORS_INDEX
+  index = tmp_path / "model.safetensors.index.json"
   index.write_text(json.dumps({"weight_map": weight_map}))
   with pytest.raises(RSVQAError, match=f"{index}: weight_map must map tensor names to shard file"):
     bert_params.load_bert(tmp_path)
 
 
+@pytest.mark.parametrize("index", ["model.safetensors.index.json", "pytorch_model.bin.index.json"])
 @pytest.mark.parametrize("shard", ["../model.safetensors", "sub/model.safetensors", "..", ""])
-def test_a_sharded_index_naming_a_file_outside_the_folder_is_refused(tmp_path, shard):
-  """Shards are file names in the model folder; a path would read weights from elsewhere."""
+def test_a_sharded_index_naming_a_file_outside_the_folder_is_refused(tmp_path, shard, index):
+  """Shards are file names in the model folder; a path would read weights from elsewhere. The
+  .bin index of transformers 4.x is read by the same rule."""
   model = tmp_path / "model"
   model.mkdir()
   _hand_made_bert_folder(model)
   os.rename(model / "model.safetensors", tmp_path / "model.safetensors")
-  index = model / bert_params.SAFETENSORS_INDEX
+  index = model / index
   index.write_text(json.dumps({"weight_map": {"a": "model-1.safetensors", "b": shard}}))
   with pytest.raises(RSVQAError, match=f"^{index}: weight_map names {re.escape(repr(shard))}, "
                                        f"not a file name in {model}$"):
@@ -388,7 +415,7 @@ def test_a_pytorch_bin_that_is_not_a_state_dict_is_refused(tmp_path):
   torch = pytest.importorskip("torch", reason="pytorch_model.bin is written with torch")
   tensors = _hand_made_bert_folder(tmp_path)
   os.remove(tmp_path / "model.safetensors")
-  path = tmp_path / bert_params.TORCH_BIN
+  path = tmp_path / "pytorch_model.bin"
   for obj, found in (([torch.zeros(2)], "found list"),
                      ({**{k: torch.from_numpy(v) for k, v in tensors.items()}, 3: torch.zeros(2)},
                       "found dict with keys that are not names")):
@@ -408,3 +435,46 @@ def test_a_vocabulary_with_a_repeated_token_is_refused(tmp_path):
                                        f"{len(BERT_VOCAB)}, the model's word table has "
                                        f"{len(BERT_VOCAB)} rows"):
     model_builder.pretrained_bert(tmp_path)
+
+
+def _with_model_type(folder, model_type, prefix=None):
+  """Rewrites config.json's model_type and, when `prefix` is given, the weights' `bert.`."""
+  path = os.path.join(folder, "config.json")
+  with open(path, encoding="utf-8") as f:
+    config = json.load(f)
+  with open(path, "w", encoding="utf-8") as f:
+    json.dump({**config, "model_type": model_type}, f)
+  if prefix is not None:
+    tensors = load_file(os.path.join(folder, "model.safetensors"))
+    save_file({prefix + k.removeprefix("bert."): v for k, v in tensors.items()},
+              os.path.join(folder, "model.safetensors"))
+
+
+@pytest.mark.parametrize("model_type,prefix,keys", [
+    ("bert", "roberta.", "are prefixed 'roberta.'"),
+    ("roberta", None, "are prefixed 'bert.'"),
+    ("distilbert", "", r"hold 'encoder\.layer\.N' layers \(bert or roberta\)")])
+def test_a_config_json_of_another_family_than_the_weights_is_refused(tmp_path, model_type, prefix,
+                                                                     keys):
+  """RoBERTa weights under model_type 'bert' loaded, their positions numbered from 0 (hidden
+  states off by up to 3.5), and the reverse; bare BERT keys under 'distilbert' read as
+  'missing key dim'."""
+  _hand_made_bert_folder(tmp_path)
+  _with_model_type(tmp_path, model_type, prefix)
+  with pytest.raises(RSVQAError, match=rf"^{tmp_path}: the weights' keys {keys} but config\.json "
+                                       rf"says model_type '{model_type}'; use the config\.json "
+                                       "that came with these weights$"):
+    bert_params.load_bert(tmp_path)
+
+
+def test_distilbert_weights_under_a_bert_config_are_refused_and_xlm_roberta_loads(tmp_path):
+  """Bare DistilBERT keys beside model_type 'bert' read as 'missing key hidden_size'. RoBERTa
+  weights of another RoBERTa model_type (xlm-roberta) are of the same family and load."""
+  _tiny_hf_model("distilbert", tmp_path / "distil")
+  _with_model_type(tmp_path / "distil", "bert")
+  with pytest.raises(RSVQAError, match=r"the weights' keys hold 'transformer\.layer\.N' layers "
+                                       r"\(distilbert\) but config\.json says model_type 'bert'"):
+    bert_params.load_bert(tmp_path / "distil")
+  _hand_made_bert_folder(tmp_path / "xlm")
+  _with_model_type(tmp_path / "xlm", "xlm-roberta", "roberta.")
+  assert bert_params.load_bert(tmp_path / "xlm").config.family == "roberta"

@@ -1,5 +1,7 @@
 """Parameter trees on disk: flattening, safetensors round trips, checked loading."""
 import errno
+import json
+import os
 
 import numpy as np
 import pytest
@@ -104,3 +106,35 @@ def test_a_write_that_fails_is_an_os_error_naming_the_file(tmp_path):
   with pytest.raises(OSError) as e:
     checkpoints.save_safetensors(path, _tree())
   assert (e.value.errno, e.value.filename) == (errno.ENOENT, path)
+
+
+def test_hf_weights_are_read_in_transformers_order_a_sharded_bin_too(tmp_path):
+  """pytorch_model.bin.index.json (transformers 4.x without safetensors) was refused as no
+  weights; it is read as the safetensors index is, each shard by the caller's reader."""
+  read = lambda path: {os.path.basename(path): 1}
+  index = tmp_path / "pytorch_model.bin.index.json"
+  index.write_text(json.dumps({"weight_map": {"a": "pytorch_model-00002-of-00002.bin",
+                                              "b": "pytorch_model-00001-of-00002.bin",
+                                              "c": "pytorch_model-00002-of-00002.bin"}}))
+  assert checkpoints.read_hf_weights(str(tmp_path), read) == (
+      {"pytorch_model-00001-of-00002.bin": 1, "pytorch_model-00002-of-00002.bin": 1}, str(index))
+  (tmp_path / "model.safetensors").write_text("")
+  assert checkpoints.read_hf_weights(str(tmp_path), read)[0] == {"model.safetensors": 1}
+  for name in ("model.safetensors", "pytorch_model.bin.index.json"):
+    os.remove(tmp_path / name)
+  with pytest.raises(RSVQAError, match=f"^{tmp_path}: no weights file .*; save the model with "
+                                       "save_pretrained$"):
+    checkpoints.read_hf_weights(str(tmp_path), read)
+
+
+def test_a_pickled_model_is_named_without_torchs_allowlisting_advice(tmp_path):
+  """torch.save(model) passed on torch's "Please use torch.serialization.add_safe_globals",
+  which would unpickle the class's code; the remedy is to save its state dict."""
+  torch = pytest.importorskip("torch", reason="the pickled model is written with torch")
+  path = tmp_path / "whole.pth"
+  torch.save(torch.nn.Sequential(torch.nn.Linear(2, 3)), path)
+  with pytest.raises(RSVQAError) as error:
+    checkpoints.load_torch_weights(path)
+  assert str(error.value) == (f"{path}: holds a pickled torch.nn.modules.container.Sequential "
+                              "object, not a state dict: load it in PyTorch and save "
+                              "model.state_dict() (torch.save or safetensors)")

@@ -159,8 +159,8 @@ def fixture_bert_src(tmp_path, capsys):
                                    max_position_embeddings=16)
   transformers.BertModel(config).save_pretrained(folder)
   vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + [f"w{i}" for i in range(25)]
-  (tmp_path / "vocab.txt").write_text("\n".join(vocab) + "\n")
-  transformers.BertTokenizerFast(vocab_file=str(tmp_path / "vocab.txt")).save_pretrained(folder)
+  # vocab=, not vocab_file=: transformers 5 ignores the file and keeps only the 5 special tokens
+  transformers.BertTokenizerFast(vocab={w: i for i, w in enumerate(vocab)}).save_pretrained(folder)
   capsys.readouterr()  # transformers' progress bars
   return folder
 
@@ -254,6 +254,20 @@ def test_convert_refuses_a_nan_in_a_bert_weight(main, bert_src, tmp_path, capsys
   assert _error_line(capsys) == (
       f"rsvqa-jax convert: error: {bert_src}: key {key!r}: 1 of 64 values are not finite (NaN or "
       "inf); the weights are damaged: export or download them again")
+  assert not out.exists()
+
+
+def test_convert_refuses_a_bert_folder_whose_tokenizer_does_not_fit_its_word_table(
+    main, bert_src, tmp_path, capsys):
+  """`train` refuses it; convert, said to check that the folder loads, passed it."""
+  import transformers  # pylint: disable=g-import-not-at-top
+  vocab = {w: i for i, w in enumerate(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"])}
+  transformers.BertTokenizerFast(vocab=vocab).save_pretrained(bert_src)
+  out = tmp_path / "out.safetensors"
+  assert _convert(main, "bert", bert_src, out) == 2
+  assert _error_line(capsys) == (
+      f"rsvqa-jax convert: error: {bert_src}: the tokenizer has 5 tokens, the model's word table "
+      "30 rows; a cut or another model's vocabulary file?")
   assert not out.exists()
 
 

@@ -136,11 +136,11 @@ def _assert_close(ours, ref):
   np.testing.assert_allclose(ours, ref, rtol=1e-4, atol=1e-4 * max(scale, 1.0))
 
 
-@pytest.mark.parametrize("layer_type,depth,hidden", [
-    ("basic", 18, (8, 16, 32, 64)),
-    ("bottleneck", 50, (32, 64, 128, 256)),
+@pytest.mark.parametrize("layer_type,depth,hidden,shard", [
+    ("basic", 18, (8, 16, 32, 64), "40KB"),  # model-0000N-of-... + model.safetensors.index.json
+    ("bottleneck", 50, (32, 64, 128, 256), None),
 ])
-def test_hf_resnet_parity(tmp_path, layer_type, depth, hidden):
+def test_hf_resnet_parity(tmp_path, layer_type, depth, hidden, shard):
   torch = pytest.importorskip("torch", reason=TORCH_REASON)
   import transformers  # pylint: disable=g-import-not-at-top
   torch.manual_seed(0)
@@ -150,7 +150,8 @@ def test_hf_resnet_parity(tmp_path, layer_type, depth, hidden):
       downsample_in_first_stage=False, downsample_in_bottleneck=False, num_labels=5)
   reference = transformers.ResNetForImageClassification(config)
   _randomise_batchnorm(torch, reference, seed=1)
-  reference.save_pretrained(tmp_path)
+  reference.save_pretrained(tmp_path, **({"max_shard_size": shard} if shard else {}))
+  assert (tmp_path / "model.safetensors.index.json").exists() == bool(shard)
   x = np.random.default_rng(2).normal(size=(2, 64, 64, 3)).astype(np.float32)
   with torch.no_grad():
     ref = reference(torch.from_numpy(x.transpose(0, 3, 1, 2)), output_hidden_states=True)
@@ -317,3 +318,57 @@ def test_a_converted_file_with_integer_weights_is_refused(tmp_path):
   path = _save(tmp_path / "c.safetensors", flat, resnet_params.resnet_metadata(model))
   with pytest.raises(RSVQAError, match=r"key 'conv1\.kernel': dtype int32, expected floating"):
     resnet_params.load_resnet(path)
+
+
+def test_a_timm_hub_folder_reads_as_a_torchvision_state_dict(tmp_path):
+  """timm's Hub folders (config.json naming an `architecture`, no model_type; torchvision's key
+  names) were refused: "model_type is None, expected 'resnet'"."""
+  tree = _random_tree(_abstract(18, num_classes=3))
+  _save(tmp_path / "model.safetensors", resnet_params.to_torchvision(tree))
+  config = tmp_path / "config.json"
+  config.write_text('{"architecture": "resnet18", "num_classes": 3, "pretrained_cfg": {}}')
+  model = resnet_params.load_resnet(tmp_path)
+  assert (model.depth, model.width, model.num_classes) == (18, 8, 3)
+  np.testing.assert_array_equal(checkpoints.flatten(checkpoints.state_tree(model))["fc.kernel"],
+                                checkpoints.flatten(tree)["fc.kernel"])
+  config.write_text('{"architecture": "resnet34"}')  # the depth is checked against the weights
+  with pytest.raises(RSVQAError, match=r"missing key 'layer1\.2\.[a-z0-9.]+' \(ResNet-34"):
+    resnet_params.load_resnet(tmp_path)
+  config.write_text('{"architecture": "resnet50d"}')
+  with pytest.raises(RSVQAError, match=f"^{config}: architecture 'resnet50d' is not one of "
+                                       "resnet18, resnet34, resnet50, resnet101, resnet152 "):
+    resnet_params.load_resnet(tmp_path)
+
+
+def test_a_resnet_under_one_prefix_is_read_when_the_file_holds_nothing_else(tmp_path):
+  """A Lightning checkpoint's `model.` keys said "missing key 'conv1.weight'; not a ResNet state
+  dict". With every key under the prefix it is stripped; beside other keys it is named."""
+  state_dict = resnet_params.to_torchvision(_random_tree(_abstract(18)))
+  model = resnet_params.load_resnet(
+      _save(tmp_path / "all.safetensors", {f"model.{k}": v for k, v in state_dict.items()}))
+  np.testing.assert_array_equal(model.conv1.kernel[...],
+                                state_dict["conv1.weight"].transpose(2, 3, 1, 0))
+  loss = np.zeros(3, np.float32)
+  path = _save(tmp_path / "more.safetensors",
+               {**{f"model.{k}": v for k, v in state_dict.items()}, "loss.weight": loss})
+  with pytest.raises(RSVQAError, match=f"^{path}: missing key 'conv1.weight'; its ResNet keys "
+                                       r"start with 'model.', beside 1 other key\(s\) \(first "
+                                       r"'loss.weight'\): save the ResNet's state dict alone, "
+                                       "without that prefix$"):
+    resnet_params.load_resnet(path)
+  path = _save(tmp_path / "two.safetensors", {**{f"model.{k}": v for k, v in state_dict.items()},
+                                               **{f"ema.{k}": v for k, v in state_dict.items()}})
+  with pytest.raises(RSVQAError, match="missing key 'conv1.weight'; holds ResNets under 'ema.' "
+                                       "and 'model.': save the state dict of one$"):
+    resnet_params.load_resnet(path)
+
+
+def test_a_pth_training_checkpoint_is_read_through_its_model_entry(tmp_path):
+  """{"model": state_dict} (torchvision's reference scripts) said "entry 'model' is a dict, not
+  a tensor"; it is read as a {"state_dict": ...} checkpoint is."""
+  torch = pytest.importorskip("torch", reason=TORCH_REASON)
+  state_dict = resnet_params.to_torchvision(_random_tree(_abstract(18)))
+  path = tmp_path / "checkpoint.pth"
+  torch.save({"model": {k: torch.from_numpy(v) for k, v in state_dict.items()}, "epoch": 3},
+             path)
+  assert resnet_params.read_state_dict(path).keys() == state_dict.keys()

@@ -21,8 +21,8 @@ KINDS = ("resnet", "bert", "skipthoughts")
 def add_arguments(parser):
   parser.add_argument("--kind", required=True, choices=KINDS, help="model family of --src")
   parser.add_argument("--src", required=True,
-                      help="resnet: torchvision .pth/.safetensors or HF microsoft/resnet-* folder; "
-                           "bert: HF folder; skipthoughts: folder with uni_skip.npz, "
+                      help="resnet: torchvision .pth/.safetensors, HF microsoft/resnet-* or timm "
+                           "folder; bert: HF folder; skipthoughts: folder with uni_skip.npz, "
                            "utable.npy (or utable_f32.npy), dictionary.txt")
   parser.add_argument("--out", required=True,
                       help="FILE.safetensors to write")
@@ -41,8 +41,9 @@ def _resnet(args):
 
 
 def _bert(args):
-  from rsvqa_jax.models import bert_params  # pylint: disable=g-import-not-at-top
-  model = bert_params.load_bert(args.src)
+  """Through `pretrained_bert`, as `train` loads it: the tokenizer must fit the word table too."""
+  from rsvqa_jax.train import model_builder  # pylint: disable=g-import-not-at-top
+  model, _ = model_builder.pretrained_bert(args.src)
   with open(os.path.join(args.src, "config.json")) as f:
     config = f.read()
   return model, {"format": "rsvqa_jax", "kind": "bert", "config": config}, "BERT-family encoder"

@@ -24,6 +24,11 @@ from rsvqa_jax.models.dropout import Dropout
 FAMILIES = ("distilbert", "bert", "roberta")
 _MODEL_TYPES = {"distilbert": "distilbert", "bert": "bert", "roberta": "roberta",
                 "xlm-roberta": "roberta", "camembert": "roberta"}
+
+
+def family_of(model_type):
+  """The family (FAMILIES) of a config.json model_type, None for another or a non-string."""
+  return _MODEL_TYPES.get(model_type) if isinstance(model_type, str) else None
 # hidden_act -> the function's name in models/activations (looked up at each call).
 _ACTIVATIONS = {"gelu": "gelu", "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh",
                 "relu": "relu", "silu": "silu", "swish": "silu"}
@@ -104,7 +109,7 @@ class BertConfig:
   @classmethod
   def _from_dict(cls, cfg, path):
     model_type = cfg.get("model_type")
-    family = _MODEL_TYPES.get(model_type) if isinstance(model_type, str) else None
+    family = family_of(model_type)
     if family is None:
       raise RSVQAError(f"{path}: model_type {cfg.get('model_type')!r} is not a DistilBERT, "
                        f"BERT or RoBERTa model")

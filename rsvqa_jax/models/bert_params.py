@@ -1,8 +1,10 @@
 """Loads a local Hugging Face DistilBERT / BERT / RoBERTa folder into `BertEncoder`.
 
-Reads config.json and the weights (model.safetensors, a sharded safetensors index, or
-pytorch_model.bin through `torch.load(weights_only=True)` when torch is installed). Checkpoint keys may carry a head prefix (`bert.`, `distilbert.`, `roberta.`) or
-none (bare `*Model`), and old BERT LayerNorms use gamma/beta instead of weight/bias. Linear
+Reads config.json and the weights (`checkpoints.read_hf_weights`: model.safetensors or
+pytorch_model.bin, either one sharded with its index; .bin files through
+`torch.load(weights_only=True)` when torch is installed). Checkpoint keys may carry a head prefix
+(`bert.`, `distilbert.`, `roberta.`) or none (bare `*Model`), and old BERT LayerNorms use
+gamma/beta instead of weight/bias. config.json's model_type must be of the weights' family. Linear
 `weight` [out, in] becomes our `kernel` [in, out]. Pooler and task-head keys are ignored.
 The encoder is built with `nnx.eval_shape` (no initialisation) and filled by
 `checkpoints.load_into`, which rejects any parameter the key map leaves out.
@@ -15,11 +17,8 @@ from flax import nnx
 
 from rsvqa_jax.errors import RSVQAError
 from rsvqa_jax.models import checkpoints
-from rsvqa_jax.models.bert import BertConfig, BertEncoder
+from rsvqa_jax.models.bert import BertConfig, BertEncoder, family_of
 
-SAFETENSORS = "model.safetensors"
-SAFETENSORS_INDEX = "model.safetensors.index.json"
-TORCH_BIN = "pytorch_model.bin"
 _WORD_EMBEDDINGS = "embeddings.word_embeddings.weight"
 _LINEARS = {
     "bert": ("attention.self.query", "attention.self.key", "attention.self.value",
@@ -44,7 +43,7 @@ def _read_torch_bin(path):
   try:
     import torch  # pylint: disable=g-import-not-at-top
   except ImportError as e:
-    raise RSVQAError(f"{path}: reading pytorch_model.bin needs torch (pip install "
+    raise RSVQAError(f"{path}: reading a .bin weights file needs torch (pip install "
                      f"'rsvqa_jax[torch]'); or save the model as model.safetensors") from e
   state = checkpoints.load_torch_weights(path)
   if not isinstance(state, dict) or not all(isinstance(k, str) for k in state):
@@ -55,31 +54,9 @@ def _read_torch_bin(path):
           if isinstance(v, torch.Tensor)}
 
 
-def read_hf_weights(folder):
-  """Checkpoint key -> NumPy array from a Hugging Face model folder."""
-  single = os.path.join(folder, SAFETENSORS)
-  index = os.path.join(folder, SAFETENSORS_INDEX)
-  if os.path.exists(single):
-    return _read_safetensors(single)
-  if os.path.exists(index):
-    try:
-      with open(index, encoding="utf-8") as f:
-        weight_map = json.load(f)["weight_map"]
-    except (OSError, ValueError, KeyError, TypeError) as e:
-      raise RSVQAError(f"{index}: cannot read the weight_map ({e})") from e
-    if not (isinstance(weight_map, dict) and all(isinstance(v, str) for v in weight_map.values())):
-      raise RSVQAError(f"{index}: weight_map must map tensor names to shard file names")
-    shards = sorted(set(weight_map.values()))
-    outside = [s for s in shards if os.path.basename(s) != s or s in ("", ".", "..")]
-    if outside:  # the index must not make us read files outside the model folder
-      raise RSVQAError(f"{index}: weight_map names {outside[0]!r}, not a file name in {folder}")
-    tensors = {}
-    for shard in shards:
-      tensors.update(_read_safetensors(os.path.join(folder, shard)))
-    return tensors
-  if os.path.exists(os.path.join(folder, TORCH_BIN)):
-    return _read_torch_bin(os.path.join(folder, TORCH_BIN))
-  raise RSVQAError(f"{folder}: no {SAFETENSORS}, {SAFETENSORS_INDEX} or {TORCH_BIN}")
+def _read_weights(path):
+  """One weights file of the folder (a shard too): safetensors, or a .bin through torch."""
+  return _read_torch_bin(path) if path.endswith(".bin") else _read_safetensors(path)
 
 
 def _norm_targets(ours, name):
@@ -107,7 +84,10 @@ def _targets(config):
       yield from _norm_targets(ours + norm, base + name)
 
 
-_LAYER_KEY = re.compile(r"(?:encoder|transformer)\.layer\.(\d+)\.")  # BERT / DistilBERT
+_LAYER_KEY = re.compile(r"(encoder|transformer)\.layer\.(\d+)\.")  # BERT, RoBERTa / DistilBERT
+# The families whose model_type may come with weights of a key prefix, or of a layer stack.
+_PREFIX_FAMILIES = {"bert.": ("bert",), "roberta.": ("roberta",), "distilbert.": ("distilbert",)}
+_STACK_FAMILIES = {"encoder": ("bert", "roberta"), "transformer": ("distilbert",)}
 
 
 def _prefix(tensors, source):
@@ -139,12 +119,42 @@ def hf_tree(model, tensors, source="checkpoint"):
   return checkpoints.unflatten(flat), names
 
 
+def _layer_keys(tensors, prefix):
+  return [m for k in tensors if k.startswith(prefix) and (m := _LAYER_KEY.match(k[len(prefix):]))]
+
+
+def check_model_type(tensors, config_path, source):
+  """RSVQAError when config.json's model_type is not of the weights' family, told by their key
+  prefix (`roberta.`) or, for bare keys, by their layer stack (`transformer.layer.N`:
+  DistilBERT). RoBERTa weights under model_type 'bert' load and number positions from 0 (every
+  hidden state wrong); a BERT config.json beside DistilBERT weights read as "missing key dim".
+  Checked before config.json is read for sizes; a file that says no model_type is left to it."""
+  try:
+    with open(config_path, encoding="utf-8") as f:
+      model_type = json.load(f).get("model_type")
+  except (OSError, ValueError, AttributeError):
+    return  # BertConfig.from_hf_json names what is wrong with the file
+  family = family_of(model_type)
+  prefix = _prefix(tensors, source)
+  stacks = {m.group(1) for m in _layer_keys(tensors, prefix)}
+  if prefix in _PREFIX_FAMILIES:
+    families, keys = _PREFIX_FAMILIES[prefix], f"are prefixed {prefix!r}"
+  elif len(stacks) == 1:
+    stack = stacks.pop()
+    families = _STACK_FAMILIES[stack]
+    keys = f"hold '{stack}.layer.N' layers ({' or '.join(families)})"
+  else:
+    return
+  if family is not None and family not in families:
+    raise RSVQAError(f"{source}: the weights' keys {keys} but config.json says model_type "
+                     f"{model_type!r}; use the config.json that came with these weights")
+
+
 def check_layer_count(tensors, config, source):
   """RSVQAError when config.json's layer count is not the checkpoint's; checked before the model
   is built, as a damaged count (1e9 layers) would take hours to build."""
   prefix = _prefix(tensors, source)
-  layers = {int(m.group(1)) for k in tensors if k.startswith(prefix)
-            and (m := _LAYER_KEY.match(k[len(prefix):]))}
+  layers = {int(m.group(2)) for m in _layer_keys(tensors, prefix)}
   if max(layers, default=-1) + 1 != config.num_layers:
     raise RSVQAError(f"{source}: the checkpoint holds {max(layers, default=-1) + 1} layers, "
                      f"config.json asks for {config.num_layers}")
@@ -158,8 +168,12 @@ def load_bert(folder, *, rngs=None, dtype=None):
   by data/tokenizers.HFTokenizer, with at most `model.config.max_tokens` tokens.
   """
   folder = os.fspath(folder)
-  config = BertConfig.from_hf_json(os.path.join(folder, "config.json"))
-  tensors = read_hf_weights(folder)
+  config_path = os.path.join(folder, "config.json")
+  if not os.path.isfile(config_path):
+    raise RSVQAError(f"{folder}: no config.json; copy the config.json that came with the weights")
+  tensors, _ = checkpoints.read_hf_weights(folder, _read_weights)
+  check_model_type(tensors, config_path, folder)
+  config = BertConfig.from_hf_json(config_path)
   check_layer_count(tensors, config, folder)
   model = nnx.eval_shape(lambda: BertEncoder(config, rngs=nnx.Rngs(0), dtype=dtype))
   tree, names = hf_tree(model, tensors, folder)

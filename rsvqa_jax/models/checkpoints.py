@@ -9,6 +9,7 @@ builds a randomly initialised module in one compiled program: eager construction
 runs every initializer op by itself, which takes tens of seconds for a small ResNet on a CPU.
 """
 import hashlib
+import json
 import os
 import re
 
@@ -204,7 +205,8 @@ def load_torch_weights(path):
   """torch.load(path, weights_only=True) on the CPU; RSVQAError in one line if it fails.
 
   torch's own message for a file it refuses runs to several lines and suggests loading with
-  weights_only=False (arbitrary code): only its reason is kept, never that advice.
+  weights_only=False or allowlisting the class (arbitrary code): only its reason is kept, never
+  that advice; a pickled object (a whole model) is named, with how to save its state dict.
   """
   import torch  # pylint: disable=g-import-not-at-top  (optional dependency; callers checked it)
   try:
@@ -218,6 +220,11 @@ def load_torch_weights(path):
     return torch.load(path, map_location="cpu", weights_only=True)
   except Exception as e:  # pylint: disable=broad-except  (torch raises many kinds)
     text = str(e)
+    pickled = re.search(r"Unsupported global: GLOBAL (\S+)", text)
+    if pickled:  # torch.save(model): its advice (add_safe_globals) would unpickle code
+      raise RSVQAError(f"{path}: holds a pickled {pickled[1]} object, not a state dict: load it "
+                       "in PyTorch and save model.state_dict() (torch.save or safetensors)"
+                       ) from None
     if "Unpickler error:" in text:  # the reason follows torch's advice
       text = text.split("Unpickler error:", 1)[1]
     reason = next((l.strip() for l in text.splitlines() if l.strip()), type(e).__name__)
@@ -242,3 +249,46 @@ def torch_array(tensor, path, key):
     return (tensor.float() if tensor.is_floating_point() else tensor).numpy()
   except (TypeError, RuntimeError) as e:
     raise RSVQAError(f"{path}: key {key}: dtype {tensor.dtype} has no NumPy type ({e})") from None
+
+
+# A Hugging Face folder's weights, in the order transformers prefers them: (one file, its index).
+_HF_WEIGHTS = (("model.safetensors", "model.safetensors.index.json"),
+              ("pytorch_model.bin", "pytorch_model.bin.index.json"))
+
+
+def read_hf_weights(folder, read):
+  """(checkpoint key -> array, the file or index read) of a Hugging Face model folder.
+
+  `read(path)` reads one weights file (.safetensors or .bin); a sharded checkpoint's index
+  (`*.index.json`) is read by `_read_index`.
+  """
+  for single, index in _HF_WEIGHTS:
+    path = os.path.join(folder, single)
+    if os.path.isfile(path):
+      return read(path), path
+    path = os.path.join(folder, index)
+    if os.path.isfile(path):
+      return _read_index(folder, path, read), path
+  names = [name for pair in _HF_WEIGHTS for name in pair]
+  raise RSVQAError(f"{folder}: no weights file ({', '.join(names[:-1])} or {names[-1]}); save the "
+                   "model with save_pretrained")
+
+
+def _read_index(folder, index, read):
+  """The tensors of every shard a sharded checkpoint's index names, each read by `read`. Shards
+  must be file names in `folder`: the index must not make us read files outside it."""
+  try:
+    with open(index, encoding="utf-8") as f:
+      weight_map = json.load(f)["weight_map"]
+  except (OSError, ValueError, KeyError, TypeError) as e:
+    raise RSVQAError(f"{index}: cannot read the weight_map ({e})") from e
+  if not (isinstance(weight_map, dict) and all(isinstance(v, str) for v in weight_map.values())):
+    raise RSVQAError(f"{index}: weight_map must map tensor names to shard file names")
+  shards = sorted(set(weight_map.values()))
+  outside = [s for s in shards if os.path.basename(s) != s or s in ("", ".", "..")]
+  if outside:
+    raise RSVQAError(f"{index}: weight_map names {outside[0]!r}, not a file name in {folder}")
+  tensors = {}
+  for shard in shards:
+    tensors.update(read(os.path.join(folder, shard)))
+  return tensors

@@ -4,7 +4,9 @@ Accepted sources:
 - a torchvision state dict: `.safetensors`, or `.pth`/`.pt` read with
   `torch.load(weights_only=True)` when PyTorch is installed (never a plain unpickle);
 - a Hugging Face `microsoft/resnet-*` folder (config.json + model.safetensors or
-  pytorch_model.bin), whose keys are first renamed to torchvision's;
+  pytorch_model.bin, either sharded with its index), whose keys are first renamed to
+  torchvision's, or a timm Hub folder (config.json naming an `architecture` resnetN, weights
+  in torchvision's names);
 - a `.safetensors` written by `rsvqa-jax convert` (our key names, architecture in its metadata).
 Torchvision key <-> ours: conv `weight` (O,I,H,W) <-> `kernel` (H,W,I,O); fc `weight` (out,in)
 <-> `kernel` (in,out); BN weight/bias/running_mean/running_var <-> scale/bias/mean/var;
@@ -103,7 +105,11 @@ def hf_to_torchvision(state_dict):
 
 
 def read_state_dict(path):
-  """{name: np.ndarray} from a .safetensors file, or a .pth/.pt/.bin file via torch (weights only)."""
+  """{name: np.ndarray} from a .safetensors file, or a .pth/.pt/.bin file via torch (weights only).
+
+  A torch file holding a training checkpoint is read through its `state_dict` entry, or else
+  its `model` entry (what torchvision's reference scripts save).
+  """
   path = os.fspath(path)
   if not os.path.isfile(path):
     raise RSVQAError(f"{path}: no such file")
@@ -115,7 +121,8 @@ def read_state_dict(path):
     raise RSVQAError(f"{path}: reading a PyTorch file needs torch (pip install 'rsvqa_jax[torch]'); "
                      "or save the state dict as .safetensors") from None
   obj = checkpoints.load_torch_weights(path)
-  obj = obj.get("state_dict", obj) if isinstance(obj, dict) else obj
+  if isinstance(obj, dict):  # a training checkpoint: Lightning's or timm's, torchvision's scripts'
+    obj = next((obj[key] for key in ("state_dict", "model") if key in obj), obj)
   if not isinstance(obj, dict):
     raise RSVQAError(f"{path}: expected a state dict, found {type(obj).__name__}")
   for key, value in obj.items():
@@ -139,6 +146,29 @@ def _unwrapped(state_dict, path):
   return out
 
 
+def _without_prefix(state_dict, source):
+  """The state dict with its keys as torchvision names them. A ResNet found under one prefix
+  (Lightning's `model.`) is taken when every key carries that prefix: the file holds nothing
+  else, so nothing is guessed. Beside other keys (a loss's, an EMA copy's) or under several
+  prefixes, which weights are meant cannot be told: the prefix is named instead."""
+  stem = "conv1.weight"
+  if stem in state_dict:
+    return state_dict
+  heads = {k[:-len(stem)] for k in state_dict if k.endswith("." + stem)}  # blocks' too
+  prefixes = sorted(p for p in heads if f"{p}layer1.0.{stem}" in state_dict)
+  if not prefixes:
+    raise RSVQAError(f"{source}: missing key 'conv1.weight'; not a ResNet state dict")
+  if len(prefixes) > 1:
+    raise RSVQAError(f"{source}: missing key 'conv1.weight'; holds ResNets under "
+                     f"{' and '.join(map(repr, prefixes))}: save the state dict of one")
+  other = sorted(k for k in state_dict if not k.startswith(prefixes[0]))
+  if other:
+    raise RSVQAError(f"{source}: missing key 'conv1.weight'; its ResNet keys start with "
+                     f"{prefixes[0]!r}, beside {len(other)} other key(s) (first {other[0]!r}): "
+                     "save the ResNet's state dict alone, without that prefix")
+  return {k.removeprefix(prefixes[0]): v for k, v in state_dict.items()}
+
+
 def infer_depth(state_dict, source):
   """The torchvision depth whose block counts and block kind match the state dict's keys."""
   counts = []
@@ -156,7 +186,10 @@ def infer_depth(state_dict, source):
                    f"{sorted(ARCHS)}")
 
 
-def _hf_depth(folder):
+def _folder_state_dict(folder):
+  """(depth, state dict in torchvision's names, weights file or index) of a model folder: a
+  transformers ResNet (model_type 'resnet', its own key names) or a timm Hub one (no
+  model_type, `architecture` 'resnetN', torchvision's key names)."""
   path = os.path.join(folder, "config.json")
   try:
     with open(path) as f:
@@ -165,6 +198,22 @@ def _hf_depth(folder):
     raise RSVQAError(f"{path}: not valid JSON ({e})") from None
   if not isinstance(config, dict):
     raise RSVQAError(f"{path}: expected a JSON object of config keys")
+  timm = "model_type" not in config and "architecture" in config
+  depth = _timm_depth(config, path) if timm else _hf_depth(config, path)
+  state_dict, source = checkpoints.read_hf_weights(folder, read_state_dict)
+  return depth, state_dict if timm else hf_to_torchvision(state_dict), source
+
+
+def _timm_depth(config, path):
+  arch = config["architecture"]
+  names = [f"resnet{depth}" for depth in sorted(ARCHS)]
+  if arch not in names:  # timm's resnet50d, resnetv2_50, ... have other layers
+    raise RSVQAError(f"{path}: architecture {arch!r} is not one of {', '.join(names)} (timm's "
+                     "ResNets in torchvision's layout); use a torchvision ResNet")
+  return int(arch.removeprefix("resnet"))
+
+
+def _hf_depth(config, path):
   if config.get("model_type") != "resnet":
     raise RSVQAError(f"{path}: model_type is {config.get('model_type')!r}, expected 'resnet'")
   for field, want in (("downsample_in_first_stage", False), ("downsample_in_bottleneck", False),
@@ -182,14 +231,6 @@ def _hf_depth(folder):
   raise RSVQAError(f"{path}: layer_type/depths {arch} match no ResNet depth {sorted(ARCHS)}")
 
 
-def _hf_state_dict(folder):
-  for name in ("model.safetensors", "pytorch_model.bin"):
-    path = os.path.join(folder, name)
-    if os.path.isfile(path):
-      return hf_to_torchvision(read_state_dict(path)), path
-  raise RSVQAError(f"{folder}: no model.safetensors or pytorch_model.bin")
-
-
 def resnet_metadata(model):
   """Header strings that let `load_resnet` rebuild the model from a converted safetensors file."""
   return {"format": "rsvqa_jax", "kind": "resnet", "depth": str(model.depth),
@@ -202,8 +243,8 @@ def _abstract(depth, width, num_classes, dtype, rngs):
 
 
 def check_folder_source(path):
-  """A folder is read as a Hugging Face ResNet: one without its config.json is refused before
-  anything reads (or hashes) the files under it."""
+  """A folder is read as a Hugging Face (transformers or timm) ResNet: one without its config.json
+  is refused before anything reads (or hashes) the files under it."""
   if os.path.isdir(path) and not os.path.isfile(os.path.join(path, "config.json")):
     raise RSVQAError(f"{path}: a folder source must be a Hugging Face ResNet with config.json")
 
@@ -211,15 +252,14 @@ def check_folder_source(path):
 def load_resnet(path, depth=None, *, rngs=None, dtype=jnp.float32):
   """A `ResNet` holding the weights at `path` (see the module docstring for the sources).
 
-  `depth` is inferred from the keys (or the HF config) when None; when given it must match.
-  The width and the classifier (`fc`, kept when present) follow the checkpoint.
+  `depth` is inferred from the keys (or a folder's config.json) when None; when given it must
+  match. The width and the classifier (`fc`, kept when present) follow the checkpoint.
   """
   path = os.fspath(path)
   rngs = rngs if rngs is not None else nnx.Rngs(0)
   check_folder_source(path)
   if os.path.isdir(path):
-    inferred = _hf_depth(path)
-    state_dict, source = _hf_state_dict(path)
+    inferred, state_dict, source = _folder_state_dict(path)
   else:
     source = path
     if path.endswith(".safetensors"):
@@ -230,8 +270,7 @@ def load_resnet(path, depth=None, *, rngs=None, dtype=jnp.float32):
     else:
       state_dict = read_state_dict(path)
     inferred = None
-  if "conv1.weight" not in state_dict:
-    raise RSVQAError(f"{source}: missing key 'conv1.weight'; not a ResNet state dict")
+  state_dict = _without_prefix(state_dict, source)
   if depth is None:
     depth = inferred or infer_depth(state_dict, source)
   elif depth not in ARCHS:
