@@ -23,6 +23,7 @@ import numpy as np
 
 from rsvqa_jax import caller_logging
 from rsvqa_jax import config as config_lib
+from rsvqa_jax import jax_environment
 from rsvqa_jax.bias import analysis as analysis_lib
 from rsvqa_jax.bias import predictions as predictions_lib
 from rsvqa_jax.bias import tables
@@ -293,6 +294,7 @@ def load_run(workdir, *, checkpoint="best", data_root=None, allow_pickle=False):
   `data_root` replaces the recorded dataset folder (moved since training); `allow_pickle` lets
   a pickled Skip-thoughts utable.npy you trust be unpickled (never read from the workdir).
   """
+  jax_environment.check_xla_flags(os.environ)  # before JAX starts its backend on it
   workdir = _path(workdir, "load_run workdir")
   # Absolute, as the workdir: a later os.chdir in the notebook must not lose the data.
   data_root = None if data_root is None else os.path.abspath(_path(data_root,

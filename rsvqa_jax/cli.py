@@ -16,7 +16,6 @@ import errno
 import importlib
 import logging
 import os
-import re
 import signal
 import sys
 import threading
@@ -24,7 +23,7 @@ import threading
 # Nothing heavier than the standard library is imported before `entry` installs the interrupt
 # handler (tqdm, host_memory and argument_types' config are imported where they are used): a
 # Ctrl-C in the first tenth of a second printed a KeyboardInterrupt traceback.
-from rsvqa_jax import __version__, streams
+from rsvqa_jax import __version__, jax_environment, streams
 from rsvqa_jax.errors import RSVQAError
 
 COMMANDS = {
@@ -215,7 +214,6 @@ def main(argv=None):
 
 
 SHOW_TRACEBACK = "RSVQA_JAX_TRACEBACK"
-_DEVICE_COUNT_FLAG = re.compile(r"--xla_force_host_platform_device_count=(\S*)")
 
 
 # The commands that keep their finished work when stopped and resume there.
@@ -225,7 +223,8 @@ RESUMING = ("train", "study", "features", "answerability train")
 def check_environment(environ, argv):
   """Refuses, in one line, what the process was started with that would fail far inside: a
   current folder that was deleted, a non-ASCII argument under an ASCII file-name locale
-  (tensorstore cannot open such a path), and a bad XLA_FLAGS device count (check_xla_flags).
+  (tensorstore cannot open such a path), and a bad XLA_FLAGS device count
+  (jax_environment.check_xla_flags).
   JAX settings the runs are not made for are refused where a run is built (train/run.py)."""
   try:
     os.getcwd()
@@ -237,19 +236,7 @@ def check_environment(environ, argv):
     raise RSVQAError(f"a path or value of the command line is not ASCII, and file names are read "
                      f"as {sys.getfilesystemencoding()} here (the locale): run it with "
                      "LC_ALL=C.UTF-8 (or PYTHONUTF8=1)")
-  check_xla_flags(environ)
-
-
-def check_xla_flags(environ):
-  """Refuses a simulated CPU device count (docs/training.md) that is no whole number >= 1.
-
-  XLA reads XLA_FLAGS when JAX starts its CPU backend: it answers 0 or -1 with a misleading
-  backend error, and a value that is no number by printing every flag it knows and aborting.
-  """
-  for value in _DEVICE_COUNT_FLAG.findall(environ.get("XLA_FLAGS", "")):
-    if not (value.isascii() and value.isdigit() and int(value) >= 1):
-      raise RSVQAError(f"environment XLA_FLAGS: --xla_force_host_platform_device_count={value}: "
-                       "the number of simulated CPU devices must be a whole number >= 1")
+  jax_environment.check_xla_flags(environ)
 
 
 def os_error_line(error):
@@ -274,13 +261,28 @@ JAX_SETTINGS = os.path.join("jax", "_src", "config.py")
 def _jax_setting_error(error):
   """The line for an error of JAX's own settings in the environment (a backend JAX_PLATFORMS
   names that cannot start, a value JAX refuses), else None: no input of ours to blame."""
-  if os.environ.get("JAX_PLATFORMS") and _raised_in(error, BACKEND_SETUP):
+  if os.environ.get("JAX_PLATFORMS") and (_raised_in(error, BACKEND_SETUP)
+                                          or _backend_fails()):
     return (f"environment JAX_PLATFORMS={os.environ['JAX_PLATFORMS']}: JAX could not start that "
             f"backend ({unexpected_line(error)}); unset it, or install the jax build for that "
             "device")
   if _raised_in(error, JAX_SETTINGS):
     return f"a JAX setting of the environment: {unexpected_line(error)}; correct or unset it"
   return None
+
+
+def _backend_fails():
+  """Whether JAX, once imported, cannot start its backends: asked after an error no check
+  caught, as JAX's traceback filtering can hide the frame where the backend failed to start
+  (evaluate's first array op, in jax/_src/dispatch.py)."""
+  jax = sys.modules.get("jax")
+  if jax is None:
+    return False
+  try:
+    jax.devices()
+  except Exception:  # pylint: disable=broad-except  (JAX raises several kinds here)
+    return True
+  return False
 
 
 def _raised_in(error, module_path):

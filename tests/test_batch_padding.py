@@ -135,6 +135,8 @@ def test_layout_per_host(monkeypatch):
   assert shd.batch_layout(64, _mesh(8)) == (64, 64, 64, 64, 8)
   assert shd.batch_layout(70, _mesh(8)).describe() == (
       "batch 70 padded to 72 over 8 devices; 2 masked rows per step")
+  assert shd.batch_layout(7, _mesh(8)).describe() == (
+      "batch 7 padded to 8 over 8 devices; 1 masked row per step")
   monkeypatch.setattr(shd.jax, "process_count", lambda: 2)
   assert shd.batch_layout(70, _mesh(8)) == (70, 35, 36, 72, 8)  # each host tops up its own 35
   with pytest.raises(RSVQAError, match=r"train.batch_size=71 must be a multiple of the host "

@@ -5,6 +5,7 @@ end in one line and exit status 2, never a traceback."""
 import jax
 import pytest
 
+import rsvqa_jax
 from rsvqa_jax import cli
 from rsvqa_jax.commands import synth
 from rsvqa_jax.errors import RSVQAError
@@ -284,6 +285,13 @@ def test_a_simulated_device_count_that_is_no_whole_number_is_one_line(monkeypatc
       f"{value}: the number of simulated CPU devices must be a whole number >= 1"]
   monkeypatch.setenv("XLA_FLAGS", "--xla_force_host_platform_device_count=8")
   assert _run(capsys, "config", "--config", "configs/synthetic_tiny.py")[0] == 0
+  # Given twice, XLA takes the last value: a bad first one was refused though it is not used.
+  monkeypatch.setenv("XLA_FLAGS", f"--xla_force_host_platform_device_count={value} "
+                                  "--xla_force_host_platform_device_count=3")
+  assert _run(capsys, "config", "--config", "configs/synthetic_tiny.py")[0] == 0
+  monkeypatch.setenv("XLA_FLAGS", f"--xla_force_host_platform_device_count={value}")
+  with pytest.raises(RSVQAError, match=f"device_count={value}: the number of simulated CPU"):
+    rsvqa_jax.load_run("no such workdir")  # the Python API checks it too, first
 
 
 @pytest.mark.parametrize("argv,dest", [

@@ -67,3 +67,12 @@ def test_stream_advances_and_reseed_reproduces():
   assert not np.array_equal(first, second)  # each call draws a new key from the stream
   nnx.reseed(layer, dropout=1)
   np.testing.assert_array_equal(layer(x), first)
+
+
+def test_a_padded_batch_draws_its_real_rows_masks_as_the_unpadded_one():
+  """docs/training.md: the padding rows follow the real ones, and a mask is drawn from the
+  element's row-major index, so a padded run on one host drops what a one-device run drops."""
+  key = jax.random.key(3)
+  real = keep_mask(key, (70, 5, 16), 0.3)
+  padded = keep_mask(key, (72, 5, 16), 0.3)
+  np.testing.assert_array_equal(np.asarray(padded[:70]), np.asarray(real))

@@ -150,3 +150,21 @@ def test_a_jax_setting_jax_refuses_is_named_as_the_setting(tmp_path, key, value,
   assert out.stderr.startswith(f"rsvqa-jax train: error: {said}"), out.stderr[-2000:]
   assert "does not check yet" not in out.stderr and len(out.stderr.strip().splitlines()) == 1
   assert not (tmp_path / "run").exists()
+
+
+def test_a_backend_that_cannot_start_is_named_wherever_jax_first_touched_it(monkeypatch):
+  """`evaluate` first starts the backend in an array op, whose frame JAX's traceback filtering
+  leaves in jax/_src/dispatch.py: its error read 'an input this command does not check yet'."""
+  import types  # pylint: disable=g-import-not-at-top
+
+  def devices():
+    raise RuntimeError("Unable to initialize backend 'CPU'")
+
+  error = RuntimeError("Unable to initialize backend 'CPU': ...")
+  monkeypatch.setenv("JAX_PLATFORMS", "CPU")
+  monkeypatch.setitem(sys.modules, "jax", types.SimpleNamespace(devices=devices))
+  assert cli._jax_setting_error(error) == (  # pylint: disable=protected-access
+      "environment JAX_PLATFORMS=CPU: JAX could not start that backend (RuntimeError: Unable to "
+      "initialize backend 'CPU': ...); unset it, or install the jax build for that device")
+  monkeypatch.setitem(sys.modules, "jax", types.SimpleNamespace(devices=lambda: ["cpu:0"]))
+  assert cli._jax_setting_error(ValueError("ours")) is None  # pylint: disable=protected-access

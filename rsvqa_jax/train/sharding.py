@@ -103,8 +103,9 @@ class BatchLayout(NamedTuple):
 
   def describe(self, what="batch"):
     """'batch 70 padded to 72 over 8 devices; 2 masked rows per step'."""
+    masked = self.padded - self.size
     return (f"{what} {self.size} padded to {self.padded} over {self.devices} devices; "
-            f"{self.padded - self.size} masked rows per step")
+            f"{masked} masked row{'' if masked == 1 else 's'} per step")
 
 
 def batch_layout(global_batch, mesh, what="train.batch_size"):
