@@ -4,6 +4,7 @@ import logging
 import math
 import os
 import shutil
+import types
 
 import numpy as np
 import pytest
@@ -426,7 +427,7 @@ def test_the_docs_quote_a_summary_block():
   assert report.DOCS_BEGIN in text and report.DOCS_END in text
 
 
-def test_paper_study_refuses_without_real_data_and_weights(tmp_path):
+def test_paper_study_refuses_without_real_data_and_weights(tmp_path, monkeypatch):
   c = config_lib.load(os.path.join(ROOT, "configs", "study_paper.py"))
   assert (c.train.batch_size, c.train.num_epochs, c.optim.lr) == (70, 50, 1e-5)
   assert (c.model.hidden_dim, c.model.classifier_dim, c.model.dropout) == (1200, 256, 0.5)
@@ -449,6 +450,16 @@ def test_paper_study_refuses_without_real_data_and_weights(tmp_path):
   s = study.Study(c, str(tmp_path / "w"))  # everything given: it would start
   settings = dict((k, v) for k, v, _ in s.settings(str(tmp_path / "data")))
   assert settings["batch / epochs"] == "70 / 50" and settings["optimiser"] == "adam, lr 1e-05"
+  # Its first stage, the image features, stopped on "AttributeError: 'word_dim'": it asked for
+  # the first language model's random-init sizes, which an entry naming its files lacks.
+  from rsvqa_jax.study import preparation  # pylint: disable=g-import-not-at-top
+  asked = []
+  monkeypatch.setattr(preparation.prepare, "image_encoder", lambda image, ds, log: False)
+  monkeypatch.setattr(preparation.inputs, "image_features",
+                      lambda cfg, *args: asked.append(cfg) or types.SimpleNamespace(
+                          features=np.zeros((3, 2048), np.float32)))
+  s.features(None, str(tmp_path / "data"), "lr")
+  assert asked[0].image.checkpoint == str(tmp_path / "resnet152.pth")
   config_lib.apply_overrides(c, ["image.checkpoint=random"])
   with pytest.raises(RSVQAError, match="image.checkpoint"):
     study.Study(c, str(tmp_path / "w"))

@@ -70,8 +70,10 @@ def _check_trainable(study, ds, balanced):
 def features(study, ds, root, name):
   """Clean image features of every split of `ds`, after the image encoder's pretraining stage."""
   lm = study.s.language_models[0]
+  # Its configured checkpoint: without one, a Skip-thoughts entry is built at random from its
+  # sizes, which a paper study's entries (each naming its files) do not hold.
   cfg = runs.config_for(study.config, study.cache, lm, names.WEIGHTS[0], names.ROLES[0], 0, root,
-                        name, "")
+                        name, study.s.lm[lm].checkpoint)
   workdir = os.path.join(study.dir, "runs", "_")
   started = time.time()
   if prepare.image_encoder(cfg.image, ds, log=study.progress):
