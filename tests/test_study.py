@@ -670,6 +670,24 @@ def test_a_changed_data_size_is_refused_naming_the_study_key_before_regenerating
   assert recorded.changed(section, now) == [("study.lm.skipthoughts.word_dim", 32, 16)]
 
 
+def test_the_same_checkpoint_named_from_another_folder_is_the_same_study(tmp_path, monkeypatch):
+  """A study run from w/ with ../models/st was refused when run again from its parent with
+  models/st, the same files: the record kept the text as typed."""
+  (tmp_path / "w").mkdir()
+  c = micro_config()
+  monkeypatch.chdir(tmp_path / "w")
+  config_lib.apply_overrides(c, ["study.lm.skipthoughts.checkpoint=../models/st"])
+  recorded.check_or_record(c.study, str(tmp_path))
+  assert storage.read_json(str(tmp_path / recorded.FILE))["lm"]["skipthoughts"]["checkpoint"] == (
+      str(tmp_path / "models" / "st"))
+  monkeypatch.chdir(tmp_path)
+  config_lib.apply_overrides(c, ["study.lm.skipthoughts.checkpoint=models/st"])
+  recorded.check_or_record(c.study, str(tmp_path))  # the same folder: no refusal
+  config_lib.apply_overrides(c, ["study.lm.skipthoughts.checkpoint=models/other"])
+  with pytest.raises(RSVQAError, match="study.lm.skipthoughts.checkpoint="):
+    recorded.check_or_record(c.study, str(tmp_path))
+
+
 def test_a_split_of_one_image_is_refused_for_swaps_before_any_run():
   """It was refused only when the adversarial stage ran, after the grid had trained."""
   from rsvqa_jax.data import records  # pylint: disable=g-import-not-at-top

@@ -43,12 +43,22 @@ def changed(recorded, section):
   return out
 
 
+def _resolved(section):
+  """`section` (a dict) with its language models' checkpoint folders as absolute paths: the same
+  files named from another folder (`../models/x` there, `models/x` here) are the same study."""
+  for entry in (section.get("lm") or {}).values():
+    checkpoint = entry.get("checkpoint") if isinstance(entry, dict) else None
+    if isinstance(checkpoint, str) and checkpoint and checkpoint != config_lib.RANDOM:
+      entry["checkpoint"] = os.path.abspath(os.path.expanduser(checkpoint))
+  return section
+
+
 def check_or_record(study_section, folder):
   """Refuses a study whose FIXED keys differ from the folder's record; records the section."""
-  section = config_lib.to_dict(study_section)  # tuples as JSON lists, as read back
+  section = _resolved(config_lib.to_dict(study_section))  # tuples as JSON lists, as read back
   path = os.path.join(folder, FILE)
   recorded = storage.read_json(path)
-  if isinstance(recorded, dict) and (diff := changed(recorded, section)):
+  if isinstance(recorded, dict) and (diff := changed(_resolved(recorded), section)):
     keys = ", ".join(f"{key}={old!r} (now {new!r})" for key, old, new in diff[:3])
     more = f" and {len(diff) - 3} more key(s)" if len(diff) > 3 else ""
     raise RSVQAError(f"{folder} holds a study made with {keys}{more} ({FILE}); use another "
