@@ -227,7 +227,8 @@ def test_the_entry_point_imports_nothing_heavy_before_its_interrupt_handler():
                                             + os.environ.get("PYTHONPATH", "")))
   loaded = out.stdout.split()
   ours = sorted(m for m in loaded if m.split(".")[0] == "rsvqa_jax")
-  assert ours == ["rsvqa_jax", "rsvqa_jax.cli", "rsvqa_jax.errors", "rsvqa_jax.streams"], ours
+  assert ours == ["rsvqa_jax", "rsvqa_jax.cli", "rsvqa_jax.errors", "rsvqa_jax.jax_environment",
+                  "rsvqa_jax.streams"], ours
   heavy = [m for m in loaded if m.split(".")[0] in ("tqdm", "numpy", "jax", "ml_collections")]
   assert not heavy, heavy
 
