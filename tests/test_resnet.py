@@ -1,5 +1,6 @@
 """ResNet: architecture facts, key map, error messages, and parity against PyTorch references."""
 import functools
+import re
 
 import jax
 import jax.numpy as jnp
@@ -92,6 +93,18 @@ def test_depth_mismatch_reports_unexpected_key():
   state_dict = resnet_params.to_torchvision(_random_tree(_abstract(34)))
   with pytest.raises(RSVQAError, match=r"unexpected key 'layer1\.2\."):
     resnet_params.from_torchvision(state_dict, _abstract(18), "sd")
+
+
+def test_weights_of_another_depth_than_asked_are_named_by_theirs(tmp_path):
+  """ResNet-34 weights under image.arch=resnet18 read "unexpected key 'layer1.2...'", with no
+  word that they are a ResNet-34's."""
+  path = tmp_path / "r34.safetensors"
+  _save(path, resnet_params.to_torchvision(_random_tree(_abstract(34))))
+  with pytest.raises(RSVQAError, match=f"^{re.escape(str(path))}: holds a ResNet-34, not the "
+                     r"ResNet-18 asked for: give ResNet-18 weights, or ask for resnet34 "
+                     r"\(image.arch, --arch or --depth\)$"):
+    resnet_params.load_resnet(path, 18)
+  assert resnet_params.load_resnet(path, 34).depth == 34
 
 
 def test_preprocess_scales_then_normalises():

@@ -186,6 +186,14 @@ def infer_depth(state_dict, source):
                    f"{sorted(ARCHS)}")
 
 
+def _depth_if_known(state_dict, source):
+  """infer_depth's answer, None where the keys match no depth (load_into then names the key)."""
+  try:
+    return infer_depth(state_dict, source)
+  except RSVQAError:
+    return None
+
+
 def _folder_state_dict(folder):
   """(depth, state dict in torchvision's names, weights file or index) of a model folder: a
   transformers ResNet (model_type 'resnet', its own key names) or a timm Hub one (no
@@ -275,6 +283,10 @@ def load_resnet(path, depth=None, *, rngs=None, dtype=jnp.float32):
     depth = inferred or infer_depth(state_dict, source)
   elif depth not in ARCHS:
     raise RSVQAError(f"--depth {depth}: must be one of {sorted(ARCHS)}")
+  elif (found := _depth_if_known(state_dict, source)) not in (None, depth):
+    raise RSVQAError(f"{source}: holds a ResNet-{found}, not the ResNet-{depth} asked for: give "
+                     f"ResNet-{depth} weights, or ask for resnet{found} (image.arch, --arch or "
+                     "--depth)")
   width = int(np.shape(state_dict["conv1.weight"])[0])
   if width < 1:  # the model would build and fail inside JAX
     raise RSVQAError(f"{source}: key 'conv1.weight' has shape "
