@@ -3,6 +3,7 @@ import json
 import logging
 import math
 import os
+import re
 import shutil
 import types
 
@@ -478,6 +479,15 @@ def test_run_config_frozen_epochs_fusion_and_row_overrides(tmp_path):
   with pytest.raises(RSVQAError, match="table2_rows"):
     config_lib.apply_overrides(c, ["study.table2_rows=('skipthoughts,frozen,gru',)"])
     study.Study(c, str(tmp_path / "w"))
+  # The row as a newcomer types it, split at its commas: the message shows the form that works.
+  config_lib.apply_overrides(c, ["study.table2_rows=skipthoughts,frozen,mutan"])
+  with pytest.raises(RSVQAError, match=re.escape(
+      "'skipthoughts' is not 'baseline' or LM,frozen|finetuned,mult|concat|mutan (a list "
+      "override splits at commas: give each row as a quoted string, --config.study.table2_rows="
+      "'(\"skipthoughts,frozen,mutan\",)')")):
+    study.Study(c, str(tmp_path / "w"))
+  config_lib.apply_overrides(c, ['study.table2_rows=("skipthoughts,frozen,mutan",)'])
+  study.Study(c, str(tmp_path / "w"))
 
 
 def test_random_skipthoughts_keeps_a_questions_first_words(tmp_path):

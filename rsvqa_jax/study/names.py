@@ -20,7 +20,9 @@ def parse_row(spec):
   parts = spec.split(",")
   if len(parts) != 3 or parts[1] not in WEIGHTS or parts[2] not in config_lib.FUSIONS:
     raise RSVQAError(f"config study.table2_rows: {spec!r} is not {BASELINE!r} or "
-                     f"LM,frozen|finetuned,{'|'.join(config_lib.FUSIONS)}")
+                     f"LM,frozen|finetuned,{'|'.join(config_lib.FUSIONS)} (a list override "
+                     "splits at commas: give each row as a quoted string, "
+                     "--config.study.table2_rows='(\"skipthoughts,frozen,mutan\",)')")
   return tuple(parts)
 
 
