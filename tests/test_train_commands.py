@@ -62,9 +62,11 @@ def test_real_data_config_needs_root(tmp_path):
 def test_real_data_needs_weights_or_explicit_random(tmp_path):
   spec = os.path.join(ROOT, "configs", "lr_table1.py:skipthoughts,mult,frozen")
   argv = ["--config", spec, "--workdir", str(tmp_path / "w"), f"--config.data.root={tmp_path}"]
-  with pytest.raises(RSVQAError, match=r"^config text.checkpoint is not set: .*"
-                                       r"--config.text.checkpoint=random"):
-    train_cmd.run(_parse(argv))
+  with pytest.raises(RSVQAError, match=r"^config text.checkpoint and image.checkpoint are not "
+                                       r"set: give the Skip-thoughts folder .*"
+                                       r"--config.text.checkpoint=random; give the resnet152 "
+                                       r"weights .*--config.image.checkpoint=random$"):
+    train_cmd.run(_parse(argv))  # both at once: it named one per attempt
   with pytest.raises(RSVQAError, match=r"^config image.checkpoint is not set: give the resnet152 "
                                        r"weights .*--config.image.checkpoint=random"):
     # The failed run above recorded no config.json, so this is not "a run of another config".

@@ -312,14 +312,18 @@ def check_weights(config, *, image=True):
     check_image_checkpoint(config.image)
   if config.data.synthetic:
     return
+  unset = []  # every one at once: a run that names one per attempt costs a run per input
   if config.text.encoder == "skipthoughts" and not config.text.checkpoint:
-    raise RSVQAError(
-        "config text.checkpoint is not set: give the Skip-thoughts folder (uni_skip.npz, "
-        "utable.npy, dictionary.txt) with --config.text.checkpoint=PATH, or ask for a randomly "
-        f"initialised encoder with --config.text.checkpoint={RANDOM}")
+    unset.append(("text", "give the Skip-thoughts folder (uni_skip.npz, utable.npy, "
+                          "dictionary.txt) with --config.text.checkpoint=PATH, or ask for a "
+                          "randomly initialised encoder with "
+                          f"--config.text.checkpoint={RANDOM}"))
   arch = config.image.arch
   if image and arch != "synthetic_resnet" and not config.image.checkpoint:
-    raise RSVQAError(
-        f"config image.checkpoint is not set: give the {arch} weights (torchvision file or "
-        "Hugging Face folder) with --config.image.checkpoint=PATH, or ask for random-init "
-        f"features with --config.image.checkpoint={RANDOM}")
+    unset.append(("image", f"give the {arch} weights (torchvision file or Hugging Face folder) "
+                           "with --config.image.checkpoint=PATH, or ask for random-init features "
+                           f"with --config.image.checkpoint={RANDOM}"))
+  if unset:
+    raise RSVQAError(f"config {' and '.join(f'{k}.checkpoint' for k, _ in unset)} "
+                     f"{'is' if len(unset) == 1 else 'are'} not set: "
+                     + "; ".join(how for _, how in unset))
