@@ -226,6 +226,9 @@ def test_values_out_of_range_are_refused_before_any_work(tmp_path, capsys, argv,
     (["config", "--config", "configs/answerability_study.py",
       "--config.answerability.study.weights=foo"],
      "config answerability.study.weights: 'foo' is not one of"),
+    (["config", "--config", "configs/study_paper.py", "--config.text.checkpoint=/m/st"],
+     "config text.checkpoint='/m/st': a study does not read it; give each language model's as "
+     "--config.study.lm.NAME.checkpoint=PATH"),
     # Accepted, then ignored: the study draws its own pools; seeds run twice, counted twice.
     (["config", "--config", "configs/answerability_study.py",
       "--config.answerability.pools=/nonexist"],

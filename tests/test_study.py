@@ -442,6 +442,8 @@ def test_paper_study_refuses_without_real_data_and_weights(tmp_path, monkeypatch
                "--config.study.lm.skipthoughts.checkpoint=",
                "--config.study.lm.distilbert.checkpoint="):
     assert flag in message, flag
+  # Each option pastes as one word: it read "=/path/to/resnet152 weights".
+  assert "--config.image.checkpoint=/path/to/resnet152.pth " in message
   for name in ("data", "resnet152.pth", "skipthoughts", "distilbert"):
     (tmp_path / name).mkdir()
   config_lib.apply_overrides(c, [

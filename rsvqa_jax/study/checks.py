@@ -32,6 +32,9 @@ def check(config, paths=True):
                      "configs/study_synthetic.py")
   s = config.study
   config_lib.check(config)
+  if config.text.checkpoint:  # each run's is its study.lm entry's (runs.config_for)
+    raise RSVQAError(f"config text.checkpoint={config.text.checkpoint!r}: a study does not read "
+                     "it; give each language model's as --config.study.lm.NAME.checkpoint=PATH")
   _check_grid("study", "lm_weights", s.language_models, s.lm_weights, s.seeds, s)
   if "answerability" in config:
     st = config.answerability.study
@@ -233,7 +236,7 @@ def _check_real(config):
     need.append(f"--config.data.root=/path/to/RSVQA_{c.data.name.upper()} (a folder)")
   if c.image.arch == "synthetic_resnet" or config_lib.is_random(c.image.checkpoint) or not \
       os.path.exists(c.image.checkpoint):
-    need.append(f"--config.image.checkpoint=/path/to/{c.image.arch} weights")
+    need.append(f"--config.image.checkpoint=/path/to/{c.image.arch}.pth")
   lms = set(s.language_models) | {names.row_lm(s, r) for r in s.table2_rows}
   for lm in sorted(lms):
     ckpt = s.lm[lm].checkpoint
