@@ -400,9 +400,10 @@ def test_summary_and_reading_of_a_study_where_the_image_changes_nothing():
   cell = {"label": "LM", "weights": "finetuned",
           "reference": [_run(0.6, 0.6, 0.6, 0.6, [0.6])], "blind": [_run(0.6, 0.6, 0.6, 0.6)]}
   study, columns = _study([cell]), report.columns_of([cell])
-  assert report.summary(study, columns).startswith(
+  assert " ".join(report.summary(study, columns).split()).startswith(  # wrapped at 100
       "0 of 1 reference models beat their visual-blind twins (reference minus visual-blind: "
-      "0.00 points OA)")
+      "0.00 points OA); 0 of 1 beat answering the most common answer per question type (60.00% "
+      "OA; reference minus it: 0.00 points)")  # it read "... and answering ... by 0.00 points"
   text = report.reading(study, columns, report.Flags(report.counts_of([cell], columns), 5))
   assert "a drop in none of the 1 settings: nothing shows that the models read the image" in text
 

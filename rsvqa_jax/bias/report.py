@@ -429,8 +429,13 @@ def summary(study, columns):
          if won == n else f"{won} of {n} reference models beat their visual-blind twins "
          f"(reference minus visual-blind: {_ranges(gaps)} points OA)"]
   if prior_gaps and not math.isnan(prior):
-    out[-1] += (f" and answering the most common answer per question type ({pct(prior)}% OA) by "
-                f"{_ranges(prior_gaps)} points")
+    above = sum(g > 0 for g in prior_gaps)
+    if above == n:
+      out[-1] += (f" and answering the most common answer per question type ({pct(prior)}% OA) "
+                  f"by {_ranges(prior_gaps)} points")
+    else:  # "beat ... and answering the most common answer by -65 points" read as a win
+      out[-1] += (f"; {above} of {n} beat answering the most common answer per question type "
+                  f"({pct(prior)}% OA; reference minus it: {_ranges(prior_gaps)} points)")
   if adv_gaps:
     out[-1] += f", and loses {_ranges(adv_gaps)} points OA when its image is swapped"
   out[-1] += "."
