@@ -146,7 +146,9 @@ def test_a_checkpoint_folder_without_config_json_is_refused_before_it_is_read(
   monkeypatch.setattr(encoder.storage, "path_sha256", lambda p: pytest.fail("hashed"))
   rc, _, err = _features(real_dir, str(tmp_path / "cache"), capsys, "--checkpoint", str(folder))
   assert rc == 2 and err.strip().endswith(
-      f"{folder}: a folder source must be a Hugging Face ResNet with config.json")
+      f"{folder}: a folder source must be a Hugging Face ResNet with config.json (transformers' "
+      "or timm's); copy the config.json that came with the weights, or give the weights file "
+      "itself (.pth, .safetensors)")
 
 
 def test_real_data_needs_a_named_or_explicitly_random_checkpoint(real_dir, data_dir, tmp_path,

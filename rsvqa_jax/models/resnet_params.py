@@ -254,7 +254,9 @@ def check_folder_source(path):
   """A folder is read as a Hugging Face (transformers or timm) ResNet: one without its config.json
   is refused before anything reads (or hashes) the files under it."""
   if os.path.isdir(path) and not os.path.isfile(os.path.join(path, "config.json")):
-    raise RSVQAError(f"{path}: a folder source must be a Hugging Face ResNet with config.json")
+    raise RSVQAError(f"{path}: a folder source must be a Hugging Face ResNet with config.json "
+                     "(transformers' or timm's); copy the config.json that came with the "
+                     "weights, or give the weights file itself (.pth, .safetensors)")
 
 
 def load_resnet(path, depth=None, *, rngs=None, dtype=jnp.float32):
