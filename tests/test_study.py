@@ -199,7 +199,7 @@ def test_table3_is_table6s_numbers(done):
   columns = report.columns_of(result["cells"])
   flags = report.Flags(report.counts_of(result["cells"], columns), 0)
   t3, cell = report.table3(result, columns, flags)
-  t6 = report.table6(result["cells"], columns, result["adversarial"], flags, result["repeats"])
+  t6 = report.table6(result["cells"], columns, result["adversarial"], flags)
   ref6 = next(r for r in t6.rows if r[2] == "Reference model" and r[0] == cell["label"])
   adv6 = next(r for r in t6.rows if r[2].startswith("Adversarial"))
   names = [r[0] for r in t3.rows]
@@ -318,8 +318,11 @@ def test_report_numbers_by_hand():
                             ["OA"])
   assert noise == {"OA": 0.0} and report._difference_row(noise, ["OA"])[-1] == "0.00"
   flags = report.Flags(report.counts_of([cell], columns), 40)
-  md = tables.to_markdown(report.table6([cell], columns, ["random"], flags, 2))
+  md = tables.to_markdown(report.table6([cell], columns, ["random"], flags))
   assert "|  |  | Difference | 20.00 | 0.00 | 10.00 | 20.00 |" in md
+  assert "adversarial rows over seeds x 2 substitutions" in md
+  three = {**cell, "reference": [_run(0.8, 0.7, 0.9, 0.5, [0.5, 0.7, 0.6])]}
+  assert report.draws([cell, three], "random") == "2-3"  # runs that drew other counts
   assert "| LM | frozen | Reference model | 80.00 (10.00) | 40.00 (10.00) † |" in md
   assert "| N (test questions) |  |  | 90 | 10 |  | 100 |" in md
   assert report.pct(math.nan) == "n/a"
@@ -344,7 +347,7 @@ def test_report_shows_a_type_the_test_split_lacks_as_n_0_and_n_a_and_says_so():
                                "reads n/a, and AA averages the other types.")
   quiet = report.Flags(report.counts_of([cell], columns), 0)
   assert quiet.note().startswith("Every other column has at least 0 test questions")
-  t6 = tables.to_markdown(report.table6([cell], columns, ["random"], flags, 1))
+  t6 = tables.to_markdown(report.table6([cell], columns, ["random"], flags))
   assert "| Difference | 40.00 | n/a | 0.00 |" in t6
   t3, _ = report.table3(_study([cell]), columns, flags)
   assert [r[0] for r in t3.rows] == ["All", "Comparison", "Presence", "Rural/urban", "Average",
@@ -629,6 +632,10 @@ def test_an_evaluation_is_reused_only_with_the_settings_the_study_reports():
   assert reuse.stale({**recorded, "pool": "split"}, wanted) == "pool split recorded, dataset now"
   assert reuse.stale({**recorded, "seed": 7}, wanted) == "seed 7 recorded, 0 now"
   assert reuse.adversarial_settings(s, "white")["pool"] is None  # only random draws from a pool
+  # every white draw answers alike: one is drawn, and a file of any count stands for it
+  assert (reuse.draws(s, "white"), reuse.draws(s, "random")) == (1, 2)
+  white = {**recorded, "kind": "white", "pool": None, "repeats": 10}
+  assert reuse.stale(white, reuse.adversarial_settings(s, "white")) == ""
   clean = {"split": "test", "checkpoint": "last", "oa": 0.9}  # `evaluate --checkpoint last`
   assert reuse.stale(clean, reuse.accuracy_settings("test")) == "checkpoint last recorded, best now"
 
@@ -647,7 +654,8 @@ def test_rerun_evaluates_again_what_other_settings_or_checkpoints_wrote(done, tm
                                "seed0", "eval", "shortcuts", "shortcuts.json")
   storage.write_json(shortcut_path, {**storage.read_json(shortcut_path), "checkpoint": "last"})
   c = micro_config()
-  config_lib.apply_overrides(c, ["study.repeats=3", "study.adv_seed=7"])
+  config_lib.apply_overrides(c, ["study.repeats=3", "study.adv_seed=7",
+                                 "study.adversarial=('random', 'white')"])
   lines = []
   result = study.run_study(c, copy, log=lines.append)
   assert result["trained_this_call"] == 0
@@ -658,8 +666,14 @@ def test_rerun_evaluates_again_what_other_settings_or_checkpoints_wrote(done, tm
   assert any(f"{RUNS[0]}/seed0: evaluated again (checkpoint last recorded, best now" in l
              for l in lines)
   assert sum("evaluated again: repeats 2 recorded, 3 now" in l for l in lines) == 2  # + balanced
-  assert "K = 3 draws per question (pool: dataset, seed 7)" in open(
-      os.path.join(copy, "report.md")).read()
+  white = storage.read_json(os.path.join(run, "adversarial_white.json"))
+  assert white["repeats"] == 1 and any(f"{RUNS[0]}/seed0: adversarial white x1 (" in l
+                                       for l in lines)
+  with open(os.path.join(copy, "report.md"), encoding="utf-8") as f:
+    text = f.read()
+  assert ("random, white: K = 3 draws per question (white: 1, every draw alike; pool: dataset, "
+          "seed 7)") in text
+  assert "adversarial rows over seeds x 3 (white: 1) substitutions" in text
   assert storage.read_json(shortcut_path)["checkpoint"] == "best"
 
 

@@ -172,7 +172,26 @@ def _difference_row(diff, columns):
           *("n/a" if math.isnan(diff[c]) else tables.two_decimals(diff[c]) for c in columns))
 
 
-def table6(cells, columns, kinds, flags, repeats):
+def draws(cells, kind):
+  """How many substitutions per question the reference runs' results of `kind` hold ("10", or
+  "1-10" where runs differ): a study draws study.repeats, one of white, black and noise."""
+  counts = sorted({len(r["adversarial"][kind]["per_repeat"]["oa"])
+                   for cell in cells for r in cell["reference"]})
+  return "-".join(str(k) for k in sorted({counts[0], counts[-1]})) if counts else "0"
+
+
+def _draws_by_kind(cells, kinds):
+  """'10', or '10 (white, black: 1)' when the kinds hold other counts than the first's."""
+  counts = {kind: draws(cells, kind) for kind in kinds}
+  first = counts[kinds[0]] if kinds else ""
+  others = {}
+  for kind, k in counts.items():
+    if k != first:
+      others.setdefault(k, []).append(kind)
+  return first + "".join(f" ({', '.join(ks)}: {k})" for k, ks in others.items())
+
+
+def table6(cells, columns, kinds, flags):
   """Table 6 layout: reference, visual blind, adversarial; each disturbed row has a difference."""
   out = [flags.n_row(columns, 2)]
   for cell in cells:
@@ -184,8 +203,8 @@ def table6(cells, columns, kinds, flags, repeats):
       if i:
         out.append(_difference_row(difference(reference, stats, columns), columns))
   caption = (f"Table 6 layout: test accuracy (%); reference and visual-blind rows mean (std) over "
-             f"seeds, adversarial rows over seeds x {repeats} substitutions; Difference = "
-             "reference - row, in points")
+             f"seeds, adversarial rows over seeds x {_draws_by_kind(cells, kinds)} substitutions; "
+             "Difference = reference - row, in points")
   return tables.Table(caption=caption, columns=("Language model", "LM weights", "Setup",
                                                 *_names(columns)), rows=tuple(out))
 
@@ -230,7 +249,7 @@ def table3(study, columns, flags):
              f"{study['analysis'].get('fit_split', 'train')}; model columns: "
              f"{cell['label']}, {cell['weights']} (best mean validation OA), {_over(n_seeds)}"
              + (f"; AdTest_Acc: {kind} substitution, mean (std) over "
-                f"{n_seeds} seeds x {study['repeats']} draws" if adv else "")
+                f"{n_seeds} seeds x {draws([cell], kind)} draws" if adv else "")
              + "; IO = Eq. 1 on the means (as the paper's Table 3)")
   if note := study["analysis"].get("note"):  # tables.analysis_note
     caption += f"; {note}"
@@ -504,7 +523,7 @@ def write_report(directory, study):
   ds = study["dataset"]
   sizes = ", ".join(f"{k} {v}" for k, v in ds["sizes"].items())
   t2 = table2(table2_rows(study), columns, flags)
-  t6 = table6(cells, columns, kinds, flags, study["repeats"])
+  t6 = table6(cells, columns, kinds, flags)
   t3, _ = table3(study, columns, flags)
   named = {"table2": t2, "table6": t6, f"table3_{study['split']}": t3}
   text = summary(study, columns)

@@ -1,5 +1,6 @@
 """The adversarial tests of one reference run: its images swapped at inference (study.adversarial:
-a random image of the dataset, in-batch shuffle, white, black, noise), K draws per question.
+a random image of the dataset, in-batch shuffle, white, black, noise), K draws per question
+(one of white, black and noise: every draw alike).
 
 A kind whose result file records the study's settings (reuse.py) is read back, not drawn again;
 one of other settings (K, pool, seed, checkpoint) is drawn again.
@@ -21,11 +22,12 @@ def attack(study, workdir, ds, feats, label):
     why = reuse.stale(storage.read_json(json_path), reuse.adversarial_settings(s, kind))
     if why:
       started = time.time()
-      adversarial.evaluate(workdir, s.split, kind, repeats=s.repeats, seed=s.adv_seed,
+      k = reuse.draws(s, kind)
+      adversarial.evaluate(workdir, s.split, kind, repeats=k, seed=s.adv_seed,
                            pool=s.adv_pool, dataset=ds, features=feats)
       study.timings.record(f"adversarial_{kind}/{label}", time.time() - started)
       again = "" if why == reuse.MISSING else f", evaluated again: {why}"
-      study.progress(f"{label}: adversarial {kind} x{s.repeats} "
+      study.progress(f"{label}: adversarial {kind} x{k} "
                      f"({time.time() - started:.1f}s{again})")
     results[kind] = metrics.from_json(storage.read_json(json_path))
   return results

@@ -4,6 +4,8 @@ A file written with other settings (study.repeats, adv_pool or adv_seed changed 
 `rsvqa-jax evaluate --checkpoint last` over a run's own files) is computed again, so the report
 always describes what was computed; the run's progress line says why.
 """
+from rsvqa_jax.eval import adversarial
+
 CHECKPOINT = "best"  # the study reads every run at its best-on-validation checkpoint
 MISSING = "missing"
 
@@ -13,11 +15,21 @@ def accuracy_settings(split):
   return {"split": split, "checkpoint": CHECKPOINT}
 
 
+def draws(s, kind):
+  """K for `kind` in study section `s`: study.repeats, or 1 where every draw answers alike
+  (white, black, noise: K of them would be K times the work for the same numbers)."""
+  return 1 if kind in adversarial.SAME_EVERY_REPEAT else int(s.repeats)
+
+
 def adversarial_settings(s, kind):
   """What a run's adversarial evaluation of `kind` (eval/adversarial.py's JSON) must record,
-  for study section `s`: the settings the report states."""
-  return {"kind": kind, "split": s.split, "checkpoint": CHECKPOINT, "repeats": int(s.repeats),
-          "pool": s.adv_pool if kind == "random" else None, "seed": int(s.adv_seed)}
+  for study section `s`: the settings the report states. Any count of alike draws stands for
+  one (an earlier study drew study.repeats of them)."""
+  wanted = {"kind": kind, "split": s.split, "checkpoint": CHECKPOINT, "repeats": draws(s, kind),
+            "pool": s.adv_pool if kind == "random" else None, "seed": int(s.adv_seed)}
+  if kind in adversarial.SAME_EVERY_REPEAT:
+    del wanted["repeats"]
+  return wanted
 
 
 def stale(recorded, wanted):

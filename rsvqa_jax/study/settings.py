@@ -2,7 +2,7 @@
 from rsvqa_jax import config as config_lib
 from rsvqa_jax.bias import tables
 from rsvqa_jax.features import pretrain
-from rsvqa_jax.study import names
+from rsvqa_jax.study import names, reuse
 from rsvqa_jax.train import inputs
 
 # The paper's settings (Section 3.1, 6.1-6.2; dropout and the text lr from the original code and
@@ -67,8 +67,10 @@ def rows(config, cache, root):
                                       if s.frozen_epochs else "")
   out.append(("batch / epochs", f"{c.train.batch_size} / {epochs}"))
   out.append(("seeds", ", ".join(map(str, s.seeds))))
+  alike = [kind for kind in s.adversarial if reuse.draws(s, kind) != s.repeats]
+  alike = f"{', '.join(alike)}: 1, every draw alike; " if alike else ""
   out.append(("adversarial", f"{', '.join(s.adversarial)}: K = {s.repeats} draws per question "
-                             f"(pool: {s.adv_pool}, seed {s.adv_seed})"))
+                             f"({alike}pool: {s.adv_pool}, seed {s.adv_seed})"))
   if names.BASELINE in s.table2_rows:
     out.append(("baseline", f"{s.baseline.label}: {s.baseline.language_model}, frozen, e-mult, "
                             f"with {', '.join(s.baseline.overrides) or 'no other setting'}"))
