@@ -320,7 +320,10 @@ def test_report_numbers_by_hand():
   flags = report.Flags(report.counts_of([cell], columns), 40)
   md = tables.to_markdown(report.table6([cell], columns, ["random"], flags))
   assert "|  |  | Difference | 20.00 | 0.00 | 10.00 | 20.00 |" in md
-  assert "adversarial rows over seeds x 2 substitutions" in md
+  assert ("reference and visual-blind rows mean (std) over 2 seeds, adversarial rows mean (std) "
+          "over 2 seeds x 2 substitutions") in md
+  assert "std over seeds (reference, visual blind)" in report.figure5_note(2)
+  assert "one seed, so none on the reference" in report.figure5_note(1)
   three = {**cell, "reference": [_run(0.8, 0.7, 0.9, 0.5, [0.5, 0.7, 0.6])]}
   assert report.draws([cell, three], "random") == "2-3"  # runs that drew other counts
   assert "| LM | frozen | Reference model | 80.00 (10.00) | 40.00 (10.00) † |" in md
@@ -349,7 +352,11 @@ def test_report_shows_a_type_the_test_split_lacks_as_n_0_and_n_a_and_says_so():
   assert quiet.note().startswith("Every other column has at least 0 test questions")
   t6 = tables.to_markdown(report.table6([cell], columns, ["random"], flags))
   assert "| Difference | 40.00 | n/a | 0.00 |" in t6
+  assert "rows one seed's value (no std), adversarial rows mean (std) over 1 seed x 1 " in t6
   t3, _ = report.table3(_study([cell]), columns, flags)
+  assert "mean (std) over 1 seed x 1 draws" in t3.caption
+  twin = report.balanced_table({"cells": [cell], "analysis": {"rows": {}}}, columns, flags)
+  assert twin.caption.startswith("Balanced twin: test accuracy (%), one seed's value (no std),")
   assert [r[0] for r in t3.rows] == ["All", "Comparison", "Presence", "Rural/urban", "Average",
                                      "Overall"]
 
@@ -673,7 +680,8 @@ def test_rerun_evaluates_again_what_other_settings_or_checkpoints_wrote(done, tm
     text = f.read()
   assert ("random, white: K = 3 draws per question (white: 1, every draw alike; pool: dataset, "
           "seed 7)") in text
-  assert "adversarial rows over seeds x 3 (white: 1) substitutions" in text
+  assert ("reference and visual-blind rows one seed's value (no std), adversarial rows mean (std) "
+          "over 1 seed x 3 (white: 1) substitutions") in text
   assert storage.read_json(shortcut_path)["checkpoint"] == "best"
 
 

@@ -18,12 +18,14 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 def _workdir(root, name, *, lm="distilbert", frozen=False, fusion="mult", blind=False,
              head="paper", text_lr=1e-6, val=(0.5, 0.7), test=None, seed=0, checkpoint="best",
-             record=None):
+             record=None, lm_weights="/weights/lm"):
   """A workdir as `train` and `evaluate` leave it (config.json, metrics.jsonl, accuracy.json);
   `record` (epoch, best step): the JSON record of its newest checkpoint, the evaluation of that
-  best step (else no checkpoint and an evaluation that names no step)."""
+  best step (else no checkpoint and an evaluation that names no step); `lm_weights`: its
+  text.checkpoint (None: random init)."""
   c = config_lib.paper_config("lr", lm, fusion, frozen)
   c.model.blind, c.optim.text_lr, c.seed = blind, text_lr, seed
+  c.text.checkpoint = lm_weights
   if "head" in c.model:
     c.model.head = head
   d = config_lib.to_dict(c)
@@ -115,6 +117,23 @@ def test_tables_from_a_folder_of_workdirs(tmp_path, capsys):
   assert "\\begin{tabular}" in (runs / "tables" / "table2.tex").read_text()
 
 
+def test_random_init_language_models_are_said_in_both_tables(tmp_path, capsys):
+  """A run whose language model started from random weights is no pretrained Skip-thoughts:
+  its Table 2 row and its Table 1 cell say so."""
+  runs = tmp_path / "runs"
+  _workdir(runs, "st/seed0", lm="skipthoughts", frozen=True, fusion="mutan", val=(0.6,),
+           test=(0.5, 0.5), lm_weights=None)
+  _workdir(runs, "db/seed0", val=(0.7,), test=(0.6, 0.6))
+  rc, out = _run(runs, capsys)
+  assert rc == 0, out.err
+  t2 = (runs / "tables" / "table2.md").read_text()
+  assert "| RNN Skip-thoughts (random init) | frozen | MUTAN | 1 | 50.00 |" in t2
+  assert "| Transformer distilBERT | fine-tuned | e-mult | 1 | 60.00 |" in t2
+  t1 = (runs / "tables" / "table1.md").read_text()
+  assert ("cells over randomly initialised language models (no text.checkpoint), not the "
+          "pretrained ones the columns name: Skip-thoughts MUTAN, LM frozen") in t1
+
+
 def test_validation_oa_is_of_the_runs_validation_split_and_a_fraction(monkeypatch):
   """An OA of 5.0 read 500.00, and records of a split not named train (test) counted."""
   records = [{"split": "train", "oa": 0.99}, {"split": "test", "oa": 0.95},
@@ -186,7 +205,7 @@ def test_evaluate_table_shows_a_training_type_the_split_lacks():
   table = tables.runs_table([result], "test, clean")
   assert table.columns == ("run", "Comparison", "Counting", "Presence", "AA", "OA")
   assert table.rows[0] == ("N (questions)", 4, 0, 0, "", 4)
-  assert table.caption == ("test, clean; no Counting, Presence question in the split: AA over "
+  assert table.caption == ("accuracy (%), test, clean; no Counting, Presence question in the split: AA over "
                            "the other 1 type(s)")
   assert "| seed0 | 50.00 | n/a | n/a | 50.00 | 50.00 |" in tables.to_markdown(table)
 

@@ -80,6 +80,14 @@ def _over(n, what="seeds"):
   return f"mean (std) over {n} {what}" if n > 1 else f"one {what[:-1]}'s value (no std)"
 
 
+def _seeds(n):
+  return f"{n} seed{'s' if n != 1 else ''}"
+
+
+def _n_seeds(cells, role="reference"):
+  return max((len(cell[role]) for cell in cells), default=0)
+
+
 def run_stats(runs, columns):
   """{column: (mean, std)} over the runs' clean test accuracies."""
   def value(acc, col):
@@ -202,9 +210,12 @@ def table6(cells, columns, kinds, flags):
       out.append((*lead, label, *flags.cells(stats, columns)))
       if i:
         out.append(_difference_row(difference(reference, stats, columns), columns))
-  caption = (f"Table 6 layout: test accuracy (%); reference and visual-blind rows mean (std) over "
-             f"seeds, adversarial rows over seeds x {_draws_by_kind(cells, kinds)} substitutions; "
-             "Difference = reference - row, in points")
+  n_seeds = _n_seeds(cells)
+  caption = (f"Table 6 layout: test accuracy (%); reference and visual-blind rows "
+             f"{_over(n_seeds)}"
+             + (f", adversarial rows mean (std) over {_seeds(n_seeds)} x "
+                f"{_draws_by_kind(cells, kinds)} substitutions" if kinds else "")
+             + "; Difference = reference - row, in points")
   return tables.Table(caption=caption, columns=("Language model", "LM weights", "Setup",
                                                 *_names(columns)), rows=tuple(out))
 
@@ -249,7 +260,7 @@ def table3(study, columns, flags):
              f"{study['analysis'].get('fit_split', 'train')}; model columns: "
              f"{cell['label']}, {cell['weights']} (best mean validation OA), {_over(n_seeds)}"
              + (f"; AdTest_Acc: {kind} substitution, mean (std) over "
-                f"{n_seeds} seeds x {draws([cell], kind)} draws" if adv else "")
+                f"{_seeds(n_seeds)} x {draws([cell], kind)} draws" if adv else "")
              + "; IO = Eq. 1 on the means (as the paper's Table 3)")
   if note := study["analysis"].get("note"):  # tables.analysis_note
     caption += f"; {note}"
@@ -268,9 +279,18 @@ def balanced_table(balanced, columns, flags):
   for metric, label in (("prior_acc", "Prior_Acc (most common answer)"),
                         ("uni_acc", "Uni_Acc (uniform guess)")):
     out.append((label, *(flags.mark(c, pct(value(c, metric))) for c in columns)))
-  return tables.Table(caption="Balanced twin: test accuracy (%), mean (std) over seeds, beside "
+  n_seeds = max(_n_seeds(balanced["cells"]), _n_seeds(balanced["cells"], "blind"))
+  return tables.Table(caption=f"Balanced twin: test accuracy (%), {_over(n_seeds)}, beside "
                               "the dataset's lower bounds", columns=("Setup", *_names(columns)),
                       rows=tuple(out))
+
+
+def figure5_note(n_seeds):
+  """What Figure 5's error bars are, for report.md."""
+  bars = ("the std over seeds (reference, visual blind) and over seeds x substitutions "
+          "(adversarial)" if n_seeds > 1 else "the std over the substitutions (adversarial); one "
+          "seed, so none on the reference and visual-blind bars")
+  return f"Figure 5: the Table 6 numbers as bars; error bars: {bars}."
 
 
 def figure5(cells, columns, kinds, path):
@@ -540,6 +560,7 @@ def write_report(directory, study):
       "## Visual blind and adversarial testing (Table 6 layout)", "", tables.to_markdown(t6),
       flags.note(), "", _also_as("table6"), "",
       f"![Figure 5]({os.path.relpath(fig5, directory)})", "",
+      figure5_note(_n_seeds(cells)), "",
       "## Dataset analysis (Table 3 layout)", "", tables.to_markdown(t3), flags.note(), "",
   ]
   if study["analysis"]["objects_table"] is not None:

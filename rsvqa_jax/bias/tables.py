@@ -171,7 +171,7 @@ N_ROW = "N (questions)"
 
 
 def runs_table(results, caption, setup=None):
-  """Accuracy tables of several runs, then their mean (std); question types by their displayed
+  """Accuracy tables (%) of several runs, then their mean (std); question types by their displayed
   names (type_name) in the paper's order, the first row N, the questions of each type.
 
   `workdir` names each row, followed by `setup` when given (e.g. "adversarial white"), so an
@@ -182,6 +182,7 @@ def runs_table(results, caption, setup=None):
   columns = [*type_order({t for r in results for t in [*r["per_type"], *absent]}), "AA", "OA"]
   counts = {**{t: 0 for t in absent}, **results[0].get("per_type_n", {})}
   rows = [(N_ROW, *(counts.get(c, "") for c in columns[:-2]), "", results[0]["n"])]
+  caption = f"accuracy (%), {caption}"
   if absent:
     caption += (f"; no {', '.join(type_name(t) for t in type_order(absent))} question in the "
                 f"split: AA over the other {len(columns) - 2 - len(absent)} type(s)")
@@ -353,6 +354,8 @@ class RunRecord:
   # epoch), None when finished or not known
   dataset: str | None = None  # which data it trained on (its layout and folder, or the
   # synthetic generator's settings), None: not known
+  random_init: bool = False  # its language model started from random weights (text.checkpoint
+  # unset or "random"): not the paper's pretrained model of that name
 
   @property
   def weights(self):
@@ -422,9 +425,14 @@ def table1(runs):
                      else _seeds_cell([r.val_oa for r in mine]))
     rows.append((f"LM {weights}", *cells))
   missing = sum(c == MISSING for row in rows for c in row[1:])
+  random = sorted({f"{LM_LABELS[r.lm]} {FUSION_LABELS[r.fusion]}, LM {r.weights}"
+                   for r in _paper_models(runs) if r.random_init and r.lm in LM_ORDER
+                   and r.fusion in FUSION_ORDER})
+  random = (f"; cells over randomly initialised language models (no text.checkpoint), not the "
+            f"pretrained ones the columns name: {'; '.join(random)}" if random else "")
   return Table(caption=f"Table 1 layout: validation OA (%), mean (population std) over the runs "
                        f"of a cell (seeds and language-model learning rates; cells over other "
-                       f"differences read {UNLIKE!r}); {missing} of 24 cells {MISSING}",
+                       f"differences read {UNLIKE!r}); {missing} of 24 cells {MISSING}{random}",
                columns=("", *columns), rows=tuple(rows))
 
 
@@ -522,6 +530,8 @@ def table2(runs, split="test"):
     name = LM_LABELS.get(lm, lm)
     label = labels.get(key) or (f"RSVQA baseline ({name})" if head == "original" else
                                 name if head == "paper" else f"{name}, {head} head")
+    if any(r.random_init for r in mine):
+      label += " (random init)"
     what = f"Table 2 row {label!r}"
     evaluated = [r for r in mine if r.accuracy]
     done = [r.accuracy for r in evaluated]

@@ -142,6 +142,7 @@ def read_run(workdir, split):
         accuracy=_best_accuracy(os.path.join(workdir, "eval", split, "accuracy.json"), workdir),
         identity=config_lib.recorded_identity(config),
         stopped=_stopped(workdir, config["train"]["num_epochs"]),
+        random_init=config_lib.is_random(text.get("checkpoint")),
         dataset=dataset_of(config["data"]))
   except (KeyError, TypeError, ValueError, AttributeError) as e:
     raise RSVQAError(f"{workdir}/{CONFIG_FILE}: not a training config ({e!r} missing or wrong)") \
