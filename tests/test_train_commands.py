@@ -2,6 +2,7 @@
 import argparse
 import glob
 import os
+import re
 import shlex
 
 import pytest
@@ -104,8 +105,10 @@ def test_the_evaluate_hint_quotes_a_workdir_with_a_space(tmp_path, capsys, monke
                    "--workdir=-my run", "--config.data.synthetic_images=12",
                    "--config.data.synthetic_questions_per_image=4", "--config.train.num_epochs=1",
                    f"--config.data.cache_dir={tmp_path / 'cache'}"]) == 0
-  hint = capsys.readouterr().out.strip().split("evaluate with: ")[1]
+  done, hint = capsys.readouterr().out.strip().split("evaluate with: ")
   assert hint == "rsvqa-jax evaluate --workdir='-my run'"
+  # in percent, as every table prints accuracy
+  assert re.fullmatch(r"-my run: done; best validation OA \d+\.\d\d% at step \d+; ", done)
   argv = shlex.split(hint)[1:]
   assert cli.build_parser(argv).parse_args(argv).workdir == "-my run"
 

@@ -33,11 +33,12 @@ def run(args):
   if config.train.num_epochs <= 0:
     raise RSVQAError(f"config train.num_epochs={config.train.num_epochs}: must be positive")
   # Imported here: JAX starts only when a command that needs it runs.
+  from rsvqa_jax.bias import tables  # pylint: disable=g-import-not-at-top
   from rsvqa_jax.train import loop  # pylint: disable=g-import-not-at-top
   with common.trusted_pickles(args):
     summary = loop.train(config, args.workdir)
   if summary["finished"]:
-    print(f"{args.workdir}: done; best validation OA {summary['best_oa']:.4f} at step "
+    print(f"{args.workdir}: done; best validation OA {tables.pct(summary['best_oa'])}% at step "
           f"{summary['best_step']}; evaluate with: rsvqa-jax evaluate "
           f"--workdir={shlex.quote(args.workdir)}")  # = : a folder named -x is no option
   return 0

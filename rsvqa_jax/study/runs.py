@@ -9,7 +9,7 @@ import time
 
 from rsvqa_jax import config as config_lib
 from rsvqa_jax import storage
-from rsvqa_jax.bias import metrics
+from rsvqa_jax.bias import metrics, tables
 from rsvqa_jax.errors import RSVQAError
 from rsvqa_jax.eval import accuracy, outputs
 from rsvqa_jax.study import adversarial_tests, reuse
@@ -68,7 +68,7 @@ def run_one(study, cfg, workdir, ds, feats, label, attack=True):
     took = f"{time.time() - started:.1f}s"
     done = (f"trained and evaluated ({took})" if why == reuse.MISSING
             else f"evaluated again ({why}; {took})")
-    study.progress(f"{label}: {done}, best validation OA {summary['best_oa']:.4f}")
+    study.progress(f"{label}: {done}, best validation OA {tables.pct(summary['best_oa'])}%")
   else:
     study.progress(f"{label}: done before, skipped")
   out = {"workdir": workdir, "accuracy": metrics.from_json(storage.read_json(acc_path)),

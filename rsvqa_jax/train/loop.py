@@ -29,6 +29,7 @@ import numpy as np
 
 from rsvqa_jax import config as config_lib
 from rsvqa_jax import cpu_units, progress, storage
+from rsvqa_jax.bias import tables
 from rsvqa_jax.data import pipeline
 from rsvqa_jax.errors import RSVQAError
 from rsvqa_jax.train import checkpointing, inputs, metrics_log, prepare
@@ -311,7 +312,7 @@ def _train(config, workdir, dataset, features, augment_features, log):
   state, loop, step = resume(periodic, best, run_lib.new_state(run), iterator, log)
   if step >= total_steps:
     log(f"{workdir}: finished ({step} of {total_steps} steps); best validation OA "
-        f"{loop['best_oa']:.4f} at step {loop['best_step']}")
+        f"{tables.pct(loop['best_oa'])}% at step {loop['best_step']}")
     return {"finished": True, "step": step, **loop}
   if step:
     log(f"{workdir}: resuming at step {step} of {total_steps}")
