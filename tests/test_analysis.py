@@ -179,6 +179,9 @@ def test_empty_type_and_type_unseen_in_train():
   area_row = next(r for r in table.rows if r[0] == "Area")
   assert [tables.cell(v) for v in area_row[4:6]] == ["n/a", "n/a"]
   assert "absent from train" in table.caption
+  # the rows the paper only names are said (All, Average, Overall, and Question-level if shown)
+  assert tables.ROWS_NOTE in table.caption
+  assert (tables.QUESTION_LEVEL_NOTE in table.caption) == ("question" in result.levels)
 
 
 def test_a_type_absent_from_train_is_noted_wherever_table_3_is_rendered(result):

@@ -261,7 +261,7 @@ def table3(study, columns, flags):
              f"{cell['label']}, {cell['weights']} (best mean validation OA), {_over(n_seeds)}"
              + (f"; AdTest_Acc: {kind} substitution, mean (std) over "
                 f"{_seeds(n_seeds)} x {draws([cell], kind)} draws" if adv else "")
-             + "; IO = Eq. 1 on the means (as the paper's Table 3)")
+             + f"; IO = Eq. 1 on the means (as the paper's Table 3); {tables.ROWS_NOTE}")
   if note := study["analysis"].get("note"):  # tables.analysis_note
     caption += f"; {note}"
   return tables.Table(caption=caption, columns=tuple(names), rows=tuple(out)), cell

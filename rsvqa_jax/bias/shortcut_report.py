@@ -15,6 +15,7 @@ anything else too, refused):
                            (Figure 6a), ood_overlap (Figure 6b) as CSV / Markdown / LaTeX, and
                            groups.png, answer_shift.png, head_jaccard.png, ood_overlap.png
 """
+import collections
 import contextlib
 import dataclasses
 import logging
@@ -24,6 +25,7 @@ import shutil
 import textwrap
 import time
 
+import matplotlib
 import numpy as np
 from matplotlib.figure import Figure
 
@@ -92,8 +94,12 @@ def _mean(values):
   return float(np.mean(values)) if len(values) else math.nan
 
 
+Shift = collections.namedtuple("Shift", "value answers train ood n_train n_ood")
+
+
 def answer_shift(bench, concept, top_k=TOP_K):
-  """(group value, answers, train shares, OOD shares) of the group with the most OOD samples."""
+  """Shift (group value, answers, train and OOD shares, and the questions they are of) of the
+  group with the most OOD samples; None when the concept has no OOD sample."""
   rule = bench.test_rules[concept]
   if not rule.ood.any():
     return None
@@ -105,22 +111,48 @@ def answer_shift(bench, concept, top_k=TOP_K):
   # One pseudo question type over the whole group, so plots.distribution ranks its answers.
   whole = {k: dataclasses.replace(v, qtype=np.full(len(v), "", object)) for k, v in picked.items()}
   answers, shares = plots.distribution(whole, "", top_k)
-  return value, answers, shares["train"], shares["OOD"]
+  return Shift(value, answers, shares["train"], shares["OOD"], len(picked["train"]),
+               len(picked["OOD"]))
 
 
 def answer_shift_table(bench):
-  rows = []
+  """Figure 5's shares; the caption gives each group's N, which a share of 100% needs."""
+  rows, counts = [], []
   for c in shortcuts.CONCEPTS:
     shift = answer_shift(bench, c)
     if shift is None:
       rows.append((NAMES[c], "(no OOD sample)", "", "", ""))
       continue
-    value, answers, train, ood = shift
-    rows += [(NAMES[c], value, a, t, o) for a, t, o in zip(answers, train, ood)]
-  return tables.Table(caption="Answer shares (%) in train and in the OOD set of each concept's "
-                              "group with the most OOD samples (Figure 5)",
+    rows += [(NAMES[c], shift.value, a, t, o)
+             for a, t, o in zip(shift.answers, shift.train, shift.ood)]
+    counts.append(f"{NAMES[c]} {shift.n_train} / {shift.n_ood}")
+  caption = ("Answer shares (%) in train and in the OOD set of each concept's group with the most "
+             "OOD samples (Figure 5); N, the group's questions in train / in the OOD set: "
+             + (", ".join(counts) or "none"))
+  return tables.Table(caption=caption,
                       columns=("concept", "group", "answer", "train (%)", "OOD (%)"),
                       rows=tuple(rows))
+
+
+# A concept's parts in words, for figure titles ("KWP = (none)" reads as no words at all).
+PART_WORDS = {"qt": "question type", "kw": "keyword", "kwp": "keyword pair", "ko": "key object",
+              "kop": "key object pair"}
+
+
+def concept_words(concept):
+  """'Question type + keyword (QT+KW)'."""
+  words = " + ".join(PART_WORDS[p] for p in concept.split("_"))
+  return f"{words[0].upper()}{words[1:]} ({NAMES[concept]})"
+
+
+def group_words(concept, value):
+  """A group's value in words: each part quoted, a missing one as 'no keyword' and the like."""
+  parts = concept.split("_")
+  values = value.split(shortcuts.JOIN) if len(parts) > 1 else [value]
+  if len(values) != len(parts):  # a part holding the joiner itself: shown whole
+    parts, values = [concept], [value]
+  return " + ".join(f"no {PART_WORDS.get(p, 'value')}" if v == shortcuts.NONE
+                    else f'"{v.replace(shortcuts.JOIN, " + ")}"' for p, v in zip(parts, values))
 
 
 def matrices(bench):
@@ -144,20 +176,32 @@ OVERLAP_CAPTION = ("Overlap of the OOD sets (%, Figure 6b): row A, column B = |A
 
 
 def groups_figure(bench, path):
-  fig = Figure(figsize=(9, 3.8))
-  ax = fig.subplots()
+  """Table 1's counts: groups (left) and OOD questions (right) on axes of their own, log scale
+  above 1 with 0 at the axis (a 0 draws no bar, its label says 0)."""
+  fig = Figure(figsize=(13, 4.2))
+  by_groups, by_samples = fig.subplots(1, 2, width_ratios=(3, 2))
   x = np.arange(len(shortcuts.CONCEPTS))
-  bars = {"groups": [bench.test_rules[c].n_groups for c in shortcuts.CONCEPTS],
-          "imbalanced groups": [bench.test_rules[c].n_imbalanced for c in shortcuts.CONCEPTS],
-          "OOD samples": [int(bench.test_rules[c].ood.sum()) for c in shortcuts.CONCEPTS]}
-  for j, (label, values) in enumerate(bars.items()):
-    drawn = ax.bar(x + (j - 1) * 0.27, np.maximum(values, 0.8), 0.27, label=label)
-    ax.bar_label(drawn, labels=[str(v) for v in values], fontsize=6, padding=1)
-  ax.set_yscale("log")
-  ax.set_xticks(x, [NAMES[c] for c in shortcuts.CONCEPTS])
-  ax.set_ylabel("count (log scale)")
-  ax.set_title(f"Concepts on the IID test split ({len(bench.splits['iid_test'])} questions)")
-  ax.legend(fontsize=7)
+  rules = [bench.test_rules[c] for c in shortcuts.CONCEPTS]
+  panels = ((by_groups, "number of groups",
+             {"groups": [r.n_groups for r in rules],
+              "imbalanced groups": [r.n_imbalanced for r in rules]}),
+            (by_samples, "number of OOD questions",
+             {"OOD samples": [int(r.ood.sum()) for r in rules]}))
+  colours = iter(("tab:blue", "tab:orange", "tab:green"))
+  for ax, ylabel, bars in panels:
+    width = 0.8 / len(bars)
+    for j, (label, values) in enumerate(bars.items()):
+      drawn = ax.bar(x + (j - (len(bars) - 1) / 2) * width, values, width, label=label,
+                     color=next(colours))
+      ax.bar_label(drawn, labels=[str(v) for v in values], fontsize=7, padding=1)
+    ax.set_yscale("symlog", linthresh=1)
+    ax.set_ylim(0, 5 * max(1, *(v for values in bars.values() for v in values)))
+    ax.set_xticks(x, [NAMES[c] for c in shortcuts.CONCEPTS], rotation=30, ha="right")
+    ax.set_ylabel(f"{ylabel} (log scale above 1)")
+    ax.legend(fontsize=8, loc="upper left")
+  by_groups.set_title("Groups of each concept")
+  by_samples.set_title("OOD set of each concept")
+  fig.suptitle(f"Concepts on the IID test split ({len(bench.splits['iid_test'])} questions)")
   return plots.save(fig, path, dpi=120)
 
 
@@ -167,34 +211,41 @@ def answer_shift_figure(bench, path):
   for ax, c in zip(axes.flat, shortcuts.CONCEPTS):
     shift = answer_shift(bench, c)
     if shift is None:
-      ax.set_title(f"{NAMES[c]}: no OOD sample", fontsize=9)
+      ax.set_title(f"{concept_words(c)}:\nno OOD sample", fontsize=8)
       ax.axis("off")
       continue
-    value, answers, train, ood = shift
-    x = np.arange(len(answers))
-    for j, (label, share) in enumerate((("train", train), ("OOD", ood))):
-      ax.bar(x + (j - 0.5) * 0.4, 100 * share, 0.4, label=label)
-    ax.set_title(f"{NAMES[c]} = {value}"[:70], fontsize=8)
-    ax.set_xticks(x, [plots.short_label(a) for a in answers], rotation=30, ha="right", fontsize=7)
+    x = np.arange(len(shift.answers))
+    for j, (label, share, n) in enumerate((("train", shift.train, shift.n_train),
+                                           ("OOD", shift.ood, shift.n_ood))):
+      ax.bar(x + (j - 0.5) * 0.4, 100 * share, 0.4, label=f"{label} (N = {n})")
+    ax.set_title(f"{concept_words(c)}:\n{plots.short_label(group_words(c, shift.value))}",
+                 fontsize=8)
+    ax.set_xticks(x, [plots.short_label(a) for a in shift.answers], rotation=30, ha="right",
+                  fontsize=7)
     ax.set_ylabel("% of the group")
     ax.set_ylim(0, 105)
     ax.legend(fontsize=7)
   fig.suptitle("Answers in train and in the OOD set, per concept's group with the most OOD "
-               "samples")
+               "samples (N: the group's questions)")
   return plots.save(fig, path, dpi=110)
 
 
+NA_COLOUR = "lightgrey"  # n/a cells of the heatmaps: no colour of the scale
+
+
 def matrix_figure(matrix, title, path):
+  """A [9, 9] heatmap in %; n/a cells (an empty set) grey, apart from every value, 0 included."""
   fig = Figure(figsize=(6.4, 5.6))
   ax = fig.subplots()
-  image = ax.imshow(np.nan_to_num(100 * matrix), vmin=0, vmax=100, cmap="viridis")
+  cmap = matplotlib.colormaps["viridis"].with_extremes(bad=NA_COLOUR)
+  image = ax.imshow(np.ma.masked_invalid(100 * matrix), vmin=0, vmax=100, cmap=cmap)
   labels = [NAMES[c] for c in shortcuts.CONCEPTS]
   ax.set_xticks(range(len(labels)), labels, rotation=45, ha="right", fontsize=8)
   ax.set_yticks(range(len(labels)), labels, fontsize=8)
   for (i, j), v in np.ndenumerate(matrix):
     ax.text(j, i, "n/a" if math.isnan(v) else f"{100 * v:.0f}", ha="center", va="center",
-            fontsize=6, color="white" if math.isnan(v) or v < 0.6 else "black")
-  fig.colorbar(image, ax=ax, label="%")
+            fontsize=6, color="black" if math.isnan(v) or v >= 0.6 else "white")
+  fig.colorbar(image, ax=ax, label="% (grey: n/a, an empty set)")
   ax.set_title(title, fontsize=9)
   return plots.save(fig, path, dpi=120)
 
@@ -407,11 +458,12 @@ def selection_table(selection):
                "mean OOD"), rows=tuple(rows))
 
 
-def models_table(entries, caption="Shortcut benchmark (Table 2 layout): OA (%) on the IID test "
-                                  "split and the nine OOD sets, mean (std) over seeds"):
+def models_table(entries, caption=None):
   """Rows: [(model label, [score() result per seed])]; columns IID, the nine OOD sets, mean.
 
-  The first row is N, the questions of each set (every run is scored on the same sets).
+  The first row is N, the questions of each set (every run is scored on the same sets). The
+  default caption says what a cell is over (one seed: its value, as bias/report.py's Table 2)
+  and that mean OOD weighs each non-n/a OOD set alike, whatever its N.
   """
   first = entries[0][1][0]
   rows = [("N (questions)", "", first["iid_test"]["n"],
@@ -422,6 +474,17 @@ def models_table(entries, caption="Shortcut benchmark (Table 2 layout): OA (%) o
     cells += [[r["mean_ood_oa"] for r in results]]
     rows.append((label, len(results), *(tables.pct(*tables.mean_std(v)) if len(v) > 1
                                          else tables.pct(v[0]) for v in cells)))
+  if caption is None:
+    runs = {len(results) for _, results in entries}
+    if runs == {1}:
+      over = "one seed's value (no std)"
+    else:
+      over = (f"mean (std) over {max(runs)} seeds" if len(runs) == 1
+              else "mean (std) over the row's seeds (runs)")
+      over += "; a row of one run: its value (no std)" if 1 in runs else ""
+    caption = ("Shortcut benchmark (Table 2 layout): OA (%) on the IID test split and the nine "
+               f"OOD sets, {over}; mean OOD: the unweighted mean of the OOD sets' OA, over the "
+               "sets that are not n/a (each set counts alike, whatever its N)")
   return tables.Table(caption=caption, columns=(
       "model", "runs", "IID", *(NAMES[c] for c in shortcuts.CONCEPTS), "mean OOD"),
       rows=tuple(rows))

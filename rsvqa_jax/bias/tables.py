@@ -201,6 +201,14 @@ def _blank(value):
   return "" if value is None else value
 
 
+# What Table 3 / 5's rows other than the question types are (the paper names them only).
+ROWS_NOTE = ("rows All: the split's one most common answer for every question (no model "
+             "column); Average: the unweighted mean over the types (AA); Overall: weighted by "
+             "questions (OA)")
+QUESTION_LEVEL_NOTE = ("; Question-level: each question's own most common answer, its type's "
+                       "for a question unseen in training")
+
+
 def type_table(analysis, dataset):
   """Tables 3 / 5: the analysis at the question-type level, with the model when given."""
   model = analysis.accuracy is not None
@@ -219,6 +227,7 @@ def type_table(analysis, dataset):
     rows.append(tuple(row))
   notes = [f"{dataset} {analysis.eval_split}: most common answers from split {analysis.fit_split} "
            f"({analysis.n_fit} samples) applied to {analysis.n_eval} samples"]
+  notes.append(ROWS_NOTE + (QUESTION_LEVEL_NOTE if "question" in analysis.levels else ""))
   for name, scores in (("predictions", analysis.accuracy), ("adversarial predictions", analysis.adversarial)):
     if scores is not None and scores.missing:
       notes.append(f"{scores.missing} sample(s) without a row in the {name} file counted as wrong")

@@ -29,8 +29,8 @@ its answers falls to the floor there.
 Written to OUT (replaced file by file, summary.json last): maps/{question_id}.png (the folder
 replaced whole, so an earlier evaluation's maps never mix in; one holding other files is
 refused), grounding.csv (one row per question), confidence.csv, summary.json,
-by_type.{csv,md,tex} and examples.png (the best and the worst scored questions: image, truth,
-map).
+by_type.{csv,md,tex} (mean IoU in %; the caption says which questions the n are of) and
+examples.png (the EXAMPLES best and worst scored questions by IoU: image, truth, map).
 
 The study's grounding stage (`study_stage`, study.grounding) runs this on every run of the
 study's grid, into RUN/eval/SPLIT/grounding_METHOD/ (a run with its summary.json there is
@@ -42,6 +42,7 @@ import logging
 import math
 import os
 import shutil
+import textwrap
 import time
 
 import jax
@@ -299,11 +300,33 @@ def summarize(rows):
   return out
 
 
+def _floor_note(summary):
+  """The caption's note when the maps cannot localise (a 1 x 1 map, a visual-blind model's
+  uniform one): the model row is then the uniform floor, or 0, not a model's grounding."""
+  h, w = summary.get("map_size") or (2, 2)
+  if min(h, w) >= 2:
+    return ""
+  model, uniform = summary["by_type"], summary["floors"]["uniform"]
+  same = math.isclose(summary["mean_iou"], uniform["mean_iou"]) and all(
+      math.isclose(v["mean_iou"], uniform["by_type"][t]["mean_iou"])
+      for t, v in model.items() if v["n"])
+  why = ("a visual-blind model's map is uniform" if summary.get("method", "").startswith("uniform")
+         else f"its relevance maps are {h} x {w} cells, constant, which cannot localise the answer")
+  return (f"; the model row {'equals the uniform floor' if same else 'measures no grounding'}: "
+          f"{why}")
+
+
 def type_table(summary, caption):
-  """Mean IoU of the model and the floors per question type (the Done-when comparison)."""
+  """Mean IoU (%) of the model and the floors per question type (the Done-when comparison). The
+  caption gets the unit, the questions the n are of and those left out (an empty truth), and a
+  note when the maps cannot localise (_floor_note)."""
   model, floors = summary["by_type"], summary["floors"]
   qtypes = tables.type_order([t for t in model if model[t]["n"]])
   row = lambda label, per, total: (label, *[per[t]["mean_iou"] for t in qtypes], total)
+  caption = (f"Mean IoU (%) by question type: {caption}; n: questions with a non-empty truth "
+             f"mask, {summary['n_scored']} in all; {summary['n_empty_truth']} of the split's "
+             f"{summary['n_questions']} questions have an empty truth (the answer shows nowhere) "
+             "and are left out" + _floor_note(summary))
   return tables.Table(caption, ("map", *[f"{tables.type_name(t)} (n={model[t]['n']})"
                                          for t in qtypes], "all"),
                       (row("model", model, summary["mean_iou"]),
@@ -313,37 +336,51 @@ def type_table(summary, caption):
                            floors["uniform"]["mean_iou"])))
 
 
-def examples_figure(path, rows, dataset, records, maps_dir, truth_dir, title):
-  """The EXAMPLES best and worst scored questions: image, truth, relevance map (over the image)."""
+def _picked(rows):
+  """(rows shown in examples.png, what they are): the EXAMPLES best and worst by IoU, best first
+  (ties: lower question id first), or every scored question when there are no more than 2 x
+  EXAMPLES."""
   scored = sorted((r for r in rows if not math.isnan(r["iou"])),
                   key=lambda r: (-r["iou"], r["question_id"]))
-  picked = scored[:EXAMPLES] + scored[-EXAMPLES:] if len(scored) > 2 * EXAMPLES else scored
+  if len(scored) > 2 * EXAMPLES:
+    return (scored[:EXAMPLES] + scored[-EXAMPLES:],
+            f"The {EXAMPLES} best and {EXAMPLES} worst of {len(scored)} scored questions by IoU, "
+            "best first")
+  return scored, f"All {len(scored)} scored questions by IoU, best first"
+
+
+def examples_figure(path, rows, dataset, records, maps_dir, truth_dir, label):
+  """The EXAMPLES best and worst scored questions: image, truth, relevance map (over the image),
+  titled with what they are and `label` (run, split, method, images), with the map's colour bar."""
+  picked, what = _picked(rows)
   if not picked:
     return None
   text = dict(zip(records.question_id.tolist(), records.question.tolist()))
   load = pixels.loader(dataset, "none", "clean", 0, 0)
-  fig = Figure(figsize=(7.5, 2.5 * len(picked)))
+  fig = Figure(figsize=(11, 3.6 * len(picked) + 1.2), layout="constrained")
   axes = fig.subplots(len(picked), 3, squeeze=False)
   for ax_row, r in zip(axes, picked):
     image = load(r["image_id"])
     truth = metrics.read_mask(os.path.join(truth_dir, f"{r['question_id']}.png"))
     rel = metrics.read_mask(os.path.join(maps_dir, f"{r['question_id']}.png"))
     ax_row[0].imshow(image)
-    ax_row[0].set_title(f"{text[r['question_id']]}\nanswer {r['answer']}, predicted "
-                        f"{r['prediction']}", fontsize=7, loc="left")
+    ax_row[0].set_title(textwrap.fill(text[r["question_id"]], 40) + f"\nanswer {r['answer']}, "
+                        f"predicted {r['prediction']}", fontsize=10, loc="left")
     ax_row[1].imshow(image)
     ax_row[1].imshow(truth, cmap="Reds", alpha=0.55)
-    ax_row[1].set_title("truth", fontsize=7)
+    ax_row[1].set_title("truth (red)", fontsize=10)
     ax_row[2].imshow(image)
-    ax_row[2].imshow(rel, cmap="jet", alpha=0.5)
-    ax_row[2].contour(metrics.binarize(rel), levels=[0.5], colors="white", linewidths=0.8)
-    ax_row[2].set_title(f"map, IoU {r['iou']:.2f}", fontsize=7)
+    shown = ax_row[2].imshow(rel / 255.0, cmap="jet", alpha=0.5, vmin=0.0, vmax=1.0)
+    ax_row[2].contour(metrics.binarize(rel), levels=[0.5], colors="white", linewidths=1)
+    ax_row[2].set_title(f"map, IoU {r['iou']:.3f}", fontsize=10)
     for ax in ax_row:
       ax.set_xticks([])
       ax.set_yticks([])
-  fig.suptitle(title, fontsize=8)
-  fig.tight_layout(rect=(0, 0, 1, 1 - 0.25 / fig.get_figheight()))
-  return metrics.save_figure(fig, path, 90)
+  bar = fig.colorbar(shown, ax=axes[-1, :], orientation="horizontal", shrink=0.6, aspect=40)
+  bar.set_label("relevance (the map min-max normalised; white line: the 0.5 threshold, inside "
+                "is the scored mask)", fontsize=10)
+  fig.suptitle(f"{what}: {label}", fontsize=12)
+  return metrics.save_figure(fig, path, 100)
 
 
 def evaluate(workdir, split, out, *, method="auto", images="own", seed=0, which="best",
@@ -376,9 +413,9 @@ def evaluate(workdir, split, out, *, method="auto", images="own", seed=0, which=
                    method=method, images=images, map_size=list(maps.shape[1:]),
                    accuracy=float(correct.mean()), truth=os.path.abspath(truth_dir),
                    warnings=[coarse] if coarse else [])
-    caption = (f"Mean IoU by question type: {os.path.basename(os.path.abspath(workdir))}, "
-               f"{split}, {method}, {images} images")
-    table = type_table(summary, caption)
+    label = (f"{os.path.basename(os.path.abspath(workdir))}, {split}, {method}, {images} "
+             "images")
+    table = type_table(summary, label)
     tables.write(table, out, "by_type")
     metrics.write_rows(os.path.join(out, "grounding.csv"), rows, ROW_COLUMNS)
     with storage.replacing(os.path.join(out, "confidence.csv")) as f:
@@ -386,7 +423,7 @@ def evaluate(workdir, split, out, *, method="auto", images="own", seed=0, which=
                                                    for r in rows))
     examples = os.path.join(out, "examples.png")
     if examples_figure(examples, rows, run.dataset, records, maps_dir, truth_dir,
-                       caption) is None and os.path.exists(examples):
+                       label) is None and os.path.exists(examples):
       os.remove(examples)  # an earlier evaluation's, which this one would be read as
   storage.write_json(os.path.join(out, "summary.json"), summary)
   summary["tables"] = [table]
