@@ -202,7 +202,7 @@ def _blank(value):
 
 
 # What Table 3 / 5's rows other than the question types are (the paper names them only).
-ROWS_NOTE = ("rows All: the split's one most common answer for every question (no model "
+ROWS_NOTE = ("rows All: one most common answer for every question, whatever its type (no model "
              "column); Average: the unweighted mean over the types (AA); Overall: weighted by "
              "questions (OA)")
 QUESTION_LEVEL_NOTE = ("; Question-level: each question's own most common answer, its type's "
