@@ -356,6 +356,24 @@ def test_an_image_id_column_must_name_the_datasets_images(tmp_path):
     predictions.load(named, {"test": split})
 
 
+def test_a_type_column_must_give_the_datasets_types(tmp_path):
+  """LR and HR number questions and images alike: a file of the other whose ids match is told
+  by its type column (ours writes the key; the displayed name and any case read the same)."""
+  split = records.Split.from_rows("test", [
+      dict(question_id=q, image_id=10, qtype=t, question="q", answer="yes", raw_answer="yes")
+      for q, t in [(1, "rural_urban"), (2, "presence"), (3, "count")]])
+  good = write_csv(tmp_path / "good.csv", ["question_id", "type", "prediction"],
+                   [[1, "rural_urban", "yes"], [2, " Presence", "no"], [3, "counting", "yes"]])
+  out = predictions.load(good, {"test": split})["test"]
+  assert out.correct(split.answer).tolist() == [[True, False, True]]
+  other = write_csv(tmp_path / "other.csv", ["question_id", "image_id", "type", "prediction"],
+                    [[1, 10, "area", "0m2"], [2, 10, "presence", "no"], [3, 10, "comp", "yes"]])
+  with pytest.raises(RSVQAError, match=r"other.csv: 2 question\(s\) of another type than in the "
+                     r"dataset \(question 1: type 'area' in the file, 'rural_urban' in the dataset\)"
+                     r": predictions of another dataset or version\?"):
+    predictions.load(other, {"test": split})
+
+
 def test_an_adversarial_file_that_does_not_show_swapped_images_is_a_warning(tmp_path, caplog):
   split = _split_on_images()
   plain = write_csv(tmp_path / "plain.csv", ["question_id", "prediction"],

@@ -448,7 +448,7 @@ def describe(values):
 UNITS = {"coverage": "fraction of the image area",
          "centroid_x": "fraction of the width from the left",
          "centroid_y": "fraction of the height from the top",
-         "boundary_complexity": "entropy / log 10, unitless (a disc: 0)"}
+         "boundary_complexity": "normalised entropy, unitless (a disc: 0)"}
 
 
 def significant(x):
@@ -469,8 +469,8 @@ def statistics_table(stats, caption):
                  f"(median {significant(d['median'])})")
     rows.append(tuple(row))
   units = "; ".join(f"{k}: {v}" for k, v in UNITS.items())
-  return tables.Table(f"{caption}; mean +- std (median), {units}", ("masks", "n") + STATISTICS,
-                      tuple(rows))
+  return tables.Table(f"{caption}; mean +- std (median), 3 significant digits; {units}",
+                      ("masks", "n") + STATISTICS, tuple(rows))
 
 
 def save_figure(fig, path, dpi):

@@ -19,7 +19,8 @@ non-integer id or repeat, repeats not numbered 0..K-1 and a file that is not UTF
 as is what data/csv_columns.py refuses in any audit's CSV (a column named twice, a column named but
 for case or spaces ('Question_ID ', 'Repeat'), a row with more values than the header, a value over
 several lines). An optional `image_id` column (ours writes one) must name each question's image in
-the dataset: the same question ids over other images are another dataset or version, refused. A
+the dataset: the same question ids over other images are another dataset or version, refused; so is an
+optional `type` column (ours writes one) giving a question another type than the dataset's. A
 `repeat` or `substituted_image_id` column marks an adversarial file: refused as clean predictions.
 An adversarial file without `substituted_image_id` is read with a WARNING: which image each answer
 was given cannot be checked; so is one where it is every question's own `image_id` (right only for
@@ -34,6 +35,7 @@ import reprlib
 import numpy as np
 
 from rsvqa_jax import storage
+from rsvqa_jax.bias import tables
 from rsvqa_jax.data import answers as answers_lib
 from rsvqa_jax.data import csv_columns
 from rsvqa_jax.errors import RSVQAError
@@ -41,6 +43,7 @@ from rsvqa_jax.errors import RSVQAError
 REQUIRED = ("question_id", "prediction")
 REPEAT = "repeat"
 IMAGE = "image_id"
+TYPE = "type"
 SUBSTITUTED = "substituted_image_id"
 TOP = 5  # most common mapped / outside predictions listed
 
@@ -98,6 +101,7 @@ class File:
 
   by_repeat: list  # [{question id: prediction as written}] per repeat
   image_ids: dict  # question id -> image_id column (empty without the column)
+  types: dict  # question id -> type column as written (empty without the column)
   columns: tuple
   swapped: int = None  # rows whose substituted_image_id is not their image_id (None: no columns)
   substituted: frozenset = frozenset()  # the substituted_image_id values
@@ -110,9 +114,9 @@ def read(path):
 
 def read_file(path):
   """File of `path`, every row checked (see the module docstring)."""
-  columns, rows = csv_columns.read(path, REQUIRED, (REPEAT, IMAGE, SUBSTITUTED),
+  columns, rows = csv_columns.read(path, REQUIRED, (REPEAT, IMAGE, SUBSTITUTED, TYPE),
                                    "predictions file")
-  by_repeat, image_ids, swapped, seen = collections.defaultdict(dict), {}, 0, set()
+  by_repeat, image_ids, types, swapped, seen = collections.defaultdict(dict), {}, {}, 0, set()
   substituted_ids = set()
   for line, row in rows:
     qid = _integer(path, line, "question_id", row["question_id"])
@@ -128,6 +132,8 @@ def read_file(path):
     by_repeat[repeat][qid] = row["prediction"]
     if image is not None:
       image_ids[qid] = image
+    if row[TYPE] is not None:
+      types[qid] = row[TYPE]
     swapped += substituted != image
     if substituted is not None:
       substituted_ids.add(substituted)
@@ -135,7 +141,7 @@ def read_file(path):
   if repeats != list(range(len(repeats))):
     raise RSVQAError(f"{path}: repeats {_listed(repeats)} are not numbered 0..K-1")
   return File(by_repeat=[by_repeat[k] for k in repeats] or [{}], image_ids=image_ids,
-              columns=columns, swapped=swapped if {IMAGE, SUBSTITUTED} <= set(columns) else None,
+              types=types, columns=columns, swapped=swapped if {IMAGE, SUBSTITUTED} <= set(columns) else None,
               substituted=frozenset(substituted_ids))
 
 
@@ -330,6 +336,25 @@ def check_images(image_ids, splits, path):
                      "its own way, drop its image_id column)")
 
 
+def check_types(types, splits, path):
+  """Refuses a file whose type column gives a question another type than `splits` do (the key,
+  'rural_urban', or its displayed name, 'Rural/urban', in any case): the same question and
+  image ids over other questions are another dataset, whose answers would be scored against
+  these."""
+  wrong = []
+  for split in splits.values():
+    for qid, qtype in zip(split.question_id.tolist(), split.qtype.tolist()):
+      known = (qtype.lower(), tables.type_name(qtype).lower())
+      if qid in types and types[qid].strip().lower() not in known:
+        wrong.append((qid, types[qid], qtype))
+  if wrong:
+    qid, theirs, ours = wrong[0]
+    raise RSVQAError(f"{path}: {len(wrong)} question(s) of another type than in the dataset "
+                     f"(question {qid}: type {theirs!r} in the file, {ours!r} in the dataset): "
+                     "predictions of another dataset or version? (if your file names types its "
+                     "own way, drop its type column)")
+
+
 def load(path, splits, dataset=None, space=None, *, adversarial=False, chosen=True,
          others=None):
   """Read `path` and align it along `splits`, normalised for `dataset`, checked against `space`
@@ -350,6 +375,7 @@ def load(path, splits, dataset=None, space=None, *, adversarial=False, chosen=Tr
                      "predictions= and adversarial_predictions=)")
   check_shared_ids(set().union(*file.by_repeat), splits, path)
   check_images(file.image_ids, splits, path)
+  check_types(file.types, splits, path)
   if adversarial and SUBSTITUTED not in file.columns:
     _log.warning(f"{path}: no {SUBSTITUTED} column, so which image each answer was given cannot "
                  "be checked: IO_AdTest assumes the images were swapped")
