@@ -15,6 +15,7 @@ from rsvqa_jax.bias import report, shortcut_report, shortcuts, tables
 from rsvqa_jax.data import synthetic
 from rsvqa_jax import config as config_lib
 from rsvqa_jax.errors import RSVQAError
+from rsvqa_jax.study import checks as study_checks
 from rsvqa_jax.study import journal, recorded, reuse
 from rsvqa_jax.train import checkpointing
 
@@ -559,8 +560,11 @@ def test_reading_compares_which_settings_win_by_aa_and_by_oa():
     ("study.lm_weights=('frozen', 'frozen')", r"config study.lm_weights=.*'frozen' is given twice"),
     ("study.adversarial=('random', 'random')", r"config study.adversarial=.*'random' is given"),
     ("study.split=train", r"config study.split='train': the models train on it"),
-    ("study.split=nope", r"config study.split='nope': the lr layout has the splits train, val, "
-     "test$"),
+    ("study.split=nope", r"config study.split='nope': the lr layout \(study.variant\) has the "
+     "splits train, val, test$"),
+    # a synthetic study's layout is study.variant's, whatever data.name says
+    ("study.split=test_phili;data.name=hr", r"config study.split='test_phili': the lr layout "
+     r"\(study.variant\) has the splits"),
     ("study.repeats=0", "config study.repeats=0: must be a whole number from 1 to 1000"),
     ("study.min_questions=-5", "config study.min_questions=-5: must be a number >= 0"),
     ("study.reading.margin=-1.0", "config study.reading.margin=-1.0: must be a number >= 0"),
@@ -577,6 +581,16 @@ def test_reading_compares_which_settings_win_by_aa_and_by_oa():
      r"'model.dropout=2' is not a usable KEY=VALUE setting of its runs \(config model.dropout="
      r"2.0: must be a number in \[0, 1\)\)"),
 ])
+def test_a_synthetic_studys_splits_are_those_of_study_variant():
+  """An HR study's test_phili was refused with the LR splits data.name left at its default."""
+  c = micro_config()
+  config_lib.apply_overrides(c, ["study.variant=hr", "study.split=test_phili"])
+  study_checks._check_split(c.study, c.data)
+  c.study.synthetic, c.data.name = False, "lr"  # a real dataset's layout is data.name's
+  with pytest.raises(RSVQAError, match=r"the lr layout \(data.name\) has the splits"):
+    study_checks._check_split(c.study, c.data)
+
+
 def test_protocol_settings_are_checked_before_anything_runs(tmp_path, override, message):
   """Each was refused (or not at all) only by the stage using it, after the runs before it (and
   after the folder recorded its study section, which then refused the corrected rerun)."""

@@ -117,9 +117,10 @@ def _check_split(s, data):
   if s.split == data.train_split:
     raise RSVQAError(f"config study.split={s.split!r}: the models train on it (data.train_split);"
                      " test them on questions they never saw, such as test")
-  layout = split_files.LAYOUTS.get(data.name)
+  name, key = (s.variant, "study.variant") if s.synthetic else (data.name, "data.name")
+  layout = split_files.LAYOUTS.get(name)
   if layout is not None and s.split not in layout.splits:
-    raise RSVQAError(f"config study.split={s.split!r}: the {data.name} layout has the splits "
+    raise RSVQAError(f"config study.split={s.split!r}: the {name} layout ({key}) has the splits "
                      f"{', '.join(layout.splits)}")
 
 
