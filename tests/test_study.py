@@ -548,6 +548,16 @@ def test_reading_compares_which_settings_win_by_aa_and_by_oa():
   assert "AA and OA disagree" in text and "not in: A frozen" in text
 
 
+def test_a_synthetic_studys_splits_are_those_of_study_variant():
+  """An HR study's test_phili was refused with the LR splits data.name left at its default."""
+  c = micro_config()
+  config_lib.apply_overrides(c, ["study.variant=hr", "study.split=test_phili"])
+  study_checks._check_split(c.study, c.data)
+  c.study.synthetic, c.data.name = False, "lr"  # a real dataset's layout is data.name's
+  with pytest.raises(RSVQAError, match=r"the lr layout \(data.name\) has the splits"):
+    study_checks._check_split(c.study, c.data)
+
+
 @pytest.mark.parametrize("override,message", [
     ("study.fusion=zz", "config study.fusion='zz': choose one of mult, concat, mutan"),
     ("study.adversarial=('random', 'zzz')", "'zzz' is not one of random, shuffle"),
@@ -581,16 +591,6 @@ def test_reading_compares_which_settings_win_by_aa_and_by_oa():
      r"'model.dropout=2' is not a usable KEY=VALUE setting of its runs \(config model.dropout="
      r"2.0: must be a number in \[0, 1\)\)"),
 ])
-def test_a_synthetic_studys_splits_are_those_of_study_variant():
-  """An HR study's test_phili was refused with the LR splits data.name left at its default."""
-  c = micro_config()
-  config_lib.apply_overrides(c, ["study.variant=hr", "study.split=test_phili"])
-  study_checks._check_split(c.study, c.data)
-  c.study.synthetic, c.data.name = False, "lr"  # a real dataset's layout is data.name's
-  with pytest.raises(RSVQAError, match=r"the lr layout \(data.name\) has the splits"):
-    study_checks._check_split(c.study, c.data)
-
-
 def test_protocol_settings_are_checked_before_anything_runs(tmp_path, override, message):
   """Each was refused (or not at all) only by the stage using it, after the runs before it (and
   after the folder recorded its study section, which then refused the corrected rerun)."""
