@@ -454,6 +454,20 @@ def test_split_file_that_is_a_pipe_is_refused_without_waiting(broken, columnar):
   assert outcome == [f"{path}: split file is a pipe, socket or device, not a file"]
 
 
+def test_a_dataset_folder_given_one_level_too_deep_names_its_parent(lr, tmp_path):
+  """Its image folder given for the dataset said only that no split file was there."""
+  root = str(tmp_path / "RSVQA_LR")
+  shutil.copytree(lr[0], root, ignore=shutil.ignore_patterns("*.tif", "*.npz"))
+  images = os.path.join(root, "Images_LR")
+  os.makedirs(images, exist_ok=True)
+  hint = f"it lies inside the dataset folder {root} (dataset lr): give {root} itself"
+  with pytest.raises(RSVQAError, match=f"^{re.escape(f'{images}: {hint}')}$"):
+    split_files.detect_variant(images)
+  with pytest.raises(RSVQAError, match=re.escape(
+      f"{images}: no LR_split_train_questions.json (dataset lr); {hint}") + "$"):
+    rsvqa_json.read_dataset(images, "lr")
+
+
 @pytest.mark.parametrize("columnar", [False, True])
 def test_a_dataset_one_folder_deeper_is_named(lr, hr, tmp_path, columnar):
   """A zip's top folder unpacked one level deeper said only that no split file was there."""

@@ -8,6 +8,7 @@ import pytest
 
 from rsvqa_jax.errors import RSVQAError
 from rsvqa_jax import config as config_lib
+from rsvqa_jax.data import split_files
 from rsvqa_jax.train import checkpointing
 from test_train_support import warnings_of_rsvqa_jax
 
@@ -166,3 +167,27 @@ def test_a_new_workdir_inside_another_run_is_refused(tmp_path):
                                        r"give the new run a folder of its own$"):
     checkpointing.check_or_record_config(inside, _config(str(tmp_path), str(tmp_path)))
   assert not os.path.exists(inside)
+
+
+def test_data_root_of_another_layout_or_its_parent_names_what_to_give(tmp_path):
+  """evaluate --data-root given an HR folder for an LR run was told to name it with --dataset hr,
+  an option evaluate lacks (the run is LR); a folder one level up was told to give --data."""
+  real = str(tmp_path / "real")
+  assert checkpointing.check_or_record_config(real, _config(str(tmp_path), str(tmp_path / "c")))
+  def holding(folder, name):
+    path = split_files.split_file(str(folder), name, "train", "questions")
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    open(path, "w").close()
+    return str(folder)
+  hr = holding(tmp_path / "hr", "hr")
+  with pytest.raises(RSVQAError, match=rf"^--data-root {hr}: the folder holds dataset hr, and "
+                     rf"{real} trained on dataset lr \(its data.name\): give --data-root a folder "
+                     "of dataset lr$"):
+    checkpointing.read_config(real, hr)
+  top = tmp_path / "download"
+  lr = holding(top / "RSVQA_LR", "lr")
+  holding(top / "RSVQA_HR", "hr")
+  with pytest.raises(RSVQAError, match=rf"^--data-root {top}: the dataset lr files are in {lr}: "
+                     rf"give --data-root {lr}$"):
+    checkpointing.read_config(real, str(top))
+  assert checkpointing.read_config(real, lr).data.root == lr

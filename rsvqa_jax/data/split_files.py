@@ -76,33 +76,38 @@ def detect_variant(root):
   """Which official layout a folder holds, from its train question file."""
   if not os.path.isdir(root):
     raise RSVQAError(f"{root}: dataset folder {errors.not_a_folder(root)}")
-  found = _held(root)
+  found = held(root)
   if len(found) > 1:
     raise RSVQAError(f"{root}: cannot tell the dataset variant: it holds the train question "
                      f"files of several layouts ({', '.join(found)}); name one with --dataset")
   if not found:
-    if hint := nested_hint(root):
+    if hint := nested_hint(root) or parent_hint(root):
       raise RSVQAError(f"{root}: {hint}")
     expected = ", ".join(os.path.basename(split_file(root, n, "train", "questions")) for n in LAYOUTS)
     raise RSVQAError(f"{root}: cannot tell the dataset variant: it holds none of {expected}")
   return found[0]
 
 
-def _held(root):
+def held(root):
   """The layouts whose train question file `root` holds. lexists: a broken link or a link loop
   is found here and named by the reader."""
   return [n for n in LAYOUTS if os.path.lexists(split_file(root, n, "train", "questions"))]
 
 
-def nested_hint(root):
-  """'the dataset files are in X: give --data X ...' when `root` holds no layout but subfolders
-  of it do (an archive's top folder unpacked one level deeper), else ''. Only the direct
-  subfolders are looked at: one scandir and three lexists each, on the error path alone."""
+def nested(root, names=LAYOUTS):
+  """The direct subfolders of `root` holding one of the layouts `names` (an archive's top folder
+  unpacked one level deeper): one scandir and three lexists each, on error paths alone."""
   try:
     with os.scandir(root) as entries:
-      found = sorted(e.path for e in entries if e.is_dir() and _held(e.path))
+      return sorted(e.path for e in entries if e.is_dir() and set(held(e.path)) & set(names))
   except OSError:  # unreadable: the reader names the missing file
-    return ""
+    return []
+
+
+def nested_hint(root):
+  """'the dataset files are in X: give --data X ...' when `root` holds no layout but subfolders
+  of it do, else ''."""
+  found = nested(root)
   if len(found) == 1:
     return (f"the dataset files are in {found[0]}: give --data {found[0]} (in a training config, "
             f"data.root={found[0]})")
@@ -127,20 +132,30 @@ def check_layout(root, name):
   missing = f"{root}: no {train} (dataset {name})"
   if hint := layout_hint(root):
     raise RSVQAError(f"{missing}{hint}")
-  if hint := nested_hint(root):
+  if hint := nested_hint(root) or parent_hint(root):
     raise RSVQAError(f"{missing}; {hint}")
+
+
+def parent_hint(root):
+  """'it lies inside the dataset folder X: give X ...' when the folder above `root` holds a layout
+  (its image folder given for the dataset), else ''."""
+  parent = os.path.dirname(os.path.abspath(root))
+  if found := held(parent):
+    return (f"it lies inside the dataset folder {parent} (dataset {', '.join(found)}): give "
+            f"{parent} itself")
+  return ""
 
 
 def layout_hint(root):
   """'; the folder holds dataset lr: name it with ...' for the official layouts `root` holds,
   or '' when it holds none: what a reader of another layout adds to its 'no file' error."""
-  held = _held(root)
-  if not held:
+  found = held(root)
+  if not found:
     return ""
-  if len(held) == 1:
-    return (f"; the folder holds dataset {held[0]}: name it with --dataset {held[0]} "
-            f"(dataset={held[0]!r} from Python; in a training config, data.name={held[0]})")
-  return (f"; the folder holds datasets {', '.join(held)}: name one with --dataset (dataset= "
+  if len(found) == 1:
+    return (f"; the folder holds dataset {found[0]}: name it with --dataset {found[0]} "
+            f"(dataset={found[0]!r} from Python; in a training config, data.name={found[0]})")
+  return (f"; the folder holds datasets {', '.join(found)}: name one with --dataset (dataset= "
           "from Python; in a training config, data.name)")
 
 

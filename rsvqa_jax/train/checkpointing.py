@@ -134,8 +134,24 @@ def read_config(workdir, data_root=None, named="--data-root"):
           f"leave {named} out")
     if not os.path.isdir(data_root):
       raise RSVQAError(f"{named} {data_root}: not a folder")
+    _check_layout_of(data_root, config.data.name, workdir, named)
     config.data.root = data_root
   return config
+
+
+def _check_layout_of(data_root, name, workdir, named):
+  """Refuses a dataset folder of another layout than the run trained on, or its parent, naming
+  what to give: the readers' hints name --dataset and data.name, which a trained run fixes."""
+  if name not in split_files.LAYOUTS:
+    return
+  held = split_files.held(data_root)
+  if held and name not in held:
+    raise RSVQAError(f"{named} {data_root}: the folder holds dataset {', '.join(held)}, and "
+                     f"{workdir} trained on dataset {name} (its data.name): give {named} a "
+                     f"folder of dataset {name}")
+  if not held and (inside := split_files.nested(data_root, [name])):
+    raise RSVQAError(f"{named} {data_root}: the dataset {name} files are in "
+                     f"{' and '.join(inside)}: give {named} {inside[0]}")
 
 
 def refuse_moved_dataset(config, workdir):
