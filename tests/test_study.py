@@ -323,8 +323,6 @@ def test_report_numbers_by_hand():
   assert "|  |  | Difference | 20.00 | 0.00 | 10.00 | 20.00 |" in md
   assert ("reference and visual-blind rows mean (std) over 2 seeds, adversarial rows mean (std) "
           "over 2 seeds x 2 substitutions") in md
-  assert "std over seeds (reference, visual blind)" in report.figure5_note(2)
-  assert "one seed, so none on the reference" in report.figure5_note(1)
   three = {**cell, "reference": [_run(0.8, 0.7, 0.9, 0.5, [0.5, 0.7, 0.6])]}
   assert report.draws([cell, three], "random") == "2-3"  # runs that drew other counts
   assert "| LM | frozen | Reference model | 80.00 (10.00) | 40.00 (10.00) † |" in md
@@ -696,6 +694,9 @@ def test_rerun_evaluates_again_what_other_settings_or_checkpoints_wrote(done, tm
           "seed 7)") in text
   assert ("reference and visual-blind rows one seed's value (no std), adversarial rows mean (std) "
           "over 1 seed x 3 (white: 1) substitutions") in text
+  assert ("Figure 5: the Table 6 numbers as bars. Reference and visual blind: one seed's value (no "
+          "error bar); adversarial: error bar = one population std over the seed's 3 (white: 1) "
+          "draws") in text
   assert storage.read_json(shortcut_path)["checkpoint"] == "best"
 
 

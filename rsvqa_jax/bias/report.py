@@ -285,18 +285,12 @@ def balanced_table(balanced, columns, flags):
                       rows=tuple(out))
 
 
-def figure5_note(n_seeds):
-  """What Figure 5's error bars are, for report.md."""
-  bars = ("the std over seeds (reference, visual blind) and over seeds x substitutions "
-          "(adversarial)" if n_seeds > 1 else "the std over the substitutions (adversarial); one "
-          "seed, so none on the reference and visual-blind bars")
-  return f"Figure 5: the Table 6 numbers as bars; error bars: {bars}."
-
-
-def figure5(cells, columns, kinds, path):
+def figure5(cells, columns, kinds, path, split=None):
   """Figure 5: per cell, bars per column for reference / blind / adversarial, std error bars."""
   panels = [(f"{cell['label']}, {cell['weights']}", setups(cell, columns, kinds)) for cell in cells]
-  return plots.figure5(panels, columns, path)
+  return plots.figure5(panels, columns, path, split=split, n=counts_of(cells, columns).get("OA"),
+                       seeds=_n_seeds(cells),
+                       draws=_draws_by_kind(cells, kinds) if kinds else None)
 
 
 # The reading.
@@ -539,7 +533,8 @@ def write_report(directory, study):
   columns = columns_of(cells)
   kinds = study["adversarial"]
   flags = Flags(counts_of(cells, columns), study.get("min_questions", 0))
-  fig5 = figure5(cells, columns, kinds, os.path.join(directory, "figures", "figure5.png"))
+  fig5 = figure5(cells, columns, kinds, os.path.join(directory, "figures", "figure5.png"),
+                 study["split"])
   ds = study["dataset"]
   sizes = ", ".join(f"{k} {v}" for k, v in ds["sizes"].items())
   t2 = table2(table2_rows(study), columns, flags)
@@ -560,7 +555,8 @@ def write_report(directory, study):
       "## Visual blind and adversarial testing (Table 6 layout)", "", tables.to_markdown(t6),
       flags.note(), "", _also_as("table6"), "",
       f"![Figure 5]({os.path.relpath(fig5, directory)})", "",
-      figure5_note(_n_seeds(cells)), "",
+      "Figure 5: the Table 6 numbers as bars. " + plots.error_note(
+          _n_seeds(cells), _draws_by_kind(cells, kinds) if kinds else None), "",
       "## Dataset analysis (Table 3 layout)", "", tables.to_markdown(t3), flags.note(), "",
   ]
   if study["analysis"]["objects_table"] is not None:
