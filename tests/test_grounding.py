@@ -171,7 +171,7 @@ def test_score_command(tmp_path, capsys):
   assert cli.main(["grounding", "score", "--predicted", str(tmp_path / "P"), "--truth",
                    str(tmp_path / "T"), "--out", str(out), "--confidence", str(conf)]) == 0
   printed = capsys.readouterr().out
-  assert "mean IoU 0.3750" in printed
+  assert "mean IoU 37.50%" in printed  # in percent, as the tables print it
   assert (f"--predicted {tmp_path / 'P'}: ignored 1 mask(s) of questions without a truth mask and "
           "1 file(s) not named {question_id}.png") in printed
   assert f"--truth {tmp_path / 'T'}: ignored 1 file(s) not named {{question_id}}.png" in printed
@@ -238,8 +238,11 @@ def test_stats_command(tmp_path, capsys):
   _write_masks(tmp_path / "T", masks)
   out = tmp_path / "S"
   assert cli.main(["grounding", "stats", "--truth", str(tmp_path / "T"), "--out", str(out)]) == 0
-  assert "3 masks (1 empty)" in capsys.readouterr().out
+  printed = capsys.readouterr().out
   s = json.loads((out / "statistics.json").read_text())
+  c = s["coverage"]
+  assert (f"3 masks (1 empty): coverage {100 * c['mean']:.3g}% +- {100 * c['std']:.3g}% of the "
+          "image area") in printed
   assert s["boundary_complexity"]["mean"] == 0.0 and s["coverage"]["n"] == 2
   assert s["centroid_x"]["mean"] == pytest.approx((0.5 + 0.75) / 2)
   row = next(l for l in (out / "statistics.md").read_text().splitlines() if l.startswith("| T "))

@@ -80,10 +80,11 @@ def run(args):
       raise RSVQAError("grounding score needs --predicted P and --truth T")
     _own_out(args, "the scores")
     s = grounding.score_folders(args.predicted, args.truth, args.out, args.confidence)
-    extra = "".join(f", {k} {s[k]:.4f}" for k in ("ap_25", "ap_50", "ap_75", "map_50_95")
+    pct = lambda x: f"{100 * x:.2f}%"  # as the tables print IoU and AP
+    extra = "".join(f", {k} {pct(s[k])}" for k in ("ap_25", "ap_50", "ap_75", "map_50_95")
                     if k in s)
     print(f"{s['n_scored']} of {s['n_questions']} truth masks scored ({s['n_empty_truth']} empty, "
-          f"{s['n_missing_prediction']} without a prediction): mean IoU {s['mean_iou']:.4f}"
+          f"{s['n_missing_prediction']} without a prediction): mean IoU {pct(s['mean_iou'])}"
           f"{extra}; written to {args.out}")
     if s["n_missing_prediction"]:
       print(f"--truth {args.truth}: {s['n_missing_prediction']} truth mask(s) without a predicted "
@@ -110,9 +111,10 @@ def run(args):
       print(f"{s['n']} masks, all empty: no coverage or boundary complexity to report; written "
             f"to {args.out}")
       return 0
-    print(f"{s['n']} masks ({s['n_empty']} empty): coverage {s['coverage']['mean']:.3f} +- "
-          f"{s['coverage']['std']:.3f}, boundary complexity {s['boundary_complexity']['mean']:.3f}"
-          f" +- {s['boundary_complexity']['std']:.3f}; written to {args.out}")
+    c, b = s["coverage"], s["boundary_complexity"]
+    print(f"{s['n']} masks ({s['n_empty']} empty): coverage {100 * c['mean']:.3g}% +- "
+          f"{100 * c['std']:.3g}% of the image area, boundary complexity {b['mean']:.3g} +- "
+          f"{b['std']:.3g}; written to {args.out}")
     return 0
   _refuse(args, ("--predicted", "--truth", "--confidence"), "the workdir form (give score/stats)")
   if not args.workdir:
