@@ -27,7 +27,7 @@ from rsvqa_jax import jax_environment
 from rsvqa_jax.bias import analysis as analysis_lib
 from rsvqa_jax.bias import predictions as predictions_lib
 from rsvqa_jax.bias import tables
-from rsvqa_jax.data import other_datasets
+from rsvqa_jax.data import other_datasets, split_files
 from rsvqa_jax.data.images import read_tif
 from rsvqa_jax.data.tokenizers import pad_batch
 from rsvqa_jax.errors import RSVQAError
@@ -310,8 +310,9 @@ def load_run(workdir, *, checkpoint="best", data_root=None, allow_pickle=False):
 
 @caller_logging.keeping
 @_worded_for_python
-def analyze(data_root, dataset, predictions=None, adversarial_predictions=None, split=None):
-  """The dataset analysis of `data_root` (layout `dataset`), with a model's files if given.
+def analyze(data_root, dataset=None, predictions=None, adversarial_predictions=None, split=None):
+  """The dataset analysis of `data_root` (layout `dataset`; None: told from its split files, as
+  `rsvqa-jax analyze` tells it), with a model's files if given.
 
   Returns {split: {"analysis": bias.analysis.Analysis, "types": Table, "objects": Table or
   None}}, Tables being bias.tables.Table (caption, columns, rows; tables.to_markdown /
@@ -327,6 +328,7 @@ def analyze(data_root, dataset, predictions=None, adversarial_predictions=None, 
                      "the two)")
   if split is not None and (not isinstance(split, str) or not split):
     raise RSVQAError(f"analyze split={split!r}: expected one split name")
+  dataset = dataset or split_files.detect_variant(data_root, other_datasets.NAMES)
   ds = other_datasets.read_any(data_root, dataset)
   fit, names = analysis_lib.default_splits(ds)
   names = [split] if split else names

@@ -291,6 +291,12 @@ def test_analyze_returns_tables(tiny):
   assert out["test"]["objects"] is not None
   from rsvqa_jax.data import rsvqa_json  # pylint: disable=g-import-not-at-top
   assert out["test"]["analysis"].n_eval == len(rsvqa_json.read_dataset(root, "lr")["test"])
+  # the layout told from the folder, as the command tells it; a misspelt one names the folder's
+  assert rsvqa_jax.analyze(root)["test"]["analysis"].n_eval == out["test"]["analysis"].n_eval
+  with pytest.raises(RSVQAError, match=r"unknown dataset 'LR': expected one of lr, hr, xben, "
+                     r"floodnet, rsivqa; the folder holds dataset lr: name it with --dataset lr "
+                     r"\(dataset='lr' from Python"):
+    rsvqa_jax.analyze(root, "LR")
   with pytest.raises(RSVQAError, match="no split 'nosuch'"):
     rsvqa_jax.analyze(root, "lr", split="nosuch")
   with pytest.raises(RSVQAError, match="analyze data_root: expected a path"):

@@ -454,6 +454,19 @@ def test_split_file_that_is_a_pipe_is_refused_without_waiting(broken, columnar):
   assert outcome == [f"{path}: split file is a pipe, socket or device, not a file"]
 
 
+def test_a_subfolder_of_the_asked_layout_wins_over_the_layout_beside_it(lr, hr, tmp_path):
+  """An LR folder holding RSVQA_HR/, read as hr, was told to name itself lr, never its HR
+  subfolder."""
+  top = str(tmp_path / "both")
+  shutil.copytree(lr[0], top, ignore=shutil.ignore_patterns("*.tif", "*.npz"))
+  inner = os.path.join(top, "RSVQA_HR")
+  shutil.copytree(hr[0], inner, ignore=shutil.ignore_patterns("*.tif", "*.npz"))
+  with pytest.raises(RSVQAError, match=re.escape(
+      f"{top}: no USGS_split_train_questions.json (dataset hr); the dataset files are in "
+      f"{inner}: give --data {inner}")):
+    rsvqa_json.read_dataset(top, "hr")
+
+
 def test_a_dataset_folder_given_one_level_too_deep_names_its_parent(lr, tmp_path):
   """Its image folder given for the dataset said only that no split file was there."""
   root = str(tmp_path / "RSVQA_LR")

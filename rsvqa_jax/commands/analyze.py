@@ -35,7 +35,7 @@ from rsvqa_jax.commands import argument_types
 from rsvqa_jax.data import other_datasets, split_files
 from rsvqa_jax.errors import RSVQAError
 
-DATASETS = ("lr", "hr", "xben", "floodnet", "rsivqa")
+DATASETS = other_datasets.NAMES
 MAX_QUESTION_ROWS = 500
 FIGURE = "answer_distribution.png"  # Figure 7, of every split
 
@@ -61,12 +61,6 @@ def add_arguments(parser):
                            "this shortcut benchmark folder (--data: its O/data)")
 
 
-def _detected(root):
-  """The RSVQA layout of folder `root`; FloodNet and RSIVQA folders hold no file to tell them by."""
-  try:
-    return split_files.detect_variant(root)
-  except RSVQAError as e:
-    raise RSVQAError(f"{e}; name its layout with --dataset ({', '.join(DATASETS)})") from None
 
 
 def run(args):
@@ -78,7 +72,7 @@ def run(args):
   if os.path.isfile(os.path.join(args.out, shortcuts.SPLIT_FILE)):  # its manifest is ours too
     raise RSVQAError(f"--out {args.out} is a shortcut benchmark folder ({shortcuts.SPLIT_FILE}); "
                      "give a folder of its own for the tables")
-  layout = args.dataset or _detected(args.data)
+  layout = args.dataset or split_files.detect_variant(args.data, DATASETS)
   dataset = other_datasets.read_any(args.data, layout)
   fit, eval_names = analysis.default_splits(dataset)
   for name in args.split or ():

@@ -199,6 +199,10 @@ def read_rsivqa(root):
   return records.Dataset(name="rsivqa", root=root, splits={"all": records.Split.from_rows("all", rows)})
 
 
+# The datasets `analyze` reads: the official RSVQA layouts and the two others of the paper.
+NAMES = (*split_files.LAYOUTS, "floodnet", "rsivqa")
+
+
 def read_any(root, name):
   """records.Dataset of `root` in the layout `name`: lr, hr, xben, floodnet or rsivqa."""
   if name == "floodnet":
@@ -206,6 +210,6 @@ def read_any(root, name):
   if name == "rsivqa":
     return read_rsivqa(root)
   if name not in split_files.LAYOUTS:
-    raise RSVQAError(f"unknown dataset {name!r}: expected one of "
-                     f"{', '.join((*split_files.LAYOUTS, 'floodnet', 'rsivqa'))}")
+    raise RSVQAError(f"unknown dataset {name!r}: expected one of {', '.join(NAMES)}"
+                     + split_files.layout_hint(root))
   return rsvqa_json.read_dataset(root, name)

@@ -72,8 +72,10 @@ def refuse_dataset(folder, flag, what, *, inside=False):
     parent = os.path.dirname(parent)
 
 
-def detect_variant(root):
-  """Which official layout a folder holds, from its train question file."""
+def detect_variant(root, datasets=None):
+  """Which official layout a folder holds, from its train question file. `datasets`: every name
+  the caller's --dataset takes, offered when the folder holds none of the layouts (FloodNet and
+  RSIVQA folders hold no file to tell them by)."""
   if not os.path.isdir(root):
     raise RSVQAError(f"{root}: dataset folder {errors.not_a_folder(root)}")
   found = held(root)
@@ -84,7 +86,9 @@ def detect_variant(root):
     if hint := nested_hint(root) or parent_hint(root):
       raise RSVQAError(f"{root}: {hint}")
     expected = ", ".join(os.path.basename(split_file(root, n, "train", "questions")) for n in LAYOUTS)
-    raise RSVQAError(f"{root}: cannot tell the dataset variant: it holds none of {expected}")
+    offer = f"; name its layout with --dataset ({', '.join(datasets)})" if datasets else ""
+    raise RSVQAError(f"{root}: cannot tell the dataset variant: it holds none of {expected}"
+                     + offer)
   return found[0]
 
 
@@ -104,10 +108,10 @@ def nested(root, names=LAYOUTS):
     return []
 
 
-def nested_hint(root):
-  """'the dataset files are in X: give --data X ...' when `root` holds no layout but subfolders
-  of it do, else ''."""
-  found = nested(root)
+def nested_hint(root, names=LAYOUTS):
+  """'the dataset files are in X: give --data X ...' when subfolders of `root` hold one of the
+  layouts `names`, else ''."""
+  found = nested(root, names)
   if len(found) == 1:
     return (f"the dataset files are in {found[0]}: give --data {found[0]} (in a training config, "
             f"data.root={found[0]})")
@@ -130,6 +134,8 @@ def check_layout(root, name):
     return
   train = os.path.basename(split_file(root, name, "train", "questions"))
   missing = f"{root}: no {train} (dataset {name})"
+  if hint := nested_hint(root, [name]):  # before another layout the folder holds besides
+    raise RSVQAError(f"{missing}; {hint}")
   if hint := layout_hint(root):
     raise RSVQAError(f"{missing}{hint}")
   if hint := nested_hint(root) or parent_hint(root):
