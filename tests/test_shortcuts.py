@@ -379,6 +379,9 @@ def test_analyze_shortcuts_needs_predictions_of_the_iid_test_split(bench, tmp_pa
   iid = rsvqa_json.read_dataset(os.path.join(out, "data"), "lr")["test"]
   preds.write_text("question_id,prediction\n" + "".join(f"{q},yes\n" for q in
                                                       iid.question_id.tolist()))
+  # the benchmark's predictions beside another --data: --data is named, not a split of it
+  assert cli.main([*argv, "--data", source, "--predictions", str(preds)]) == 2
+  assert capsys.readouterr().err.strip().endswith(f"give --data {os.path.join(out, 'data')}")
   assert cli.main([*argv, "--data", os.path.join(out, "data"), "--predictions", str(preds)]) == 0
   wrote = next(l for l in capsys.readouterr().out.splitlines() if l.startswith("wrote "))
   for name in ("shortcuts_ood.csv", "shortcuts_ood.md", "shortcuts_ood.tex", "shortcuts.json"):

@@ -81,10 +81,12 @@ def run(args):
   evaluated = {name: dataset[name] for name in (args.split or eval_names)}
   space = set(dataset[fit].answer.tolist())
   chosen = bool(args.split)
+  # --data checked against the benchmark first: predictions of its data read against another
+  # dataset were refused with split hints that led nowhere
+  benchmark = _shortcut_benchmark(args, dataset, evaluated) if args.shortcuts else None
   model = _load(args.predictions, evaluated, dataset, space, clean=True, chosen=chosen)
   adversarial = _load(args.adversarial_predictions, evaluated, dataset, space, clean=False,
                       chosen=chosen)
-  benchmark = _shortcut_benchmark(args, dataset, model) if args.shortcuts else None
   label = tables.dataset_label(layout)
   written = []
   # The set replaced whole: a full disk or a kill part-way left new tables beside old ones, and
@@ -111,9 +113,9 @@ def run(args):
   return 0
 
 
-def _shortcut_benchmark(args, dataset, model):
-  """The --shortcuts benchmark, checked against --data and the predictions before any output."""
-  if "test" not in model:
+def _shortcut_benchmark(args, dataset, evaluated):
+  """The --shortcuts benchmark, checked against --data before the predictions are read."""
+  if "test" not in evaluated:
     raise RSVQAError("--shortcuts scores the test split (the IID test set): include it in --split")
   saved = shortcuts.load(args.shortcuts)
   saved.check_split(dataset["test"], "iid_test", f"--data {args.data}")
