@@ -10,6 +10,7 @@ import contextlib
 import io
 import json
 import os
+import shutil
 
 import numpy as np
 import pytest
@@ -18,7 +19,7 @@ from rsvqa_jax import cli
 from rsvqa_jax import config as config_lib
 from rsvqa_jax.bias import answerability as metrics_lib
 from rsvqa_jax.data import answerability as pools_lib
-from rsvqa_jax.data import rsvqa_json, scenes, tokenizers
+from rsvqa_jax.data import records, rsvqa_json, scenes, tokenizers
 from rsvqa_jax.errors import RSVQAError
 from rsvqa_jax.eval import answerability as evaluation
 from rsvqa_jax.train import answerability as train_lib
@@ -228,3 +229,56 @@ def test_synth_at_the_least_images_writes_pools_of_every_split(tmp_path):
   assert set(manifest["splits"]) == {"train", "val", "test"}
   assert min(s["pool_size"] for s in manifest["splits"].values()) == 2
   assert "answerability test:" in stdout
+
+
+FIX = ("likely pools of another dataset or split: give --config.answerability.pools=FOLDER of "
+       "this dataset's pools")
+
+
+def _build(small, tmp_path, dataset, folder=None):
+  """train_lib.build on the pools in `folder` (default: those synth wrote into the set)."""
+  c = _config()
+  c.answerability.pools = folder or small["root"]
+  return train_lib.build(c, str(tmp_path / "run"), ["train", "val", "test"], dataset=dataset,
+                         features=small["features"])
+
+
+def _official(small, tmp_path, name="lr", **splits):
+  """The small set as an official folder (no synthetic.json) of dataset `name`; `splits`
+  replace some of its splits."""
+  return records.Dataset(name=name, root=str(tmp_path / "official"),
+                         splits={**small["dataset"].splits, **splits})
+
+
+def test_the_tools_pools_are_read_for_an_official_copy_of_their_dataset(small, tmp_path):
+  _, pools = _build(small, tmp_path, _official(small, tmp_path))
+  assert set(pools) == {"train", "val", "test"}
+
+
+def test_pools_drawn_for_another_dataset_are_refused(small, tmp_path):
+  """answerability.json records the dataset the pools were drawn for: LR pools on an HR folder
+  trained an HR model on LR questions, labels and held-out images, rc 0 and no warning."""
+  manifest = os.path.join(small["root"], pools_lib.MANIFEST)
+  official = str(tmp_path / "official")
+  ds = small["dataset"]
+  with pytest.raises(RSVQAError) as error:
+    _build(small, tmp_path, _official(small, tmp_path, "hr"))
+  assert str(error.value) == (f"{manifest}: its pools were drawn from a synthetic lr dataset (30 "
+                              f"images, seed 0), not dataset {official} (hr); {FIX}")
+  with pytest.raises(RSVQAError) as error:
+    _build(small, tmp_path, _official(small, tmp_path, val=ds["test"], test=ds["val"]))
+  assert str(error.value) == (f"{manifest}: its pools were drawn for other images or splits than "
+                              f"those of dataset {official} (lr) (image_ids_sha256 differs); {FIX}")
+  folder = str(tmp_path / "pools")
+  shutil.copytree(small["root"], folder, ignore=lambda d, names: [
+      n for n in names if not n.startswith("Answerability_")])
+  found = json.loads(open(manifest).read())
+  found["dataset"]["images"] = 31
+  with open(os.path.join(folder, pools_lib.MANIFEST), "w") as f:
+    json.dump(found, f)
+  with pytest.raises(RSVQAError) as error:
+    _build(small, tmp_path, ds, folder)
+  assert str(error.value) == (f"{folder}/{pools_lib.MANIFEST}: its pools were drawn from a "
+                              f"synthetic dataset of images=31, but dataset {small['root']} (lr) "
+                              f"is one of images=30 (synthetic.json); {FIX}")
+

@@ -81,6 +81,13 @@ def _config(folder, blind):
   return c
 
 
+def _split(name, image_ids, question):
+  """A split of one question per image (a question of the pools: it adds no word to theirs)."""
+  return records.Split.from_rows(name, (
+      dict(question_id=i, image_id=i, qtype="presence", question=question, answer="yes",
+           raw_answer="yes") for i in image_ids))
+
+
 @pytest.fixture(scope="module")
 def task(tmp_path_factory):
   """Pools (balance 1), oracle features and a reference / question-only pair trained on them."""
@@ -88,15 +95,16 @@ def task(tmp_path_factory):
   folder = str(tmp / "pools")
   os.makedirs(folder)
   p = pools_lib.params(pool_size=5, balance=1.0)
-  next_id = 0
+  next_id, splits = 0, {}
   for index, (split, ids) in enumerate(SPLITS.items()):
     tiles = [pools_lib.Tile(i, scenes.make_scene(0, i, 256)) for i in ids]
     pools, _ = pools_lib.make_pools(tiles, p, np.random.default_rng([3, index]),
                                  POOLS_PER_IMAGE[split] * len(tiles))
     pools_lib.write(pools_lib.pool_file(folder, split), pools_lib.rows_of(pools, next_id))
     next_id += len(pools)
+    splits[split] = _split(split, ids, pools[0][0])
   feats = _features(range(130))
-  dataset = records.Dataset(name="lr", root=str(tmp), splits={})
+  dataset = records.Dataset(name="lr", root=str(tmp), splits=splits)
   runs = {}
   for role in ("reference", "blind"):
     workdir = str(tmp / role)
@@ -393,7 +401,8 @@ def _test_scores(workdir):
 
 def test_a_pool_file_added_after_training_leaves_the_word_list_as_trained(task, tmp_path, caplog):
   """The word list was rebuilt from every pool file of the folder at each restore: a pool file
-  added after training with a new word changed the word table's shape, and restore failed."""
+  added after training with a new word changed the word table's shape, and restore failed. (Its
+  pools, of test images, are no split of the dataset: evaluated as split `extra`, refused.)"""
   from test_train_support import warnings_of_rsvqa_jax  # pylint: disable=g-import-not-at-top
   reference = task["runs"]["reference"]["workdir"]
   with open(os.path.join(reference, train_lib.WORDS_FILE)) as f:
@@ -411,14 +420,18 @@ def test_a_pool_file_added_after_training_leaves_the_word_list_as_trained(task, 
   extra = pools_lib.pool_file(folder, "extra")
   pools_lib.write(extra, rows)
   with warnings_of_rsvqa_jax(caplog):
-    record = evaluation.evaluate(workdir, "extra", dataset=task["dataset"],
-                                 features=task["features"], also=["test"])
+    record = evaluation.evaluate(workdir, "test", dataset=task["dataset"],
+                                 features=task["features"])
   said = [r.getMessage() for r in caplog.records]
   assert said == [f"{folder}: 2 word(s) of Answerability_extra.csv (e.g. 'quokka', 'zebra') are "
                   f"not in the word list {workdir} trained on (answerability_words.json): read "
                   "as its unknown token"], said
-  assert record["pairs"] == 20
+  assert record["pairs"] == len(test.image_ids)
   np.testing.assert_allclose(_test_scores(workdir), _test_scores(reference), rtol=1e-6)
+  with pytest.raises(RSVQAError, match=r"Answerability_extra.csv: image id \d+ is not an image "
+                     r"of split extra of dataset .*: it is in its split test, and it has no split "
+                     r"extra; likely pools of another dataset or split"):
+    evaluation.evaluate(workdir, "extra", dataset=task["dataset"], features=task["features"])
   _, _, summary = evaluation.select(workdir, extra, 3, str(tmp_path / "top.csv"),
                                     dataset=task["dataset"], features=task["features"])
   assert summary["unknown_words"] == [["quokka", 4], ["zebra", 4]]
@@ -492,3 +505,86 @@ def test_scores_of_another_step_rewritten_for_the_threshold_take_their_metrics_a
   storage.write_json(val_files[0], dict(val, step=val["step"] - 1))  # as of another checkpoint
   evaluation.evaluate(workdir, "test", **where)
   assert not any(os.path.exists(p) for p in val_files)
+
+
+FIX = ("likely pools of another dataset or split: give --config.answerability.pools=FOLDER of "
+       "this dataset's pools")
+
+
+def _pools_with(task, tmp_path, split, rows):
+  """A copy of the task's pools folder whose `split` file holds `rows` (pool file rows)."""
+  folder = str(tmp_path / "pools")
+  shutil.copytree(task["folder"], folder)
+  pools_lib.write(pools_lib.pool_file(folder, split), rows)
+  return folder, pools_lib.pool_file(folder, split)
+
+
+def _rows(task, split, shift=0):
+  p = train_lib.Pools.read(pools_lib.pool_file(task["folder"], split))
+  return [(pool, q, im + shift, label) for pool, q, im, label in zip(
+      p.pool_ids.tolist(), p.questions.tolist(), p.image_ids.tolist(), p.labels.tolist())]
+
+
+def test_train_pools_of_another_split_are_refused_before_training(task, tmp_path):
+  """Train pools drawn on the test split's images trained on held-out images, rc 0 and no
+  warning: refused in one line naming the file, the first such image and the split it is in."""
+  folder, path = _pools_with(task, tmp_path, "train", _rows(task, "test"))
+  first = _rows(task, "test")[0][2]
+  workdir = str(tmp_path / "run")
+  with pytest.raises(RSVQAError) as error:
+    train_lib.train(_config(folder, False), workdir, dataset=task["dataset"],
+                    features=task["features"], **QUIET)
+  assert str(error.value) == (f"{path}: image id {first} is not an image of split train of "
+                              f"dataset {task['tmp']} (lr): it is in its split test; {FIX}")
+  assert not os.path.exists(os.path.join(workdir, "config.json"))
+
+
+@pytest.mark.parametrize("source, shift, found", [
+    ("train", 0, "it is in its split train"),
+    ("test", 1000, "the dataset has no such image"),
+])
+def test_evaluation_refuses_pools_of_other_images_than_its_splits(task, tmp_path, source, shift,
+                                                                   found):
+  """Test pools of training images were scored in silence; of images the dataset lacks, the only
+  error was 'image id N has no row in the image features'."""
+  rows = _rows(task, source, shift)
+  folder, path = _pools_with(task, tmp_path, "test", rows)
+  workdir = _copy_reference(task, tmp_path, folder)
+  with pytest.raises(RSVQAError) as error:
+    evaluation.evaluate(workdir, "test", dataset=task["dataset"], features=task["features"])
+  assert str(error.value) == (f"{path}: image id {rows[0][2]} is not an image of split test of "
+                              f"dataset {task['tmp']} (lr): {found}; {FIX}")
+
+
+def test_select_refuses_a_pool_of_images_outside_the_dataset(task, tmp_path):
+  """select ranks pairs of any split's images, but none of another dataset's."""
+  pool = tmp_path / "pool.csv"
+  pool.write_text("pool_id,question,image_id\n0,Is there a road?,3\n0,Is there a road?,130\n")
+  with pytest.raises(RSVQAError) as error:
+    evaluation.select(task["runs"]["reference"]["workdir"], str(pool), 1,
+                      str(tmp_path / "top.csv"), dataset=task["dataset"],
+                      features=task["features"])
+  assert str(error.value) == (f"{pool}: image id 130 is not an image of dataset {task['tmp']} "
+                              "(lr); likely a pool file of another dataset: give one of this "
+                              "dataset's images")
+  assert not os.path.exists(tmp_path / "top.csv")
+
+
+
+def test_a_workdir_trained_on_pools_of_another_split_is_not_evaluated(task, tmp_path,
+                                                                      monkeypatch):
+  """A workdir trained before pools were checked, on train pools of test images: its evaluation
+  (and the Majority read from its train pools) is refused, though its val and test pools hold."""
+  folder, path = _pools_with(task, tmp_path, "train", _rows(task, "test"))
+  c = _config(folder, False)
+  c.train.num_epochs = 1
+  workdir = str(tmp_path / "run")
+  monkeypatch.setattr(pools_lib, "check_images", lambda *args: None)  # as before the check
+  assert train_lib.train(c, workdir, dataset=task["dataset"], features=task["features"],
+                         **QUIET)["finished"]
+  monkeypatch.undo()
+  with pytest.raises(RSVQAError) as error:
+    evaluation.evaluate(workdir, "test", dataset=task["dataset"], features=task["features"])
+  assert str(error.value) == (f"{path}: image id {_rows(task, 'test')[0][2]} is not an image of "
+                              f"split train of dataset {task['tmp']} (lr): it is in its split "
+                              f"test; {FIX}")

@@ -225,6 +225,51 @@ def _ids_sha256(image_ids):
   return h.hexdigest()
 
 
+def check_drawn_for(folder, dataset, fix):
+  """A one-line RSVQAError when the MANIFEST in `folder` records pools drawn from another dataset
+  than `dataset` (records.Dataset): that dataset's scenes labelled them and their ids name its
+  images. `fix`: what to do instead."""
+  path = os.path.join(folder, MANIFEST)
+  found = storage.read_json(path)
+  drawn = found.get("dataset") if isinstance(found, dict) else None
+  if not isinstance(drawn, dict):
+    return
+  own, where = synthetic.read_manifest(dataset.root), f"dataset {dataset.root} ({dataset.name})"
+  if own is not None and own != drawn:
+    keys = [k for k in sorted({*drawn, *own}) if drawn.get(k) != own.get(k)]
+    said = lambda m: ", ".join(f"{k}={m.get(k)}" for k in keys)
+    raise RSVQAError(f"{path}: its pools were drawn from a synthetic dataset of {said(drawn)}, but "
+                     f"{where} is one of {said(own)} ({synthetic.MANIFEST}); {fix}")
+  if own is None and drawn.get("variant") != dataset.name:
+    raise RSVQAError(f"{path}: its pools were drawn from a synthetic {drawn.get('variant')} "
+                     f"dataset ({drawn.get('images')} images, seed {drawn.get('seed')}), not "
+                     f"{where}; {fix}")
+  splits = found.get("splits")
+  if isinstance(splits, dict) and found.get("image_ids_sha256") != _ids_sha256(
+      {s: dataset.image_ids(s) for s in splits if s in dataset.splits}):
+    raise RSVQAError(f"{path}: its pools were drawn for other images or splits than those of "
+                     f"{where} (image_ids_sha256 differs); {fix}")
+
+
+def check_images(path, image_ids, dataset, split, fix):
+  """A one-line RSVQAError naming the first of pool file `path`'s `image_ids` that is no image of
+  `split` of `dataset` (None: of any split): pools of another dataset or split would train or be
+  scored on the wrong images, or on held-out ones, in silence. `fix`: what to do instead."""
+  names = list(dataset.splits) if split is None else [split]
+  own = [dataset.image_ids(s) for s in names if s in dataset.splits]
+  out = ~np.isin(image_ids, np.concatenate([np.zeros(0, np.int64), *own]))
+  if not out.any():
+    return
+  image, where = int(image_ids[np.argmax(out)]), f"dataset {dataset.root} ({dataset.name})"
+  if split is None:
+    raise RSVQAError(f"{path}: image id {image} is not an image of {where}; {fix}")
+  held = [s for s in dataset.splits if image in dataset.image_ids(s)]
+  found = f"it is in its split {', '.join(held)}" if held else "the dataset has no such image"
+  missing = "" if split in dataset.splits else f", and it has no split {split}"
+  raise RSVQAError(f"{path}: image id {image} is not an image of split {split} of {where}: "
+                   f"{found}{missing}; {fix}")
+
+
 def _wanted(dataset_root, image_ids, p):
   dataset = synthetic.read_manifest(dataset_root)
   if dataset is None:

@@ -52,6 +52,9 @@ SELECT_METRICS = config_lib.SELECT_METRICS
 LABEL_VOCAB = AnswerVocab(tuple(str(label) for label in pools_lib.LABELS))
 QTYPE = "answerability"
 WORDS_FILE = "answerability_words.json"
+FOREIGN_POOLS = ("likely pools of another dataset or split: give "
+                 "--config.answerability.pools=FOLDER of this dataset's pools")
+FOREIGN_POOL = "likely a pool file of another dataset: give one of this dataset's images"
 
 
 @dataclasses.dataclass
@@ -186,17 +189,24 @@ def _existing_pools(folder, split):
   return path
 
 
-def _read(folder, split):
-  return Pools.read(_existing_pools(folder, split))
+def _read(folder, split, dataset):
+  """The pools of `split` in `folder`, refused unless their images are that split's of `dataset`."""
+  pools = Pools.read(_existing_pools(folder, split))
+  pools_lib.check_images(pools.path, pools.image_ids, dataset, split, FOREIGN_POOLS)
+  return pools
 
 
-def _trained_pools(folder, known, config):
+def _trained_pools(folder, known, config, dataset):
   """records.Dataset of the folder's train and validation pools, as data.json records them: a
-  pool file whose labels changed after training is refused (inputs.check_data)."""
-  names = dict.fromkeys([config.data.train_split, config.data.val_split])
-  return records.Dataset("pools", folder, {s: known[pools_lib.pool_file(folder, s)].records(s)
-                                           for s in names
-                                           if pools_lib.pool_file(folder, s) in known})
+  pool file whose labels changed after training is refused (inputs.check_data). So is one whose
+  images are not its split's of `dataset`: a workdir trained on such pools before they were
+  checked is not evaluated, nor its Majority read from them."""
+  trained = {s: known[pools_lib.pool_file(folder, s)]
+             for s in dict.fromkeys([config.data.train_split, config.data.val_split])
+             if pools_lib.pool_file(folder, s) in known}
+  for s, p in trained.items():
+    pools_lib.check_images(p.path, p.image_ids, dataset, s, FOREIGN_POOLS)
+  return records.Dataset("pools", folder, {s: p.records(s) for s, p in trained.items()})
 
 
 def _words(workdir, dataset, folder, known):
@@ -247,17 +257,22 @@ def build(config, workdir, splits, *, dataset=None, features=None, extra=None):
 
   The model is the config's text encoder and one-output head (models/answerability.py); its
   words are those recorded at the first training (_words), so training and evaluation build the
-  same vocabulary. `extra` = {name: Pools} adds more pairs (unlabelled ones to rank).
+  same vocabulary. `extra` = {name: Pools} adds more pairs (unlabelled ones to rank, of any
+  split). Pools drawn for another dataset, or whose images are not those of their split, are
+  refused before any feature is computed (data/answerability.check_drawn_for, check_images).
   """
   shd.maybe_initialize_distributed()
   check(config)
   config_lib.check_weights(config, image=features is None)
   dataset = dataset if dataset is not None else inputs.load_dataset(config, workdir)
   folder, _ = pools_folder(config, dataset, workdir)
-  pools = {s: _read(folder, s) for s in splits}
+  pools_lib.check_drawn_for(folder, dataset, FOREIGN_POOLS)
+  pools = {s: _read(folder, s, dataset) for s in splits}
+  for p in (extra or {}).values():
+    pools_lib.check_images(p.path, p.image_ids, dataset, None, FOREIGN_POOL)
   known = {p: Pools.read(p) for p in sorted(glob.glob(pools_lib.pool_file(glob.escape(folder),
                                                                            "*")))}
-  inputs.check_data(workdir, _trained_pools(folder, known, config), config)
+  inputs.check_data(workdir, _trained_pools(folder, known, config, dataset), config)
   pools.update(extra or {})
   words, recorded = _words(workdir, dataset, folder, known)
   if features is None:
