@@ -88,21 +88,38 @@ def build_parser(argv):
       prog="rsvqa-jax", description=DESCRIPTION, epilog=EPILOG,
       formatter_class=argparse.RawDescriptionHelpFormatter)
   parser.add_argument("--version", action="version", version=f"rsvqa-jax {__version__}")
-  verbosity = parser.add_mutually_exclusive_group()
-  verbosity.add_argument("-v", "--verbose", action="store_true",
-                         help="also show debug messages")
-  verbosity.add_argument("-q", "--quiet", action="store_true",
-                         help="show warnings and errors only (no routine messages)")
+  _verbosity(parser, default=False)
   sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
   chosen = next((a for a in argv if a in COMMANDS), None)
   for name, help_text in COMMANDS.items():
     p = sub.add_parser(name, help=help_text, description=help_text)
     if name == chosen:
       _load(name).add_arguments(p)
+      _verbosity_after_command(p)
       _show_defaults(p)
       _once(p)
       argument_types.expand_home(p)  # --out=~/x: the shell left the ~ as it was
   return parser
+
+
+def _verbosity(parser, default):
+  """-v / -q: how much of the routine messages reach stderr (_logging)."""
+  verbosity = parser.add_mutually_exclusive_group()
+  verbosity.add_argument("-v", "--verbose", action="store_true", default=default,
+                         help="also show debug messages")
+  verbosity.add_argument("-q", "--quiet", action="store_true", default=default,
+                         help="show warnings and errors only (no routine messages)")
+
+
+def _verbosity_after_command(parser):
+  """-v / -q on a command's `parser` and its sub-commands' too: `rsvqa-jax synth --out X -q` was
+  refused with the top-level usage. Unset, they set nothing (SUPPRESS), so a -q given before the
+  command is kept."""
+  _verbosity(parser, default=argparse.SUPPRESS)
+  for action in parser._actions:  # pylint: disable=protected-access
+    if isinstance(action, argparse._SubParsersAction):  # pylint: disable=protected-access
+      for sub in action.choices.values():
+        _verbosity_after_command(sub)
 
 
 class _StoreOnce(argparse._StoreAction):  # pylint: disable=protected-access
@@ -175,7 +192,10 @@ def _logging(args):
 
 def main(argv=None):
   argv = list(sys.argv[1:] if argv is None else argv)
-  args = build_parser(argv).parse_args(argv)
+  parser = build_parser(argv)
+  args = parser.parse_args(argv)
+  if args.verbose and args.quiet:  # one before the command, the other after it
+    parser.error("argument -v/--verbose: not allowed with argument -q/--quiet")
   _logging(args)
   from rsvqa_jax import host_memory  # pylint: disable=g-import-not-at-top
   host_memory.keep_freed_memory()  # before JAX starts its threads

@@ -1,6 +1,9 @@
 """The command line's last lines of defence: a system error on a path (a file where a folder is
 needed), an exception no check caught, an option out of its range and a file torch refuses each
-end in one line and exit status 2, never a traceback."""
+end in one line and exit status 2, never a traceback; -q / -v are taken before or after the
+command."""
+import logging
+import os
 
 import jax
 import pytest
@@ -336,3 +339,57 @@ def test_evaluate_into_a_workdir_it_cannot_write_says_so_before_predicting(tmp_p
   err = capsys.readouterr().err.strip()
   assert err in (f"rsvqa-jax evaluate: error: {workdir}: permission denied",
                  f"rsvqa-jax evaluate: error: {workdir}: read-only file system"), err
+
+
+@pytest.mark.parametrize("argv,quiet,verbose", [
+    (["-q", "synth", "--out", "d"], True, False),
+    (["synth", "--out", "d", "-q"], True, False),  # was "unrecognized arguments: -q"
+    (["synth", "--quiet", "--out", "d"], True, False),
+    (["--verbose", "synth", "--out", "d"], False, True),
+    (["synth", "--out", "d", "-v"], False, True),
+    (["synth", "--out", "d"], False, False),
+    (["answerability", "score", "--scores", "s", "--labels", "l", "--out", "o", "-q"], True,
+     False),
+    (["-q", "answerability", "score", "--scores", "s", "--labels", "l", "--out", "o"], True,
+     False)])
+def test_quiet_and_verbose_go_before_or_after_the_command(argv, quiet, verbose):
+  args = cli.build_parser(argv).parse_args(argv)
+  assert (args.quiet, args.verbose) == (quiet, verbose)
+
+
+@pytest.mark.parametrize("argv", [["-q", "synth", "--out", "d", "-v"],
+                                  ["synth", "--out", "d", "-v", "--quiet"]])
+def test_quiet_and_verbose_together_are_refused_wherever_given(argv, capsys):
+  with pytest.raises(SystemExit) as exit_info:
+    cli.main(argv)
+  assert exit_info.value.code == 2
+  assert "not allowed with argument" in capsys.readouterr().err
+
+
+def test_quiet_after_the_command_quiets_it(tmp_path, capsys):
+  logger = logging.getLogger("rsvqa_jax")
+  level = logger.level
+  try:
+    assert cli.main(["synth", "--out", str(tmp_path / "d"), "--images", "4",
+                     "--questions-per-image", "2", "-q"]) == 0
+    assert logger.level == logging.WARNING
+  finally:
+    logger.setLevel(level)
+  assert "wrote 4 images" in capsys.readouterr().out
+
+
+def test_features_without_a_cache_says_which_folder_train_uses(tmp_path, capsys):
+  """The help said --cache defaults to the --config's data.cache_dir, which no shipped config sets:
+  `features --config configs/synthetic_tiny.py` ended in "--cache is required" alone."""
+  from rsvqa_jax import config as config_lib  # pylint: disable=g-import-not-at-top
+  data = str(tmp_path / "lr")
+  assert cli.main(["-q", "synth", "--out", data, "--images", "4", "--questions-per-image",
+                   "2"]) == 0
+  status, lines = _run(capsys, "features", "--data", data, "--config", "configs/synthetic_tiny.py")
+  assert status == 2 and lines == [
+      "rsvqa-jax features: error: --cache is required (--config configs/synthetic_tiny.py sets no "
+      "data.cache_dir): give the folder training keeps its caches in, rsvqa_cache beside its "
+      "--workdir unless the config sets data.cache_dir (--cache runs/rsvqa_cache for train "
+      "--workdir runs/tiny)"], lines
+  config = config_lib.load("configs/synthetic_tiny.py")  # what the line says train does
+  assert config_lib.cache_dir(config, "runs/tiny") == os.path.abspath("runs/rsvqa_cache")

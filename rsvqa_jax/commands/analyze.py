@@ -25,12 +25,6 @@ and its nine OOD sets: shortcuts.json and shortcuts_ood.{csv,md,tex} (bias/short
 import os
 
 from rsvqa_jax import storage
-from rsvqa_jax.bias import analysis
-from rsvqa_jax.bias import plots
-from rsvqa_jax.bias import predictions
-from rsvqa_jax.bias import shortcut_report
-from rsvqa_jax.bias import shortcuts
-from rsvqa_jax.bias import tables
 from rsvqa_jax.commands import argument_types
 from rsvqa_jax.data import other_datasets, split_files
 from rsvqa_jax.errors import RSVQAError
@@ -61,9 +55,11 @@ def add_arguments(parser):
                            "this shortcut benchmark folder (--data: its O/data)")
 
 
-
-
 def run(args):
+  # Imported here (and in the helpers below): at module level, `analyze --help` loaded
+  # matplotlib (bias.plots) and took 3-5 times as long as the other commands' help.
+  from rsvqa_jax.bias import analysis, plots  # pylint: disable=g-import-not-at-top
+  from rsvqa_jax.bias import shortcuts, tables  # pylint: disable=g-import-not-at-top
   if args.adversarial_predictions and not args.predictions:
     raise RSVQAError("--adversarial-predictions needs --predictions (IO_AdTest compares the two)")
   if args.shortcuts and not args.predictions:
@@ -115,6 +111,7 @@ def run(args):
 
 def _shortcut_benchmark(args, dataset, evaluated):
   """The --shortcuts benchmark, checked against --data before the predictions are read."""
+  from rsvqa_jax.bias import shortcuts  # pylint: disable=g-import-not-at-top
   if "test" not in evaluated:
     raise RSVQAError("--shortcuts scores the test split (the IID test set): include it in --split")
   saved = shortcuts.load(args.shortcuts)
@@ -125,6 +122,8 @@ def _shortcut_benchmark(args, dataset, evaluated):
 def _shortcuts(args, saved, dataset, fit, model, out):
   """--shortcuts: the test split's predictions scored on the IID and OOD sets, written under
   `out`; the paths written."""
+  from rsvqa_jax.bias import shortcut_report  # pylint: disable=g-import-not-at-top
+  from rsvqa_jax.bias import shortcuts, tables  # pylint: disable=g-import-not-at-top
   test = dataset["test"]
   result = shortcuts.score(saved, dataset[fit], test, model["test"].correct(test.answer)[0])
   result.update(predictions=os.path.abspath(args.predictions),
@@ -140,6 +139,7 @@ def _load(path, evaluated, dataset, space, *, clean, chosen):
   """{split: predictions.Aligned} of a file (empty without one), its counts printed."""
   if not path:
     return {}
+  from rsvqa_jax.bias import predictions  # pylint: disable=g-import-not-at-top
   out = predictions.load(path, evaluated, dataset.name, space, adversarial=not clean,
                          chosen=chosen, others=dataset.splits)
   for split, aligned in out.items():

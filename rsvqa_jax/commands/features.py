@@ -8,14 +8,15 @@
 The variants augment the clean images; the other kinds replace the pixels and are computed
 once, unaugmented (variant none), so variants without the clean kind are an error.
 
-CACHE is the folder a training config names as data.cache_dir (default with --config: its
-data.cache_dir): entries go to CACHE/features and a synthetic_resnet to
-CACHE/synthetic_resnet/KEY (one folder per image.pretrain setting and dataset),
-where training and evaluation look for them. The image settings come from the config's `image`
-section (defaults otherwise) with its --config.KEY=VALUE overrides, then from the flags. As in
-training (config.check_weights), real data needs the ResNet weights named, or random-init
-features asked for with `--checkpoint random`; only a synthetic dataset (a folder with a
-synthetic.json manifest) or --arch synthetic_resnet may leave the checkpoint unset. A
+CACHE is the folder training keeps its caches in: the config's data.cache_dir, or, where it
+sets none (no shipped config does), rsvqa_cache beside the training --workdir; it may be left
+out only for a --config that sets data.cache_dir. Entries go to CACHE/features and a
+synthetic_resnet to CACHE/synthetic_resnet/KEY (one folder per image.pretrain setting and
+dataset), where training and evaluation look for them. The image settings come from the
+config's `image` section (defaults otherwise) with its --config.KEY=VALUE overrides, then from
+the flags. As in training (config.check_weights), real data needs the ResNet weights named, or
+random-init features asked for with `--checkpoint random`; only a synthetic dataset (a folder
+with a synthetic.json manifest) or --arch synthetic_resnet may leave the checkpoint unset. A
 synthetic_resnet is pretrained only when --pretrain asks for it (on the train split, its
 validation accuracy printed); entries already cached are reused; each line printed names an
 entry folder.
@@ -38,8 +39,10 @@ def add_arguments(parser):
   parser.add_argument("--data", required=True, help="dataset folder (official RSVQA layout)")
   parser.add_argument("--dataset", choices=("lr", "hr", "xben"),
                       help="file layout of --data (default: detected)")
-  parser.add_argument("--cache", help="cache folder, as a config's data.cache_dir (default: the "
-                                      "--config's data.cache_dir)")
+  parser.add_argument("--cache", help="the cache folder training reads: the config's "
+                                      "data.cache_dir, else rsvqa_cache beside the train "
+                                      "--workdir (default: the --config's data.cache_dir, "
+                                      "required when it sets none, as no shipped config does)")
   parser.add_argument("--config", help="training config file (path.py[:arg]); its image section "
                                        "and data.cache_dir are used")
   parser.add_argument("--splits", default="", help="comma list of splits (default: all)")
@@ -75,8 +78,12 @@ def settings(args):
       config_lib.load(args.config) if args.config else config_lib.base_config(),
       args.config_overrides)
   cache = args.cache or config.data.cache_dir
-  if not cache:
-    raise RSVQAError("--cache is required (or a --config whose data.cache_dir is set)")
+  if not cache:  # no default: train's, rsvqa_cache beside its --workdir, needs a workdir
+    where = (f"--config {args.config} sets no data.cache_dir" if args.config
+             else "no --config sets data.cache_dir")
+    raise RSVQAError(f"--cache is required ({where}): give the folder training keeps its caches "
+                     "in, rsvqa_cache beside its --workdir unless the config sets data.cache_dir "
+                     "(--cache runs/rsvqa_cache for train --workdir runs/tiny)")
   from rsvqa_jax.data import split_files  # pylint: disable=g-import-not-at-top
   split_files.refuse_dataset(cache, "--cache", "the cache")
   image = config.image
