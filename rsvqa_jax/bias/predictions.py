@@ -321,38 +321,35 @@ def check_shared_ids(question_ids, splits, path):
       seen[qid] = name
 
 
+def _check_column(found, splits, path, column, ours, same, what, own_way):
+  """Refuses a file whose optional `column` ({question id: value}, `found`) disagrees with
+  `splits` (`ours`: the split's array to compare, `same`: whether two values agree): the same
+  question ids over other images or questions are another dataset or version."""
+  wrong = [(qid, found[qid], value) for split in splits.values()
+           for qid, value in zip(split.question_id.tolist(), ours(split).tolist())
+           if qid in found and not same(found[qid], value)]
+  if wrong:
+    qid, theirs, value = wrong[0]
+    raise RSVQAError(f"{path}: {len(wrong)} question(s) {what} than in the dataset (question "
+                     f"{qid}: {column} {theirs!r} in the file, {value!r} in the dataset): "
+                     f"predictions of another dataset or version? (if your file {own_way}, drop "
+                     f"its {column} column)")
+
+
 def check_images(image_ids, splits, path):
   """Refuses a file whose image_id column puts a question on another image than `splits` do."""
-  wrong = []
-  for split in splits.values():
-    for qid, image in zip(split.question_id.tolist(), split.image_id.tolist()):
-      if qid in image_ids and image_ids[qid] != image:
-        wrong.append((qid, image_ids[qid], image))
-  if wrong:
-    qid, theirs, ours = wrong[0]
-    raise RSVQAError(f"{path}: {len(wrong)} question(s) on another image than in the dataset "
-                     f"(question {qid}: image_id {theirs} in the file, {ours} in the dataset): "
-                     "predictions of another dataset or version? (if your file numbers images "
-                     "its own way, drop its image_id column)")
+  _check_column(image_ids, splits, path, IMAGE, lambda s: s.image_id, lambda a, b: a == b,
+                "on another image", "numbers images its own way")
 
 
 def check_types(types, splits, path):
   """Refuses a file whose type column gives a question another type than `splits` do (the key,
-  'rural_urban', or its displayed name, 'Rural/urban', in any case): the same question and
-  image ids over other questions are another dataset, whose answers would be scored against
-  these."""
-  wrong = []
-  for split in splits.values():
-    for qid, qtype in zip(split.question_id.tolist(), split.qtype.tolist()):
-      known = (qtype.lower(), tables.type_name(qtype).lower())
-      if qid in types and types[qid].strip().lower() not in known:
-        wrong.append((qid, types[qid], qtype))
-  if wrong:
-    qid, theirs, ours = wrong[0]
-    raise RSVQAError(f"{path}: {len(wrong)} question(s) of another type than in the dataset "
-                     f"(question {qid}: type {theirs!r} in the file, {ours!r} in the dataset): "
-                     "predictions of another dataset or version? (if your file names types its "
-                     "own way, drop its type column)")
+  'rural_urban', or its displayed name, 'Rural/urban', in any case): LR and HR number questions
+  and images alike, and their answers would be scored against these."""
+  same = lambda theirs, qtype: theirs.strip().lower() in (qtype.lower(),
+                                                         tables.type_name(qtype).lower())
+  _check_column(types, splits, path, TYPE, lambda s: s.qtype, same, "of another type",
+                "names types its own way")
 
 
 def load(path, splits, dataset=None, space=None, *, adversarial=False, chosen=True,
