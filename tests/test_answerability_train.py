@@ -10,7 +10,9 @@ pixels (configs/answerability_study.py).
 """
 import csv
 import json
+import logging
 import os
+import re
 import shutil
 
 import jax
@@ -19,6 +21,7 @@ import numpy as np
 import pytest
 
 from rsvqa_jax import config as config_lib
+from rsvqa_jax import progress
 from rsvqa_jax import storage
 from rsvqa_jax.bias import answerability as metrics_lib
 from rsvqa_jax.data import answerability as pools_lib
@@ -28,6 +31,7 @@ from rsvqa_jax.eval import answerability as evaluation
 from rsvqa_jax.train import answerability as train_lib
 from rsvqa_jax.train import metrics_log, restore
 from rsvqa_jax.train.inputs import Features
+from test_train_support import warnings_of_rsvqa_jax
 
 QUIET = dict(log=lambda m: None)
 SPLITS = {"train": range(0, 70), "val": range(70, 100), "test": range(100, 130)}
@@ -216,6 +220,20 @@ def test_listnet_trains(task):
   assert summary["step"] == 3 and not summary["finished"]
   losses = [r["loss"] for r in metrics_log.read(workdir)]
   assert len(losses) == 3 and np.all(np.isfinite(losses))
+
+
+def test_training_shows_a_bar_with_the_loss(task, caplog, monkeypatch, capsys):
+  """35 s without a line, then one line at the end. capsys: stderr is no terminal, so the bar is
+  log lines (one per update here)."""
+  monkeypatch.setattr(progress, "INTERVAL_S", 0.0)
+  c = _config(task["folder"], False)
+  c.train.progress_bar, c.train.stop_after_steps, c.train.log_every_steps = True, 3, 1
+  with warnings_of_rsvqa_jax(caplog, logging.INFO):
+    train_lib.train(c, str(task["tmp"] / "bar"), dataset=task["dataset"],
+                    features=task["features"], **QUIET)
+  said = [r.getMessage() for r in caplog.records if r.name == "rsvqa_jax.progress"]
+  assert any(re.match(r"answerability train: 3/\d+ step \(\d+%\), .*, loss=\d+\.\d{4}$", m)
+             for m in said), said
 
 
 def test_an_interrupted_run_resumes_from_its_last_periodic_checkpoint(task):

@@ -7,11 +7,12 @@ keeps it yes); the command runs on a tiny synthetic workdir with its encoder fro
 import csv
 import json
 import os
+import re
 
 import numpy as np
 import pytest
 
-from rsvqa_jax import cli
+from rsvqa_jax import cli, progress
 from rsvqa_jax import config as config_lib
 from rsvqa_jax.data import counterfactual as cf
 from rsvqa_jax.data import questions as Q
@@ -182,6 +183,17 @@ def test_evaluate_counterfactual_writes_the_table(workdir, capsys):
   folder = os.path.dirname(json_path)
   for ext in ("csv", "md", "tex"):
     assert os.path.exists(os.path.join(folder, f"counterfactual.{ext}"))
+
+
+def test_the_work_before_the_predictions_is_counted(workdir, capsys, monkeypatch):
+  """Planning the edits and rendering the edited scenes ran 22-65 s without a line before the
+  predictions' bar. capsys: stderr is no terminal, so the bars are log lines (every update)."""
+  monkeypatch.setattr(progress, "INTERVAL_S", 0.0)
+  assert cli.main(["evaluate", "--workdir", workdir, "--counterfactual"]) == 0
+  err = capsys.readouterr().err.splitlines()
+  for stage, unit in (("edits", "q"), ("images", "img")):
+    assert any(re.match(rf"counterfactual {stage} test: (\d+)/\1 {unit} \(100%\), ", line)
+               for line in err), err
 
 
 def test_counterfactual_refuses_real_data_and_other_features(workdir, capsys):

@@ -9,6 +9,7 @@ answering each question with another image's map falls to the floor.
 import csv
 import dataclasses
 import json
+import logging
 import os
 import shutil
 
@@ -16,7 +17,7 @@ import numpy as np
 import pytest
 from flax import nnx
 
-from rsvqa_jax import cli
+from rsvqa_jax import cli, progress
 from rsvqa_jax.data import rsvqa_json, scenes, synthetic
 from rsvqa_jax.errors import RSVQAError
 from rsvqa_jax.eval import grounding
@@ -155,6 +156,19 @@ def test_written_maps_rescore_to_the_summary(task, trained, tmp_path, capsys):
   assert 0 <= written["mean_iou_correct"] <= 1 and written["by_answer"]
   assert set(written["by_coverage"]) == {"small", "medium", "large"}
   assert (out / "examples.png").stat().st_size > 0 and (out / "by_type.md").exists()
+
+
+def test_the_maps_and_the_scoring_are_counted(task, trained, tmp_path, caplog, monkeypatch,
+                                              capsys):
+  """`grounding --workdir` computed and scored its maps without a line (18 s for 800
+  questions). capsys: stderr is no terminal, so the bars are log lines, one per update here."""
+  monkeypatch.setattr(progress, "INTERVAL_S", 0.0)
+  with warnings_of_rsvqa_jax(caplog, logging.INFO):
+    _evaluate(task, trained, tmp_path / "o")
+  said = [r.getMessage() for r in caplog.records if r.name == "rsvqa_jax.progress"]
+  n = len(task[0]["test"])
+  for stage in ("maps", "score"):
+    assert any(m.startswith(f"grounding {stage} test: {n}/{n} q (100%), ") for m in said), said
 
 
 def test_gradcam_for_the_attention_and_the_pooled_model_and_a_uniform_blind_map(task, trained,

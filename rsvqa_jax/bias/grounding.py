@@ -32,6 +32,7 @@ from matplotlib.figure import Figure
 from PIL import Image
 
 from rsvqa_jax import errors
+from rsvqa_jax import progress
 from rsvqa_jax import storage
 from rsvqa_jax.bias import tables
 from rsvqa_jax.data import csv_columns
@@ -396,7 +397,7 @@ def score_folders(predicted, truth, out, confidence=None):
   read_truth, framed_predictions = _Truths(truth), _Framed("--predicted", predicted)
 
   def pairs():
-    for qid in qids:
+    for qid in progress.bar(qids, desc="grounding score", unit="mask"):
       t = read_truth(truth_files[qid])
       p = predicted_files.get(qid)
       yield qid, None if p is None else framed_predictions(
@@ -522,7 +523,8 @@ def stats_folder(truth, out):
   """
   files = required_masks(truth, "--truth")
   read_truth = _Truths(truth)
-  rows = [{"question_id": q, **statistics(read_truth(files[q]))} for q in sorted(files)]
+  rows = [{"question_id": q, **statistics(read_truth(files[q]))}
+          for q in progress.bar(sorted(files), desc="grounding stats", unit="mask")]
   read_truth.warn()
   kept = [r for r in rows if r["coverage"] > 0]
   stats = {"n": len(rows), "n_empty": len(rows) - len(kept)}

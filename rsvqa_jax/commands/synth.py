@@ -73,7 +73,7 @@ def run(args):
   generated = synthetic.generate(args.out, args.variant, images, args.seed,
                                  prior_strength=args.prior_strength, balanced=args.balanced,
                                  questions_per_image=per_image,
-                                 plant=args.plant)
+                                 plant=args.plant, refuse_empty_splits=True)
   counts = ", ".join(f"{name} {len(split)}" for name, split in generated.splits.items())
   print(f"wrote {images} images and {len(generated.questions)} questions ({counts}) to "
         f"{args.out} in {time.time() - start:.1f}s")

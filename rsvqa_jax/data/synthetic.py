@@ -237,10 +237,13 @@ def _dump(path, key, entries):
 
 
 def generate(out, variant="lr", images=772, seed=0, prior_strength=1.0, balanced=False,
-             questions_per_image=100, plant=()):
+             questions_per_image=100, plant=(), refuse_empty_splits=False):
   """Writes a synthetic dataset to `out`, all or nothing; returns what it wrote as a `Generated`.
 
-  RSVQAxBEN-size question sets are written by `generate_xben`.
+  `refuse_empty_splits`: a split that balancing left without a question is a one-line
+  RSVQAError naming the synth command's options, and nothing is written (the command line; a
+  study checks its sets itself, naming its keys). RSVQAxBEN-size question sets are written by
+  `generate_xben`.
   """
   if variant == "xben":
     raise RSVQAError("the xben variant is a question set of millions of questions: "
@@ -248,7 +251,10 @@ def generate(out, variant="lr", images=772, seed=0, prior_strength=1.0, balanced
   p = params(variant, images, seed, prior_strength, balanced, questions_per_image, plant)
 
   def write(tmp):
-    generated = _write_dataset(tmp, p)
+    generated = _write_dataset(tmp, p, refuse_empty_splits)
+    # About as long as drawing the images, after their bar: said, so the wait is not silent.
+    _log.info(f"synth {variant}: writing the answer grounding masks of "
+              f"{len(generated.questions)} questions ({grounding.FOLDER}/)")
     grounding.write(tmp, p["variant"], generated, MASK_DIR)  # Grounding/ (data/grounding.py)
     return generated
   return _atomically(out, p, write)
@@ -259,6 +265,9 @@ def generate_xben(out, images=synthetic_xben.IMAGES, seed=0,
   """Writes an RSVQAxBEN-size question set (synthetic_xben.py) to `out`, all or nothing, with
   the same manifest and replacement rules as `generate`; returns {split: questions}."""
   p = params("xben", images, seed, questions_per_image=questions_per_image)
+  # One pass of array draws and chunked writes, with no steps to count: said before it starts.
+  _log.info(f"synth xben: drawing {images * questions_per_image} questions about {images} image "
+            "ids and writing their files")
   return _atomically(out, p, lambda tmp: synthetic_xben.write(tmp, p, SPLIT_SHARES))
 
 
@@ -283,7 +292,7 @@ def _atomically(out, p, write):
   return written
 
 
-def _write_dataset(out, p):
+def _write_dataset(out, p, refuse_empty_splits=False):
   """Draws the scenes and questions of parameters `p` and writes them into the empty `out`."""
   variant, images, seed = p["variant"], p["images"], p["seed"]
   layout = split_files.LAYOUTS[variant]
@@ -314,6 +323,12 @@ def _write_dataset(out, p):
     rng = np.random.default_rng([seed, 104729])
     pools = {s: _balance([x for x in pools[s] if x not in planted], rng)
              + [x for x in pools[s] if x in planted] for s in layout.splits}
+    empty = [s for s in layout.splits if not pools[s]]
+    if refuse_empty_splits and empty:  # training refuses an empty split later, far from here
+      counts = ", ".join(f"{s} {len(pools[s])}" for s in layout.splits)
+      raise RSVQAError(f"--images {images} --questions-per-image {p['questions_per_image']} "
+                       f"--balanced: balancing leaves split {empty[0]} without a question "
+                       f"({counts}); raise --images or --questions-per-image")
   chosen = sorted((image_id, k, q) for s in layout.splits
                   for k, (image_id, q) in enumerate(pools[s]))
   by_image = collections.defaultdict(list)

@@ -25,12 +25,13 @@ counterfactual.{csv,md,tex} (the table) and counterfactual_edits.csv (one row pe
 import collections
 import csv
 import io
+import itertools
 import os
 
 import numpy as np
 
 from rsvqa_jax import config as config_lib
-from rsvqa_jax import storage
+from rsvqa_jax import progress, storage
 from rsvqa_jax.bias import lr_templates, tables
 from rsvqa_jax.data import answers as answers_lib
 from rsvqa_jax.data import counterfactual as edits_lib
@@ -118,9 +119,10 @@ def _plan(records, scene_of, seed):
   """(edits per question: [(row, Edit)], images to render: [(image id, objects)], skipped)."""
   planned, images, keys = [], [], {}
   skipped = collections.Counter()
-  for row, (qid, image_id, qtype, text, raw) in enumerate(zip(
-      records.question_id.tolist(), records.image_id.tolist(), records.qtype.tolist(),
-      records.question.tolist(), records.raw_answer.tolist())):
+  columns = zip(records.question_id.tolist(), records.image_id.tolist(), records.qtype.tolist(),
+                records.question.tolist(), records.raw_answer.tolist())
+  for row, (qid, image_id, qtype, text, raw) in enumerate(progress.bar(
+      columns, total=len(records), desc=f"counterfactual edits {records.name}", unit="q")):
     question = generator_question(text, qtype, raw)
     scene = scene_of(image_id)
     if question is None:
@@ -146,18 +148,23 @@ def _encoder(run):
   return encoder_lib.encoder_for(inputs.resolved_image(run.config, run.workdir))
 
 
-def _encode(run, encoder, images):
-  """Head-feature rows [len(images), D] of uint8 images, as the run's head reads its clean ones."""
+def _encode(run, encoder, images, n, count=lambda k: None):
+  """Head-feature rows [n, D] of `n` uint8 images, as the run's head reads its clean ones.
+  `images` may be a generator (the edited scenes, rendered a batch at a time); `count(k)` is
+  told of each batch encoded."""
   pooled, maps = [], []
-  size = min(encoder.batch_size, len(images))
-  for start in range(0, len(images), size):
-    batch = np.stack([pixels.resize(im, encoder.image_size) for im in images[start:start + size]])
+  size = min(encoder.batch_size, n)
+  images = iter(images)
+  for _ in range(0, n, size):
+    batch = np.stack([pixels.resize(im, encoder.image_size)
+                      for im in itertools.islice(images, size)])
     out = encoder.encode(batch, pad_to=size)
+    count(len(batch))
     pooled.append(out["pooled"])
     maps.append(out.get("map"))
   fmap = np.concatenate(maps) if maps[0] is not None else None
-  feats = image_cache.ImageFeatures(np.concatenate(pooled), np.arange(len(images)),
-                                    "<counterfactual>", fmap)
+  feats = image_cache.ImageFeatures(np.concatenate(pooled), np.arange(n), "<counterfactual>",
+                                    fmap)
   return np.asarray(run_lib.head_features(run.config, feats)[0].features, np.float32)
 
 
@@ -171,7 +178,7 @@ def _check_same_path(run, encoder, scene_of, image_ids):
       raise RSVQAError(f"{run.dataset.image_path(image_id)}: the generator re-draws another image "
                        "(dataset written by an older generator?): generate it again")
     originals.append(scene.image)
-  got = _encode(run, encoder, originals)
+  got = _encode(run, encoder, originals, len(originals))
   rows = np.searchsorted(run.features.image_ids, image_ids)
   want = np.asarray(run.features.features[rows], np.float32)
   scale = max(float(np.abs(want).max()), 1.0)
@@ -254,7 +261,10 @@ def evaluate(workdir, split="test", *, seed=0, which="best", data_root=None, dat
   else:
     encoder = _encoder(run)
     _check_same_path(run, encoder, scene_of, np.unique(records.image_id)[:8])
-    edited = _encode(run, encoder, [scene_of.render(i, objs) for i, objs in images])
+    renders = (scene_of.render(i, objs) for i, objs in images)
+    with progress.bar(total=len(images), desc=f"counterfactual images {split}",
+                      unit="img") as bar:
+      edited = _encode(run, encoder, renders, len(images), bar.update)
   table_rows = np.concatenate([np.asarray(run.features.features, np.float32), edited])
   clean = predict.clean_rows(run, split)[0]
   slots = ("clean",) + edits_lib.KINDS

@@ -50,7 +50,7 @@ import jax.numpy as jnp
 import numpy as np
 from matplotlib.figure import Figure
 
-from rsvqa_jax import storage
+from rsvqa_jax import progress, storage
 from rsvqa_jax.bias import grounding as metrics
 from rsvqa_jax.bias import tables
 from rsvqa_jax.data import grounding as truth_lib
@@ -159,15 +159,19 @@ def relevance(run, state, split, method, image_rows):
   preds, conf = np.zeros(n, np.int64), np.zeros(n, np.float32)
   rel = np.zeros((n, h * w), np.float32)
   batch_size = shd.eval_width(run.config.train.eval_batch_size, run.mesh)
-  for rows, local in inputs.eval_batches(columns, batch_size):
-    batch = inputs.eval_model_batch(local, run.features.features, image_rows[None],
-                                    run.question_vectors)
-    batch["image_features"] = batch["image_features"][:, 0]
-    if maps is not None:
-      batch["map"] = np.asarray(maps[image_rows[local["row"]]], np.float32)
-    out = [np.asarray(x) for x in jax.device_get(step(state, shd.global_batch(batch, run.mesh)))]
-    real = rows >= 0
-    preds[rows[real]], conf[rows[real]], rel[rows[real]] = (x[real] for x in out)
+  with progress.bar(total=n, desc=f"grounding maps {split}", unit="q", leave=False,
+                    enabled=jax.process_index() == 0) as bar:
+    for rows, local in inputs.eval_batches(columns, batch_size):
+      batch = inputs.eval_model_batch(local, run.features.features, image_rows[None],
+                                      run.question_vectors)
+      batch["image_features"] = batch["image_features"][:, 0]
+      if maps is not None:
+        batch["map"] = np.asarray(maps[image_rows[local["row"]]], np.float32)
+      out = [np.asarray(x) for x in
+             jax.device_get(step(state, shd.global_batch(batch, run.mesh)))]
+      real = rows >= 0
+      preds[rows[real]], conf[rows[real]], rel[rows[real]] = (x[real] for x in out)
+      bar.update(int(real.sum()))
   return preds, conf, rel.reshape(n, h, w)
 
 
@@ -261,7 +265,9 @@ def score(records, preds_text, correct, conf, maps, truth_dir, maps_dir):
   """Rows of ROW_COLUMNS; writes each map as maps_dir/{qid}.png. `maps` [N, h, w]."""
   os.makedirs(maps_dir, exist_ok=True)
   rows, centre, uniform = [], None, None
-  for k, qid in enumerate(records.question_id.tolist()):
+  qids = records.question_id.tolist()
+  for k, qid in enumerate(progress.bar(qids, desc=f"grounding score {records.name}", unit="q",
+                                       enabled=jax.process_index() == 0)):
     path = os.path.join(truth_dir, f"{qid}.png")
     if not os.path.exists(path):
       raise RSVQAError(f"{path}: missing ground-truth grounding of question {qid}")

@@ -31,7 +31,7 @@ import numpy as np
 import optax
 
 from rsvqa_jax import config as config_lib
-from rsvqa_jax import storage
+from rsvqa_jax import progress, storage
 from rsvqa_jax.bias import answerability as metrics_lib
 from rsvqa_jax.data import answerability as pools_lib
 from rsvqa_jax.data import pipeline, records, synthetic
@@ -470,6 +470,8 @@ def _train(config, workdir, dataset, features, log):
     mgr.save(at, state.checkpoint_items(), {"iterator": iterator.get_state().decode(),
                                             "loop": record, "epoch": at // steps_per_epoch})
 
+  bar = progress.bar(total=total, initial=step, desc="answerability train", unit="step",
+                     enabled=t.progress_bar and jax.process_index() == 0)
   try:
     while step < stop:
       batch = shd.pad_rows(pool_batch(run, train_split, next(iterator)["first"], size),
@@ -477,6 +479,7 @@ def _train(config, workdir, dataset, features, log):
       state, m = train_step(state, shd.global_batch(batch, run.mesh))
       step += 1
       pending.append((step, m))
+      bar.update(1)
       epoch_end = step % steps_per_epoch == 0
       ckpt_due = step % t.checkpoint_every_steps == 0 or epoch_end
       if step % t.log_every_steps == 0 or ckpt_due:  # a diverged state is never saved
@@ -486,9 +489,11 @@ def _train(config, workdir, dataset, features, log):
           raise RSVQAError(f"training diverged at step {diverged[0]}: {diverged[1]}; stopped "
                            "(lower optim.lr / optim.text_lr)")
         record = divergence.record(record)
+        loss = float(np.mean([mm["loss"] for mm in got]))
         writer.write({"step": step, "epoch": step / steps_per_epoch, "split": "train",
-                      "loss": float(np.mean([mm["loss"] for mm in got])),
-                      "batch_pools": layout.size, "padded_batch_pools": layout.padded})
+                      "loss": loss, "batch_pools": layout.size,
+                      "padded_batch_pools": layout.padded})
+        bar.set_postfix(loss=f"{loss:.4f}")
         pending = []
       if epoch_end:
         val = validation(run, state, val_split, pools[val_split])
@@ -502,6 +507,7 @@ def _train(config, workdir, dataset, features, log):
         save(periodic, step)
         last_saved = step
   finally:
+    bar.close()
     for mgr in (periodic, best):
       mgr.wait()
     writer.close()
