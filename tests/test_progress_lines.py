@@ -146,8 +146,10 @@ def test_synth_says_what_its_stages_do(tmp_path, command_line, every_update):
   assert "synth lr: writing the answer grounding masks of 6 questions (Grounding/)" in lines
   assert cli.main(["synth", "--out", str(tmp_path / "x"), "--variant", "xben", "--images", "6",
                    "--questions-per-image", "2"]) == 0
-  assert ("synth xben: drawing 12 questions about 6 image ids and writing their files"
-          in command_line().splitlines())
+  lines = command_line().splitlines()
+  assert "synth xben: drawing 12 questions about 6 image ids and writing their files" in lines
+  # its files counted entry by entry: 6 images, then 12 questions and 12 answers
+  assert _has(lines, r"synth xben files: 30/30 entry \(100%\), \d+:\d\d elapsed")
 
 
 def test_synth_balanced_refuses_a_split_it_would_leave_empty(tmp_path, command_line):

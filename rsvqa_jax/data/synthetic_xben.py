@@ -27,6 +27,7 @@ import json
 
 import numpy as np
 
+from rsvqa_jax import progress
 from rsvqa_jax.data import split_files
 
 QUESTIONS_PER_IMAGE = 25
@@ -156,15 +157,17 @@ def split_of_images(images, seed, shares):
   return names[rng.permutation(images)]
 
 
-def _write_list(path, key, pieces):
-  """Writes {"key":[...]} from an iterable of comma-free-ended chunks of entries."""
+def _write_list(path, key, pieces, bar):
+  """Writes {"key":[...]} from an iterable of (entries, their comma-free-ended text) chunks,
+  counting the entries on `bar`."""
   with open(path, "w", encoding="utf-8") as f:
     f.write('{"%s":[' % key)
     first = True
-    for piece in pieces:
+    for n, piece in pieces:
       if piece:
         f.write(piece if first else "," + piece)
         first = False
+      bar.update(n)
     f.write("]}")
 
 
@@ -182,22 +185,27 @@ def write(out, p, shares):
   label_json = [json.dumps([CLASSES[c] for c in np.flatnonzero(row)]) for row in labels]
   split = split_of_images(images, seed, shares)
   counts = {}
-  for name in split_files.LAYOUTS["xben"].splits:
-    ids = np.flatnonzero(split == name)
-    qids = (ids[:, None] * per_image + np.arange(per_image)).reshape(-1)
-    counts[name] = len(qids)
-    path = lambda kind: split_files.split_file(out, "xben", name, kind)
-    image_chunk = max(1, CHUNK // per_image)
-    _write_list(path("images"), "images", (
-        ",".join(IMAGE_ENTRY
-                 % (i, ",".join(map(str, range(i * per_image, (i + 1) * per_image))), label_json[i])
-                 for i in ids[k:k + image_chunk].tolist())
-        for k in range(0, len(ids), image_chunk)))
-    _write_list(path("questions"), "questions", (
-        ",".join(map(QUESTION_ENTRY.__mod__, zip(q.tolist(), image[q].tolist(), qtype[q],
-                                                 texts[question[q]], q.tolist())))
-        for q in (qids[k:k + CHUNK] for k in range(0, len(qids), CHUNK))))
-    _write_list(path("answers"), "answers", (
-        ",".join(map(ANSWER_ENTRY.__mod__, zip(q.tolist(), q.tolist(), answer_json[answer[q]])))
-        for q in (qids[k:k + CHUNK] for k in range(0, len(qids), CHUNK))))
+  with progress.bar(total=images + 2 * len(image), desc="synth xben files", unit="entry") as bar:
+    for name in split_files.LAYOUTS["xben"].splits:
+      ids = np.flatnonzero(split == name)
+      qids = (ids[:, None] * per_image + np.arange(per_image)).reshape(-1)
+      counts[name] = len(qids)
+      path = {kind: split_files.split_file(out, "xben", name, kind)
+              for kind in ("images", "questions", "answers")}
+      image_chunk = max(1, CHUNK // per_image)
+      _write_list(path["images"], "images", (
+          (len(chunk), ",".join(
+              IMAGE_ENTRY % (i, ",".join(map(str, range(i * per_image, (i + 1) * per_image))),
+                             label_json[i]) for i in chunk))
+          for chunk in (ids[k:k + image_chunk].tolist() for k in range(0, len(ids), image_chunk))),
+                  bar)
+      chunks = [qids[k:k + CHUNK] for k in range(0, len(qids), CHUNK)]
+      _write_list(path["questions"], "questions", (
+          (len(q), ",".join(map(QUESTION_ENTRY.__mod__, zip(
+              q.tolist(), image[q].tolist(), qtype[q], texts[question[q]], q.tolist()))))
+          for q in chunks), bar)
+      _write_list(path["answers"], "answers", (
+          (len(q), ",".join(map(ANSWER_ENTRY.__mod__, zip(q.tolist(), q.tolist(),
+                                                          answer_json[answer[q]]))))
+          for q in chunks), bar)
   return counts

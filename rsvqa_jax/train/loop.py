@@ -334,7 +334,7 @@ def _train(config, workdir, dataset, features, augment_features, log):
              {"iterator": iterator.get_state().decode(), "loop": loop, "epoch": at // steps_per_epoch})
 
   pending, window_start, window_samples = [], time.time(), 0
-  bar = progress.bar(total=total_steps, initial=step, unit="step",
+  bar = progress.bar(total=total_steps, initial=step, desc="train", unit="step",
                      enabled=t.progress_bar and jax.process_index() == 0)
   start_step = step
   try:
