@@ -67,9 +67,11 @@ class LogLines(std.tqdm):
   leave=False). tqdm asks to redraw on every update and postfix change; the interval is
   checked here, so the count of lines depends on the time taken, never on the steps."""
 
+  monitor_interval = 0  # tqdm's monitor thread lowers miniters, which is 1 here already
+
   def __init__(self, *args, **kwargs):
     self._due = _clock() + INTERVAL_S
-    self._said = False
+    self._said = None  # the count the last line gave
     super().__init__(*args, file=_Nowhere(), mininterval=0, miniters=1, **kwargs)
 
   def display(self, msg=None, pos=None):
@@ -83,13 +85,14 @@ class LogLines(std.tqdm):
     return True
 
   def close(self):
-    final = not self.disable and self._said and self.leave is not False
+    final = (not self.disable and self._said is not None and self._said != self.n
+             and self.leave is not False)  # a last line that would repeat the one before: none
     super().close()
     if final:
       self._say()
 
   def _say(self):
-    self._due, self._said = _clock() + INTERVAL_S, True
+    self._due, self._said = _clock() + INTERVAL_S, self.n
     _log.info(self.line())
 
   def line(self):
@@ -97,18 +100,11 @@ class LogLines(std.tqdm):
     d = self.format_dict
     n, total, elapsed = d["n"], d["total"], d["elapsed"]
     parts = [f"{n}/{total} {d['unit']} ({int(100 * n / total)}%)" if total else
-             f"{n} {d['unit']}", f"{_clock_text(elapsed)} elapsed"]
+             f"{n} {d['unit']}", f"{self.format_interval(elapsed)} elapsed"]
     done = n - d["initial"]
     if total and 0 < done and n < total and elapsed > 0:
-      parts.append(f"{_clock_text((total - n) * elapsed / done)} left")
+      parts.append(f"{self.format_interval((total - n) * elapsed / done)} left")
     if d["postfix"]:
       parts.append(d["postfix"])
     desc = self.desc.rstrip(": ")
     return f"{desc}: {', '.join(parts)}" if desc else ", ".join(parts)
-
-
-def _clock_text(seconds):
-  """0:40, 12:05, 1:02:03."""
-  minutes, s = divmod(int(seconds), 60)
-  h, m = divmod(minutes, 60)
-  return f"{h}:{m:02d}:{s:02d}" if h else f"{m}:{s:02d}"

@@ -231,8 +231,7 @@ def test_synth_at_the_least_images_writes_pools_of_every_split(tmp_path):
   assert "answerability test:" in stdout
 
 
-FIX = ("likely pools of another dataset or split: give --config.answerability.pools=FOLDER of "
-       "this dataset's pools")
+FIX = train_lib.FOREIGN_POOLS
 
 
 def _build(small, tmp_path, dataset, folder=None):

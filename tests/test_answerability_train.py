@@ -525,8 +525,7 @@ def test_scores_of_another_step_rewritten_for_the_threshold_take_their_metrics_a
   assert not any(os.path.exists(p) for p in val_files)
 
 
-FIX = ("likely pools of another dataset or split: give --config.answerability.pools=FOLDER of "
-       "this dataset's pools")
+FIX = train_lib.FOREIGN_POOLS
 
 
 def _pools_with(task, tmp_path, split, rows):

@@ -112,6 +112,8 @@ def test_figure5_footnote_names_seeds_and_draws(tmp_path, monkeypatch):
       plain.get_supxlabel().replace("\n", " "))
   assert "over 3 seeds (reference, visual blind) and over 3 seeds x 10 draws" in (
       counted.get_supxlabel().replace("\n", " "))
+  # one seed and one draw (white, black, noise): no bar has an error bar, and it says so
+  assert plots.error_note(1, "1") == "One seed, one draw: every bar is a single value (no error bar)."
 
 
 # Grounding: by_type caption, examples.png, statistics.

@@ -241,7 +241,8 @@ def test_stats_command(tmp_path, capsys):
   printed = capsys.readouterr().out
   s = json.loads((out / "statistics.json").read_text())
   c = s["coverage"]
-  assert (f"3 masks (1 empty): coverage {100 * c['mean']:.3g}% +- {100 * c['std']:.3g}% of the "
+  sig = g.significant
+  assert (f"3 masks (1 empty): coverage {sig(100 * c['mean'])}% +- {sig(100 * c['std'])}% of the "
           "image area") in printed
   assert s["boundary_complexity"]["mean"] == 0.0 and s["coverage"]["n"] == 2
   assert s["centroid_x"]["mean"] == pytest.approx((0.5 + 0.75) / 2)

@@ -372,6 +372,11 @@ def test_a_type_column_must_give_the_datasets_types(tmp_path):
                      r"dataset \(question 1: type 'area' in the file, 'rural_urban' in the dataset\)"
                      r": predictions of another dataset or version\?"):
     predictions.load(other, {"test": split})
+  # the paper's name of RSVQAxBEN's presence type; FloodNet files name theirs as FloodNet does
+  paper = write_csv(tmp_path / "paper.csv", ["question_id", "type", "prediction"],
+                    [[1, "rural_urban", "yes"], [2, "Yes/No", "no"], [3, "count", "yes"]])
+  assert predictions.load(paper, {"test": split}, "xben")["test"].correct(split.answer).any()
+  assert predictions.load(other, {"test": split}, "floodnet")["test"]
 
 
 def test_an_adversarial_file_that_does_not_show_swapped_images_is_a_warning(tmp_path, caplog):

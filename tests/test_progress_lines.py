@@ -78,6 +78,17 @@ def test_a_log_gets_a_bounded_number_of_plain_lines_with_the_postfix(command_lin
   assert lines[-1].endswith(" elapsed, loss=0.5300, samples_s=210")
 
 
+def test_a_last_line_that_would_repeat_the_one_before_is_not_written(command_line, clock):
+  """The study's bar of runs, each over 30 s, ended with its '3/3 run (100%)' line twice."""
+  with progress.bar(total=3, desc="study runs", unit="run") as bar:
+    for _ in range(3):
+      clock[0] += progress.INTERVAL_S
+      bar.update(1)
+  lines = command_line().splitlines()
+  assert [line.split(",")[0] for line in lines] == [
+      "study runs: 1/3 run (33%)", "study runs: 2/3 run (66%)", "study runs: 3/3 run (100%)"]
+
+
 def test_a_bar_done_within_the_interval_writes_nothing(command_line, clock):
   """The command's own line follows; the tests' exact stderr of short commands is kept."""
   for _ in progress.bar(range(500), desc="short"):

@@ -379,6 +379,14 @@ def test_analyze_shortcuts_needs_predictions_of_the_iid_test_split(bench, tmp_pa
   iid = rsvqa_json.read_dataset(os.path.join(out, "data"), "lr")["test"]
   preds.write_text("question_id,prediction\n" + "".join(f"{q},yes\n" for q in
                                                       iid.question_id.tolist()))
+  # a file answering another default split alone (HR's test_phili) is named, not a KeyError
+  from rsvqa_jax.commands import analyze  # pylint: disable=g-import-not-at-top
+  with pytest.MonkeyPatch.context() as m:
+    m.setattr(analyze, "_load", lambda path, *a, **k: {} if path is None else {"test_phili": 0})
+    assert cli.main([*argv, "--data", os.path.join(out, "data"), "--predictions", str(preds)]) == 2
+  assert capsys.readouterr().err.strip().endswith(
+      f"--predictions {preds}: no answer to a question of the test split, which --shortcuts "
+      "scores (the IID test set)")
   # the benchmark's predictions beside another --data: --data is named, not a split of it
   assert cli.main([*argv, "--data", source, "--predictions", str(preds)]) == 2
   assert capsys.readouterr().err.strip().endswith(f"give --data {os.path.join(out, 'data')}")

@@ -351,9 +351,10 @@ def test_report_shows_a_type_the_test_split_lacks_as_n_0_and_n_a_and_says_so():
   assert quiet.note().startswith("Every other column has at least 0 test questions")
   t6 = tables.to_markdown(report.table6([cell], columns, ["random"], flags))
   assert "| Difference | 40.00 | n/a | 0.00 |" in t6
-  assert "rows one seed's value (no std), adversarial rows mean (std) over 1 seed x 1 " in t6
+  assert ("rows one seed's value (no std), adversarial rows one seed's single substitution (no "
+          "std);") in t6
   t3, _ = report.table3(_study([cell]), columns, flags)
-  assert "mean (std) over 1 seed x 1 draws" in t3.caption
+  assert "random substitution, one seed's single draw (no std);" in t3.caption
   twin = report.balanced_table({"cells": [cell], "analysis": {"rows": {}}}, columns, flags)
   assert twin.caption.startswith("Balanced twin: test accuracy (%), one seed's value (no std),")
   assert [r[0] for r in t3.rows] == ["All", "Comparison", "Presence", "Rural/urban", "Average",

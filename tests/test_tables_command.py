@@ -503,3 +503,10 @@ def test_json_nested_too_deep_or_an_unreadable_metrics_file_is_one_line(tmp_path
     rc, out = _run(tmp_path / "runs", capsys)
   assert rc == 2 and out.err.strip().startswith(f"rsvqa-jax tables: error: {path}: unreadable (")
   assert len(out.err.strip().splitlines()) == 1
+
+
+def test_a_fraction_in_a_line_of_text_is_a_percent_or_n_a():
+  """Console lines print accuracies as the tables do; a NaN or the loop's -1 mark (no validation
+  yet) printed 'n/a%' and '-100.00%'."""
+  assert tables.percent(0.4) == "40.00%"
+  assert [tables.percent(x) for x in (math.nan, -1.0, None)] == ["n/a"] * 3

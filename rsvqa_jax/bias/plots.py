@@ -121,6 +121,8 @@ def error_note(seeds=None, draws=None):
   """What Figure 5's error bars are (report.py's setups: reference and visual-blind bars over
   seeds, adversarial ones over seeds x draws), with the counts when given."""
   k = f"{draws} draws" if draws is not None else "draws"
+  if seeds == 1 and str(draws) == "1":
+    return "One seed, one draw: every bar is a single value (no error bar)."
   if seeds == 1:
     return ("Reference and visual blind: one seed's value (no error bar); adversarial: error bar "
             f"= one population std over the seed's {k}, clipped to [0, 100].")

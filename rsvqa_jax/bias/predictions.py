@@ -325,6 +325,8 @@ def _check_column(found, splits, path, column, ours, same, what, own_way):
   """Refuses a file whose optional `column` ({question id: value}, `found`) disagrees with
   `splits` (`ours`: the split's array to compare, `same`: whether two values agree): the same
   question ids over other images or questions are another dataset or version."""
+  if not found:
+    return
   wrong = [(qid, found[qid], value) for split in splits.values()
            for qid, value in zip(split.question_id.tolist(), ours(split).tolist())
            if qid in found and not same(found[qid], value)]
@@ -342,12 +344,25 @@ def check_images(image_ids, splits, path):
                 "on another image", "numbers images its own way")
 
 
-def check_types(types, splits, path):
+# Names a type column may give a question of these keys besides the key and its table name: the
+# paper calls RSVQAxBEN's presence questions Yes/No.
+TYPE_ALIASES = {"presence": ("yes/no", "yes_no")}
+# The layouts whose files give our own type keys: FloodNet's and RSIVQA's readers rename theirs
+# (FloodNet's Yes_No is condition_yes_no here), so their files' names are not compared.
+TYPED_LAYOUTS = (None, "lr", "hr", "xben")
+
+
+def check_types(types, splits, path, dataset=None):
   """Refuses a file whose type column gives a question another type than `splits` do (the key,
   'rural_urban', or its displayed name, 'Rural/urban', in any case): LR and HR number questions
   and images alike, and their answers would be scored against these."""
-  same = lambda theirs, qtype: theirs.strip().lower() in (qtype.lower(),
-                                                         tables.type_name(qtype).lower())
+  if dataset not in TYPED_LAYOUTS:
+    return
+  names = {}
+  def same(theirs, qtype):
+    if qtype not in names:
+      names[qtype] = {qtype.lower(), tables.type_name(qtype).lower(), *TYPE_ALIASES.get(qtype, ())}
+    return theirs.strip().lower() in names[qtype]
   _check_column(types, splits, path, TYPE, lambda s: s.qtype, same, "of another type",
                 "names types its own way")
 
@@ -372,7 +387,7 @@ def load(path, splits, dataset=None, space=None, *, adversarial=False, chosen=Tr
                      "predictions= and adversarial_predictions=)")
   check_shared_ids(set().union(*file.by_repeat), splits, path)
   check_images(file.image_ids, splits, path)
-  check_types(file.types, splits, path)
+  check_types(file.types, splits, path, dataset)
   if adversarial and SUBSTITUTED not in file.columns:
     _log.warning(f"{path}: no {SUBSTITUTED} column, so which image each answer was given cannot "
                  "be checked: IO_AdTest assumes the images were swapped")

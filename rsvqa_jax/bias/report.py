@@ -84,6 +84,13 @@ def _seeds(n):
   return f"{n} seed{'s' if n != 1 else ''}"
 
 
+def _pooled(n_seeds, draws_text, noun):
+  """'mean (std) over 3 seeds x 10 draws', or what one seed's single draw is."""
+  if n_seeds == 1 and draws_text == "1":
+    return f"one seed's single {noun[:-1]} (no std)"
+  return f"mean (std) over {_seeds(n_seeds)} x {draws_text} {noun}"
+
+
 def _n_seeds(cells, role="reference"):
   return max((len(cell[role]) for cell in cells), default=0)
 
@@ -213,8 +220,9 @@ def table6(cells, columns, kinds, flags):
   n_seeds = _n_seeds(cells)
   caption = (f"Table 6 layout: test accuracy (%); reference and visual-blind rows "
              f"{_over(n_seeds)}"
-             + (f", adversarial rows mean (std) over {_seeds(n_seeds)} x "
-                f"{_draws_by_kind(cells, kinds)} substitutions" if kinds else "")
+             + (f", adversarial rows "
+                f"{_pooled(n_seeds, _draws_by_kind(cells, kinds), 'substitutions')}"
+                if kinds else "")
              + "; Difference = reference - row, in points")
   return tables.Table(caption=caption, columns=("Language model", "LM weights", "Setup",
                                                 *_names(columns)), rows=tuple(out))
@@ -259,8 +267,8 @@ def table3(study, columns, flags):
   caption = (f"Table 3 layout: {study['split']} split, most common answers from "
              f"{study['analysis'].get('fit_split', 'train')}; model columns: "
              f"{cell['label']}, {cell['weights']} (best mean validation OA), {_over(n_seeds)}"
-             + (f"; AdTest_Acc: {kind} substitution, mean (std) over "
-                f"{_seeds(n_seeds)} x {draws([cell], kind)} draws" if adv else "")
+             + (f"; AdTest_Acc: {kind} substitution, "
+                f"{_pooled(n_seeds, draws([cell], kind), 'draws')}" if adv else "")
              + f"; IO = Eq. 1 on the means (as the paper's Table 3); {tables.ROWS_NOTE}")
   if note := study["analysis"].get("note"):  # tables.analysis_note
     caption += f"; {note}"

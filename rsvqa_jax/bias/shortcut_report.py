@@ -536,7 +536,7 @@ def model_reading(label, results, plants, min_questions):
   """One sentence: which shortcuts a model takes, by its largest IID - OOD gaps."""
   gaps = largest_gaps(results, k=3, min_questions=min_questions)
   iid = tables.mean_std([r["iid_test"]["oa"] for r in results])[0]
-  text = (f"{label}: IID OA {tables.pct(iid)}%, largest IID - OOD gaps (points) "
+  text = (f"{label}: IID OA {tables.percent(iid)}, largest IID - OOD gaps (points) "
           f"{_gap_list(gaps)}")
   planted = planted_concepts(plants)
   if not gaps or not planted:
@@ -581,7 +581,7 @@ def study_summary(stage):
   for m in stage["models"]:
     top = largest_gaps(m["runs"], k=2, min_questions=n)
     iid = tables.mean_std([r["iid_test"]["oa"] for r in m["runs"]])[0]
-    parts.append(f"{m['label']} (IID OA {tables.pct(iid)}%): {_gap_list(top)}")
+    parts.append(f"{m['label']} (IID OA {tables.percent(iid)}): {_gap_list(top)}")
   where = ", ".join(stage["plant"]) or "no plant"
   planted = ", ".join(NAMES[c] for c in planted_concepts(stage["plant"]))
   text = (f"On the study's planted set ({where}; its concepts: {planted or 'none'}) the largest "

@@ -150,6 +150,14 @@ def mean_std(values):
   return float(values.mean()), float(values.std())
 
 
+def percent(fraction):
+  """'81.23%' of a fraction in a line of text; 'n/a' for none, NaN, or a negative mark (a run's
+  best validation OA before any validation)."""
+  if fraction is None or math.isnan(fraction) or fraction < 0:
+    return "n/a"
+  return f"{pct(fraction)}%"
+
+
 def pct(m, s=None):
   """'81.23 (0.45)' in percent; 'n/a' for NaN."""
   if m is None or math.isnan(m):

@@ -83,6 +83,9 @@ def run(args):
   model = _load(args.predictions, evaluated, dataset, space, clean=True, chosen=chosen)
   adversarial = _load(args.adversarial_predictions, evaluated, dataset, space, clean=False,
                       chosen=chosen)
+  if benchmark and "test" not in model:  # the file answers test_phili alone, say
+    raise RSVQAError(f"--predictions {args.predictions}: no answer to a question of the test "
+                     "split, which --shortcuts scores (the IID test set)")
   label = tables.dataset_label(layout)
   written = []
   # The set replaced whole: a full disk or a kill part-way left new tables beside old ones, and

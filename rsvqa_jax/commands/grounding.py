@@ -73,18 +73,17 @@ def _own_out(args, what):
 
 
 def run(args):
-  from rsvqa_jax.bias import grounding  # pylint: disable=g-import-not-at-top
+  from rsvqa_jax.bias import grounding, tables  # pylint: disable=g-import-not-at-top
   if args.action == "score":
     _refuse(args, WORKDIR_FLAGS, "grounding score")
     if not args.predicted or not args.truth:
       raise RSVQAError("grounding score needs --predicted P and --truth T")
     _own_out(args, "the scores")
     s = grounding.score_folders(args.predicted, args.truth, args.out, args.confidence)
-    pct = lambda x: f"{100 * x:.2f}%"  # as the tables print IoU and AP
-    extra = "".join(f", {k} {pct(s[k])}" for k in ("ap_25", "ap_50", "ap_75", "map_50_95")
+    extra = "".join(f", {k} {tables.percent(s[k])}" for k in ("ap_25", "ap_50", "ap_75", "map_50_95")
                     if k in s)
     print(f"{s['n_scored']} of {s['n_questions']} truth masks scored ({s['n_empty_truth']} empty, "
-          f"{s['n_missing_prediction']} without a prediction): mean IoU {pct(s['mean_iou'])}"
+          f"{s['n_missing_prediction']} without a prediction): mean IoU {tables.percent(s['mean_iou'])}"
           f"{extra}; written to {args.out}")
     if s["n_missing_prediction"]:
       print(f"--truth {args.truth}: {s['n_missing_prediction']} truth mask(s) without a predicted "
@@ -111,15 +110,14 @@ def run(args):
       print(f"{s['n']} masks, all empty: no coverage or boundary complexity to report; written "
             f"to {args.out}")
       return 0
-    c, b = s["coverage"], s["boundary_complexity"]
-    print(f"{s['n']} masks ({s['n_empty']} empty): coverage {100 * c['mean']:.3g}% +- "
-          f"{100 * c['std']:.3g}% of the image area, boundary complexity {b['mean']:.3g} +- "
-          f"{b['std']:.3g}; written to {args.out}")
+    c, b, g = s["coverage"], s["boundary_complexity"], grounding.significant
+    print(f"{s['n']} masks ({s['n_empty']} empty): coverage {g(100 * c['mean'])}% +- "
+          f"{g(100 * c['std'])}% of the image area, boundary complexity {g(b['mean'])} +- "
+          f"{g(b['std'])}; written to {args.out}")
     return 0
   _refuse(args, ("--predicted", "--truth", "--confidence"), "the workdir form (give score/stats)")
   if not args.workdir:
     raise RSVQAError("grounding: give score, stats, or --workdir W")
-  from rsvqa_jax.bias import tables  # pylint: disable=g-import-not-at-top
   from rsvqa_jax.eval import grounding as evaluator  # pylint: disable=g-import-not-at-top
   with common.trusted_pickles(args):
     result = evaluator.evaluate(args.workdir, args.split or "test", args.out,

@@ -38,7 +38,7 @@ def run(args):
   with common.trusted_pickles(args):
     summary = loop.train(config, args.workdir)
   if summary["finished"]:
-    print(f"{args.workdir}: done; best validation OA {tables.pct(summary['best_oa'])}% at step "
+    print(f"{args.workdir}: done; best validation OA {tables.percent(summary['best_oa'])} at step "
           f"{summary['best_step']}; evaluate with: rsvqa-jax evaluate "
           f"--workdir={shlex.quote(args.workdir)}")  # = : a folder named -x is no option
   return 0

@@ -28,6 +28,7 @@ import io
 import itertools
 import os
 
+import jax
 import numpy as np
 
 from rsvqa_jax import config as config_lib
@@ -122,7 +123,8 @@ def _plan(records, scene_of, seed):
   columns = zip(records.question_id.tolist(), records.image_id.tolist(), records.qtype.tolist(),
                 records.question.tolist(), records.raw_answer.tolist())
   for row, (qid, image_id, qtype, text, raw) in enumerate(progress.bar(
-      columns, total=len(records), desc=f"counterfactual edits {records.name}", unit="q")):
+      columns, total=len(records), desc=f"counterfactual edits {records.name}", unit="q",
+      enabled=jax.process_index() == 0)):
     question = generator_question(text, qtype, raw)
     scene = scene_of(image_id)
     if question is None:
@@ -262,8 +264,8 @@ def evaluate(workdir, split="test", *, seed=0, which="best", data_root=None, dat
     encoder = _encoder(run)
     _check_same_path(run, encoder, scene_of, np.unique(records.image_id)[:8])
     renders = (scene_of.render(i, objs) for i, objs in images)
-    with progress.bar(total=len(images), desc=f"counterfactual images {split}",
-                      unit="img") as bar:
+    with progress.bar(total=len(images), desc=f"counterfactual images {split}", unit="img",
+                      enabled=jax.process_index() == 0) as bar:
       edited = _encode(run, encoder, renders, len(images), bar.update)
   table_rows = np.concatenate([np.asarray(run.features.features, np.float32), edited])
   clean = predict.clean_rows(run, split)[0]

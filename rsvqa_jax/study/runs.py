@@ -68,7 +68,7 @@ def run_one(study, cfg, workdir, ds, feats, label, attack=True):
     took = f"{time.time() - started:.1f}s"
     done = (f"trained and evaluated ({took})" if why == reuse.MISSING
             else f"evaluated again ({why}; {took})")
-    study.progress(f"{label}: {done}, best validation OA {tables.pct(summary['best_oa'])}%")
+    study.progress(f"{label}: {done}, best validation OA {tables.percent(summary['best_oa'])}")
   else:
     study.progress(f"{label}: done before, skipped")
   out = {"workdir": workdir, "accuracy": metrics.from_json(storage.read_json(acc_path)),

@@ -53,7 +53,8 @@ LABEL_VOCAB = AnswerVocab(tuple(str(label) for label in pools_lib.LABELS))
 QTYPE = "answerability"
 WORDS_FILE = "answerability_words.json"
 FOREIGN_POOLS = ("likely pools of another dataset or split: give "
-                 "--config.answerability.pools=FOLDER of this dataset's pools")
+                 "--config.answerability.pools=FOLDER of this dataset's pools (a workdir trained "
+                 "on such pools keeps them: train a new one)")
 FOREIGN_POOL = "likely a pool file of another dataset: give one of this dataset's images"
 
 

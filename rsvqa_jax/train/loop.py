@@ -312,7 +312,7 @@ def _train(config, workdir, dataset, features, augment_features, log):
   state, loop, step = resume(periodic, best, run_lib.new_state(run), iterator, log)
   if step >= total_steps:
     log(f"{workdir}: finished ({step} of {total_steps} steps); best validation OA "
-        f"{tables.pct(loop['best_oa'])}% at step {loop['best_step']}")
+        f"{tables.percent(loop['best_oa'])} at step {loop['best_step']}")
     return {"finished": True, "step": step, **loop}
   if step:
     log(f"{workdir}: resuming at step {step} of {total_steps}")

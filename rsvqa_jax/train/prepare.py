@@ -6,7 +6,6 @@ never generates or trains anything. `train` and the study call these as their fi
 `evaluate` does not (a missing dataset or encoder there is an error saying how to make it).
 """
 import logging
-import math
 import time
 
 from rsvqa_jax import config as config_lib
@@ -43,8 +42,8 @@ def image_encoder(image_cfg, dataset, log=_log.info):
   manifest = pretrain.pretrain(dataset, image_cfg.pretrained_dir, pretrain.settings(image_cfg))
   val = manifest["metrics"].get("val", {})
   log(f"stage pretrain: done ({time.time() - started:.1f}s); land-cover presence accuracy on "
-      f"val {tables.pct(val.get('presence_accuracy', math.nan))}% (majority "
-      f"{tables.pct(val.get('majority_accuracy', math.nan))}%)")
+      f"val {tables.percent(val.get('presence_accuracy'))} (majority "
+      f"{tables.percent(val.get('majority_accuracy'))})")
   return True
 
 
