@@ -129,11 +129,12 @@ def test_convert_hf_resnet_folder(main, tmp_path):
 
 
 @pytest.fixture(name="skip_src")
-def fixture_skip_src(tmp_path):
+def fixture_skip_src(tmp_path, capsys):
   """(Skip-thoughts folder with a 6-d word table and a 5-d GRU, synthetic dataset folder)."""
   from rsvqa_jax.data import synthetic  # pylint: disable=g-import-not-at-top
   data = tmp_path / "data"
   synthetic.generate(str(data), "lr", images=3, seed=0, questions_per_image=4)
+  capsys.readouterr()  # synth's stage line, where an earlier test set up the command's logging
   word_dim, hidden = 6, 5
   rng = np.random.default_rng(0)
   f = lambda *shape: rng.standard_normal(shape).astype(np.float32)
