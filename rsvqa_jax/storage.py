@@ -7,6 +7,7 @@ and a reader that finds a manifest missing, malformed or of another version gets
 rebuilds instead of trusting it.
 """
 import contextlib
+import ctypes
 import errno
 import fcntl
 import hashlib
@@ -33,12 +34,18 @@ _WRITING = set()  # the temporary files (replacing_path) and folders (building) 
 
 
 @contextlib.contextmanager
-def building(parent, name):
+def building(parent, name, replace=False):
   """Yields a fresh temporary folder; it becomes parent/name only if the block completes.
 
-  If another process completed the same entry first, theirs is kept.
+  If another process completed the same entry first, theirs is kept; with `replace`, an earlier
+  parent/name is replaced instead (_replace), and the `.old-NAME-*` folders a killed replacement
+  left are removed first.
   """
   os.makedirs(parent, exist_ok=True)
+  if replace:
+    for entry in os.listdir(parent):
+      if entry.startswith(f".old-{name}-"):
+        shutil.rmtree(os.path.join(parent, entry), ignore_errors=True)
   try:
     tmp = _fresh_folder(parent, f".tmp-{name}-")
   except OSError as e:  # named the temporary folder (`.tmp-NAME-x1y2`) the user never gave
@@ -48,9 +55,12 @@ def building(parent, name):
   try:
     yield tmp
     try:
-      os.rename(tmp, target)
+      if replace:
+        _replace(tmp, target)
+      else:
+        os.rename(tmp, target)
     except OSError:
-      if not os.path.isdir(target):
+      if replace or not os.path.isdir(target):
         raise
   except OSError as e:  # a full disk inside it: name the entry, not a folder removed below
     inside = isinstance(e.filename, str) and (e.filename + os.sep).startswith(tmp + os.sep)
@@ -59,7 +69,43 @@ def building(parent, name):
     raise OSError(e.errno, e.strerror, target + e.filename[len(tmp):]) from None
   finally:
     _WRITING.discard(tmp)
+    if os.path.islink(tmp):  # a link `target` was, swapped in by _replace
+      os.remove(tmp)
     shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _replace(new, target):
+  """Puts folder `new` at `target`, and the earlier `target` (if any) at `new`, to be removed.
+  Swapped in one step where the system can (exchange): two renames left a kill between them
+  with nothing under the name, a dataset or benchmark lost to a Ctrl-C at the wrong moment."""
+  if not os.path.lexists(target):
+    os.rename(new, target)
+  elif not exchange(new, target):
+    parent, name = os.path.split(target)
+    aside = os.path.join(parent, f".old-{name}-{os.getpid()}-{time.time_ns()}")
+    os.rename(target, aside)
+    os.rename(new, target)
+    os.rename(aside, new)
+
+
+_AT_FDCWD, _RENAME_EXCHANGE = -100, 2  # <fcntl.h>, <linux/fs.h>
+_NO_EXCHANGE = (errno.ENOSYS, errno.EINVAL, errno.ENOTSUP, errno.EOPNOTSUPP)
+
+
+def exchange(a, b):
+  """Swaps the entries at paths a and b atomically (Linux renameat2 RENAME_EXCHANGE); False
+  where this system or file system has no such call, and nothing changed."""
+  try:
+    renameat2 = ctypes.CDLL(None, use_errno=True).renameat2
+  except (AttributeError, OSError):
+    return False
+  renameat2.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
+  if renameat2(_AT_FDCWD, os.fsencode(a), _AT_FDCWD, os.fsencode(b), _RENAME_EXCHANGE) == 0:
+    return True
+  code = ctypes.get_errno()
+  if code in _NO_EXCHANGE:
+    return False
+  raise OSError(code, os.strerror(code), b)
 
 
 def _fresh_folder(parent, prefix):
@@ -82,16 +128,13 @@ STALE_SECONDS = 60
 
 
 @contextlib.contextmanager
-def building_owned(parent, name):
-  """building() for an entry that is replaced, not cached (a dataset, a benchmark folder): the
-  folder names its builder (OWNER) while it is built, and the `.tmp-NAME-*` / `.old-NAME-*`
+def building_owned(parent, name, replace=False):
+  """building() for an entry written by one run, not a shared cache (a dataset, a benchmark
+  folder): the folder names its builder (OWNER) while it is built, and the `.tmp-NAME-*`
   folders a killed build left beside it are removed first, a live build's kept."""
   os.makedirs(parent, exist_ok=True)
-  for entry in os.listdir(parent):
-    if entry.startswith(f".old-{name}-"):
-      shutil.rmtree(os.path.join(parent, entry), ignore_errors=True)
   _remove_dead_builds(parent, f".tmp-{name}-")
-  with building(parent, name) as tmp:
+  with building(parent, name, replace) as tmp:
     owner = _claim(tmp)
     yield tmp
     os.remove(owner)

@@ -178,6 +178,18 @@ def test_synth_balanced_refuses_a_split_it_would_leave_empty(tmp_path, command_l
   assert len(gen.splits["val"]) == 0
 
 
+def test_synth_balanced_hr_may_leave_its_second_test_set_empty(tmp_path, command_line):
+  """HR's test_phili, a split no default run reads, left empty refused the whole set."""
+  out = str(tmp_path / "hr")
+  assert cli.main(["synth", "--out", out, "--variant", "hr", "--images", "24",
+                   "--questions-per-image", "5", "--balanced"]) == 0
+  assert ("WARNING: --images 24 --questions-per-image 5 --balanced: balancing leaves split "
+          "test_phili without a question (train 54, val 6, test 4, test_phili 0): train, evaluate "
+          "and a study of the other splits work, and evaluate --split test_phili refuses it; raise "
+          "--images or --questions-per-image to fill it") in command_line().splitlines()
+  assert synthetic.read_manifest(out)["images"] == 24
+
+
 def test_grounding_stats_and_score_report_their_masks(tmp_path, command_line, every_update):
   data = str(tmp_path / "d")
   synthetic.generate(data, "lr", 3, 0, questions_per_image=4)

@@ -122,3 +122,33 @@ def test_json_files_and_lines_hold_null_where_there_is_no_number(tmp_path):
   assert _strict(storage.json_line(value)) == written
   assert "\n" not in storage.json_line(value)
   assert value["oa"] != value["oa"]  # the caller's value is left as it was
+
+
+def test_exchange_swaps_two_folders_in_one_step(tmp_path):
+  (tmp_path / "a").mkdir()
+  (tmp_path / "a" / "x").write_text("a")
+  (tmp_path / "b").mkdir()
+  assert storage.exchange(str(tmp_path / "a"), str(tmp_path / "b"))  # Linux, ext4 / tmpfs
+  assert os.listdir(tmp_path / "a") == [] and (tmp_path / "b" / "x").read_text() == "a"
+
+
+def _built_over(tmp_path, replace=True):
+  """Builds folder tmp_path/d (holding `new`) over an earlier one (holding `old`)."""
+  (tmp_path / "d").mkdir(exist_ok=True)
+  (tmp_path / "d" / "old").write_text("")
+  with storage.building(str(tmp_path), "d", replace=replace) as tmp:
+    pathlib.Path(tmp, "new").write_text("")
+
+
+def test_without_the_one_step_swap_a_folder_is_replaced_by_two_renames(tmp_path, monkeypatch):
+  monkeypatch.setattr(storage, "exchange", lambda a, b: False)
+  _built_over(tmp_path)
+  assert os.listdir(tmp_path / "d") == ["new"] and os.listdir(tmp_path) == ["d"]
+  (tmp_path / ".old-d-1-2").mkdir()  # what a kill between those renames left
+  _built_over(tmp_path)
+  assert os.listdir(tmp_path) == ["d"]
+
+
+def test_a_folder_not_replaced_keeps_what_another_run_completed_first(tmp_path):
+  _built_over(tmp_path, replace=False)
+  assert sorted(os.listdir(tmp_path / "d")) == ["old"] and os.listdir(tmp_path) == ["d"]

@@ -88,7 +88,8 @@ def test_other_replaced_folders_clean_what_a_killed_build_left(tmp_path, folder)
   dead = tmp_path / f".tmp-{folder}-abc123"
   dead.mkdir()
   (dead / storage.OWNER).write_text(json.dumps({"pid": _dead_pid(), "host": HOST}))
-  (tmp_path / f".old-{folder}-1-2").mkdir()
+  if folder == "benchmark":  # a replaced folder: one moved aside by a killed replacement
+    (tmp_path / f".old-{folder}-1-2").mkdir()
   live = tmp_path / f".tmp-{folder}-live00"
   live.mkdir()
   (live / storage.OWNER).write_text(json.dumps({"pid": os.getpid(), "host": HOST}))
@@ -234,3 +235,34 @@ def _synth_lr(out):
 def test_sizes_are_said_in_the_largest_unit_below_1024():
   assert [storage._size(n) for n in (10, 5000, 3 * 2**30, 2 * 2**40, 5 * 2**50)] == [
       "10 bytes", "4.9 KB", "3.0 GB", "2.0 TB", "5,120.0 TB"]
+
+
+@pytest.mark.parametrize("folder", ["data", "benchmark", "maps"])
+def test_a_replaced_folder_is_never_missing_its_name(tmp_path, monkeypatch, folder):
+  """A dataset, benchmark or grounding maps folder being replaced was renamed aside, then the
+  new one into place: a kill between the two renames (simulated after the first) left nothing
+  under the name."""
+  from rsvqa_jax.bias import shortcut_report  # pylint: disable=g-import-not-at-top
+  from rsvqa_jax.eval import grounding  # pylint: disable=g-import-not-at-top
+  target = tmp_path / folder
+  if folder == "data":
+    synthetic.generate(str(target), **SMALL)
+  else:
+    target.mkdir()
+    (target / "old").write_text("")
+  rename = os.rename
+
+  def killed_after(src, dst):
+    rename(src, dst)
+    raise KeyboardInterrupt
+  monkeypatch.setattr(os, "rename", killed_after)
+  if folder == "data":
+    synthetic.ensure_synthetic(str(target), **{**SMALL, "images": 5})
+    assert synthetic.read_manifest(str(target))["images"] == 5
+  else:
+    replacing = shortcut_report.rebuilt(str(target)) if folder == "benchmark" else (
+        grounding.replacing_maps(str(tmp_path)))
+    with replacing as tmp:
+      (Path(tmp) / "new").write_text("")
+    assert os.listdir(target) == ["new"]
+  assert not [n for n in os.listdir(tmp_path) if n.startswith((".tmp-", ".old-"))]

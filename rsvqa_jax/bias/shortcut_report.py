@@ -21,7 +21,6 @@ import dataclasses
 import logging
 import math
 import os
-import shutil
 import textwrap
 import time
 
@@ -285,14 +284,8 @@ def rebuilt(folder):
   it points, the link kept."""
   folder = os.path.realpath(folder)
   parent, name = os.path.split(folder)
-  aside = None
-  with storage.building_owned(parent, name) as tmp:
+  with storage.building_owned(parent, name, replace=True) as tmp:
     yield tmp
-    if os.path.exists(folder):
-      aside = os.path.join(parent, f".old-{name}-{os.getpid()}-{time.time_ns()}")
-      os.rename(folder, aside)
-  if aside:
-    shutil.rmtree(aside, ignore_errors=True)
 
 
 def _check_out(out, source):

@@ -32,8 +32,6 @@ import json
 import logging
 import os
 import re
-import shutil
-import time
 
 import numpy as np
 
@@ -279,17 +277,19 @@ def _atomically(out, p, write):
   _say_if_replacing(out, p)
   parent, name = os.path.split(out)
   os.makedirs(parent, exist_ok=True)
-  aside = None
-  with storage.building_owned(parent, name) as tmp:
+  with storage.building_owned(parent, name, replace=True) as tmp:
     written = write(tmp)
     storage.write_json(os.path.join(tmp, MANIFEST), p)
-    aside = _make_way(out, p)
-  if aside:
-    shutil.rmtree(aside, ignore_errors=True)
+    _check_replaceable(out)  # once more: files may have been put there while this one was built
   if read_manifest(out) != p:
     raise RSVQAError(f"{out}: another process wrote a different synthetic dataset there at the "
                      "same time; run again")
   return written
+
+
+# The splits a run reads by default (data.train_split, val_split, test_split): a synthetic set
+# without one is refused; HR's second test set (test_phili) may be empty, with a WARNING.
+TRAINED_SPLITS = ("train", "val", "test")
 
 
 def _write_dataset(out, p, refuse_empty_splits=False):
@@ -324,11 +324,17 @@ def _write_dataset(out, p, refuse_empty_splits=False):
     pools = {s: _balance([x for x in pools[s] if x not in planted], rng)
              + [x for x in pools[s] if x in planted] for s in layout.splits}
     empty = [s for s in layout.splits if not pools[s]]
-    if refuse_empty_splits and empty:  # training refuses an empty split later, far from here
+    if refuse_empty_splits and empty:
       counts = ", ".join(f"{s} {len(pools[s])}" for s in layout.splits)
-      raise RSVQAError(f"--images {images} --questions-per-image {p['questions_per_image']} "
-                       f"--balanced: balancing leaves split {empty[0]} without a question "
-                       f"({counts}); raise --images or --questions-per-image")
+      given = f"--images {images} --questions-per-image {p['questions_per_image']} --balanced"
+      needed = [s for s in empty if s in TRAINED_SPLITS]
+      if needed:  # training refuses an empty split later, far from here
+        raise RSVQAError(f"{given}: balancing leaves split {needed[0]} without a question "
+                         f"({counts}); raise --images or --questions-per-image")
+      _log.warning(f"{given}: balancing leaves split {', '.join(empty)} without a question "
+                   f"({counts}): train, evaluate and a study of the other splits work, and "
+                   f"evaluate --split {empty[0]} refuses it; raise --images or "
+                   "--questions-per-image to fill it")
   chosen = sorted((image_id, k, q) for s in layout.splits
                   for k, (image_id, q) in enumerate(pools[s]))
   by_image = collections.defaultdict(list)
@@ -400,20 +406,6 @@ def _say_if_replacing(out, p):
   changed = ", ".join(f"{k} {old.get(k, '-')} -> {p.get(k, '-')}" for k in sorted({*old, *p})
                       if old.get(k) != p.get(k))
   _log.warning("%s: replacing the synthetic dataset there (%s)", out, changed)
-
-
-def _make_way(out, p):
-  """Moves what `out` holds aside unless it is already the wanted dataset; returns where to."""
-  if not os.path.isdir(out) or not os.listdir(out) or read_manifest(out) == p:
-    return None
-  _check_replaceable(out)
-  parent, name = os.path.split(out)
-  aside = os.path.join(parent, f".old-{name}-{os.getpid()}-{time.time_ns()}")
-  try:
-    os.rename(out, aside)
-  except FileNotFoundError:  # another run moved it first
-    return None
-  return aside
 
 
 def _write_files(out, variant, seed, image_splits, regions, land_use, by_image, questions):

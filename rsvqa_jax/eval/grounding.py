@@ -41,7 +41,6 @@ import contextlib
 import logging
 import math
 import os
-import shutil
 import textwrap
 import time
 
@@ -239,16 +238,8 @@ def replacing_maps(out):
   evaluation's maps whole (check_maps first), so OUT's maps are one evaluation's. One evaluation
   writes into OUT at a time, and removes what a killed one left there (.tmp-maps-*, .old-maps-*).
   """
-  with storage.building_alone(out, MAPS):
-    for entry in os.listdir(out):
-      if entry.startswith(f".old-{MAPS}-"):
-        shutil.rmtree(os.path.join(out, entry), ignore_errors=True)
-    aside = os.path.join(out, f".old-{MAPS}-{os.getpid()}-{time.time_ns()}")
-    with storage.building(out, MAPS) as tmp:
-      yield tmp
-      if os.path.lexists(os.path.join(out, MAPS)):
-        os.rename(os.path.join(out, MAPS), aside)
-    shutil.rmtree(aside, ignore_errors=True)
+  with storage.building_alone(out, MAPS), storage.building(out, MAPS, replace=True) as tmp:
+    yield tmp
 
 
 def map_size_warning(workdir, run, shape):
