@@ -18,6 +18,7 @@ from rsvqa_jax.errors import RSVQAError
 from rsvqa_jax.train import answerability, loop, metrics_log
 from rsvqa_jax.train import sharding as shd
 from test_train_support import tiny_config, tiny_task
+import subprocess_env
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -78,8 +79,8 @@ print("RESULT" + json.dumps(out))
 def eight(tmp_path_factory):
   """The subprocess's results on 8 host devices, and its workdir."""
   tmp = tmp_path_factory.mktemp("padding")
-  env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=8",
-             JAX_PLATFORMS="cpu", PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+  env = subprocess_env.env(XLA_FLAGS="--xla_force_host_platform_device_count=8",
+                           JAX_PLATFORMS="cpu")
   proc = subprocess.run([sys.executable, "-c", SCRIPT.format(here=HERE, workdir=str(tmp))],
                         env=env, cwd=ROOT, capture_output=True, text=True, timeout=600)
   assert proc.returncode == 0, proc.stderr[-3000:]

@@ -10,6 +10,7 @@ import sys
 import pytest
 
 from rsvqa_jax import cli
+import subprocess_env
 
 _SUBPARSERS = argparse._SubParsersAction  # pylint: disable=protected-access
 _HELP = argparse._HelpAction  # pylint: disable=protected-access
@@ -90,6 +91,5 @@ def test_no_help_loads_matplotlib_or_jax():
           "  heavy = [m for m in ('matplotlib', 'jax') if m in sys.modules]\n"
           "  assert not heavy, (name, heavy)\n")
   out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
-                       env=dict(os.environ, PYTHONPATH=ROOT + os.pathsep
-                                + os.environ.get("PYTHONPATH", "")))
+                       env=subprocess_env.env())
   assert out.returncode == 0, out.stderr[-2000:]

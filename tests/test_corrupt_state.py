@@ -30,6 +30,7 @@ from rsvqa_jax.data import answers
 from rsvqa_jax.errors import RSVQAError
 from rsvqa_jax.train import checkpointing, loop, metrics_log, run_record
 from test_train_support import array_chunks, tiny_config, tiny_task, warnings_of_rsvqa_jax
+import subprocess_env
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 QUIET = dict(log=lambda m: None)
@@ -100,7 +101,7 @@ def test_every_file_of_every_checkpoint_flipped(trained, tmp_path, capsys):
   copy = _copy(trained, tmp_path)
   for path in _files(os.path.join(copy, "best")) + _files(os.path.join(copy, "checkpoints")):
     flip_64_bytes(path)
-  env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+  env = subprocess_env.env()
   out = subprocess.run([sys.executable, "-m", "rsvqa_jax.cli", "evaluate", "--workdir", copy],
                        cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
   assert out.returncode == 2 and "Traceback" not in out.stderr, out.stderr[-3000:]
@@ -392,7 +393,7 @@ def test_a_deleted_step_metadata_file_is_one_warning_of_ours(trained, tmp_path):
   copy = _copy(trained, tmp_path)
   latest = os.path.join(copy, "checkpoints", str(steps[-1]))
   os.remove(os.path.join(latest, checkpointing.STEP_METADATA))
-  env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+  env = subprocess_env.env()
   out = subprocess.run([sys.executable, "-m", "rsvqa_jax.cli", "evaluate", "--workdir", copy,
                         "--checkpoint", "last"], cwd=ROOT, env=env, capture_output=True,
                        text=True, timeout=600)

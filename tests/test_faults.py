@@ -22,6 +22,7 @@ import pytest
 from rsvqa_jax import storage
 from rsvqa_jax.train import restore
 from test_synthetic import _files  # relative path -> bytes of every file under a folder
+import subprocess_env
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CONFIG = os.path.join(ROOT, "configs", "synthetic_tiny.py")
@@ -34,7 +35,7 @@ def _command(workdir, cache):
 
 
 def _env():
-  return dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+  return subprocess_env.env()
 
 
 def _run(workdir, cache):

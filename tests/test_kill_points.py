@@ -17,6 +17,7 @@ import pytest
 from rsvqa_jax import storage
 from rsvqa_jax.errors import RSVQAError
 from rsvqa_jax.train import loop, metrics_log
+import subprocess_env
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -152,8 +153,7 @@ def _interrupted_inside(block):
           "  os.kill(os.getpid(), signal.SIGINT)\n"
           "  time.sleep(60)\n")
   out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
-                       env=dict(os.environ, PYTHONPATH=ROOT + os.pathsep
-                                + os.environ.get("PYTHONPATH", "")))
+                       env=subprocess_env.env())
   assert out.returncode == 130, out.stderr[-2000:]
 
 
@@ -223,8 +223,7 @@ def test_the_entry_point_imports_nothing_heavy_before_its_interrupt_handler():
           "import rsvqa_jax.cli\n"
           "print('\\n'.join(sorted(set(sys.modules) - before)))\n")
   out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
-                       check=True, env=dict(os.environ, PYTHONPATH=ROOT + os.pathsep
-                                            + os.environ.get("PYTHONPATH", "")))
+                       check=True, env=subprocess_env.env())
   loaded = out.stdout.split()
   ours = sorted(m for m in loaded if m.split(".")[0] == "rsvqa_jax")
   assert ours == ["rsvqa_jax", "rsvqa_jax.cli", "rsvqa_jax.errors", "rsvqa_jax.jax_environment",

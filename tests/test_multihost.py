@@ -18,6 +18,7 @@ import pytest
 
 from rsvqa_jax.errors import RSVQAError
 from rsvqa_jax.train import sharding
+import subprocess_env
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -64,10 +65,9 @@ def test_two_processes_train_one_model(tmp_path):
   port = _free_port()
   procs = []
   for pid in range(2):
-    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=2",
-               JAX_PLATFORMS="cpu", JAX_COORDINATOR_ADDRESS=f"localhost:{port}",
-               JAX_NUM_PROCESSES="2", JAX_PROCESS_ID=str(pid),
-               PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    env = subprocess_env.env(XLA_FLAGS="--xla_force_host_platform_device_count=2",
+                             JAX_PLATFORMS="cpu", JAX_COORDINATOR_ADDRESS=f"localhost:{port}",
+                             JAX_NUM_PROCESSES="2", JAX_PROCESS_ID=str(pid))
     procs.append(subprocess.Popen([sys.executable, "-c", script], env=env, cwd=ROOT,
                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
   outputs, results = [], []

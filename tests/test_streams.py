@@ -11,13 +11,13 @@ import pytest
 
 from rsvqa_jax import cli
 from rsvqa_jax.errors import RSVQAError
+import subprocess_env
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def _env(**more):
-  return dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""),
-              **more)
+  return subprocess_env.env(**more)
 
 
 def _cli(args, **kwargs):

@@ -5,11 +5,13 @@ import sys
 
 import numpy as np
 
+import subprocess_env
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def _run(*args):
-  env = dict(os.environ, PYTHONPATH=ROOT)
+  env = subprocess_env.env()
   return subprocess.run([sys.executable, os.path.join(ROOT, "tools", "convert_utable.py"), *args],
                         capture_output=True, text=True, env=env)
 

@@ -20,6 +20,7 @@ from rsvqa_jax.models.vqa import RSVQAModel, VQAHead
 from rsvqa_jax.train import inputs, model_builder, steps
 from rsvqa_jax.train import run as run_lib
 from rsvqa_jax.train import sharding as shd
+import subprocess_env
 from rsvqa_jax.train import state as state_lib
 from test_train_support import tiny_config, tiny_task
 
@@ -138,8 +139,8 @@ print("RESULT" + json.dumps(out))
 
 
 def test_sharded_over_8_devices_matches_single_device(tmp_path):
-  env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=8",
-             JAX_PLATFORMS="cpu", PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+  env = subprocess_env.env(XLA_FLAGS="--xla_force_host_platform_device_count=8",
+                           JAX_PLATFORMS="cpu")
   script = SHARDED_SCRIPT.format(here=HERE, workdir=str(tmp_path))
   proc = subprocess.run([sys.executable, "-c", script], env=env, cwd=ROOT, capture_output=True,
                         text=True, timeout=600)
