@@ -281,3 +281,52 @@ def test_pools_drawn_for_another_dataset_are_refused(small, tmp_path):
                               f"synthetic dataset of images=31, but dataset {small['root']} (lr) "
                               f"is one of images=30 (synthetic.json); {FIX}")
 
+
+
+def _forbid_slow_stages(monkeypatch):
+  """The encoder's pretraining and the feature extraction fail the test if called: a refused run
+  must reach neither."""
+  from rsvqa_jax.features import image_cache, pretrain  # pylint: disable=g-import-not-at-top
+
+  def forbidden(name):
+    def call(*args, **kwargs):
+      raise AssertionError(f"{name} ran before the refusal")
+    return call
+
+  for module, name in ((pretrain, "pretrain"), (image_cache, "image_features")):
+    monkeypatch.setattr(module, name, forbidden(name))
+
+
+@pytest.mark.parametrize("case", ["manifest", "split"])
+def test_foreign_pools_are_refused_before_the_encoder_is_pretrained(small, tmp_path, monkeypatch,
+                                                                    case):
+  """A synthetic config on pools of another dataset generated its dataset, pretrained its ResNet
+  (minutes) and extracted its features, and only then refused the pools."""
+  _forbid_slow_stages(monkeypatch)
+  cache, workdir = tmp_path / "cache", tmp_path / "w"
+  if case == "manifest":  # drawn from the 30-image set, not the config's 15
+    folder, images, questions = small["root"], 15, 2
+    root = cache / "synthetic_lr_15_0_q2"
+    message = (f"{os.path.join(folder, pools_lib.MANIFEST)}: its pools were drawn from a "
+               "synthetic dataset of images=30, questions_per_image=5, but dataset "
+               f"{root} (lr) is one of images=15, questions_per_image=2 (synthetic.json); {FIX}")
+  else:  # the config's own dataset, train pools of its test images
+    folder, images, questions = str(tmp_path / "pools"), 30, 5
+    root = cache / "synthetic_lr_30_0_q5"
+    os.makedirs(folder)
+    for split in SIZES:
+      shutil.copy(pools_lib.pool_file(small["root"], split), folder)
+    path = pools_lib.pool_file(folder, "train")
+    shutil.copy(pools_lib.pool_file(small["root"], "test"), path)
+    first = int(pools_lib.read_pools(path)[2][0])
+    message = (f"{path}: image id {first} is not an image of split train of dataset {root} "
+               f"(lr): it is in its split test; {FIX}")
+  status, _, err = _cli(["answerability", "train", "--config", "configs/answerability_synthetic.py",
+                         "--workdir", str(workdir), f"--config.data.cache_dir={cache}",
+                         f"--config.data.synthetic_images={images}",
+                         f"--config.data.synthetic_questions_per_image={questions}",
+                         f"--config.answerability.pools={folder}"])
+  assert status == 2, err
+  assert err.strip().splitlines()[-1] == f"rsvqa-jax answerability train: error: {message}"
+  assert "stage pretrain" not in err
+  assert not workdir.exists() and sorted(os.listdir(cache)) == [root.name]

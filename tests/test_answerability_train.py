@@ -605,3 +605,64 @@ def test_a_workdir_trained_on_pools_of_another_split_is_not_evaluated(task, tmp_
   assert str(error.value) == (f"{path}: image id {_rows(task, 'test')[0][2]} is not an image of "
                               f"split train of dataset {task['tmp']} (lr): it is in its split "
                               f"test; {FIX}")
+
+
+def _forbid_model(monkeypatch):
+  """Building the features or the model fails the test: a refusal from files alone comes first."""
+  def forbidden(name):
+    def call(*args, **kwargs):
+      raise AssertionError(f"{name} ran before the refusal")
+    return call
+
+  monkeypatch.setattr(train_lib.model_builder, "build", forbidden("model_builder.build"))
+  monkeypatch.setattr(train_lib.inputs, "image_features", forbidden("inputs.image_features"))
+
+
+def test_train_pools_fewer_than_a_batch_are_refused_before_the_model_is_built(task, tmp_path,
+                                                                              monkeypatch):
+  """Refused after the features and the model were built, with the workdir's config recorded."""
+  _forbid_model(monkeypatch)
+  c = _config(task["folder"], False)
+  c.answerability.batch_pools = 10000
+  n = len(metrics_lib.pools(train_lib.Pools.read(pools_lib.pool_file(task["folder"],
+                                                                      "train")).pool_ids))
+  workdir = str(tmp_path / "run")
+  with pytest.raises(RSVQAError) as error:
+    train_lib.train(c, workdir, dataset=task["dataset"], features=task["features"], **QUIET)
+  assert str(error.value) == (f"config answerability.batch_pools=10000: more than the {n} "
+                              "training pools")
+  assert not os.path.exists(workdir)
+
+
+def test_select_refuses_a_pool_of_another_dataset_folder_before_the_model_is_built(
+    task, tmp_path, monkeypatch):
+  """The pool's folder was checked after the workdir was restored: features, model, checkpoint."""
+  other = tmp_path / "other_dataset"
+  other.mkdir()
+  (other / synthetic.MANIFEST).write_text("{}")
+  pool = other / "pool.csv"
+  pool.write_text("pool_id,question,image_id\n0,Is there a road?,3\n0,Is there a road?,4\n")
+  _forbid_model(monkeypatch)
+  workdir = task["runs"]["reference"]["workdir"]
+  with pytest.raises(RSVQAError) as error:
+    evaluation.select(workdir, str(pool), 1, str(tmp_path / "top.csv"), dataset=task["dataset"],
+                      features=task["features"])
+  assert str(error.value) == (f"--pool {pool}: lies in the dataset folder {other}, but the "
+                              f"workdir trained on {task['folder']}: its image ids name that "
+                              "dataset's images; give a pool file of the workdir's dataset")
+  assert not os.path.exists(tmp_path / "top.csv")
+
+
+@pytest.mark.parametrize("which", ["best", "last"])
+def test_a_workdir_without_checkpoints_is_refused_before_the_model_is_built(task, tmp_path,
+                                                                            monkeypatch, which):
+  """No checkpoint to restore was found after the features and the model were built."""
+  workdir = _copy_reference(task, tmp_path)
+  for name in ("checkpoints", "best"):
+    shutil.rmtree(os.path.join(workdir, name))
+  _forbid_model(monkeypatch)
+  with pytest.raises(RSVQAError) as error:
+    evaluation.evaluate(workdir, "test", which=which, dataset=task["dataset"],
+                        features=task["features"])
+  assert str(error.value).startswith(f"{workdir}: no checkpoint to score: training stopped "
+                                     "before its first one")

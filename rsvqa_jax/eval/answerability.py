@@ -22,12 +22,10 @@ import time
 
 import numpy as np
 
-from rsvqa_jax import config as config_lib
 from rsvqa_jax import storage
 from rsvqa_jax.bias import answerability as metrics_lib
 from rsvqa_jax.bias import tables
 from rsvqa_jax.data import answerability as pools_lib
-from rsvqa_jax.data import split_files, synthetic
 from rsvqa_jax.errors import RSVQAError
 from rsvqa_jax.eval import outputs
 from rsvqa_jax.train import answerability as train_lib
@@ -121,7 +119,9 @@ def select(workdir, pool_csv, top, out=None, *, which="best", data_root=None, da
   (default WORKDIR/eval/answerability/selected.csv, eval_last/ for the last checkpoint;
   _check_select_out) with their score and entropy, and beside it summary_path(out): what was
   ranked, and the pool's words the model reads as unknown (a WARNING when there are some: their
-  scores rest on the other words). Returns the path, the number written and the summary."""
+  scores rest on the other words). A pool file of another dataset's images or folder is refused
+  before any feature or model is built (train/answerability._checked). Returns the path, the
+  number written and the summary."""
   if top <= 0:
     raise RSVQAError(f"--top {top}: must be positive")
   out = out or os.path.join(folder(workdir, which), "selected.csv")
@@ -129,10 +129,6 @@ def select(workdir, pool_csv, top, out=None, *, which="best", data_root=None, da
   extra = {"select": train_lib.Pools.read(pool_csv, labelled=False)}
   run, pools, state, step = train_lib.restore(workdir, [], which=which, data_root=data_root,
                                               dataset=dataset, features=features, extra=extra)
-  data = run.config.data
-  _check_pool_dataset(pool_csv, run.dataset.root,
-                      config_lib.synthetic_root(run.config, workdir) if data.synthetic
-                      else data.root)
   p = pools["select"]
   unknown = unknown_words_summary(run.tokenizer, p.pool_ids, p.questions)
   if unknown["n_questions_with_unknown_words"]:
@@ -181,20 +177,6 @@ def describe_unknown(summary):
 def summary_path(out):
   """select's summary JSON, beside its CSV: selected.csv -> selected.json."""
   return os.path.splitext(out)[0] + ".json"
-
-
-def _check_pool_dataset(pool_csv, pools, root):
-  """A pool file inside another dataset's folder names that dataset's image ids: scored with the
-  workdir's features, any id both hold would be ranked on another image, in silence. `pools`,
-  `root`: the workdir's pool folder and dataset folder (the restored run's: an in-memory run's
-  config names no dataset folder)."""
-  parent = os.path.dirname(os.path.realpath(pool_csv))
-  holds = split_files.dataset_file(parent) or os.path.exists(
-      os.path.join(parent, synthetic.MANIFEST))
-  if holds and parent not in {os.path.realpath(p) for p in (pools, root) if p}:
-    raise RSVQAError(f"--pool {pool_csv}: lies in the dataset folder {parent}, but the workdir "
-                     f"trained on {root or pools}: its image ids name that dataset's images; give "
-                     "a pool file of the workdir's dataset")
 
 
 def _is_selection(path):

@@ -34,7 +34,7 @@ from rsvqa_jax import config as config_lib
 from rsvqa_jax import progress, storage
 from rsvqa_jax.bias import answerability as metrics_lib
 from rsvqa_jax.data import answerability as pools_lib
-from rsvqa_jax.data import pipeline, records, synthetic
+from rsvqa_jax.data import pipeline, records, split_files, synthetic
 from rsvqa_jax.data.answers import AnswerVocab
 from rsvqa_jax.data.tokenizers import bucket_length, word_list
 from rsvqa_jax.errors import RSVQAError
@@ -42,6 +42,7 @@ from rsvqa_jax.models import answerability as model_lib
 from rsvqa_jax.train import checkpointing, inputs, loop, model_builder, prepare
 from rsvqa_jax.train import restore as restore_lib
 from rsvqa_jax.train import run as run_lib
+from rsvqa_jax.train import run_record
 from rsvqa_jax.train import sharding as shd
 from rsvqa_jax.train import steps as steps_lib
 
@@ -253,28 +254,60 @@ def _warn_new_words(workdir, folder, known, words, tokenizer):
                  ", ".join(map(repr, sorted(new)[:5])), workdir, WORDS_FILE)
 
 
+def _checked(config, workdir, splits, dataset, extra=None):
+  """(pools folder, {split: Pools} of `splits` and `extra`, {path: Pools} of every pool file in
+  the folder): build's refusals, which need only the dataset, the pool files and the workdir's
+  records, so training makes them before it pretrains an encoder (_input_stages) and `select`
+  before any feature or model. Pools drawn for another dataset, or whose images are not those of
+  their split, are refused (data/answerability.check_drawn_for, check_images); so is an `extra`
+  pool file of another dataset's images or folder (_check_pool_folder)."""
+  folder, _ = pools_folder(config, dataset, workdir)
+  pools_lib.check_drawn_for(folder, dataset, FOREIGN_POOLS)
+  pools = {s: _read(folder, s, dataset) for s in splits}
+  d = config.data
+  root = config_lib.synthetic_root(config, workdir) if d.synthetic else d.root
+  for p in (extra or {}).values():
+    pools_lib.check_images(p.path, p.image_ids, dataset, None, FOREIGN_POOL)
+    _check_pool_folder(p.path, folder, root)
+  known = {p: Pools.read(p) for p in sorted(glob.glob(pools_lib.pool_file(glob.escape(folder),
+                                                                           "*")))}
+  inputs.check_data(workdir, _trained_pools(folder, known, config, dataset), config)
+  pools.update(extra or {})
+  return folder, pools, known
+
+
+def _check_pool_folder(path, pools, root):
+  """A pool file inside another dataset's folder names that dataset's image ids: scored with the
+  workdir's features, any id both hold would be ranked on another image, in silence. `pools`,
+  `root`: the workdir's pool folder and dataset folder (the config's: an in-memory run's names
+  none)."""
+  parent = os.path.dirname(os.path.realpath(path))
+  holds = split_files.dataset_file(parent) or os.path.exists(
+      os.path.join(parent, synthetic.MANIFEST))
+  if holds and parent not in {os.path.realpath(p) for p in (pools, root) if p}:
+    raise RSVQAError(f"--pool {path}: lies in the dataset folder {parent}, but the workdir "
+                     f"trained on {root or pools}: its image ids name that dataset's images; give "
+                     "a pool file of the workdir's dataset")
+
+
+def _dataset(config, workdir, dataset, features):
+  """`dataset`, else the one the config names, read after the config's own checks."""
+  shd.maybe_initialize_distributed()
+  check(config)
+  config_lib.check_weights(config, image=features is None)
+  return dataset if dataset is not None else inputs.load_dataset(config, workdir)
+
+
 def build(config, workdir, splits, *, dataset=None, features=None, extra=None):
   """(run.Run whose columns hold the pairs of `splits`, {split: Pools}).
 
   The model is the config's text encoder and one-output head (models/answerability.py); its
   words are those recorded at the first training (_words), so training and evaluation build the
   same vocabulary. `extra` = {name: Pools} adds more pairs (unlabelled ones to rank, of any
-  split). Pools drawn for another dataset, or whose images are not those of their split, are
-  refused before any feature is computed (data/answerability.check_drawn_for, check_images).
+  split). Every refusal of _checked comes before any feature is computed or the model built.
   """
-  shd.maybe_initialize_distributed()
-  check(config)
-  config_lib.check_weights(config, image=features is None)
-  dataset = dataset if dataset is not None else inputs.load_dataset(config, workdir)
-  folder, _ = pools_folder(config, dataset, workdir)
-  pools_lib.check_drawn_for(folder, dataset, FOREIGN_POOLS)
-  pools = {s: _read(folder, s, dataset) for s in splits}
-  for p in (extra or {}).values():
-    pools_lib.check_images(p.path, p.image_ids, dataset, None, FOREIGN_POOL)
-  known = {p: Pools.read(p) for p in sorted(glob.glob(pools_lib.pool_file(glob.escape(folder),
-                                                                           "*")))}
-  inputs.check_data(workdir, _trained_pools(folder, known, config, dataset), config)
-  pools.update(extra or {})
+  dataset = _dataset(config, workdir, dataset, features)
+  folder, pools, known = _checked(config, workdir, splits, dataset, extra)
   words, recorded = _words(workdir, dataset, folder, known)
   if features is None:
     features = inputs.image_features(config, dataset, workdir, None)
@@ -411,8 +444,9 @@ def best_reading(record, metric):
 def train(config, workdir, *, dataset=None, features=None, log=_log.info):
   """Trains (or resumes, or reports finished) the answerability run of `config` in `workdir`.
 
-  Without `dataset`, the explicit input stages run first: a synthetic config's dataset, a
-  synthetic_resnet's pretraining (train/prepare.py), then its pools. Returns a summary.
+  Without `dataset`, the explicit input stages run first (_input_stages). Every refusal that
+  needs only the dataset, the pool files and the workdir's records (_check_pools) comes before
+  an encoder is pretrained, a feature extracted or the model built. Returns a summary.
   """
   config_lib.check(config)
   check(config)
@@ -422,9 +456,44 @@ def train(config, workdir, *, dataset=None, features=None, log=_log.info):
   shd.maybe_initialize_distributed()
   with loop.run_lock(workdir, "answerability training"):
     if dataset is None:
-      dataset = prepare.run_inputs(config, workdir, log)
-      pools_stage(config, dataset, workdir, log)
+      dataset = _input_stages(config, workdir, log)
+    else:
+      _check_pools(config, workdir, dataset)
     return _train(config, workdir, dataset, features, log)
+
+
+def _input_stages(config, workdir, log):
+  """prepare.run_inputs' stages with the pools between: a synthetic config's dataset, its pools,
+  their refusals (_check_pools), then a synthetic_resnet's pretraining, minutes that pools the
+  run cannot use must not cost."""
+  if config.data.synthetic:
+    prepare.synthetic_dataset(config, workdir, log)
+  dataset = inputs.load_dataset(config, workdir)
+  pools_stage(config, dataset, workdir, log)
+  _check_pools(config, workdir, dataset)
+  prepare.image_encoder(inputs.resolved_image(config, workdir), dataset, log)
+  return dataset
+
+
+def _check_pools(config, workdir, dataset):
+  """Training's refusals from files alone: build's (_checked) and train pools that make no batch
+  (_epochs). build and _train check again, on the files as they are by then."""
+  train_split = config.data.train_split
+  _, pools, _ = _checked(config, workdir, [train_split, config.data.val_split], dataset)
+  _epochs(config, pools[train_split], shd.make_mesh())
+
+
+def _epochs(config, pools, mesh):
+  """(first row of each train pool, the pool size, the batch layout, steps per epoch), or the
+  one-line refusal of train pools of several sizes or fewer than a batch."""
+  a = config.answerability
+  first, size = pools.starts()
+  layout = shd.batch_layout(a.batch_pools, mesh, "answerability.batch_pools")
+  steps_per_epoch = len(first) // jax.process_count() // layout.local
+  if not steps_per_epoch:
+    raise RSVQAError(f"config answerability.batch_pools={a.batch_pools}: more than the "
+                     f"{len(first)} training pools")
+  return first, size, layout, steps_per_epoch
 
 
 def _train(config, workdir, dataset, features, log):
@@ -432,14 +501,9 @@ def _train(config, workdir, dataset, features, log):
   train_split, val_split = config.data.train_split, config.data.val_split
   run, pools = build(config, workdir, [train_split, val_split], dataset=dataset,
                      features=features)
+  first, size, layout, steps_per_epoch = _epochs(config, pools[train_split], run.mesh)
   checkpointing.check_or_record_config(workdir, config)
   inputs.record_data(workdir, run.dataset, config)
-  first, size = pools[train_split].starts()
-  layout = shd.batch_layout(a.batch_pools, run.mesh, "answerability.batch_pools")
-  steps_per_epoch = len(first) // jax.process_count() // layout.local
-  if not steps_per_epoch:
-    raise RSVQAError(f"config answerability.batch_pools={a.batch_pools}: more than the "
-                     f"{len(first)} training pools")
   total = t.num_epochs * steps_per_epoch
   warn_if_unrankable(pools[val_split], val_split, a.select_metric)
   periodic = checkpointing.Checkpoints(os.path.join(workdir, "checkpoints"), t.keep_checkpoints)
@@ -533,15 +597,29 @@ def restore(workdir, splits, *, which="best", data_root=None, dataset=None, feat
                      "section); train one with rsvqa-jax answerability train")
   if dataset is None:
     checkpointing.refuse_moved_dataset(config, workdir)
-  run, pools = build(config, workdir, splits, dataset=dataset, features=features, extra=extra)
-  like = run_lib.new_state(run)
+  dataset = _dataset(config, workdir, dataset, features)
+  _checked(config, workdir, splits, dataset, extra)  # the pools' refusals before the checkpoint's
   kept = checkpointing.Checkpoints(os.path.join(workdir, "checkpoints"),
                                    config.train.keep_checkpoints)
+  why = (f"no validation has run, or none gave a {config.answerability.select_metric} (val "
+         "pools without relevant candidates)")
+  if not _names_a_checkpoint(workdir, kept, which):
+    raise restore_lib.no_checkpoint(workdir, which, kept, "score", why)
+  run, pools = build(config, workdir, splits, dataset=dataset, features=features, extra=extra)
+  like = run_lib.new_state(run)
   best = restore_lib.best_checkpoint
   found = (kept.restore_latest(like.checkpoint_items(), warn) if which == "last" else
            best(workdir, kept, like.checkpoint_items(), warn))
   if found is None:
-    raise restore_lib.no_checkpoint(
-        workdir, which, kept, "score", f"no validation has run, or none gave a "
-        f"{config.answerability.select_metric} (val pools without relevant candidates)")
+    raise restore_lib.no_checkpoint(workdir, which, kept, "score", why)
   return run, pools, like.replace(**found[0]), int(found[2])
+
+
+def _names_a_checkpoint(workdir, kept, which):
+  """Whether the checkpoint folders name a step for `which`: where they name none, restore_latest
+  and best_checkpoint (train/restore.py) find none, refused before the features and the model are
+  built (a damaged checkpoint is known only once restored)."""
+  if which == "last":
+    return bool(kept.steps() or kept.set_aside_steps())
+  return bool(run_record.best_step(kept.directory)
+              or run_record.steps(os.path.join(workdir, "best")))
