@@ -192,3 +192,21 @@ def test_a_refused_run_removes_the_empty_parent_folders_it_made(tmp_path):
     (tmp_path / "runs" / "other").mkdir()
     raise RSVQAError("refused")
   assert sorted(os.listdir(tmp_path / "runs")) == ["other"]
+
+
+def test_answerability_train_names_a_missing_data_root_before_the_workdir(tmp_path, capsys):
+  """The workdir was compared first: over a run of another config, the refusal named that run
+  ("holds a run of another config"), not the missing folder."""
+  from rsvqa_jax.train import checkpointing  # pylint: disable=g-import-not-at-top
+  other = config_lib.load("configs/answerability_synthetic.py")
+  config_lib.apply_overrides(other, ["seed=7"])
+  ran = tmp_path / "ran"
+  checkpointing.check_or_record_config(str(ran), other)
+  before = {p: p.stat().st_mtime_ns for p in ran.iterdir()}
+  assert cli.main(["answerability", "train", "--config", "configs/answerability_synthetic.py",
+                   "--workdir", str(ran), "--config.data.synthetic=false",
+                   f"--config.data.root={tmp_path / 'none'}"]) == 2
+  assert capsys.readouterr().err.strip() == (
+      f"rsvqa-jax answerability train: error: config data.root={tmp_path / 'none'}: folder does "
+      "not exist")
+  assert {p: p.stat().st_mtime_ns for p in ran.iterdir()} == before

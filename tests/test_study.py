@@ -10,7 +10,7 @@ import types
 import numpy as np
 import pytest
 
-from rsvqa_jax import storage, study
+from rsvqa_jax import cli, storage, study
 from rsvqa_jax.bias import report, shortcut_report, shortcuts, tables
 from rsvqa_jax.data import synthetic
 from rsvqa_jax import config as config_lib
@@ -18,6 +18,7 @@ from rsvqa_jax.errors import RSVQAError
 from rsvqa_jax.study import checks as study_checks
 from rsvqa_jax.study import journal, recorded, reuse
 from rsvqa_jax.train import checkpointing
+from test_train_support import listing
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RUNS = ("skipthoughts_finetuned_reference", "skipthoughts_finetuned_blind")
@@ -728,15 +729,15 @@ def test_the_same_checkpoint_named_from_another_folder_is_the_same_study(tmp_pat
   c = micro_config()
   monkeypatch.chdir(tmp_path / "w")
   config_lib.apply_overrides(c, ["study.lm.skipthoughts.checkpoint=../models/st"])
-  recorded.check_or_record(c.study, str(tmp_path))
+  recorded.record(c.study, str(tmp_path))
   assert storage.read_json(str(tmp_path / recorded.FILE))["lm"]["skipthoughts"]["checkpoint"] == (
       str(tmp_path / "models" / "st"))
   monkeypatch.chdir(tmp_path)
   config_lib.apply_overrides(c, ["study.lm.skipthoughts.checkpoint=models/st"])
-  recorded.check_or_record(c.study, str(tmp_path))  # the same folder: no refusal
+  recorded.check(c.study, str(tmp_path))  # the same folder: no refusal
   config_lib.apply_overrides(c, ["study.lm.skipthoughts.checkpoint=models/other"])
   with pytest.raises(RSVQAError, match="study.lm.skipthoughts.checkpoint="):
-    recorded.check_or_record(c.study, str(tmp_path))
+    recorded.check(c.study, str(tmp_path))
 
 
 def test_a_split_of_one_image_is_refused_for_swaps_before_any_run():
@@ -770,3 +771,85 @@ def test_warnings_that_cannot_be_kept_are_said_once_and_still_counted(tmp_path, 
   err = capsys.readouterr().err
   assert err.count("not written") == 1 and "Traceback" not in err and "Logging error" not in err
   assert warnings.listed() == [{"message": "a warning", "count": 3}]
+
+
+@pytest.mark.parametrize("overrides,message", [
+    ([], "config data.root=None: give the dataset folder"),
+    (["data.root={tmp}/none"], "config data.root={tmp}/none: give the dataset folder"),
+    (["data.root={tmp}/lr", "data.name=hr"],
+     "{tmp}/lr: no USGS_split_train_questions.json (dataset hr); the folder holds dataset lr")])
+def test_a_study_refused_for_its_data_leaves_its_folder_as_it_was(tmp_path, capsys, overrides,
+                                                                  message):
+  """study_config.json and cache/ were written first: the folder then recorded a study that
+  never ran."""
+  synthetic.generate(str(tmp_path / "lr"), variant="lr", images=4, seed=0)
+  fresh, kept = tmp_path / "fresh", tmp_path / "kept"
+  kept.mkdir()
+  (kept / "notes.txt").write_text("mine")
+  c = micro_config()
+  config_lib.apply_overrides(c, ["study.synthetic=false"] +
+                             [o.format(tmp=tmp_path) for o in overrides])
+  for folder in (fresh, kept):
+    before = listing(folder)
+    with pytest.raises(RSVQAError) as refused:
+      study.run_study(c, str(folder), log=lambda _: None)
+    assert str(refused.value).startswith(message.format(tmp=tmp_path))
+    assert listing(folder) == before
+  capsys.readouterr()
+  # From the command line too, as `rsvqa-jax study` runs it.
+  argv = ["study", "--config", "configs/study_synthetic.py:quick", "--workdir", str(fresh),
+          "--config.study.synthetic=false", f"--config.data.root={tmp_path / 'lr'}",
+          "--config.data.name=hr"]
+  assert cli.main(argv) == 2
+  assert "no USGS_split_train_questions.json (dataset hr)" in capsys.readouterr().err
+  assert not fresh.exists()
+
+
+def test_a_generated_set_too_small_does_not_bind_the_folder(tmp_path):
+  """Its refusal came after study_config.json recorded study.images, which then refused the
+  corrected rerun ("holds a study made with study.images=4")."""
+  c = micro_config()
+  config_lib.apply_overrides(c, ["study.images=4", "study.questions_per_image=2"])
+  with pytest.raises(RSVQAError, match=r"4 training questions from 4 generated images "
+                     r"\(study.images\), fewer than train.batch_size=32"):
+    study.run_study(c, str(tmp_path / "s"), log=lambda _: None)
+  left = os.listdir(tmp_path / "s")  # the set stays: a resized rerun generates it again
+  assert "data" in left and recorded.FILE not in left and "cache" not in left
+
+
+def _study_args(*overrides, workdir="s"):
+  import argparse  # pylint: disable=g-import-not-at-top
+  from rsvqa_jax.commands import study as study_cmd  # pylint: disable=g-import-not-at-top
+  parser = argparse.ArgumentParser()
+  study_cmd.add_arguments(parser)
+  return parser.parse_args(["--config", os.path.join(ROOT, "configs", "study_paper.py"),
+                            "--workdir", workdir, *overrides])
+
+
+def test_command_line_keys_win_over_the_baseline_rows_settings(tmp_path):
+  """study.baseline.overrides' train.num_epochs=150 outlived --config.train.num_epochs=1, without
+  a word: a study shortened from the command line still trained its baseline row 150 epochs."""
+  from rsvqa_jax.commands import common  # pylint: disable=g-import-not-at-top
+  from rsvqa_jax.study import runs  # pylint: disable=g-import-not-at-top
+
+  def baseline_run(c):
+    return runs.config_for(c, "cache", c.study.baseline.language_model, "frozen", "reference", 0,
+                           "data", "lr", "st", overrides=c.study.baseline.overrides)
+
+  short = common.load_config(_study_args("--config.train.num_epochs=1"))
+  assert "train.num_epochs=150" not in short.study.baseline.overrides
+  run = baseline_run(short)
+  assert (run.train.num_epochs, run.text.max_length, run.model.head) == (1, 20, "original")
+  assert baseline_run(common.load_config(_study_args())).train.num_epochs == 150  # the file's
+  given = common.load_config(_study_args(
+      "--config.train.num_epochs=1", "--config.study.baseline.overrides=('train.num_epochs=3',)"))
+  assert baseline_run(given).train.num_epochs == 3  # the command line's own list, as given
+  # Resumed with the same command line: the folder's record and the row's run config match.
+  folder, workdir = str(tmp_path), str(tmp_path / "runs" / "baseline_reference" / "seed0")
+  recorded.record(short.study, folder)
+  checkpointing.check_or_record_config(workdir, run)
+  again = common.load_config(_study_args("--config.train.num_epochs=1"))
+  recorded.check(again.study, folder)
+  assert checkpointing.check_or_record_config(workdir, baseline_run(again), record=False) is False
+  with pytest.raises(RSVQAError, match=r"holds a study made with study.baseline.overrides="):
+    recorded.check(common.load_config(_study_args()).study, folder)  # its row trained 1 epoch

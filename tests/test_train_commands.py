@@ -9,9 +9,11 @@ import pytest
 
 from rsvqa_jax import cli
 from rsvqa_jax.commands import train as train_cmd
+from rsvqa_jax.data import synthetic
 from rsvqa_jax.errors import RSVQAError
 from rsvqa_jax import config as config_lib
-from rsvqa_jax.train import inputs, model_builder
+from rsvqa_jax.train import checkpointing, inputs, model_builder
+from test_train_support import listing
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ARGS = {"lr_table1.py": ["", "skipthoughts,concat,frozen", "roberta,mutan,finetuned"],
@@ -94,6 +96,38 @@ def test_a_run_that_fails_before_writing_leaves_no_workdir_behind(tmp_path, caps
   assert "folder does not exist" in capsys.readouterr().err and not workdir.exists()
   workdir.mkdir()  # a folder the user made stays
   assert cli.main(argv) == 2 and workdir.exists()
+
+
+@pytest.mark.parametrize("given,message", [
+    ([], "config data.root is not set: give the LR dataset folder with --config.data.root=PATH"),
+    (["--config.data.root={tmp}/none"], "config data.root={tmp}/none: folder does not exist"),
+    (["--config.data.root={tmp}/lr", "--config.data.name=hr"],
+     "{tmp}/lr: no USGS_split_train_questions.json (dataset hr); the folder holds dataset lr"),
+    (["--config.data.root={tmp}/lr", "--config.data.name=foo"],
+     "config data.name='foo': choose one of lr, hr, xben")])
+def test_the_data_is_refused_before_the_workdir_is_read_or_written(tmp_path, capsys, given,
+                                                                  message):
+  """data.root was looked at after the workdir: over a run of another config the refusal named
+  that run, not the data; and a refused run left .lock in a folder it found."""
+  synthetic.generate(str(tmp_path / "lr"), variant="lr", images=4, seed=0)
+  given = [g.format(tmp=tmp_path) for g in given]
+  argv = ["train", "--config", "configs/synthetic_tiny.py", "--config.data.synthetic=false",
+          "--config.text.checkpoint=random", "--config.image.checkpoint=random", *given]
+  other = config_lib.load(os.path.join(ROOT, "configs", "synthetic_tiny.py"))
+  config_lib.apply_overrides(other, ["data.synthetic=false", f"data.root={tmp_path / 'lr'}",
+                                     "text.checkpoint=random", "image.checkpoint=random",
+                                     "seed=7"])
+  ran = tmp_path / "ran"  # holds a run of another config (and no checkpoint yet)
+  checkpointing.check_or_record_config(str(ran), other)
+  fresh = tmp_path / "fresh"  # a folder the user made for the run
+  fresh.mkdir()
+  capsys.readouterr()
+  for workdir in (ran, fresh):
+    before = listing(workdir)
+    assert cli.main([*argv, "--workdir", str(workdir)]) == 2
+    assert capsys.readouterr().err.strip().startswith(
+        f"rsvqa-jax train: error: {message.format(tmp=tmp_path)}")
+    assert listing(workdir) == before
 
 
 def test_the_evaluate_hint_quotes_a_workdir_with_a_space(tmp_path, capsys, monkeypatch):

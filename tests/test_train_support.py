@@ -6,8 +6,11 @@ image beats the majority answer, and a small config that trains on it in seconds
 `flip_bytes` damages a checkpoint; `warnings_of_rsvqa_jax` captures what a quiet run still shows.
 """
 import contextlib
+import json
 import logging
 import os
+import subprocess
+import sys
 
 import jax
 import jax.numpy as jnp
@@ -73,6 +76,19 @@ def flip_bytes(folder):
     chunk = bytearray(f.read(16))
     f.seek(offset + length // 2)
     f.write(bytes(b ^ 0xFF for b in chunk))
+
+
+def listing(folder):
+  """{path: (size, mtime)} of everything under `folder`, None when it does not exist: what a
+  refused command must leave as it found it."""
+  if not os.path.exists(folder):
+    return None
+  found = {}
+  for base, dirs, files in os.walk(folder):
+    for name in dirs + files:
+      stat = os.lstat(os.path.join(base, name))
+      found[os.path.relpath(os.path.join(base, name), folder)] = (stat.st_size, stat.st_mtime_ns)
+  return found
 
 
 def tiny_task(n_images=48, dim=8, seed=0):
@@ -167,3 +183,45 @@ def test_jit_init_matches_eager_and_reuses_its_program():
         np.testing.assert_allclose(x, y, rtol=1e-5, atol=1e-6)
   assert programs[0] == programs[1]  # the second seed reused the compiled init program
   assert not np.allclose(build(0, 1).W[...], build(1, 2).W[...])
+
+
+EVAL_WIDTH_SCRIPT = r"""
+import json, logging, sys
+import jax
+sys.path.insert(0, {here!r})
+from rsvqa_jax.train import run as run_lib
+from test_train_support import tiny_config, tiny_task
+
+assert jax.device_count() == 8, jax.devices()
+lines = []
+handler = logging.Handler()
+handler.emit = lambda record: lines.append(record.getMessage())
+logger = logging.getLogger("rsvqa_jax")
+logger.addHandler(handler)
+logger.setLevel(logging.INFO)
+dataset, features = tiny_task()
+for i, size in enumerate((70, 70, 64)):  # the same setting twice: one line
+  run_lib.build(tiny_config(eval_batch_size=size), {workdir!r} + str(i), ["train", "val"],
+                dataset=dataset, features=features)
+print("RESULT" + json.dumps([l for l in lines if "eval_batch_size" in l]))
+"""
+
+
+def test_an_eval_batch_rounded_up_to_the_devices_is_said_once(tmp_path, caplog):
+  """train.eval_batch_size 70 ran as 72 on 8 devices without a line."""
+  from rsvqa_jax.train import run as run_lib  # pylint: disable=g-import-not-at-top
+  dataset, features = tiny_task()
+  with warnings_of_rsvqa_jax(caplog, logging.INFO):  # one device: nothing rounded, nothing said
+    run_lib.build(tiny_config(eval_batch_size=70), str(tmp_path / "one"), ["train", "val"],
+                  dataset=dataset, features=features)
+  assert not [r for r in caplog.records if "eval_batch_size" in r.getMessage()]
+  here = os.path.dirname(os.path.abspath(__file__))
+  env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=8",
+             JAX_PLATFORMS="cpu")
+  script = EVAL_WIDTH_SCRIPT.format(here=here, workdir=str(tmp_path / "w"))
+  proc = subprocess.run([sys.executable, "-c", script], env=env, cwd=os.path.dirname(here),
+                        capture_output=True, text=True, timeout=600)
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  assert json.loads(proc.stdout.split("RESULT", 1)[1]) == [
+      "train.eval_batch_size=70 rounded up to 72: evaluation batches are split evenly over the 8 "
+      "devices (2 masked padding rows per batch)"]

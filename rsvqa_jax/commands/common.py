@@ -70,12 +70,12 @@ def trusted_pickles(args):
 
 
 def load_config(args):
-  """The config the arguments name, with their overrides applied and its values checked (a bad
-  seed, or a study key, is refused when shown by `rsvqa-jax config` or --print-config, not later
-  when used)."""
+  """The config the arguments name, with their overrides applied (over a study's baseline row
+  settings too) and its values checked (a bad seed, or a study key, is refused when shown by
+  `rsvqa-jax config` or --print-config, not later when used)."""
   from rsvqa_jax import config as config_lib  # pylint: disable=g-import-not-at-top
-  config = config_lib.apply_overrides(config_lib.load(args.config),
-                                      getattr(args, "config_overrides", []))
+  config = config_lib.apply_command_line(config_lib.load(args.config),
+                                         getattr(args, "config_overrides", []))
   config_lib.check(config)
   if "study" in config:  # a study's own keys too, whatever command shows or runs the config
     from rsvqa_jax.study import checks  # pylint: disable=g-import-not-at-top

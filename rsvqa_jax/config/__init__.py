@@ -6,7 +6,7 @@ so callers and config files write `from rsvqa_jax import config` and `config.bas
   checks     closed choices, numeric intervals, named weights (check, check_weights)
   derived    cache folders and whether question vectors are cached
   loading    `path.py` / `path.py:arg` / an installed config's name -> ConfigDict (load)
-  overrides  `--config.a.b=value` pairs, typed and checked (apply_overrides)
+  overrides  `--config.a.b=value` pairs, typed and checked (apply_overrides, apply_command_line)
   identity   what a workdir records and compares (identity, from_dict, unlike_seed_runs)
   presets    the paper's cell and config-file arguments (paper_config, apply_flags)
 
@@ -31,7 +31,7 @@ from rsvqa_jax.config.identity import (BOOKKEEPING_KEYS, RECORDED_IN, RETIRED_KE
                                        recorded_identity, to_dict, unlike_seed_runs)
 from rsvqa_jax.config.loading import (FREE_SECTIONS, config_path, defaulted_keys, load, sections,
                                       unknown_key)
-from rsvqa_jax.config.overrides import apply_overrides, override
+from rsvqa_jax.config.overrides import apply_command_line, apply_overrides, override
 from rsvqa_jax.config.presets import apply_flags, argument_error, paper_config, parse_cell
 
 __all__ = [
@@ -41,7 +41,8 @@ __all__ = [
     "NON_NEGATIVE",
     "PATH_KEYS", "POSITIVE", "PRETRAINED_DIR", "QUESTIONS_DIR", "RANDOM", "RANGES", "RECORDED_IN",
     "RESNET_DEPTHS", "RETIRED_KEYS", "RUN_CONTROL_KEYS", "SEED", "SELECT_METRICS", "WIDTH",
-    "answerability_section", "apply_flags", "apply_overrides", "argument_error", "base_config",
+    "answerability_section", "apply_command_line", "apply_flags", "apply_overrides",
+    "argument_error", "base_config",
     "cache_dir", "caches_questions", "check", "check_image_checkpoint", "check_text_encoder",
     "check_weights", "config_path", "data_section",
     "defaulted_keys", "differences", "from_dict", "identity", "image_config", "image_section",

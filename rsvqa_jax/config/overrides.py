@@ -103,3 +103,19 @@ def apply_overrides(config, pairs):
       raise RSVQAError(f"--config.{key}: give a value as --config.{key}=VALUE")
     override(config, key, text)
   return config
+
+
+def apply_command_line(config, pairs):
+  """apply_overrides for a command line's `key=value` pairs, whose keys also win over a study's
+  baseline row settings (study.baseline.overrides, applied last to that row's runs): a study
+  shortened with --config.train.num_epochs=1 shortens every row. A study.baseline.overrides
+  given on the command line itself is kept as given."""
+  apply_overrides(config, pairs)
+  def key(pair):
+    return pair.partition("=")[0].strip()
+  named = {key(pair) for pair in pairs}
+  if "study" in config and "study.baseline.overrides" not in named:
+    baseline = config.study.baseline
+    baseline.overrides = tuple(e for e in baseline.overrides
+                               if not (isinstance(e, str) and key(e) in named))
+  return config

@@ -58,8 +58,7 @@ class Study:
     self.config = config
     self.s = config.study
     self.dir = os.path.abspath(workdir)
-    self.cache = os.path.join(self.dir, "cache")
-    os.makedirs(self.cache, exist_ok=True)
+    self.cache = os.path.join(self.dir, "cache")  # made once the datasets are checked (_stages)
     self.progress = journal.Progress(log)
     self.timings = journal.Timings(os.path.join(self.dir, "timings.json"))
     self.warnings = journal.Warnings(os.path.join(self.dir, "warnings.json"))
@@ -101,13 +100,10 @@ class Study:
 
   def _stages(self):
     s = self.s
-    if self.config.data.cache_dir:  # every run of the study is given DIR/cache (runs.config_for)
-      _log.warning(f"config data.cache_dir={self.config.data.cache_dir} is not read by a study: "
-                   f"its caches live in {self.cache}")
-    recorded.check_or_record(s, self.dir)  # a changed data size is refused before regenerating
-    if s.compilation_cache:
-      preparation.use_compilation_cache(self.cache)
+    recorded.check(s, self.dir)  # a changed data size is refused before regenerating
     self.progress(f"study in {self.dir}")
+    # The datasets first: a real one is read (a wrong data.root or data.name refused) before
+    # anything is written, a generated one checked before the folder records its study.
     ds, root, name = self.dataset(balanced=False)
     self.progress(f"dataset {root}: {preparation.sizes(ds)}")
     if s.synthetic and s.balanced.enabled:
@@ -115,6 +111,13 @@ class Study:
     if s.split not in ds.splits:
       raise RSVQAError(f"config study.split={s.split}: the dataset has {sorted(ds.splits)}")
     checks.check_split(s, ds)
+    recorded.record(s, self.dir)
+    os.makedirs(self.cache, exist_ok=True)
+    if self.config.data.cache_dir:  # every run of the study is given DIR/cache (runs.config_for)
+      _log.warning(f"config data.cache_dir={self.config.data.cache_dir} is not read by a study: "
+                   f"its caches live in {self.cache}")
+    if s.compilation_cache:
+      preparation.use_compilation_cache(self.cache)
     feats = self.features(ds, root, name)
     runs_dir = os.path.join(self.dir, "runs")
     grid_cells = [(lm, w) for lm in s.language_models for w in s.lm_weights]

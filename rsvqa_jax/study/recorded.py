@@ -1,5 +1,6 @@
 """The study section a folder's study was made with: recorded at the folder's first study
-(DIR/study_config.json), compared on every rerun before anything is generated.
+(DIR/study_config.json) once its datasets are checked, compared on every rerun before anything
+is generated.
 
 A key of FIXED decides the folder's data or runs: changed, it would regenerate DIR/data/main
 under runs trained on the old data, which then refuse it naming a key of their own config
@@ -53,14 +54,23 @@ def _resolved(section):
   return section
 
 
-def check_or_record(study_section, folder):
-  """Refuses a study whose FIXED keys differ from the folder's record; records the section."""
-  section = _resolved(config_lib.to_dict(study_section))  # tuples as JSON lists, as read back
-  path = os.path.join(folder, FILE)
-  recorded = storage.read_json(path)
-  if isinstance(recorded, dict) and (diff := changed(_resolved(recorded), section)):
+def _section(study_section):
+  return _resolved(config_lib.to_dict(study_section))  # tuples as JSON lists, as read back
+
+
+def check(study_section, folder):
+  """Refuses a study whose FIXED keys differ from the folder's record (none yet: any study)."""
+  recorded = storage.read_json(os.path.join(folder, FILE))
+  if isinstance(recorded, dict) and (diff := changed(_resolved(recorded),
+                                                     _section(study_section))):
     keys = ", ".join(f"{key}={old!r} (now {new!r})" for key, old, new in diff[:3])
     more = f" and {len(diff) - 3} more key(s)" if len(diff) > 3 else ""
     raise RSVQAError(f"{folder} holds a study made with {keys}{more} ({FILE}); use another "
                      "--workdir, or the same settings")
-  storage.write_json(path, section)
+
+
+def record(study_section, folder):
+  """Records the section, once the study's datasets are there and checked, before any run: a
+  study refused before (a generated set too small) leaves no record to refuse its corrected
+  rerun."""
+  storage.write_json(os.path.join(folder, FILE), _section(study_section))

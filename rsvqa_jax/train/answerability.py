@@ -450,29 +450,28 @@ def train(config, workdir, *, dataset=None, features=None, log=_log.info):
   """
   config_lib.check(config)
   check(config)
+  read = None
   if dataset is None:
     _check_inputs(config)
+    read = prepare.real_dataset(config, workdir)  # a wrong data.root named before the workdir
   checkpointing.check_or_record_config(workdir, config, record=False)
   shd.maybe_initialize_distributed()
   with loop.run_lock(workdir, "answerability training"):
     if dataset is None:
-      dataset = _input_stages(config, workdir, log)
+      dataset = _input_stages(config, workdir, log, read)
     else:
       _check_pools(config, workdir, dataset)
     return _train(config, workdir, dataset, features, log)
 
 
-def _input_stages(config, workdir, log):
-  """prepare.run_inputs' stages with the pools between: a synthetic config's dataset, its pools,
-  their refusals (_check_pools), then a synthetic_resnet's pretraining, minutes that pools the
-  run cannot use must not cost."""
-  if config.data.synthetic:
-    prepare.synthetic_dataset(config, workdir, log)
-  dataset = inputs.load_dataset(config, workdir)
-  pools_stage(config, dataset, workdir, log)
-  _check_pools(config, workdir, dataset)
-  prepare.image_encoder(inputs.resolved_image(config, workdir), dataset, log)
-  return dataset
+def _input_stages(config, workdir, log, read):
+  """prepare.run_inputs (`read`: the real dataset already read) with the pools between the
+  dataset and a synthetic_resnet's pretraining: their files and refusals (_check_pools), so
+  pools the run cannot use cost no minutes."""
+  def pools(dataset):
+    pools_stage(config, dataset, workdir, log)
+    _check_pools(config, workdir, dataset)
+  return prepare.run_inputs(config, workdir, log, read, checks=pools)
 
 
 def _check_pools(config, workdir, dataset):

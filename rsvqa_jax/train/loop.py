@@ -98,11 +98,11 @@ def _schedule(config, n_train, mesh):
   return layout, steps_per_epoch, config.train.num_epochs * steps_per_epoch
 
 
-def _build(config, workdir, dataset, features, augment_features, log):
-  """(Run, positional flags of the train questions or None) after the explicit input stages."""
-  config_lib.check_weights(config, image=features is None)  # before any stage does work
+def _build(config, workdir, dataset, read, features, augment_features, log):
+  """(Run, positional flags of the train questions or None) after the explicit input stages
+  (`read`: the real dataset prepare.real_dataset read, when `dataset` is None)."""
   if dataset is None:
-    dataset = prepare.run_inputs(config, workdir, log)
+    dataset = prepare.run_inputs(config, workdir, log, read)
   train_split, val_split = config.data.train_split, config.data.val_split
   for split in (train_split, val_split):
     if split in dataset.splits and not len(dataset[split]):
@@ -239,10 +239,14 @@ def train(config, workdir, *, dataset=None, features=None, log=_log.info, augmen
   a time per workdir: host 0 holds workdir/.lock while it trains.
   """
   config_lib.check(config)
+  config_lib.check_weights(config, image=features is None)  # before any stage does work
+  # The data before the workdir: a wrong data.root or data.name is named as such, and a refused
+  # run writes nothing there.
+  read = prepare.real_dataset(config, workdir) if dataset is None else None
   checkpointing.check_or_record_config(workdir, config, record=False)
   shd.maybe_initialize_distributed()  # before anything asks JAX about processes or devices
   with run_lock(workdir, "training"):
-    return _train(config, workdir, dataset, features, augment_features, log)
+    return _train(config, workdir, dataset, read, features, augment_features, log)
 
 
 @contextlib.contextmanager
@@ -296,9 +300,9 @@ def warn_if_degenerate(run, train_split, val_split):
                  len(answers), val_split, train_split)
 
 
-def _train(config, workdir, dataset, features, augment_features, log):
+def _train(config, workdir, dataset, read, features, augment_features, log):
   t = config.train
-  run, positional = _build(config, workdir, dataset, features, augment_features, log)
+  run, positional = _build(config, workdir, dataset, read, features, augment_features, log)
   train_cols = run.columns[config.data.train_split]
   layout, steps_per_epoch, total_steps = _schedule(config, len(train_cols.lengths), run.mesh)
   checkpointing.check_or_record_config(workdir, config)  # recorded once the config proved usable

@@ -47,10 +47,29 @@ def image_encoder(image_cfg, dataset, log=_log.info):
   return True
 
 
-def run_inputs(config, workdir, log=_log.info):
-  """Every explicit step the config's training run needs; returns its records.Dataset."""
+def real_dataset(config, workdir):
+  """The dataset a real-data config names, read; None for a synthetic config (its settings
+  checked here; run_inputs generates it).
+
+  A run reads it before it looks at or writes into its workdir: an unset or missing data.root,
+  or a folder without data.name's files, is then refused as such, not as "holds a run of another
+  config", and leaves the workdir as it found it.
+  """
   if config.data.synthetic:
-    synthetic_dataset(config, workdir, log)
-  dataset = inputs.load_dataset(config, workdir)
+    inputs.synthetic_params(config)
+    return None
+  return inputs.load_dataset(config, workdir)
+
+
+def run_inputs(config, workdir, log=_log.info, dataset=None, checks=None):
+  """Every explicit step the config's training run needs; returns its records.Dataset
+  (`dataset`: the one real_dataset read already). `checks(dataset)` runs before an encoder is
+  pretrained: what it refuses must not cost those minutes."""
+  if dataset is None:
+    if config.data.synthetic:
+      synthetic_dataset(config, workdir, log)
+    dataset = inputs.load_dataset(config, workdir)
+  if checks is not None:
+    checks(dataset)
   image_encoder(inputs.resolved_image(config, workdir), dataset, log)
   return dataset

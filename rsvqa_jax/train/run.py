@@ -12,6 +12,7 @@ vector, so the input pipeline, the random-image swaps and every evaluator run un
 import dataclasses
 import functools
 import json
+import logging
 
 import jax
 import ml_collections
@@ -23,6 +24,8 @@ from rsvqa_jax.train import inputs, model_builder, optimizers
 from rsvqa_jax.train import sharding as shd
 from rsvqa_jax.train import state as state_lib
 from rsvqa_jax.train import steps as steps_lib
+
+_log = logging.getLogger(__name__)
 
 
 @dataclasses.dataclass
@@ -131,8 +134,26 @@ def build(config, workdir, splits, *, dataset=None, features=None, restored=Fals
                                     config.text.max_length, config.train.length_buckets,
                                     rows.get(s))
              for s in splits}
-  return Run(config, workdir, dataset, vocab, features, tokenizer, model, columns,
-             shd.make_mesh(), vectors)
+  mesh = shd.make_mesh()
+  _note_eval_width(config.train.eval_batch_size, mesh)
+  return Run(config, workdir, dataset, vocab, features, tokenizer, model, columns, mesh, vectors)
+
+
+_EVAL_WIDTHS_SAID = set()  # (size, width) pairs logged: a study builds its runs alike by dozens
+
+
+def _note_eval_width(size, mesh):
+  """One INFO line, once per process, when the evaluations of a run will not run batches of
+  train.eval_batch_size (`size`): shd.eval_width rounds it up to the device count, which a
+  user timing or sizing them would otherwise not know."""
+  width = shd.eval_width(size, mesh)
+  if width == size or (size, width) in _EVAL_WIDTHS_SAID:
+    return
+  _EVAL_WIDTHS_SAID.add((size, width))
+  pad = width - size
+  _log.info("train.eval_batch_size=%d rounded up to %d: evaluation batches are split evenly over "
+            "the %d devices (%d masked padding row%s per batch)", size, width, mesh.devices.size,
+            pad, "" if pad == 1 else "s")
 
 
 @functools.lru_cache(maxsize=32)
