@@ -363,6 +363,18 @@ def test_a_folder_of_no_detectable_layout_asks_for_dataset(tmp_path, capsys):
   assert err.endswith("name its layout with --dataset (lr, hr, xben, floodnet, rsivqa)")
 
 
+def test_a_split_with_no_question_names_the_dataset_folder(tmp_path, capsys):
+  """An RSIVQA folder whose .txt files are empty said "split 'all' has no sample to analyse",
+  naming neither the folder nor why."""
+  (tmp_path / "rsivqa" / "UCM").mkdir(parents=True)
+  (tmp_path / "rsivqa" / "UCM" / "ucm_vqa.txt").write_text("\n")
+  assert cli.main(["analyze", "--data", str(tmp_path / "rsivqa"), "--dataset", "rsivqa", "--out",
+                   str(tmp_path / "out")]) == 2
+  assert capsys.readouterr().err.strip() == (
+      f"rsvqa-jax analyze: error: {tmp_path / 'rsivqa'}: split 'all' holds no question to analyse "
+      "(its rsivqa files hold none, or none active)")
+
+
 def test_a_tiny_set_plots_without_a_raw_warning(tmp_path, recwarn):
   """Three image ids of RSVQAxBEN: the answer-distribution figure is too small to lay its labels
   out, and matplotlib's UserWarning reached the user's terminal with its source line."""

@@ -244,6 +244,28 @@ def test_convert_refuses_a_negative_batchnorm_variance(main, torchvision_file, t
     assert not out.exists()
 
 
+@pytest.mark.parametrize("key,value,rank", [
+    ("fc.weight", np.array(1.0, np.float32), "2 dimensions (classes, features)"),  # IndexError
+    ("fc.weight", np.zeros(4, np.float32), "2 dimensions (classes, features)"),
+    ("conv1.weight", np.zeros(1, np.float32), "4 dimensions (out, in, height, width)")])
+def test_convert_names_a_sizing_key_of_another_rank(main, torchvision_file, tmp_path, capsys, key,
+                                                     value, rank):
+  """conv1.weight and fc.weight give the model's width and classes: a 0-d one raised IndexError,
+  a 1-D conv1.weight of one value built a width-1 model whose error named bn1.bias."""
+  import safetensors.numpy  # pylint: disable=g-import-not-at-top
+  src, _ = torchvision_file
+  state_dict = safetensors.numpy.load_file(str(src))
+  state_dict[key] = value
+  bad = tmp_path / "bad.safetensors"
+  safetensors.numpy.save_file(state_dict, str(bad))
+  out = tmp_path / "out.safetensors"
+  assert _convert(main, "resnet", bad, out) == 2
+  assert _error_line(capsys) == (
+      f"rsvqa-jax convert: error: {bad}: key {key!r} has shape {value.shape}, expected {rank}; "
+      "the file is damaged or not a ResNet state dict")
+  assert not out.exists()
+
+
 def test_convert_refuses_a_nan_in_a_bert_weight(main, bert_src, tmp_path, capsys):
   import safetensors.numpy  # pylint: disable=g-import-not-at-top
   weights = bert_src / "model.safetensors"
@@ -337,6 +359,24 @@ def _torch_variants(torch, path):
   """The torchvision_file's state dict as torch tensors."""
   import safetensors.numpy  # pylint: disable=g-import-not-at-top
   return {k: torch.from_numpy(v) for k, v in safetensors.numpy.load_file(str(path)).items()}
+
+
+def test_convert_names_a_cut_pth_file_in_one_short_line(main, torchvision_file, tmp_path, capsys):
+  """A .pth cut part way (a download stopped) gave torch's paragraph of guesses, 400 characters
+  cut off mid-sentence."""
+  torch = pytest.importorskip("torch", reason="the .pth file is written with torch")
+  src, _ = torchvision_file
+  whole = tmp_path / "whole.pth"
+  torch.save(_torch_variants(torch, src), whole)
+  cut = tmp_path / "cut.pth"
+  cut.write_bytes(whole.read_bytes()[:whole.stat().st_size // 2])
+  out = tmp_path / "out.safetensors"
+  assert _convert(main, "resnet", cut, out) == 2
+  assert _error_line(capsys) == (
+      f"rsvqa-jax convert: error: {cut}: not a readable PyTorch file (PytorchStreamReader failed "
+      "reading zip archive: failed finding central directory); it is cut or damaged: download or "
+      "save it again")
+  assert not out.exists()
 
 
 def test_convert_reads_parameters_and_wrapped_keys_as_plain_weights(main, torchvision_file,

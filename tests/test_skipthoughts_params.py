@@ -124,6 +124,32 @@ def test_a_pickled_word_table_with_rows_of_other_sizes_is_refused(folder):
     _load(folder, allow_pickle=True)
 
 
+@pytest.mark.parametrize("allow_pickle", [False, True])
+def test_a_cut_word_table_is_named_as_cut_not_as_pickled(folder, allow_pickle):
+  """A download stopped part way: numpy cannot map it, which once read 'pickled object array'
+  (and with --allow-pickle raised numpy's ValueError); a cut header and a cut pickle alike."""
+  path = folder / "utable.npy"
+  whole = path.read_bytes()
+  path.write_bytes(whole[:len(whole) - 20])
+  with pytest.raises(RSVQAError, match=r"utable\.npy: cut short: its header gives a float32 array "
+                                       r"of shape \(10, 4\) \(160 bytes\), the file holds 140"):
+    _load(folder, allow_pickle=allow_pickle)
+  path.write_bytes(whole[:40])
+  with pytest.raises(RSVQAError, match=r"utable\.npy: its NumPy header is unreadable"):
+    _load(folder, allow_pickle=allow_pickle)
+  rows = np.array([np.ones(D, np.float32)] * len(DICTIONARY), dtype=object)
+  np.save(path, rows, allow_pickle=True)
+  pickled = path.read_bytes()
+  path.write_bytes(pickled[:len(pickled) // 2])
+  if allow_pickle:
+    with pytest.raises(RSVQAError, match=r"utable\.npy: the pickled word table is unreadable "
+                                         r"\(UnpicklingError"):
+      _load(folder, allow_pickle=True)
+  else:  # a pickle is never read without the opt-in, cut or not
+    with pytest.raises(RSVQAError, match=r"utable\.npy: pickled object array; run with "):
+      _load(folder)
+
+
 def test_an_empty_dictionary_is_refused(folder):
   (folder / "dictionary.txt").write_text("")
   with pytest.raises(RSVQAError, match=r"dictionary\.txt: empty"):

@@ -195,6 +195,19 @@ def test_synth_command_refuses_a_users_folder_in_one_line(tmp_path, capsys):
   assert len(err.splitlines()) == 1 and "refusing" in err
 
 
+def test_a_folder_with_an_unreadable_manifest_is_not_said_to_have_none(tmp_path, capsys):
+  """A damaged synthetic.json read "(no synthetic.json, ...)" beside the file itself."""
+  out = tmp_path / "mine"
+  out.mkdir()
+  (out / synthetic.MANIFEST).write_text("{bad")
+  assert cli.main(["synth", "--out", str(out), "--images", "4"]) == 2
+  assert capsys.readouterr().err.strip() == (
+      f"rsvqa-jax synth: error: {out}: holds files that are not a synthetic dataset (its "
+      f"{synthetic.MANIFEST} is not the generator's, not a generator's leftover); refusing to "
+      "write a synthetic dataset over it")
+  assert (out / synthetic.MANIFEST).read_text() == "{bad"
+
+
 def test_a_set_that_cannot_fit_on_the_disk_is_refused_before_writing(tmp_path, capsys):
   """`--images 100000000` started writing 37 TB of tiles into a disk of a few GB, and
   `--images 99999999999999999999` was an OverflowError: both are one line, nothing written."""

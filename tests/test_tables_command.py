@@ -487,6 +487,48 @@ def test_a_config_flag_of_another_type_is_refused(tmp_path, capsys, edit, error)
   assert rc == 2 and out.err.strip() == f"rsvqa-jax tables: error: {path}: {error}"
 
 
+@pytest.mark.parametrize("edit, error", [
+    (lambda d: [d], "the file is a list, not an object of keys; not a training config (rsvqa-jax "
+                    "train writes it): train the run again"),
+    (lambda d: d.update(text=None), "text is null, not an object of keys; not a training config "
+                                    "(rsvqa-jax train writes it): train the run again"),
+    (lambda d: d["optim"].__delitem__("text_lr"), "no key optim.text_lr; not a training config "
+                                          "(rsvqa-jax train writes it): train the run again"),
+    (lambda d: d["optim"].update(text_lr="abc"), "optim.text_lr is 'abc', not a finite number"),
+    (lambda d: d["optim"].update(text_lr=math.nan), "optim.text_lr is nan, not a finite number"),
+    (lambda d: d["train"].update(num_epochs="50"), "train.num_epochs is '50', not a whole number"),
+    (lambda d: d["data"].update(val_split=None), "data.val_split is null, not a string")],
+    ids=["list", "section-null", "no-key", "lr-text", "lr-nan", "epochs-text", "val-split-null"])
+def test_a_config_json_of_another_shape_names_the_key(tmp_path, capsys, edit, error):
+  """A config.json of another shape was "not a training config (TypeError('list indices must be
+  integers or slices, not str') missing or wrong)", or read: a NaN learning rate, a text epoch
+  count or a null validation split put the run in an 'unlike runs' cell, or no cell, without
+  naming the key."""
+  w = _workdir(tmp_path / "runs", "db_ft/seed0", test=(0.9, 0.6))
+  _workdir(tmp_path / "runs", "db_ft/seed1", test=(0.8, 0.7), seed=1)
+  path = os.path.join(w, "config.json")
+  config = json.load(open(path))
+  config = edit(config) or config  # an edit in place returns None
+  with open(path, "w") as f:
+    json.dump(config, f)
+  rc, out = _run(tmp_path / "runs", capsys)
+  assert rc == 2 and out.err.strip() == f"rsvqa-jax tables: error: {path}: {error}"
+
+
+def test_a_run_without_a_validation_oa_is_said_to_be_left_out_of_its_cell(tmp_path, capsys):
+  """A seed whose metrics.jsonl holds no validation record (empty, or lines of another split)
+  was dropped from its Table 1 cell's mean without a word: the cell read one run's OA."""
+  runs = tmp_path / "runs"
+  _workdir(runs, "db_ft/seed0", val=(0.8,), test=(0.9, 0.6))
+  bare = _workdir(runs, "db_ft/seed1", val=(0.6,), test=(0.8, 0.7), seed=1)
+  open(os.path.join(bare, "metrics.jsonl"), "w").close()
+  rc, out = _run(runs, capsys)
+  assert rc == 0 and "| 80.00 |" in out.out
+  assert out.err.strip() == (
+      "WARNING: Table 1 cell 'distilBERT e-mult, LM fine-tuned': 1 of its 2 run(s) have no "
+      f"validation OA in their metrics.jsonl, left out of its mean: e.g. {bare}")
+
+
 @pytest.mark.parametrize("name", ["config.json", "eval/test/accuracy.json", "metrics.jsonl"])
 def test_json_nested_too_deep_or_an_unreadable_metrics_file_is_one_line(tmp_path, capsys, name):
   """A file nested 100,000 deep raised RecursionError; a metrics.jsonl that is a folder read as

@@ -1,8 +1,10 @@
 """`rsvqa-jax synth` + `rsvqa-jax validate` end to end through the CLI, and bad images."""
 import json
+import logging
 import os
 import re
 import shutil
+import struct
 
 import numpy as np
 import pytest
@@ -89,7 +91,79 @@ def test_validate_wrong_band_count(broken, capsys, array):
   tifffile.imwrite(path, array)
   rc, err = _run_validate(broken, capsys)
   assert rc == 2 and err.startswith(f"rsvqa-jax validate: error: {path}: image has ")
-  assert "bands, expected 3" in err and "\n" not in err
+  assert re.search(r"bands?, expected 3", err) and "\n" not in err
+
+
+@pytest.mark.parametrize("flags", [(), ("--headers-only",)])
+def test_a_folder_in_place_of_a_tile_is_one_plain_line(broken, capsys, flags):
+  """It read "not a readable TIFF (IsADirectoryError: [Errno 21] Is a directory: 'PATH')"."""
+  path = os.path.join(broken, "Images_LR", "2.tif")
+  os.remove(path)
+  os.mkdir(path)
+  rc, err = _run_validate(broken, capsys, *flags)
+  assert rc == 2 and err == (f"rsvqa-jax validate: error: {path}: a folder, not an image file; "
+                             "put the image's TIFF there")
+
+
+class _Records(logging.Handler):
+  def __init__(self):
+    super().__init__()
+    self.records = []
+
+  def emit(self, record):
+    self.records.append((record.name, record.levelname, record.getMessage()))
+
+
+def _claim_size(path, size):
+  """Rewrites the ImageWidth and ImageLength tags of an uncompressed little-endian tile, leaving
+  its strips as they are: tifffile then logs its own lines about the strip counts."""
+  data = bytearray(open(path, "rb").read())
+  ifd = struct.unpack("<I", data[4:8])[0]
+  for k in range(struct.unpack("<H", data[ifd:ifd + 2])[0]):
+    entry = ifd + 2 + 12 * k
+    tag, kind = struct.unpack("<HH", data[entry:entry + 4])
+    if tag in (256, 257):
+      data[entry + 8:entry + 12] = struct.pack("<I" if kind == 4 else "<HH", *(
+          (size,) if kind == 4 else (size, 0)))
+  open(path, "wb").write(bytes(data))
+
+
+@pytest.mark.parametrize("flags", [(), ("--headers-only",)])
+def test_tifffiles_own_lines_on_a_refused_tile_are_not_printed(broken, capsys, flags):
+  """A damaged header made tifffile print three bare lines of its own before the refusal."""
+  path = os.path.join(broken, "Images_LR", "0.tif")
+  _claim_size(path, 60000)
+  seen = _Records()  # what reaches tifffile's handlers (a terminal: bare lines on stderr)
+  logging.getLogger("tifffile").addHandler(seen)
+  try:
+    rc, err = _run_validate(broken, capsys, *flags)
+  finally:
+    logging.getLogger("tifffile").removeHandler(seen)
+  assert rc == 2 and err == (f"rsvqa-jax validate: error: {path}: image is 60000x60000, expected "
+                             "256x256")
+  assert seen.records == []
+
+
+def test_tifffiles_lines_on_a_read_tile_are_one_warning_naming_it(lr, monkeypatch):
+  """What tifffile says of a tile it reads is one WARNING naming the file, not its bare lines."""
+  pixels = images._pixels
+
+  def noisy(series, source):
+    logging.getLogger("tifffile").warning("<tifffile.TiffPage 0 @8> odd\ntag")
+    return pixels(series, source)
+
+  monkeypatch.setattr(images, "_pixels", noisy)
+  path = os.path.join(lr, "Images_LR", "0.tif")
+  seen = _Records()
+  for name in ("tifffile", "rsvqa_jax.data.images"):
+    logging.getLogger(name).addHandler(seen)
+  try:
+    assert images.read_tif(path, (256, 256)).shape == (256, 256, 3)
+  finally:
+    for name in ("tifffile", "rsvqa_jax.data.images"):
+      logging.getLogger(name).removeHandler(seen)
+  assert seen.records == [("rsvqa_jax.data.images", "WARNING", f"{path}: read, but tifffile says "
+                           "of it: <tifffile.TiffPage 0 @8> odd tag")]
 
 
 def test_validate_bad_json_one_line(broken, capsys):
@@ -314,6 +388,17 @@ def test_validate_names_the_subfolder_holding_the_dataset(lr, tmp_path, capsys):
       f"{inner} (in a training config, data.root={inner})")
 
 
+def test_a_missing_train_question_file_is_named_beside_the_others(broken, capsys):
+  """Without --dataset the folder read "cannot tell the dataset variant: it holds none of
+  LR_split_train_questions.json, USGS_..., RSVQAxBEN_...", as if it held no dataset at all."""
+  os.remove(os.path.join(broken, "LR_split_train_questions.json"))
+  assert cli.main(["validate", "--data", broken]) == 2
+  assert capsys.readouterr().err.strip() == (
+      f"rsvqa-jax validate: error: {broken}: LR_split_train_questions.json is missing, beside "
+      "other lr split files (such as LR_split_val_questions.json): restore it (the lr layout is "
+      "told from it)")
+
+
 def _misplace_images(folder, how):
   """Rearranges the image folder of a dataset as copies and archives misplace it."""
   if how == "nested":
@@ -323,6 +408,14 @@ def _misplace_images(folder, how):
   elif how == "upper-case files":
     for name in os.listdir(folder):
       os.rename(os.path.join(folder, name), os.path.join(folder, name.replace(".tif", ".TIF")))
+  elif how in ("tiff files", "png files"):  # .tiff as many tools save them; PNGs as converted
+    for name in os.listdir(folder):
+      path = os.path.join(folder, name)
+      if how == "png files":
+        Image.open(path).save(path.replace(".tif", ".png"))
+        os.remove(path)
+      else:
+        os.rename(path, path.replace(".tif", ".tiff"))
   elif how == "lower-case folder":
     os.rename(folder, os.path.join(os.path.dirname(folder), "images_lr"))
   else:
@@ -335,12 +428,17 @@ def _misplace_images(folder, how):
     ("nested", "{folder}: the images are in {folder}/Images_LR: move them up one folder"),
     ("upper-case files", "{folder}/0.tif: image file missing; {folder} holds 0.TIF (another letter "
                          "case): rename the image files to <id>.tif"),
+    ("tiff files", "{folder}/0.tif: image file missing; {folder} holds 0.tiff (another "
+                   "extension): rename the image files to <id>.tif"),
+    ("png files", "{folder}/0.tif: image file missing; {folder} holds 0.png (another extension): "
+                  "convert the images to TIFF files named <id>.tif"),
     ("lower-case folder", "{folder}: image folder missing; {root}/images_lr differs in letter case "
                           "only: rename it to Images_LR"),
     ("zipped", "{folder}: image folder missing; {root}/images_LR.Zip lies beside it: unzip it "
                "there")])
 def test_validate_says_once_where_misplaced_images_are(broken, capsys, how, message):
-  """Each image was said missing, one line per image, with no word of where they were."""
+  """Each image was said missing, one line per image, with no word of where they were (images
+  saved as .tiff or .png, too)."""
   folder = os.path.join(broken, "Images_LR")
   _misplace_images(folder, how)
   rc, err = _run_validate(broken, capsys)
@@ -384,9 +482,21 @@ def test_a_subfolder_without_the_images_is_not_named(broken):
     (lambda p: tifffile.imwrite(p, np.zeros((8, 8, 4), np.uint8), photometric="minisblack"),
      "image has 4 bands, expected 3"),
     (lambda p: Image.fromarray(np.zeros((8, 8, 3), np.uint8)).convert("P").save(p),
-     "image is a palette (colour-mapped) image, expected 3 bands; save it as RGB")])
+     "image is a palette (colour-mapped) image, expected 3 bands; save it as RGB"),
+    (lambda p: tifffile.imwrite(p, np.zeros((8, 8), np.uint8)),
+     "image has 1 band, expected 3 (a greyscale image); save it as RGB"),
+    (lambda p: Image.new("CMYK", (8, 8)).save(p, format="TIFF"),
+     "image has 4 bands, expected 3 (a CMYK image); save it as RGB"),
+    # A Sentinel-2 stack, one page per band, and a planar one: once "256 bands" (as 13x256 pixels)
+    (lambda p: tifffile.imwrite(p, np.zeros((13, 8, 256), np.uint8)),
+     "image has 13 bands, expected 3 (a multispectral image?); save its red, green and blue "
+     "bands as an 8-bit RGB TIFF"),
+    (lambda p: tifffile.imwrite(p, np.zeros((12, 8, 256), np.uint8), planarconfig="separate"),
+     "image has 12 bands, expected 3 (a multispectral image?); save its red, green and blue "
+     "bands as an 8-bit RGB TIFF")])
 def test_refused_tiles_say_how_to_convert_them(tmp_path, write, message):
-  """A palette tile was said to have 1 band, and a 16-bit or RGBA one was refused with no fix."""
+  """A palette tile was said to have 1 band, and a 16-bit or RGBA one was refused with no fix;
+  a multispectral stack read its bands from its width."""
   path = str(tmp_path / "a.tif")
   write(path)
   for read in (images.read_tif, images.check_tif):

@@ -65,6 +65,10 @@ LABEL_CHARS = 40  # a tick label longer than this is cut (a megabyte-long answer
 
 
 def short_label(text):
+  """A tick label: characters that print as nothing (a NUL or a zero-width space kept in an
+  RSVQAxBEN answer, which is kept as written) shown as their escapes, since matplotlib draws no
+  glyph for them and warned of each with its source lines; cut at LABEL_CHARS."""
+  text = "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
   return text if len(text) <= LABEL_CHARS else text[:LABEL_CHARS - 3] + "..."
 
 
@@ -101,12 +105,14 @@ def answer_distribution(splits, path, title="", top_k=8):
 def save(fig, path, dpi):
   """Lays out and writes a Figure as PNG (creating its folder), through a temporary file;
   returns the path."""
+  os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
   with warnings.catch_warnings():  # labels too long for a small figure: drawn as they are
     warnings.filterwarnings("ignore", "Tight layout not applied", UserWarning)
+    # A letter of a script the font lacks (an answer in Chinese): drawn as a box, no warning
+    warnings.filterwarnings("ignore", r"Glyph \d+ .* missing from font", UserWarning)
     fig.tight_layout()
-  os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-  with storage.replacing_path(path) as tmp:  # a kill never leaves half a PNG under its name
-    fig.savefig(tmp, dpi=dpi, format="png")
+    with storage.replacing_path(path) as tmp:  # a kill never leaves half a PNG under its name
+      fig.savefig(tmp, dpi=dpi, format="png")
   return path
 
 

@@ -398,9 +398,16 @@ def best_validation_oa(records, val_split, source="metrics.jsonl"):
   return max(scores, default=math.nan)
 
 
-def _seeds_cell(values):
-  """A cell over seeds: the value for one run, mean (std) for several, MISSING for none."""
-  values = [v for v in values if not math.isnan(v)]
+def _validation_cell(runs, label):
+  """A cell of the runs' validation OAs: the value for one run, mean (std) for several, MISSING
+  for none. A run without one (metrics.jsonl holds no readable record of its validation split)
+  is left out with a WARNING naming it: the cell once read as the mean of all its runs."""
+  values = [r.val_oa for r in runs if not math.isnan(r.val_oa)]
+  lacking = [r.workdir for r in runs if math.isnan(r.val_oa)]
+  if lacking:
+    _log.warning(f"{label}: {len(lacking)} of its {len(runs)} run(s) have no validation OA in "
+                 f"their metrics.jsonl, left out{' of its mean' if values else ''}: e.g. "
+                 f"{lacking[0]}")
   return _over_runs(values) if values else MISSING
 
 
@@ -439,7 +446,7 @@ def table1(runs):
                 if (r.lm, r.frozen, r.fusion) == (lm, frozen, fusion)]
         label = f"Table 1 cell '{LM_LABELS[lm]} {FUSION_LABELS[fusion]}, LM {weights}'"
         cells.append(UNLIKE if _unlike(mine, label, free=(LR_KEY,))
-                     else _seeds_cell([r.val_oa for r in mine]))
+                     else _validation_cell(mine, label))
     rows.append((f"LM {weights}", *cells))
   missing = sum(c == MISSING for row in rows for c in row[1:])
   random = sorted({f"{LM_LABELS[r.lm]} {FUSION_LABELS[r.fusion]}, LM {r.weights}"
@@ -584,9 +591,8 @@ def lr_sweep_table(runs):
   lms = [lm for lm in LM_ORDER if any(r.lm == lm for r in mine)]
   def cell(lm, lr):
     runs = [r for r in mine if (r.lm, r.text_lr) == (lm, lr)]
-    if _unlike(runs, f"Figure 8 cell '{LM_LABELS[lm]}, lr {lr:g}'"):
-      return UNLIKE
-    return _seeds_cell([r.val_oa for r in runs])
+    label = f"Figure 8 cell '{LM_LABELS[lm]}, lr {lr:g}'"
+    return UNLIKE if _unlike(runs, label) else _validation_cell(runs, label)
 
   rows = [(LM_LABELS[lm], *(cell(lm, lr) for lr in lrs)) for lm in lms]
   return Table(caption="Figure 8 layout: validation OA (%) of fine-tuned e-mult models per "

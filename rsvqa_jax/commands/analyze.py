@@ -75,6 +75,10 @@ def run(args):
     if name not in dataset.splits:
       raise RSVQAError(f"{args.data}: no split {name!r} (has {', '.join(sorted(dataset.splits))})")
   evaluated = {name: dataset[name] for name in (args.split or eval_names)}
+  for name in dict.fromkeys((fit, *evaluated)):  # analysis.analyze names the split alone
+    if len(dataset[name]) == 0:
+      raise RSVQAError(f"{args.data}: split {name!r} holds no question to analyse (its {layout} "
+                       "files hold none, or none active)")
   space = set(dataset[fit].answer.tolist())
   chosen = bool(args.split)
   # --data checked against the benchmark first: predictions of its data read against another

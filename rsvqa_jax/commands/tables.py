@@ -22,6 +22,7 @@ import json
 import logging
 import math
 import os
+import reprlib
 
 from rsvqa_jax import storage
 from rsvqa_jax.bias import metrics
@@ -124,26 +125,62 @@ def _is_answerability(workdir):
   return isinstance(config, dict) and "answerability" in config
 
 
+_REQUIRED = object()
+
+
+def _key(workdir, config, dotted, kind, default=_REQUIRED):
+  """Config key `dotted` ('optim.text_lr') of a workdir's config.json, checked to be a `kind`
+  (a type or a tuple of them; bool is never a number): a file edited by hand, cut or of another
+  tool once gave "not a training config (TypeError('list indices must be integers ...'))"."""
+  path = f"{workdir}/{CONFIG_FILE}"
+  value, where, parts = config, "the file", dotted.split(".")
+  for i, part in enumerate(parts):
+    if not isinstance(value, dict):
+      raise RSVQAError(f"{path}: {where} is {_shown(value)}, not an object of keys; not a "
+                       "training config (rsvqa-jax train writes it): train the run again")
+    if part not in value:
+      if default is not _REQUIRED:
+        return default
+      raise RSVQAError(f"{path}: no key {dotted}; not a training config (rsvqa-jax train writes "
+                       "it): train the run again")
+    value, where = value[part], ".".join(parts[:i + 1])
+  numbers = kind in ((int, float), int)
+  finite = not numbers or (isinstance(value, (int, float)) and math.isfinite(value))
+  if not isinstance(value, kind) or (numbers and isinstance(value, bool)) or not finite:
+    wanted = {bool: "true or false", str: "a string", int: "a whole number",
+              (int, float): "a finite number", dict: "an object of keys"}[kind]
+    raise RSVQAError(f"{path}: {dotted} is {_shown(value, whole=True)}, not {wanted}")
+  return value
+
+
+def _shown(value, whole=False):
+  """A JSON value as an error names it, in JSON's words; a list or an object by its kind unless
+  `whole` (then cut by reprlib), so that a config in the wrong place is not printed whole."""
+  if value is None or isinstance(value, bool):
+    return {None: "null", True: "true", False: "false"}[value]
+  if isinstance(value, (list, dict)) and not whole:
+    return "a list" if isinstance(value, list) else "an object"
+  return reprlib.repr(value)
+
+
 def read_run(workdir, split):
   """A bias/tables.RunRecord of one workdir."""
   from rsvqa_jax import config as config_lib  # pylint: disable=g-import-not-at-top
   from rsvqa_jax.bias import tables  # pylint: disable=g-import-not-at-top
   config = _json(os.path.join(workdir, CONFIG_FILE))
+  key = lambda dotted, kind, *default: _key(workdir, config, dotted, kind, *default)
   try:
-    text, model = config["text"], config["model"]
     return tables.RunRecord(
-        workdir=workdir, lm=_typed(workdir, text["encoder"], str, "text.encoder"),
-        frozen=_typed(workdir, text["frozen"], bool, "text.frozen"),
-        fusion=_typed(workdir, model["fusion"], str, "model.fusion"),
-        blind=_typed(workdir, model.get("blind", False), bool, "model.blind"),
-        head=str(model.get("head", "paper")),
-        text_lr=float(config["optim"]["text_lr"]),
-        val_oa=metrics_log.best_validation(workdir, config["data"]["val_split"]),
+        workdir=workdir, lm=key("text.encoder", str), frozen=key("text.frozen", bool),
+        fusion=key("model.fusion", str), blind=key("model.blind", bool, False),
+        head=str(key("model.head", object, "paper")),
+        text_lr=float(key("optim.text_lr", (int, float))),
+        val_oa=metrics_log.best_validation(workdir, key("data.val_split", str)),
         accuracy=_best_accuracy(os.path.join(workdir, "eval", split, "accuracy.json"), workdir),
         identity=config_lib.recorded_identity(config),
-        stopped=_stopped(workdir, config["train"]["num_epochs"]),
-        random_init=config_lib.is_random(text.get("checkpoint")),
-        dataset=dataset_of(config["data"]))
+        stopped=_stopped(workdir, key("train.num_epochs", int)),
+        random_init=config_lib.is_random(key("text.checkpoint", object, None)),
+        dataset=dataset_of(key("data", dict)))
   except (KeyError, TypeError, ValueError, AttributeError) as e:
     raise RSVQAError(f"{workdir}/{CONFIG_FILE}: not a training config ({e!r} missing or wrong)") \
         from None
@@ -176,15 +213,6 @@ def _one_dataset(runs, folder):
     raise RSVQAError(f"--runs {folder}: workdirs of {len(groups)} datasets ({said}); a table is "
                      "of one dataset: give --runs a folder of one dataset's workdirs (a "
                      "study's: DIR/runs, its balanced twin's: DIR/balanced/runs)")
-
-
-def _typed(workdir, value, kind, key):
-  """`value` of config key `key` if a `kind`: bool("false") is True, so a hand-edited flag would
-  put the run in another cell without a word."""
-  if not isinstance(value, kind):
-    raise RSVQAError(f"{workdir}/{CONFIG_FILE}: {key} is {value!r}, not "
-                     + ("true or false" if kind is bool else "a string"))
-  return value
 
 
 def _stopped(workdir, total):

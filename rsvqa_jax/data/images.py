@@ -6,6 +6,7 @@ silently feed a wrong tensor to the model, so each read checks both and raises a
 import io
 import logging
 import os
+import threading
 
 import numpy as np
 import tifffile
@@ -14,20 +15,46 @@ from PIL import Image
 from rsvqa_jax.errors import RSVQAError
 
 
-class _NoPagesLine(logging.Filter):
-  """Drops tifffile's own line on a TIFF without an image: `_parse` refuses it in one line."""
+_log = logging.getLogger(__name__)
+_reading = threading.local()  # .lines: tifffile's messages about the tile this thread parses
+
+
+class _TiffLines(logging.Filter):
+  """Holds back tifffile's own lines about a tile being parsed (a damaged header logs several,
+  bare, before the refusal): `_parse` drops them when it refuses the tile, whose error names it,
+  and else says them in one WARNING naming the file. Its line on a TIFF without an image is
+  always dropped: `_parse` refuses that in one line."""
 
   def filter(self, record):
-    return not record.getMessage().endswith("contains no pages")
+    message = record.getMessage()
+    if message.endswith("contains no pages"):
+      return False
+    lines = getattr(_reading, "lines", None)
+    if lines is None:
+      return True
+    lines.append(" ".join(message.split()))
+    return False
 
 
-logging.getLogger("tifffile").addFilter(_NoPagesLine())
+logging.getLogger("tifffile").addFilter(_TiffLines())
 
 
-def _hwc_shape(shape, path):
+def _bands_first(shape, page):
+  """Whether a 3-D series stores its bands first: planar (one plane per band, as the header
+  says), or pages of one band each, the pages fewer than a page's columns (a multispectral
+  stack; more pages than columns are rows of an HxWxbands array written page by page). Guessing
+  from the sizes alone took a 13-band 256x256 stack for a 13x256 image of 256 bands."""
+  if len(shape) != 3:
+    return False
+  planar = page.planarconfig == tifffile.PLANARCONFIG.SEPARATE and page.samplesperpixel > 1
+  paged = len(page.shape) == 2 and tuple(shape[1:]) == tuple(page.shape) and shape[0] < shape[-1]
+  return planar or paged
+
+
+def _hwc_shape(shape, path, bands_first=False):
   """(H, W, bands) of a stored shape: planar (bands, H, W) and greyscale HxW files included."""
   shape = tuple(shape)
-  if len(shape) == 3 and shape[0] in (1, 3, 4) and shape[-1] not in (1, 3, 4):
+  if len(shape) == 3 and (bands_first or shape[0] in (1, 3, 4) and shape[-1] not in (1, 3, 4)):
     return shape[1:] + shape[:1]
   if len(shape) == 2:
     return shape + (1,)
@@ -39,21 +66,35 @@ def _hwc_shape(shape, path):
 _ALPHA = (tifffile.EXTRASAMPLE.ASSOCALPHA, tifffile.EXTRASAMPLE.UNASSALPHA)
 
 
-def _check(shape, dtype, path, size, bands, page):
+def _check(shape, dtype, path, size, bands, page, bands_first=False):
   """Refuses a tile the model cannot read as it is, saying how to convert it: a rescale or a
   dropped band is never guessed."""
-  height, width, nbands = _hwc_shape(shape, path)
+  height, width, nbands = _hwc_shape(shape, path, bands_first)
   if nbands != bands and page.photometric == tifffile.PHOTOMETRIC.PALETTE:
     raise RSVQAError(f"{path}: image is a palette (colour-mapped) image, expected {bands} bands; "
                      "save it as RGB")
   if nbands != bands:
-    raise RSVQAError(f"{path}: image has {nbands} bands, expected {bands}"
-                     + _extra_bands(page.extrasamples, nbands - bands))
+    raise RSVQAError(f"{path}: image has {nbands} band{'' if nbands == 1 else 's'}, expected "
+                     f"{bands}" + (_extra_bands(page.extrasamples, nbands - bands)
+                                   or _band_hint(nbands, bands, page)))
   if size is not None and (height, width) != tuple(size):
     raise RSVQAError(f"{path}: image is {height}x{width}, expected {size[0]}x{size[1]}")
   if dtype != np.uint8:
     raise RSVQAError(f"{path}: image dtype is {dtype}, expected uint8; convert it to 8-bit RGB "
                      "(e.g. gdal_translate -ot Byte -scale IN.tif OUT.tif)")
+
+
+def _band_hint(nbands, bands, page):
+  """What to do with a tile of another band count that is not RGB plus alpha: '' when none fits."""
+  if bands != 3:
+    return ""
+  if nbands == 1:
+    return " (a greyscale image); save it as RGB"
+  if nbands == 4 and page.photometric == tifffile.PHOTOMETRIC.SEPARATED:
+    return " (a CMYK image); save it as RGB"
+  if nbands > 4:
+    return " (a multispectral image?); save its red, green and blue bands as an 8-bit RGB TIFF"
+  return ""
 
 
 def _extra_bands(extrasamples, surplus):
@@ -86,8 +127,9 @@ def _check_colours(page, name):
 def misplaced(path):
   """Where the images are when tile `path` is missing but its folder says why, as a one-line
   message naming the fix, else None: unzipped one folder deeper, named in another letter case
-  (the names are read exactly), or the folder still zipped beside it. One scandir: asked of one
-  tile (validate asks it of the first), never of each."""
+  (the names are read exactly) or with another extension (.tiff, .png), or the folder still
+  zipped beside it. One scandir: asked of one tile (validate asks it of the first), never of
+  each."""
   if os.path.lexists(path):
     return None
   folder, file = os.path.split(path)
@@ -105,6 +147,12 @@ def misplaced(path):
   if other := next((e for e in entries if e.name.lower() == file.lower()), None):
     return (f"{path}: image file missing; {folder} holds {other.name} (another letter case): "
             f"rename the image files to <id>{os.path.splitext(file)[1]}")
+  stem, ext = os.path.splitext(file)
+  if other := next((e for e in entries if os.path.splitext(e.name)[0] == stem), None):
+    theirs = os.path.splitext(other.name)[1]  # 0.tiff, 0.png: read as missing, without a word
+    fix = (f"rename the image files to <id>{ext}" if theirs.lower() in (".tif", ".tiff")
+           else f"convert the images to TIFF files named <id>{ext}")
+    return f"{path}: image file missing; {folder} holds {other.name} (another extension): {fix}"
   deeper = [e.path for e in entries if e.is_dir() and os.path.lexists(os.path.join(e.path, file))]
   if len(deeper) == 1:
     return f"{folder}: the images are in {deeper[0]}: move them up one folder"
@@ -127,6 +175,8 @@ def _load(path, size, bands, decode):
   """Checks a tile from its header, then decodes it if `decode`; one-line errors naming it."""
   if not os.path.exists(path):
     raise RSVQAError(f"{path}: image file missing")
+  if os.path.isdir(path):  # else "not a readable TIFF (IsADirectoryError: [Errno 21] ...)"
+    raise RSVQAError(f"{path}: a folder, not an image file; put the image's TIFF there")
   return _parse(path, path, size, bands, decode)
 
 
@@ -136,19 +186,26 @@ def _parse(source, name, size, bands, decode):
   The header comes first so that a wrong or corrupt one (which may claim a huge image) is
   reported before any pixel buffer is allocated.
   """
+  _reading.lines = []
   try:
     with tifffile.TiffFile(source) as tif:
       if not tif.series:  # a TIFF header with no image (tifffile logs "contains no pages")
         raise RSVQAError(f"{name}: a TIFF holding no image")
       series = tif.series[0]
-      _check(series.shape, np.dtype(series.dtype), name, size, bands, tif.pages[0])
+      _check(series.shape, np.dtype(series.dtype), name, size, bands, tif.pages[0],
+             _bands_first(series.shape, tif.pages[0]))
       _check_colours(tif.pages[0], name)
-      return _pixels(series, source) if decode else None
+      pixels = _pixels(series, source) if decode else None
   except RSVQAError:
     raise
   except Exception as e:  # tifffile (and zlib, ...) raise many types for corrupt files.
     why = f"{type(e).__name__}: {e}".replace("\n", " ")
     raise RSVQAError(f"{name}: not a readable TIFF ({why})") from None
+  finally:
+    lines, _reading.lines = _reading.lines, None
+  if lines:
+    _log.warning(f"{name}: read, but tifffile says of it: {'; '.join(dict.fromkeys(lines))}")
+  return pixels
 
 
 def _pixels(series, source):

@@ -85,11 +85,29 @@ def detect_variant(root, datasets=None):
   if not found:
     if hint := nested_hint(root) or parent_hint(root):
       raise RSVQAError(f"{root}: {hint}")
+    if partial := _partial_layout(root):  # "holds none of" read as if it were another folder
+      name, other = partial
+      missing = os.path.basename(split_file(root, name, "train", "questions"))
+      raise RSVQAError(f"{root}: {missing} is missing, beside other {name} split files (such as "
+                       f"{other}): restore it (the {name} layout is told from it)")
     expected = ", ".join(os.path.basename(split_file(root, n, "train", "questions")) for n in LAYOUTS)
     offer = f"; name its layout with --dataset ({', '.join(datasets)})" if datasets else ""
     raise RSVQAError(f"{root}: cannot tell the dataset variant: it holds none of {expected}"
                      + offer)
   return found[0]
+
+
+def _partial_layout(root):
+  """(layout, one of its split files) when `root` holds split files of exactly one layout but
+  not its train question file, else None (one scandir, on the error path alone)."""
+  try:
+    with os.scandir(root) as entries:
+      names = sorted(e.name for e in entries)
+  except OSError:
+    return None
+  found = {n: f for n in LAYOUTS for f in names
+           if f.startswith(f"{LAYOUTS[n].prefix}_split_") and f.endswith(".json")}
+  return next(iter(found.items())) if len(found) == 1 else None
 
 
 def held(root):

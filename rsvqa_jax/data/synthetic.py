@@ -394,7 +394,10 @@ def _check_replaceable(out):
   if os.path.lexists(out) and not os.path.isdir(out):
     raise RSVQAError(f"{out}: is a file, not a folder; give a folder for the synthetic dataset")
   if not _replaceable(out):
-    raise RSVQAError(f"{out}: holds files that are not a synthetic dataset (no {MANIFEST}, not a "
+    # A manifest there that does not read as the generator's: said so, not "no synthetic.json"
+    manifest = (f"its {MANIFEST} is not the generator's" if os.path.lexists(
+        os.path.join(out, MANIFEST)) else f"no {MANIFEST}")
+    raise RSVQAError(f"{out}: holds files that are not a synthetic dataset ({manifest}, not a "
                      "generator's leftover); refusing to write a synthetic dataset over it")
 
 

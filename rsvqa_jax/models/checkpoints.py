@@ -225,6 +225,9 @@ def load_torch_weights(path):
       raise RSVQAError(f"{path}: holds a pickled {pickled[1]} object, not a state dict: load it "
                        "in PyTorch and save model.state_dict() (torch.save or safetensors)"
                        ) from None
+    if "PytorchStreamReader failed" in text:  # a cut zip: torch adds a paragraph of guesses
+      raise RSVQAError(f"{path}: not a readable PyTorch file ({text.split('. ', 1)[0].strip()}); "
+                       "it is cut or damaged: download or save it again") from None
     if "Unpickler error:" in text:  # the reason follows torch's advice
       text = text.split("Unpickler error:", 1)[1]
     reason = next((l.strip() for l in text.splitlines() if l.strip()), type(e).__name__)

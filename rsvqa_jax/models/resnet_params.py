@@ -289,11 +289,12 @@ def load_resnet(path, depth=None, *, rngs=None, dtype=jnp.float32):
     raise RSVQAError(f"{source}: holds a ResNet-{found}, not the ResNet-{depth} asked for: give "
                      f"ResNet-{depth} weights, or ask for resnet{found} (image.arch, --arch or "
                      "--depth)")
-  width = int(np.shape(state_dict["conv1.weight"])[0])
+  width = _leading_size(state_dict, "conv1.weight", 4, source)
   if width < 1:  # the model would build and fail inside JAX
     raise RSVQAError(f"{source}: key 'conv1.weight' has shape "
                      f"{tuple(np.shape(state_dict['conv1.weight']))}: no output channels")
-  num_classes = int(np.shape(state_dict["fc.weight"])[0]) if "fc.weight" in state_dict else None
+  num_classes = (_leading_size(state_dict, "fc.weight", 2, source) if "fc.weight" in state_dict
+                 else None)
   model = _abstract(depth, width, num_classes, dtype, rngs)
   names = {key: torchvision_name(key) for key in checkpoints.flat_shapes(model)}
   _fill(model, from_torchvision(state_dict, model, source), source, names)
@@ -310,6 +311,18 @@ def _fill(model, tree, source, names=None):
       raise RSVQAError(f"{source}: key {(names or {}).get(key, key)!r}: {negative} of "
                        f"{np.size(value)} BatchNorm variances are negative (features would be "
                        "NaN); the weights are damaged: export or download them again")
+
+
+def _leading_size(state_dict, key, rank, source):
+  """The first dimension of `key`, which sizes the model (width, classes): checked to be of
+  `rank` first, since a key of another rank would give a wrong size (and the error would name a
+  later key) or none at all (an IndexError)."""
+  shape = tuple(np.shape(state_dict[key]))
+  if len(shape) != rank:
+    raise RSVQAError(f"{source}: key {key!r} has shape {shape}, expected {rank} dimensions "
+                     f"({'out, in, height, width' if rank == 4 else 'classes, features'}); the "
+                     "file is damaged or not a ResNet state dict")
+  return int(shape[0])
 
 
 def _load_converted(path, tree, meta, depth, dtype, rngs):

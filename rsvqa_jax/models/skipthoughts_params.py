@@ -15,6 +15,7 @@ The encoder is built from shapes only (`nnx.eval_shape`) and every parameter is 
 import contextlib
 import contextvars
 import os
+import pickle
 import zipfile
 
 import numpy as np
@@ -118,21 +119,50 @@ def pickle_allowed(allowed=True):
     _PICKLE_ALLOWED.reset(token)
 
 
+def _npy_problem(path):
+  """Why a .npy file numpy cannot map is unreadable, or None for a whole pickled object array:
+  a cut header, or a plain array shorter than its header says (a download stopped part way,
+  which the table's 2.3 GB make likely: numpy's own error would read as a pickled table)."""
+  with open(path, "rb") as f:
+    if f.read(len(NPY_MAGIC)) != NPY_MAGIC:  # numpy takes any other file for a bare pickle
+      return "not a .npy file (no NumPy header)"
+    f.seek(0)
+    try:
+      version = np.lib.format.read_magic(f)
+      read_header = (np.lib.format.read_array_header_1_0 if version == (1, 0)
+                     else np.lib.format.read_array_header_2_0)
+      shape, _, dtype = read_header(f)
+    except (ValueError, OSError) as e:
+      return f"its NumPy header is unreadable ({e}); the file is cut or damaged: download it again"
+    start = f.tell()
+  if dtype.hasobject:
+    return None
+  want, have = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize, os.path.getsize(path) - start
+  if have < want:
+    return (f"cut short: its header gives a {dtype} array of shape {tuple(shape)} ({want} bytes), "
+            f"the file holds {have}; download or convert it again")
+  return None
+
+
 def _open_table(path, allow_pickle):
   try:
     return np.load(path, mmap_mode="r", allow_pickle=False)
   except (OSError, EOFError) as e:  # an empty file: EOFError
     raise RSVQAError(f"{path}: not a readable .npy file ({e or 'empty'})") from None
   except ValueError as e:
-    with open(path, "rb") as f:
-      if f.read(len(NPY_MAGIC)) != NPY_MAGIC:  # numpy takes any other file for a bare pickle
-        raise RSVQAError(f"{path}: not a .npy file (no NumPy header)") from None
+    problem = _npy_problem(path)
+    if problem:
+      raise RSVQAError(f"{path}: {problem}") from None
     if not (allow_pickle or _PICKLE_ALLOWED.get()):
       raise RSVQAError(
           f"{path}: pickled object array; run with --allow-pickle only if you trust the file, or "
           f"convert it once with rsvqa_jax.models.skipthoughts_params.convert_utable(src, dst) "
           f"(writes a plain float32 {PLAIN_UTABLE})") from e
+  try:
     return np.load(path, allow_pickle=True, encoding="latin1")
+  except (pickle.UnpicklingError, EOFError, ValueError) as e:  # a cut pickle
+    raise RSVQAError(f"{path}: the pickled word table is unreadable ({type(e).__name__}: {e}); "
+                     "the file is cut or damaged: download it again") from None
 
 
 def read_table_rows(path, rows, *, allow_pickle=False):
