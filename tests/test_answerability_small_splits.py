@@ -24,6 +24,7 @@ from rsvqa_jax.errors import RSVQAError
 from rsvqa_jax.eval import answerability as evaluation
 from rsvqa_jax.train import answerability as train_lib
 from rsvqa_jax.train.inputs import Features
+from test_train_support import forbid_slow_stages
 
 SIZES = {"train": 5, "val": 4, "test": 3}
 
@@ -283,26 +284,12 @@ def test_pools_drawn_for_another_dataset_are_refused(small, tmp_path):
 
 
 
-def _forbid_slow_stages(monkeypatch):
-  """The encoder's pretraining and the feature extraction fail the test if called: a refused run
-  must reach neither."""
-  from rsvqa_jax.features import image_cache, pretrain  # pylint: disable=g-import-not-at-top
-
-  def forbidden(name):
-    def call(*args, **kwargs):
-      raise AssertionError(f"{name} ran before the refusal")
-    return call
-
-  for module, name in ((pretrain, "pretrain"), (image_cache, "image_features")):
-    monkeypatch.setattr(module, name, forbidden(name))
-
-
 @pytest.mark.parametrize("case", ["manifest", "split"])
 def test_foreign_pools_are_refused_before_the_encoder_is_pretrained(small, tmp_path, monkeypatch,
                                                                     case):
   """A synthetic config on pools of another dataset generated its dataset, pretrained its ResNet
   (minutes) and extracted its features, and only then refused the pools."""
-  _forbid_slow_stages(monkeypatch)
+  forbid_slow_stages(monkeypatch)
   cache, workdir = tmp_path / "cache", tmp_path / "w"
   if case == "manifest":  # drawn from the 30-image set, not the config's 15
     folder, images, questions = small["root"], 15, 2

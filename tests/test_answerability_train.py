@@ -399,6 +399,28 @@ def test_scoring_the_val_split_reports_no_binary_metrics(task, tmp_path, capsys)
     assert all(metrics[k] is None for k in metrics_lib.BINARY_KEYS), metrics
 
 
+def test_several_workdirs_get_a_mean_std_row(task, tmp_path, capsys):
+  """`evaluate --answerability --seeds W1 W2` printed each run's row and no aggregate, where the
+  accuracy tables give mean (population std) over the runs."""
+  import argparse  # pylint: disable=g-import-not-at-top
+  from rsvqa_jax.commands import answerability as command  # pylint: disable=g-import-not-at-top
+  workdirs = []
+  for role in ("reference", "blind"):
+    workdirs.append(str(tmp_path / role))
+    shutil.copytree(task["runs"][role]["workdir"], workdirs[-1])
+  args = argparse.Namespace(adversarial=False, shortcuts=False, split="test")
+  where = {"dataset": task["dataset"], "features": task["features"]}
+  assert command.evaluate(args, workdirs, where) == 0
+  rows = {r.split("|")[1].strip(): [c.strip() for c in r.split("|")[2:-1]]
+          for r in capsys.readouterr().out.splitlines() if r.startswith("| ")}
+  values = [task["runs"][role]["metrics"]["ndcg@1"] for role in ("reference", "blind")]
+  mean, std = np.mean(values), np.std(values)
+  assert std > 0  # two different models: the std is not a placeholder
+  assert rows["mean (population std)"][0] == f"{100 * mean:.2f} ({100 * std:.2f})"
+  command.evaluate(args, workdirs[:1], where)  # one workdir: no such row
+  assert "mean (population std)" not in capsys.readouterr().out
+
+
 def _copy_reference(task, tmp_path, folder=None):
   """A copy of the trained reference workdir, its config pointed at `folder` when given."""
   workdir = str(tmp_path / "reference")
@@ -666,3 +688,29 @@ def test_a_workdir_without_checkpoints_is_refused_before_the_model_is_built(task
                         features=task["features"])
   assert str(error.value).startswith(f"{workdir}: no checkpoint to score: training stopped "
                                      "before its first one")
+
+
+@pytest.mark.parametrize("content", [None, "# a page without the markers\n"])
+def test_a_docs_page_the_stage_cannot_quote_into_is_refused_before_it_runs(
+    tmp_path, monkeypatch, capsys, content):
+  """`answerability study --docs PAGE` trained every model, then found PAGE missing or without
+  its markers."""
+  from rsvqa_jax import cli  # pylint: disable=g-import-not-at-top
+  from rsvqa_jax.commands import answerability as command  # pylint: disable=g-import-not-at-top
+
+  def forbidden(*args, **kwargs):
+    raise AssertionError("the stage ran before the refusal")
+
+  monkeypatch.setattr(evaluation, "study_stage", forbidden)
+  page = tmp_path / "page.md"
+  if content is not None:
+    page.write_text(content)
+  configs = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "configs")
+  assert cli.main(["answerability", "study", "--config",
+                   os.path.join(configs, "answerability_study.py"), "--workdir",
+                   str(tmp_path / "study"), "--docs", str(page)]) == 2
+  why = ("no such file or directory" if content is None else
+         f"no block between {command.DOCS_BEGIN!r} and {command.DOCS_END!r} (put the two markers "
+         "where the summary goes)")
+  assert capsys.readouterr().err.strip().endswith(f"error: --docs {page}: {why}")
+  assert not os.path.exists(tmp_path / "study")

@@ -239,3 +239,20 @@ def test_a_counterfactual_run_killed_before_its_summary_leaves_no_earlier_summar
   with pytest.raises(KeyboardInterrupt):
     cf_eval.evaluate(workdir, seed=1)
   assert not os.path.exists(json_path)
+
+
+def test_questions_with_a_control_alone_are_counted_and_said(workdir, capsys):
+  """Edits (n) fell short of the questions with no word why: an edit is kept only where it
+  changes the answer, and some questions get their control alone."""
+  assert cli.main(["evaluate", "--workdir", workdir, "--counterfactual"]) == 0
+  out = capsys.readouterr().out
+  json_path, csv_path = cf_eval.paths(workdir, "test")
+  with open(json_path) as f:
+    summary = json.load(f)
+  with open(csv_path) as f:
+    rows = list(csv.DictReader(f))
+  asked = {r["question_id"] for r in rows}
+  edited = {r["question_id"] for r in rows if r["edit"] != "control"}
+  assert summary["n_control_only"] == len(asked - edited) > 0
+  assert (f"questions with a control alone, no edit of their scene changing the answer: "
+          f"{len(asked - edited)} of {len(asked)})**") in out

@@ -143,6 +143,26 @@ def test_a_corrupted_checkpoint_is_a_warning_under_quiet(trained, tmp_path, capl
   assert json.load(open(os.path.join(shortcuts.folder(copy), "shortcuts.json")))["step"] == best
 
 
+def test_table4_with_one_kept_checkpoint_says_it_compares_nothing(trained, tmp_path, caplog):
+  """A workdir that kept one epoch-end checkpoint gave three equal Table 4 rows, read as no
+  adaptive overfitting, with no word that there was nothing to choose among."""
+  out, workdir, summary = trained
+  copy, best = str(tmp_path / "run"), summary["best_step"]
+  shutil.copytree(workdir, copy)
+  shutil.rmtree(os.path.join(copy, "checkpoints"))  # best/ alone: one candidate
+  with warnings_of_rsvqa_jax(caplog):
+    chosen = shortcuts.evaluate(copy, out, ood_selection=True)["selection"]
+  assert chosen["candidates"] == [best]
+  warned = [r.getMessage() for r in caplog.records if r.name == "rsvqa_jax.eval.shortcuts"]
+  assert warned == [f"{copy}: --ood-selection has one kept checkpoint at an epoch end to select "
+                    f"among (step {best}), so every rule picks it and the comparison shows "
+                    "nothing; train with a larger train.keep_checkpoints"]
+  caplog.clear()
+  with warnings_of_rsvqa_jax(caplog):  # several candidates: no such warning
+    assert len(shortcuts.evaluate(workdir, out, ood_selection=True)["selection"]["candidates"]) > 1
+  assert not [r for r in caplog.records if r.name == "rsvqa_jax.eval.shortcuts"]
+
+
 def test_the_reading_says_when_the_planted_concepts_ood_sets_are_empty():
   """It said the keyword questions' OOD sets "hold its tail" when KW, KWP and QT+KW held none."""
   from rsvqa_jax.bias import shortcut_report  # pylint: disable=g-import-not-at-top

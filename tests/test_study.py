@@ -752,12 +752,45 @@ def test_a_split_of_one_image_is_refused_for_swaps_before_any_run():
   s.adversarial, s.adv_pool = ("random",), "dataset"
   checks.check_split(s, ds)  # the dataset pool holds other images
   s.adv_pool = "split"
-  with pytest.raises(RSVQAError, match=f"split {s.split} holds 1 image\\(s\\), so random "
-                     "substitution has no other image to give"):
+  with pytest.raises(RSVQAError) as e:
     checks.check_split(s, ds)
+  # The key that makes random read the split alone is named, and its other value as a fix.
+  assert str(e.value) == (f"config study.adversarial=('random',): split {s.split} holds 1 "
+                          "image(s), so random substitution has no other image to give from it "
+                          "(study.adv_pool=split: set study.adv_pool=dataset, raise "
+                          "study.images, or drop that kind)")
   s.adversarial = ("shuffle",)
   with pytest.raises(RSVQAError, match="so shuffle substitution"):
     checks.check_split(s, ds)
+  s.adversarial = ("random", "shuffle")  # no pool helps shuffle: it is the one named
+  with pytest.raises(RSVQAError) as e:
+    checks.check_split(s, ds)
+  assert str(e.value).endswith("so shuffle substitution has no other image to give (raise "
+                               "study.images, or drop that kind)")
+
+
+def test_shuffle_over_batches_of_one_image_is_refused_before_any_run():
+  """It was refused by the first reference run's adversarial test, after pretraining and
+  training, naming evaluate's --adversarial flag instead of the study's keys."""
+  from rsvqa_jax.data import records  # pylint: disable=g-import-not-at-top
+  from rsvqa_jax.study import checks  # pylint: disable=g-import-not-at-top
+  s = micro_config().study
+  rows = [dict(question_id=q, image_id=7 + q // 3, qtype="comp", question="q", answer="yes",
+               raw_answer="yes") for q in range(6)]  # images 7, 7, 7, 8, 8, 8
+  ds = records.Dataset(name="lr", root="<memory>",
+                       splits={s.split: records.Split.from_rows(s.split, rows)})
+  s.adversarial = ("shuffle",)
+  with pytest.raises(RSVQAError) as e:  # batches [7, 7, 7] and [8, 8, 8]
+    checks.check_split(s, ds, 3)
+  assert str(e.value) == (
+      "config study.adversarial=('shuffle',): shuffle permutes the images within each batch of "
+      f"train.eval_batch_size=3 questions of split {s.split}, and every batch holds one image, so "
+      "no question would get another (raise train.eval_batch_size, or set study.adversarial to "
+      "random)")
+  for size in (2, 4, 6):  # [7, 7] [7, 8] [8, 8]; [7, 7, 7, 8] [8, 8]; one batch of both
+    checks.check_split(s, ds, size)
+  s.adversarial = ("random",)  # random draws from the dataset: no batch matters
+  checks.check_split(s, ds, 3)
 
 
 def test_warnings_that_cannot_be_kept_are_said_once_and_still_counted(tmp_path, capsys):

@@ -186,11 +186,12 @@ def test_divergence_rule_by_hand():
                                                                          "finite")
 
 
-def test_one_run_per_workdir_and_a_dead_owner_is_taken_over(tmp_path, caplog):
+def test_one_run_per_workdir_and_a_dead_owner_is_taken_over(task, tmp_path, caplog):
   folder = str(tmp_path / "w")
   with storage.locked(folder, "training"):
+    # In-memory inputs: with none, the config's missing weights are refused before the lock.
     with pytest.raises(RSVQAError, match=r"in use by training PID \d+ on .* since"):
-      loop.train(_config(), folder, dataset=None, **QUIET)
+      loop.train(_config(), folder, dataset=task[0], features=task[1], **QUIET)
   # A process that dies holding the lock: its record stays, its flock does not.
   code = ("import os, sys; from rsvqa_jax import storage\n"
           "with storage.locked(sys.argv[1], 'training'):\n  os._exit(0)\n")

@@ -15,7 +15,7 @@ from rsvqa_jax.eval import accuracy
 from rsvqa_jax.errors import RSVQAError
 from rsvqa_jax.train import checkpointing, loop, restore
 from rsvqa_jax.train.inputs import Features
-from test_train_support import tiny_config, tiny_task
+from test_train_support import forbid_slow_stages, tiny_config, tiny_task
 
 
 def _config():
@@ -226,3 +226,22 @@ def test_reading_a_workdir_a_run_is_writing_says_so(task, finished):
   said = []
   restore.restore(workdir, ["test"], dataset=task[0], features=task[1], warn=said.append)
   assert said == []
+
+
+def test_a_batch_larger_than_the_train_split_is_refused_before_pretraining(tmp_path, monkeypatch):
+  """From a dataset folder, the refusal came after the synthetic ResNet's pretraining and the
+  feature extraction (minutes on a real set), where the question count alone decides it."""
+  from rsvqa_jax import config as config_lib  # pylint: disable=g-import-not-at-top
+  from rsvqa_jax.data import synthetic  # pylint: disable=g-import-not-at-top
+  root = str(tmp_path / "lr")
+  synthetic.generate(root, "lr", images=6, seed=0, questions_per_image=2)
+  configs = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "configs")
+  c = config_lib.apply_overrides(config_lib.load(os.path.join(configs, "synthetic_tiny.py")), [
+      "data.synthetic=false", f"data.root={root}", f"data.cache_dir={tmp_path}/cache",
+      "text.checkpoint=random", "image.arch=synthetic_resnet", "train.batch_size=32"])
+  forbid_slow_stages(monkeypatch)
+  with pytest.raises(RSVQAError) as e:
+    loop.train(c, str(tmp_path / "w"), log=lambda m: None)
+  assert str(e.value) == ("config train.batch_size=32: larger than the 8 training samples; set "
+                          "train.batch_size to 8 or less")
+  assert not os.path.exists(tmp_path / "w") and not os.path.exists(tmp_path / "cache")

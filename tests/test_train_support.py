@@ -91,6 +91,20 @@ def listing(folder):
   return found
 
 
+def forbid_slow_stages(monkeypatch):
+  """The encoder's pretraining and the feature extraction fail the test if called: a refused run
+  must reach neither."""
+  from rsvqa_jax.features import image_cache, pretrain  # pylint: disable=g-import-not-at-top
+
+  def forbidden(name):
+    def call(*args, **kwargs):
+      raise AssertionError(f"{name} ran before the refusal")
+    return call
+
+  for module, name in ((pretrain, "pretrain"), (image_cache, "image_features")):
+    monkeypatch.setattr(module, name, forbidden(name))
+
+
 def tiny_task(n_images=48, dim=8, seed=0):
   """(records.Dataset, Features) with train/val/test image splits 60/20/20%."""
   rng = np.random.default_rng(seed)

@@ -15,6 +15,7 @@ This module also holds `synth --answerability` (its flags, refused without it, a
 and prints `evaluate --workdir W --answerability`.
 """
 import os
+import re
 import shlex
 
 import numpy as np
@@ -159,12 +160,28 @@ def _study(args):
   if "answerability" not in config:
     raise RSVQAError(f"{args.config}: no answerability section (configs/answerability_study.py "
                      "has one)")
+  if args.docs:
+    _check_docs(args.docs)
   with common.trusted_pickles(args):
     result = answerability.study_stage(study.Study(config, args.workdir))
   print(result["summary"])
   if args.docs:
     _quote_in_docs(args.docs, os.path.join(args.workdir, "answerability"))
   return 0
+
+
+def _check_docs(page):
+  """The --docs page, read before the stage runs: a missing page or one without the markers was
+  refused only once every model had trained."""
+  try:
+    with open(page, encoding="utf-8") as f:
+      text = f.read()
+  except OSError as e:
+    raise RSVQAError(f"--docs {page}: {(e.strerror or str(e)).lower()}") from None
+  # The block bias/report.quote_into replaces: the markers on lines of their own.
+  if not re.search(re.escape(DOCS_BEGIN) + r"\n.*?\n" + re.escape(DOCS_END), text, re.S):
+    raise RSVQAError(f"--docs {page}: no block between {DOCS_BEGIN!r} and {DOCS_END!r} (put the "
+                     "two markers where the summary goes)")
 
 
 def _quote_in_docs(page, folder):
@@ -249,6 +266,8 @@ def evaluate(args, workdirs, where):
     records = [answerability.evaluate(w, args.split, **where) for w in workdirs]
   rows = [(name, m) for name, m in answerability.baselines(records[0]).items()]
   rows += [(os.path.basename(os.path.normpath(r["workdir"])), r["metrics"]) for r in records]
+  if len(records) > 1:  # --seeds aggregates, as the accuracy tables do
+    rows.append(("mean (population std)", [r["metrics"] for r in records]))
   for r in records:
     t = r["metrics"]["binary_threshold"]
     threshold = (f"binary threshold {t:.4g} from {r['val_split']}" if t is not None else

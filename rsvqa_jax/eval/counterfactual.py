@@ -288,11 +288,18 @@ def evaluate(workdir, split="test", *, seed=0, which="best", data_root=None, dat
                  "clean_id": clean_id, "edited_id": edited_id,
                  "demanded_id": int(run.vocab.encode([demanded]).ids[0])})
   summary = summarize(rows)
+  # An edit is kept only where it changes the answer: a question may get its control alone, so
+  # edits (n) falls short of the questions; said, or the counts read as questions lost.
+  asked = {r["question_id"] for r in rows}
+  control_only = len(asked - {r["question_id"] for r in rows if r["edit"] != edits_lib.CONTROL})
   summary.update(workdir=os.path.abspath(workdir), split=split, checkpoint=which, step=step,
                  seed=int(seed), n_questions=len(records), n_edited_images=len(images),
-                 skipped=dict(skipped), blind=bool(run.config.model.blind))
+                 skipped=dict(skipped), blind=bool(run.config.model.blind),
+                 n_control_only=control_only)
   caption = (f"Counterfactual edits: {os.path.basename(os.path.abspath(workdir))}, {split} "
-             "(shares of edits; controls edit an object the question does not name)")
+             "(shares of edits; controls edit an object the question does not name"
+             + (f"; questions with a control alone, no edit of their scene changing the answer: "
+                f"{control_only} of {len(asked)}" if control_only else "") + ")")
   result = table(summary, caption)
   json_path, csv_path = paths(workdir, split, which)
   os.makedirs(os.path.dirname(json_path), exist_ok=True)

@@ -140,6 +140,12 @@ def evaluate(workdir, benchmark, *, which="best", ood_selection=False, data_root
   result.update(workdir=os.path.abspath(workdir), benchmark=os.path.abspath(benchmark),
                 checkpoint=which, step=step)
   chosen = selection(run, _kept_states(workdir, run), saved) if ood_selection else None
+  if chosen is not None and len(chosen["candidates"]) == 1:
+    # One candidate: every rule picks it, and the table's equal rows would read as "no
+    # adaptive overfitting" when nothing was compared.
+    _log.warning(f"{workdir}: --ood-selection has one kept checkpoint at an epoch end to select "
+                 f"among (step {chosen['candidates'][0]}), so every rule picks it and the "
+                 "comparison shows nothing; train with a larger train.keep_checkpoints")
   caption = (f"{workdir}: step {step} ({which} checkpoint"
              + (", selected on IID val" if which == "best" else "")
              + f") on the IID test split and the OOD sets of {benchmark}")

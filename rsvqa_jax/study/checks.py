@@ -4,6 +4,8 @@ Every mistake is one line naming the key, raised before the study folder exists.
 """
 import os
 
+import numpy as np
+
 from rsvqa_jax import config as config_lib
 from rsvqa_jax.data import questions as questions_lib
 from rsvqa_jax.data import split_files
@@ -202,16 +204,31 @@ def _check_random_lm(lm, e):
     raise RSVQAError(f"config study.lm.{lm}.dropout={dropout!r}: must be a number in [0, 1)")
 
 
-def check_split(s, dataset):
+def check_split(s, dataset, eval_batch_size=None):
   """Refuses, before any run trains, image substitutions the study split cannot give: with
-  fewer than two images no other image exists to swap in."""
-  images = len(set(dataset[s.split].image_id.tolist()))
+  fewer than two images no other image exists to swap in, and shuffle, which permutes each
+  batch of `eval_batch_size` questions (eval/adversarial.py), swaps nothing where every batch
+  holds one image."""
+  ids = np.asarray(dataset[s.split].image_id)
+  images = len(np.unique(ids))
   swapping = [k for k in s.adversarial if k == "shuffle" or (k == "random" and s.adv_pool ==
                                                               "split")]
   if swapping and images < 2:
+    # shuffle first: no pool helps it. random reads the split alone only under
+    # study.adv_pool=split, so that key is named as a fix too.
+    kind = "shuffle" if "shuffle" in swapping else "random"
+    fix = (" from it (study.adv_pool=split: set study.adv_pool=dataset, raise study.images, or "
+           "drop that kind)" if kind == "random" else " (raise study.images, or drop that kind)")
     raise RSVQAError(f"config study.adversarial={tuple(s.adversarial)!r}: split {s.split} holds "
-                     f"{images} image(s), so {swapping[0]} substitution has no other image to give "
-                     "(raise study.images, or drop that kind)")
+                     f"{images} image(s), so {kind} substitution has no other image to give{fix}")
+  if "shuffle" in s.adversarial and eval_batch_size:
+    change = np.flatnonzero(ids[1:] != ids[:-1])  # question i, then i + 1 of another image
+    if not np.any(change // eval_batch_size == (change + 1) // eval_batch_size):
+      raise RSVQAError(f"config study.adversarial={tuple(s.adversarial)!r}: shuffle permutes the "
+                       f"images within each batch of train.eval_batch_size={eval_batch_size} "
+                       f"questions of split {s.split}, and every batch holds one image, so no "
+                       "question would get another (raise train.eval_batch_size, or set "
+                       "study.adversarial to random)")
 
 
 def _check_shortcuts(s):

@@ -110,7 +110,7 @@ class Study:
       self.dataset(balanced=True)  # generated now: one too small is refused before runs train
     if s.split not in ds.splits:
       raise RSVQAError(f"config study.split={s.split}: the dataset has {sorted(ds.splits)}")
-    checks.check_split(s, ds)
+    checks.check_split(s, ds, self.config.train.eval_batch_size)
     recorded.record(s, self.dir)
     os.makedirs(self.cache, exist_ok=True)
     if self.config.data.cache_dir:  # every run of the study is given DIR/cache (runs.config_for)

@@ -98,11 +98,10 @@ def _schedule(config, n_train, mesh):
   return layout, steps_per_epoch, config.train.num_epochs * steps_per_epoch
 
 
-def _build(config, workdir, dataset, read, features, augment_features, log):
-  """(Run, positional flags of the train questions or None) after the explicit input stages
-  (`read`: the real dataset prepare.real_dataset read, when `dataset` is None)."""
-  if dataset is None:
-    dataset = prepare.run_inputs(config, workdir, log, read)
+def _check_questions(config, dataset):
+  """Refusals from the questions alone, made before an encoder is pretrained or any feature
+  extracted (prepare.run_inputs' checks): an empty train or val split, a train.batch_size
+  larger than the train split. _schedule checks the batch again on the run's columns."""
   train_split, val_split = config.data.train_split, config.data.val_split
   for split in (train_split, val_split):
     if split in dataset.splits and not len(dataset[split]):
@@ -110,6 +109,19 @@ def _build(config, workdir, dataset, read, features, augment_features, log):
       raise RSVQAError(f"{dataset.root}: split {split!r} has no active question; training needs "
                        f"questions in {train_split} and {val_split} (another split: "
                        f"--config.data.{key}=SPLIT)")
+  if train_split in dataset.splits:
+    _schedule(config, len(dataset[train_split]), shd.make_mesh())
+
+
+def _build(config, workdir, dataset, read, features, augment_features, log):
+  """(Run, positional flags of the train questions or None) after the explicit input stages
+  (`read`: the real dataset prepare.real_dataset read, when `dataset` is None)."""
+  if dataset is None:
+    dataset = prepare.run_inputs(config, workdir, log, read,
+                                 checks=lambda d: _check_questions(config, d))
+  else:
+    _check_questions(config, dataset)
+  train_split, val_split = config.data.train_split, config.data.val_split
   run = run_lib.build(config, workdir, [train_split, val_split], dataset=dataset,
                       features=features)
   warn_if_degenerate(run, train_split, val_split)
