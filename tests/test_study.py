@@ -886,3 +886,21 @@ def test_command_line_keys_win_over_the_baseline_rows_settings(tmp_path):
   assert checkpointing.check_or_record_config(workdir, baseline_run(again), record=False) is False
   with pytest.raises(RSVQAError, match=r"holds a study made with study.baseline.overrides="):
     recorded.check(common.load_config(_study_args()).study, folder)  # its row trained 1 epoch
+
+
+def test_a_study_on_a_dataset_folder_makes_its_new_workdir(tmp_path, monkeypatch):
+  """Its record was written before any folder was made: a study of a real dataset (nothing
+  generated into the workdir first) failed on a new --workdir with 'study_config.json: no such
+  file or directory'."""
+  synthetic.generate(str(tmp_path / "lr"), variant="lr", images=30, seed=0)
+  c = micro_config()
+  config_lib.apply_overrides(c, ["study.synthetic=false", f"data.root={tmp_path / 'lr'}"])
+
+  def stop(*args, **kwargs):
+    raise RSVQAError("stopped after the record")
+  monkeypatch.setattr(study.Study, "features", stop)
+  workdir = tmp_path / "runs" / "new"
+  with pytest.raises(RSVQAError, match="stopped after the record"):
+    study.run_study(c, str(workdir), log=lambda _: None)
+  assert recorded.check(c.study, str(workdir)) is None
+  assert (workdir / recorded.FILE).is_file() and (workdir / "cache").is_dir()

@@ -25,7 +25,8 @@ Layout of DIR:
                                synthetic only): each grid run's relevance maps, scored
   analysis/, figures/          tables (CSV / Markdown / LaTeX) and PNGs
   study.json, timings.json, report.md
-  warnings.json                WARNINGs logged while the study ran, counted (report.md lists them)
+  warnings.json                WARNINGs logged while the study ran, counted (report.md lists them;
+                               written at the first one)
   study_config.json            the study section, recorded at the folder's first study
 An interrupted study resumes: a run whose evaluation files record the study's settings is
 skipped (reuse.py: files of another K, pool, seed or checkpoint are evaluated again), a finished
