@@ -565,3 +565,34 @@ def test_a_benchmark_folder_that_is_a_link_is_replaced_where_it_points(tmp_path)
       f.write("new")
   assert link.is_symlink() and sorted(os.listdir(real)) == ["new.txt"]
   assert sorted(os.listdir(tmp_path / "disk")) == ["bench"]
+
+
+def test_a_benchmark_of_a_synthetic_set_is_known_wherever_it_is_moved(tmp_path):
+  """Known by its path, a study moved with its benchmark rebuilt it on resume and its shortcut
+  runs, whose synthetic_resnet is keyed by that (train/inputs.folder_source), were refused as
+  runs of another config (image.pretrained_dir). A real dataset's stays known by its path."""
+  from rsvqa_jax.train import inputs  # pylint: disable=g-import-not-at-top
+  first = tmp_path / "first"
+  synthetic.generate(str(first / "lr"), "lr", images=12, seed=0, questions_per_image=8)
+  built = shortcut_report.create(rsvqa_json.read_dataset(str(first / "lr"), "lr"),
+                                 str(first / "bench"), seed=0, log=lambda _: None)
+  assert built[shortcuts.SOURCE_MANIFEST] == synthetic.read_manifest(str(first / "lr"))
+  identity = inputs.folder_source(str(first / "bench" / "data"))
+  assert identity == {"shortcut_benchmark": {
+      "version": shortcut_report.VERSION, "dataset": "lr", "seed": 0, "unit": "image",
+      shortcuts.SOURCE_MANIFEST: built[shortcuts.SOURCE_MANIFEST]}}
+  moved = tmp_path / "moved"
+  shutil.move(str(first), str(moved))
+  data = moved / "bench" / "data"
+  inode = os.stat(data).st_ino
+  kept = shortcut_report.ensure(rsvqa_json.read_dataset(str(moved / "lr"), "lr"),
+                                str(moved / "bench"), seed=0, log=lambda _: None)
+  assert kept == built and os.stat(data).st_ino == inode  # not rebuilt
+  assert inputs.folder_source(str(data)) == identity
+  # Another seed is another benchmark; a real source (no synthetic.json) is known by its path.
+  assert shortcut_report.ensure(rsvqa_json.read_dataset(str(moved / "lr"), "lr"),
+                                str(moved / "bench"), seed=1, log=lambda _: None)["seed"] == 1
+  os.remove(moved / "lr" / synthetic.MANIFEST)
+  shortcut_report.create(rsvqa_json.read_dataset(str(moved / "lr"), "lr"), str(moved / "real"),
+                         seed=0, log=lambda _: None)
+  assert inputs.folder_source(str(moved / "real" / "data")) == str(moved / "real" / "data")

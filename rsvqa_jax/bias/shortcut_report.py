@@ -32,7 +32,7 @@ from rsvqa_jax import storage
 from rsvqa_jax.bias import plots
 from rsvqa_jax.bias import shortcuts
 from rsvqa_jax.bias import tables
-from rsvqa_jax.data import resplit, split_files
+from rsvqa_jax.data import resplit, split_files, synthetic
 from rsvqa_jax.errors import RSVQAError
 
 _log = logging.getLogger(__name__)
@@ -362,6 +362,7 @@ def create(dataset, out, *, seed=0, unit="image", labels=None, log=_log.info):
       f.write(text)
     manifest = {
         "version": VERSION, "source": os.path.abspath(dataset.root), "dataset": dataset.name,
+        shortcuts.SOURCE_MANIFEST: synthetic.read_manifest(dataset.root),
         "seed": int(seed), "unit": unit, "shares": shortcuts.SHARES,
         "entropy_threshold": shortcuts.ENTROPY_THRESHOLD,
         "tail_factor": float(shortcuts.TAIL_FACTOR), "labels": described,
@@ -377,14 +378,24 @@ def create(dataset, out, *, seed=0, unit="image", labels=None, log=_log.info):
 def ensure(dataset, out, *, seed=0, unit="image", labels=None, log=_log.info):
   """The manifest of benchmark `out`, created unless it already holds this dataset's benchmark
   with this seed, unit and kind of labels (a resumed study must not rewrite the data it trains
-  on)."""
+  on). A synthetic source is known by its generator settings, so a study moved with its
+  benchmark keeps it."""
   manifest = storage.read_json(os.path.join(out, shortcuts.MANIFEST))
-  wanted = {"version": VERSION, "source": os.path.abspath(dataset.root), "dataset": dataset.name,
-            "seed": int(seed), "unit": unit}
+  wanted = {"version": VERSION, "dataset": dataset.name, "seed": int(seed), "unit": unit}
   if (isinstance(manifest, dict) and all(manifest.get(k) == v for k, v in wanted.items())
+      and _same_source(manifest, dataset.root)
       and (labels is None or manifest.get("labels", {}).get("kind") == labels.kind)):
     return manifest
   return create(dataset, out, seed=seed, unit=unit, labels=labels, log=log)
+
+
+def _same_source(manifest, root):
+  """Whether a benchmark's manifest was built from the dataset folder `root`: its path, or, for a
+  synthetic dataset, its generator settings wherever it now lies."""
+  if manifest.get("source") == os.path.abspath(root):
+    return True
+  recorded = manifest.get(shortcuts.SOURCE_MANIFEST)
+  return isinstance(recorded, dict) and recorded == synthetic.read_manifest(root)
 
 
 # A model scored on the benchmark.

@@ -484,6 +484,22 @@ CONCEPTS_FILE = "concepts.csv"
 MANIFEST = "shortcuts.json"
 VERSION = 1  # of a benchmark folder's files and rules, recorded in its manifest
 DATA_DIR = "data"
+SOURCE_MANIFEST = "source_manifest"  # the source's synthetic.json, null for a real dataset
+
+
+def data_source(root):
+  """What identifies `root` when it is the data folder of a benchmark built from a synthetic
+  dataset, wherever the two lie: the source's generator settings and the re-split's seed and
+  unit (the split depends on nothing else). None for any other folder, whose path identifies
+  it. An encoder pretrained on the folder is keyed by this (train/inputs.folder_source): keyed
+  by the path, a moved study's shortcut runs were refused as runs of another config."""
+  if os.path.basename(os.path.normpath(root)) != DATA_DIR:
+    return None
+  manifest = storage.read_json(os.path.join(os.path.dirname(os.path.abspath(root)), MANIFEST))
+  if not isinstance(manifest, dict) or not isinstance(manifest.get(SOURCE_MANIFEST), dict):
+    return None
+  return {"shortcut_benchmark": {key: manifest.get(key) for key in
+                                 ("version", "dataset", "seed", "unit", SOURCE_MANIFEST)}}
 
 
 def ood_file(out, concept):

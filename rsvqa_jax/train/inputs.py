@@ -31,6 +31,7 @@ from flax import nnx
 from rsvqa_jax import config as config_lib
 from rsvqa_jax import errors
 from rsvqa_jax import storage
+from rsvqa_jax.bias import shortcuts
 from rsvqa_jax.data import pipeline, rsvqa_json, synthetic
 from rsvqa_jax.data.answers import AnswerVocab
 from rsvqa_jax.data.tokenizers import WordTokenizer, bucket_length, pad_batch, word_list
@@ -180,8 +181,9 @@ def pretraining_source(config, workdir):
 
 
 def folder_source(root):
-  """pretraining_source of the dataset folder `root`."""
-  return synthetic.read_manifest(root) or os.path.abspath(root)
+  """pretraining_source of the dataset folder `root`: a synthetic dataset's generator settings,
+  a shortcut benchmark's data folder's (bias/shortcuts.data_source), else its absolute path."""
+  return synthetic.read_manifest(root) or shortcuts.data_source(root) or os.path.abspath(root)
 
 
 def resolved_image(config, workdir):
