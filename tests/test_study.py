@@ -414,7 +414,17 @@ def test_summary_and_reading_of_a_study_where_the_image_changes_nothing():
   assert " ".join(report.summary(study, columns).split()).startswith(  # wrapped at 100
       "0 of 1 reference models beat their visual-blind twins (reference minus visual-blind: "
       "0.00 points OA); 0 of 1 beat answering the most common answer per question type (60.00% "
-      "OA; reference minus it: 0.00 points)")  # it read "... and answering ... by 0.00 points"
+      "OA; reference minus it: 0.00 points). Swapping the image for a random one lowers the OA "
+      "of 0 of 1 reference models (reference minus swapped: 0.00 points).")
+  # They read "... and answering ... by 0.00 points" and ", and loses 0.00 points OA when its
+  # image is swapped" (of "0 of 1 reference models").
+  gains = {"label": "LM", "weights": "finetuned",
+           "reference": [_run(0.9, 0.85, 0.91, 0.8, [0.95])], "blind": [_run(0.8, 0.75, 0.9, 0.6)]}
+  text = " ".join(report.summary(_study([gains]), report.columns_of([gains])).split())
+  assert "swapped" not in text.split(". ")[0]  # it read "and loses -5.00 points OA"
+  assert ("Swapping the image for a random one lowers the OA of 0 of 1 reference models "
+          "(reference minus swapped: -5.00 points).") in text
+  assert text.endswith("Its 1 stage recorded 1.0 min of work (report.md, Wall time).")
   text = report.reading(study, columns, report.Flags(report.counts_of([cell], columns), 5))
   assert "a drop in none of the 1 settings: nothing shows that the models read the image" in text
 

@@ -469,16 +469,24 @@ def summary(study, columns):
   out = [f"Every reference model beats its visual-blind twin (by {_ranges(gaps)} points OA)"
          if won == n else f"{won} of {n} reference models beat their visual-blind twins "
          f"(reference minus visual-blind: {_ranges(gaps)} points OA)"]
+  every = won == n  # the sentence is still of "every reference model"
   if prior_gaps and not math.isnan(prior):
     above = sum(g > 0 for g in prior_gaps)
     if above == n:
       out[-1] += (f" and answering the most common answer per question type ({pct(prior)}% OA) "
                   f"by {_ranges(prior_gaps)} points")
     else:  # "beat ... and answering the most common answer by -65 points" read as a win
+      every = False
       out[-1] += (f"; {above} of {n} beat answering the most common answer per question type "
                   f"({pct(prior)}% OA; reference minus it: {_ranges(prior_gaps)} points)")
   if adv_gaps:
-    out[-1] += f", and loses {_ranges(adv_gaps)} points OA when its image is swapped"
+    lost = sum(g > 0 for g in adv_gaps)
+    if every and lost == n:
+      out[-1] += f", and loses {_ranges(adv_gaps)} points OA when its image is swapped"
+    else:  # "0 of 1 reference models beat ..., and loses 0.00 points" (or -2.00) read as a loss
+      out[-1] += "."
+      out.append(f"Swapping the image for a random one lowers the OA of {lost} of {n} reference "
+                 f"models (reference minus swapped: {_ranges(adv_gaps)} points)")
   out[-1] += "."
   balanced = study.get("balanced")
   if balanced:
@@ -490,9 +498,9 @@ def summary(study, columns):
                  f"{pct(rows.get('prior_acc', math.nan))}% for the most common answer (there "
                  f"the uniform guess, {pct(rows.get('uni_acc', math.nan))}%) and {pct(ref)}% for "
                  "the reference model.")
-  seconds = sum(study.get("timings", {}).values())
-  out.append(f"Its {len(study.get('timings', {}))} stages recorded {seconds / 60:.1f} min of work "
-             "(report.md, Wall time).")
+  seconds, stages = sum(study.get("timings", {}).values()), len(study.get("timings", {}))
+  out.append(f"Its {stages} stage{'' if stages == 1 else 's'} recorded {seconds / 60:.1f} min of "
+             "work (report.md, Wall time).")
   return textwrap.fill(" ".join(out), width=100, break_on_hyphens=False)
 
 
