@@ -617,6 +617,11 @@ def write_text(path, text):
     f.write(text)
 
 
+def block_pattern(begin, end):
+  """The block quote_into replaces: text between `begin` and `end`, each on a line of its own."""
+  return re.compile(re.escape(begin) + r"\n.*?\n" + re.escape(end), re.S)
+
+
 def quote_into(paths, blocks):
   """Replaces, in every file of `paths` that holds a block's markers, the text between them with
   the block's text ((begin, end, text) triples), so the docs' figures are a run's, never typed.
@@ -628,7 +633,7 @@ def quote_into(paths, blocks):
     with open(path, encoding="utf-8") as f:
       texts[path] = f.read()
   for begin, end, body in blocks:
-    pattern = re.compile(re.escape(begin) + r"\n.*?\n" + re.escape(end), re.S)
+    pattern = block_pattern(begin, end)
     holders = [path for path, text in texts.items() if pattern.search(text)]
     if not holders:
       raise RSVQAError(f"{', '.join(paths)}: no block between {begin!r} and {end!r}")

@@ -15,7 +15,6 @@ This module also holds `synth --answerability` (its flags, refused without it, a
 and prints `evaluate --workdir W --answerability`.
 """
 import os
-import re
 import shlex
 
 import numpy as np
@@ -178,8 +177,8 @@ def _check_docs(page):
       text = f.read()
   except OSError as e:
     raise RSVQAError(f"--docs {page}: {(e.strerror or str(e)).lower()}") from None
-  # The block bias/report.quote_into replaces: the markers on lines of their own.
-  if not re.search(re.escape(DOCS_BEGIN) + r"\n.*?\n" + re.escape(DOCS_END), text, re.S):
+  from rsvqa_jax.bias import report  # pylint: disable=g-import-not-at-top
+  if not report.block_pattern(DOCS_BEGIN, DOCS_END).search(text):
     raise RSVQAError(f"--docs {page}: no block between {DOCS_BEGIN!r} and {DOCS_END!r} (put the "
                      "two markers where the summary goes)")
 
