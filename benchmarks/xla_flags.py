@@ -376,10 +376,6 @@ def run_rounds(rows, variants, rounds, size_mode, logs, block_s, blocks, torch_n
   return record
 
 
-def _median(values):
-  return statistics.median(values) if values else None
-
-
 def _round_seconds(record, row, name):
   """{round index: median step seconds} of one contender on one row (rounds it completed)."""
   out = {}

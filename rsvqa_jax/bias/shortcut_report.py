@@ -462,11 +462,11 @@ def selection_table(selection):
                "mean OOD"), rows=tuple(rows))
 
 
-def models_table(entries, caption=None):
+def models_table(entries):
   """Rows: [(model label, [score() result per seed])]; columns IID, the nine OOD sets, mean.
 
   The first row is N, the questions of each set (every run is scored on the same sets). The
-  default caption says what a cell is over (one seed: its value, as bias/report.py's Table 2)
+  caption says what a cell is over (one seed: its value, as bias/report.py's Table 2)
   and that mean OOD weighs each non-n/a OOD set alike, whatever its N.
   """
   first = entries[0][1][0]
@@ -478,17 +478,16 @@ def models_table(entries, caption=None):
     cells += [[r["mean_ood_oa"] for r in results]]
     rows.append((label, len(results), *(tables.pct(*tables.mean_std(v)) if len(v) > 1
                                          else tables.pct(v[0]) for v in cells)))
-  if caption is None:
-    runs = {len(results) for _, results in entries}
-    if runs == {1}:
-      over = "one seed's value (no std)"
-    else:
-      over = (f"mean (std) over {max(runs)} seeds" if len(runs) == 1
-              else "mean (std) over the row's seeds (runs)")
-      over += "; a row of one run: its value (no std)" if 1 in runs else ""
-    caption = ("Shortcut benchmark (Table 2 layout): OA (%) on the IID test split and the nine "
-               f"OOD sets, {over}; mean OOD: the unweighted mean of the OOD sets' OA, over the "
-               "sets that are not n/a (each set counts alike, whatever its N)")
+  runs = {len(results) for _, results in entries}
+  if runs == {1}:
+    over = "one seed's value (no std)"
+  else:
+    over = (f"mean (std) over {max(runs)} seeds" if len(runs) == 1
+            else "mean (std) over the row's seeds (runs)")
+    over += "; a row of one run: its value (no std)" if 1 in runs else ""
+  caption = ("Shortcut benchmark (Table 2 layout): OA (%) on the IID test split and the nine "
+             f"OOD sets, {over}; mean OOD: the unweighted mean of the OOD sets' OA, over the "
+             "sets that are not n/a (each set counts alike, whatever its N)")
   return tables.Table(caption=caption, columns=(
       "model", "runs", "IID", *(NAMES[c] for c in shortcuts.CONCEPTS), "mean OOD"),
       rows=tuple(rows))

@@ -153,9 +153,9 @@ def _folder_or_absent(path):
                      "again")
 
 
-def read_dataset(root, name, parent=None):
+def read_dataset(root, name):
   """records.Dataset of official folder `root`, read from its columnar form (built if needed)."""
-  folder = ensure(root, name, parent)
+  folder = ensure(root, name)
   vocab = storage.read_json(os.path.join(folder, VOCAB))
   strings = {}
   for col in STRING_COLUMNS:

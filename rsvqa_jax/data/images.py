@@ -66,17 +66,17 @@ def _hwc_shape(shape, path, bands_first=False):
 _ALPHA = (tifffile.EXTRASAMPLE.ASSOCALPHA, tifffile.EXTRASAMPLE.UNASSALPHA)
 
 
-def _check(shape, dtype, path, size, bands, page, bands_first=False):
+def _check(shape, dtype, path, size, page, bands_first=False):
   """Refuses a tile the model cannot read as it is, saying how to convert it: a rescale or a
   dropped band is never guessed."""
   height, width, nbands = _hwc_shape(shape, path, bands_first)
-  if nbands != bands and page.photometric == tifffile.PHOTOMETRIC.PALETTE:
-    raise RSVQAError(f"{path}: image is a palette (colour-mapped) image, expected {bands} bands; "
+  if nbands != 3 and page.photometric == tifffile.PHOTOMETRIC.PALETTE:
+    raise RSVQAError(f"{path}: image is a palette (colour-mapped) image, expected 3 bands; "
                      "save it as RGB")
-  if nbands != bands:
+  if nbands != 3:
     raise RSVQAError(f"{path}: image has {nbands} band{'' if nbands == 1 else 's'}, expected "
-                     f"{bands}" + (_extra_bands(page.extrasamples, nbands - bands)
-                                   or _band_hint(nbands, bands, page)))
+                     "3" + (_extra_bands(page.extrasamples, nbands - 3)
+                            or _band_hint(nbands, page)))
   if size is not None and (height, width) != tuple(size):
     raise RSVQAError(f"{path}: image is {height}x{width}, expected {size[0]}x{size[1]}")
   if dtype != np.uint8:
@@ -84,10 +84,8 @@ def _check(shape, dtype, path, size, bands, page, bands_first=False):
                      "(e.g. gdal_translate -ot Byte -scale IN.tif OUT.tif)")
 
 
-def _band_hint(nbands, bands, page):
+def _band_hint(nbands, page):
   """What to do with a tile of another band count that is not RGB plus alpha: '' when none fits."""
-  if bands != 3:
-    return ""
   if nbands == 1:
     return " (a greyscale image); save it as RGB"
   if nbands == 4 and page.photometric == tifffile.PHOTOMETRIC.SEPARATED:
@@ -171,16 +169,16 @@ def _entries(folder):
     return []
 
 
-def _load(path, size, bands, decode):
+def _load(path, size, decode):
   """Checks a tile from its header, then decodes it if `decode`; one-line errors naming it."""
   if not os.path.exists(path):
     raise RSVQAError(f"{path}: image file missing")
   if os.path.isdir(path):  # else "not a readable TIFF (IsADirectoryError: [Errno 21] ...)"
     raise RSVQAError(f"{path}: a folder, not an image file; put the image's TIFF there")
-  return _parse(path, path, size, bands, decode)
+  return _parse(path, path, size, decode)
 
 
-def _parse(source, name, size, bands, decode):
+def _parse(source, name, size, decode):
   """`_load` of an open source (a path or a file object) named `name` in errors.
 
   The header comes first so that a wrong or corrupt one (which may claim a huge image) is
@@ -192,7 +190,7 @@ def _parse(source, name, size, bands, decode):
       if not tif.series:  # a TIFF header with no image (tifffile logs "contains no pages")
         raise RSVQAError(f"{name}: a TIFF holding no image")
       series = tif.series[0]
-      _check(series.shape, np.dtype(series.dtype), name, size, bands, tif.pages[0],
+      _check(series.shape, np.dtype(series.dtype), name, size, tif.pages[0],
              _bands_first(series.shape, tif.pages[0]))
       _check_colours(tif.pages[0], name)
       pixels = _pixels(series, source) if decode else None
@@ -229,22 +227,22 @@ def _hwc(arr, name):
   return arr if _hwc_shape(arr.shape, name) == arr.shape else np.moveaxis(arr, 0, -1)
 
 
-def read_tif(path, size=None, bands=3):
-  """Reads a tile as uint8 HxWxbands, checking its size (height, width) and band count.
+def read_tif(path, size=None):
+  """Reads a tile as uint8 HxWx3, checking its size (height, width) and band count.
 
   Decoding every strip is what finds a truncated file or corrupt compressed pixels.
   """
-  return _hwc(_load(path, size, bands, decode=True), path)
+  return _hwc(_load(path, size, decode=True), path)
 
 
-def decode_tif(encoded, name="TIFF bytes", bands=3):
+def decode_tif(encoded, name="TIFF bytes"):
   """`read_tif` of a tile's encoded bytes (a TFDS `images` example), `name` in its errors."""
-  return _hwc(_parse(io.BytesIO(encoded), name, None, bands, decode=True), name)
+  return _hwc(_parse(io.BytesIO(encoded), name, None, decode=True), name)
 
 
-def check_tif(path, size=None, bands=3):
+def check_tif(path, size=None):
   """Checks a tile's size, band count and dtype from its header, without decoding pixels."""
-  _load(path, size, bands, decode=False)
+  _load(path, size, decode=False)
 
 
 def write_tif(path, image):

@@ -172,8 +172,8 @@ class _BucketMap(grain.transforms.Map):
     return self._bucketer(element)
 
 
-def _prepare(columns, shard_index, shard_count, drop_remainder, num_epochs, batch_size,
-             length_buckets, lengths, bucket_columns):
+def _prepare(columns, shard_index, shard_count, num_epochs, batch_size, length_buckets, lengths,
+             bucket_columns):
   """Checks the arguments shared by both pipelines; returns (columns, shard, bucketer)."""
   columns = dict(columns)
   n = _num_rows(columns)
@@ -233,8 +233,8 @@ def make_loader(columns, *, batch_size, shuffle, seed, num_epochs, shard_index=N
     grain.DataLoader yielding dicts of stacked arrays.
   """
   columns, (shard_index, shard_count), bucketer = _prepare(
-      columns, shard_index, shard_count, drop_remainder, num_epochs, batch_size,
-      length_buckets, lengths, bucket_columns)
+      columns, shard_index, shard_count, num_epochs, batch_size, length_buckets, lengths,
+      bucket_columns)
   if not drop_remainder and _num_rows(columns) % shard_count:
     raise ValueError(
         f"{_num_rows(columns)} examples do not split evenly into {shard_count} shards and grain "
@@ -266,8 +266,8 @@ class BatchIterator:
   def __init__(self, columns, *, batch_size, shuffle, seed, num_epochs, shard_index,
                shard_count, drop_remainder, length_buckets, lengths, bucket_columns):
     self._columns, (self._shard_index, self._shard_count), self._bucketer = _prepare(
-        columns, shard_index, shard_count, drop_remainder, num_epochs, batch_size,
-        length_buckets, lengths, bucket_columns)
+        columns, shard_index, shard_count, num_epochs, batch_size, length_buckets, lengths,
+        bucket_columns)
     self._start, end = _shard_range(
         _num_rows(self._columns), self._shard_index, self._shard_count, drop_remainder)
     self._shard_len = end - self._start

@@ -28,11 +28,11 @@ def split_words(text, *, lowercase=True):
   return _WORD_RE.findall(text.lower() if lowercase else text)
 
 
-def word_list(texts, *, lowercase=True):
+def word_list(texts):
   """Sorted distinct words of an iterable of questions."""
   words = set()
   for text in texts:
-    words.update(split_words(text, lowercase=lowercase))
+    words.update(split_words(text))
   return sorted(words)
 
 

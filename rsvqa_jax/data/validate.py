@@ -84,7 +84,7 @@ def image_problems(dataset, how="decode"):
 
   def problem(image_id):
     try:
-      check(dataset.image_path(image_id), size=dataset.image_size, bands=3)
+      check(dataset.image_path(image_id), size=dataset.image_size)
     except RSVQAError as e:
       return str(e)
     return None

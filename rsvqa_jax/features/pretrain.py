@@ -28,7 +28,6 @@ import numpy as np
 import optax
 from flax import nnx
 
-from rsvqa_jax import config as config_lib
 from rsvqa_jax import progress, storage
 from rsvqa_jax.data import scenes
 from rsvqa_jax.errors import RSVQAError
@@ -164,13 +163,12 @@ def _restore_progress(out_dir, key, state):
       jnp.asarray(v).reshape(t.shape) for v, t in zip(leaves, like)]), record
 
 
-def pretrain(dataset, out_dir, cfg=None, *, train_split="train", eval_split="val"):
+def pretrain(dataset, out_dir, cfg, *, train_split="train", eval_split="val"):
   """Trains on `train_split` images, measures on `eval_split`, writes out_dir; returns manifest.
 
   Resumes from out_dir/resume.safetensors when a pretraining of the same settings and images
   left it there; removes it once the model is written.
   """
-  cfg = cfg or config_lib.pretrain_section()
   started = time.time()
   train_ids = dataset.image_ids(train_split)
   images = load_images(dataset, train_ids, cfg.image_size)

@@ -16,7 +16,6 @@ import json
 import os
 import re
 
-import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
@@ -245,9 +244,9 @@ def resnet_metadata(model):
           "width": str(model.width), "num_classes": str(model.num_classes or 0)}
 
 
-def _abstract(depth, width, num_classes, dtype, rngs):
+def _abstract(depth, width, num_classes):
   return nnx.eval_shape(lambda r: ResNet(depth, rngs=r, num_classes=num_classes or None,
-                                        dtype=dtype, width=width), rngs)
+                                        width=width), nnx.Rngs(0))
 
 
 def check_folder_source(path):
@@ -259,14 +258,13 @@ def check_folder_source(path):
                      "weights, or give the weights file itself (.pth, .safetensors)")
 
 
-def load_resnet(path, depth=None, *, rngs=None, dtype=jnp.float32):
+def load_resnet(path, depth=None):
   """A `ResNet` holding the weights at `path` (see the module docstring for the sources).
 
   `depth` is inferred from the keys (or a folder's config.json) when None; when given it must
   match. The width and the classifier (`fc`, kept when present) follow the checkpoint.
   """
   path = os.fspath(path)
-  rngs = rngs if rngs is not None else nnx.Rngs(0)
   check_folder_source(path)
   if os.path.isdir(path):
     inferred, state_dict, source = _folder_state_dict(path)
@@ -275,7 +273,7 @@ def load_resnet(path, depth=None, *, rngs=None, dtype=jnp.float32):
     if path.endswith(".safetensors"):
       tree, meta = checkpoints.load_safetensors(path)
       if meta.get("format") == "rsvqa_jax":
-        return _load_converted(path, tree, meta, depth, dtype, rngs)
+        return _load_converted(path, tree, meta, depth)
       state_dict = _unwrapped(checkpoints.flatten(tree), path)
     else:
       state_dict = read_state_dict(path)
@@ -295,7 +293,7 @@ def load_resnet(path, depth=None, *, rngs=None, dtype=jnp.float32):
                      f"{tuple(np.shape(state_dict['conv1.weight']))}: no output channels")
   num_classes = (_leading_size(state_dict, "fc.weight", 2, source) if "fc.weight" in state_dict
                  else None)
-  model = _abstract(depth, width, num_classes, dtype, rngs)
+  model = _abstract(depth, width, num_classes)
   names = {key: torchvision_name(key) for key in checkpoints.flat_shapes(model)}
   _fill(model, from_torchvision(state_dict, model, source), source, names)
   return model
@@ -325,7 +323,7 @@ def _leading_size(state_dict, key, rank, source):
   return int(shape[0])
 
 
-def _load_converted(path, tree, meta, depth, dtype, rngs):
+def _load_converted(path, tree, meta, depth):
   if meta.get("kind") != "resnet":
     raise RSVQAError(f"{path}: holds a converted {meta.get('kind')!r} model, not a ResNet")
   sizes = {}
@@ -340,6 +338,6 @@ def _load_converted(path, tree, meta, depth, dtype, rngs):
     raise RSVQAError(f"{path}: header field depth={saved} is no ResNet depth {sorted(ARCHS)}")
   if depth is not None and depth != saved:
     raise RSVQAError(f"{path}: holds a ResNet-{saved}, but depth {depth} was asked for")
-  model = _abstract(saved, sizes["width"], sizes["num_classes"], dtype, rngs)
+  model = _abstract(saved, sizes["width"], sizes["num_classes"])
   _fill(model, tree, path)
   return model

@@ -486,7 +486,7 @@ class Checkpoints:
       raise CorruptCheckpoint(f"checkpoint {where}: {RECORD_FILE} lacks its shapes or checksums")
     return data
 
-  def restore_latest(self, like, warn=_log.warning, *, at_most=None):
+  def restore_latest(self, like, warn=_log.warning):
     """(items, data, step) of the newest checkpoint that verifies, or None if there is none.
 
     Each corrupted one is named in one `warn` line (a WARNING, whatever the caller's routine
@@ -494,9 +494,8 @@ class Checkpoints:
     one instead of starting over silently, and so does every later call while none is left but
     those set aside (a run that started over would replace the work they hold).
     """
-    candidates = [s for s in reversed(self.steps()) if at_most is None or s <= at_most]
     first_error = None
-    for step in candidates:
+    for step in reversed(self.steps()):
       try:
         items, data = self.restore(step, like)
         return items, data, step

@@ -171,7 +171,7 @@ def record_data(workdir, dataset, config):
     storage.write_json(path, _data_record(dataset, config))
 
 
-def pretraining_source(config, workdir):
+def pretraining_source(config):
   """What identifies the dataset a synthetic_resnet of `config` is pretrained on (its train
   split): a synthetic dataset's generator settings (the config's, or those recorded in the
   data.root folder), else the folder's absolute path."""
@@ -189,7 +189,7 @@ def folder_source(root):
 def resolved_image(config, workdir):
   """config.image with its derived paths set (config.image_config), as training reads it."""
   return config_lib.image_config(config.image, config_lib.cache_dir(config, workdir),
-                                 pretraining_source(config, workdir))
+                                 pretraining_source(config))
 
 
 def image_features(config, dataset, workdir, splits, *, variant="none", kind="clean",
