@@ -62,6 +62,10 @@ _PYTHON_FORMS = (
     (re.compile(r"give the data it trained on, or train in another --workdir"),
      "give the data it trained on (load_run data_root=), or train in another --workdir"),
     (re.compile(r"^--data-root "), "load_run data_root "),  # read_config's, as load_run names it
+    (re.compile(r"with --dataset \(([^)]*)\)"), r"with --dataset (\1; dataset= in analyze)"),
+    (re.compile(r"name one with --dataset$"), "name one with --dataset (dataset= in analyze)"),
+    (re.compile(r": give --data (\S+) \(in a training config"),
+     r": give --data \1 (data_root= in Python; in a training config"),
     (re.compile(r"run with --allow-pickle only"),
      "run with --allow-pickle (allow_pickle=True in load_run) only"),
 )
@@ -330,11 +334,7 @@ def analyze(data_root, dataset=None, predictions=None, adversarial_predictions=N
     raise RSVQAError(f"analyze split={split!r}: expected one split name")
   dataset = dataset or split_files.detect_variant(data_root, other_datasets.NAMES)
   ds = other_datasets.read_any(data_root, dataset)
-  fit, names = analysis_lib.default_splits(ds)
-  names = [split] if split else names
-  for name in names:
-    if name not in ds.splits:
-      raise RSVQAError(f"{data_root}: no split {name!r} (has {', '.join(sorted(ds.splits))})")
+  fit, names = analysis_lib.analysed_splits(ds, [split] if split else (), data_root)
   evaluated = {n: ds[n] for n in names}
   space = set(ds[fit].answer.tolist())
   chosen = split is not None

@@ -321,6 +321,30 @@ def test_default_splits():
     analysis.default_splits(mk("a", "b"))
 
 
+def test_an_empty_default_split_is_left_out_with_a_warning_and_refused_when_asked_for(
+    tmp_path, capsys):
+  """`synth --variant hr --balanced` may leave test_phili empty and says the other splits work,
+  but `analyze` (and rsvqa_jax.analyze) without --split refused the whole dataset for it."""
+  from rsvqa_jax import api  # pylint: disable=g-import-not-at-top
+  from rsvqa_jax.data import synthetic  # pylint: disable=g-import-not-at-top
+  data = str(tmp_path / "hr")
+  synthetic.generate(data, variant="hr", images=18, seed=0, balanced=True, questions_per_image=20)
+  assert cli.main(["analyze", "--data", data, "--out", str(tmp_path / "out")]) == 0
+  err = capsys.readouterr().err
+  assert (f"WARNING: {data}: split test_phili holds no question and is left out of the analysis "
+          "of test") in err
+  assert (tmp_path / "out" / "types_test.md").exists()
+  assert not (tmp_path / "out" / "types_test_phili.md").exists()
+  assert list(api.analyze(data)) == ["test"]
+  assert cli.main(["analyze", "--data", data, "--out", str(tmp_path / "out2"),
+                   "--split", "test_phili"]) == 2
+  assert capsys.readouterr().err.strip().splitlines()[-1] == (
+      f"rsvqa-jax analyze: error: {data}: split 'test_phili' holds no question to analyse (its hr "
+      "files hold none, or none active)")
+  with pytest.raises(RSVQAError, match="split 'test_phili' holds no question to analyse"):
+    api.analyze(data, split="test_phili")
+
+
 
 def test_analyze_synthetic_end_to_end(tmp_path):
   """`analyze` on a small dataset written by the synthetic generator, LR layout."""

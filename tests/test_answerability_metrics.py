@@ -380,3 +380,20 @@ def test_summary_reads_the_configured_balance_where_a_split_fell_back():
           "for 1, so they carry label information like the main set's; test labels") in text
   assert "No word tells the label" in text  # train pairs at balance 1
   assert text.count("Words that predict the label") == 1  # the main set's
+
+
+def test_a_mean_over_runs_says_when_some_runs_lack_the_metric():
+  """Binary precision is None for a seed that predicts no positive: the mean row read "80.00
+  (0.00)", one seed's value shown as a mean and std over every seed."""
+  full = {key: 0.8 for _, key in m.TABLE_COLUMNS}
+  other = {key: 0.6 for _, key in m.TABLE_COLUMNS}
+  lacking = {**other, "binary_precision": None}
+  third = {key: 0.7 for _, key in m.TABLE_COLUMNS}
+  column = [c for c, _ in m.TABLE_COLUMNS].index("Binary Precision") + 1
+  ndcg = [c for c, _ in m.TABLE_COLUMNS].index("NDCG@1") + 1
+  two = m.table4([("mean", [full, lacking])], "c").rows[0]
+  assert two[ndcg] == "70.00 (10.00)" and two[column] == "80.00 (1 of 2 runs)"
+  three = m.table4([("mean", [full, lacking, third])], "c").rows[0]
+  assert three[column] == "75.00 (5.00; 2 of 3 runs)"
+  none = m.table4([("mean", [{**full, "binary_precision": None}, lacking])], "c").rows[0]
+  assert math.isnan(none[column])

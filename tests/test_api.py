@@ -299,6 +299,16 @@ def test_analyze_returns_tables(tiny):
     rsvqa_jax.analyze(root, "LR")
   with pytest.raises(RSVQAError, match="no split 'nosuch'"):
     rsvqa_jax.analyze(root, "lr", split="nosuch")
+  # The layout asked for, and a dataset one folder down, in Python's words too (they named
+  # --dataset and --data alone).
+  empty = tiny / "not_a_dataset"
+  empty.mkdir(exist_ok=True)
+  with pytest.raises(RSVQAError, match=r"name its layout with --dataset \(lr, hr, xben, floodnet, "
+                     r"rsivqa; dataset= in analyze\)$"):
+    rsvqa_jax.analyze(str(empty))
+  with pytest.raises(RSVQAError, match=r"the dataset files are in .*synthetic_lr_40_0_q20: give "
+                     r"--data \S+ \(data_root= in Python; in a training config, data.root="):
+    rsvqa_jax.analyze(os.path.dirname(root))
   with pytest.raises(RSVQAError, match="analyze data_root: expected a path"):
     rsvqa_jax.analyze(None, "lr")
   with pytest.raises(RSVQAError, match="expected one split name"):

@@ -396,5 +396,6 @@ def test_masks_drawn_dark_on_white_are_named_as_likely_inverted(tmp_path, caplog
                      str(tmp_path / "S")]) == 0
   named = (f"{tmp_path / 'P'}: 1 of 2 mask(s) are the object along their whole border around a "
            f"background inside (e.g. {tmp_path / 'P' / '1.png'}); bright pixels are read as the "
-           "object, so a dark object drawn on white reads inverted: invert those masks")
+           "object, so a dark object drawn on white reads inverted: invert those masks if so (a "
+           "class covering all but an inner patch is right as it is)")
   assert [r.getMessage() for r in caplog.records] == [f"--predicted {named}", f"--truth {named}"]

@@ -184,8 +184,8 @@ def test_synth_balanced_hr_may_leave_its_second_test_set_empty(tmp_path, command
   assert cli.main(["synth", "--out", out, "--variant", "hr", "--images", "24",
                    "--questions-per-image", "5", "--balanced"]) == 0
   assert ("WARNING: --images 24 --questions-per-image 5 --balanced: balancing leaves split "
-          "test_phili without a question (train 54, val 6, test 4, test_phili 0): train, evaluate "
-          "and a study of the other splits work, and evaluate --split test_phili refuses it; raise "
+          "test_phili without a question (train 54, val 6, test 4, test_phili 0): train, evaluate, "
+          "analyze and a study of the other splits work, and evaluate --split test_phili refuses it; raise "
           "--images or --questions-per-image to fill it") in command_line().splitlines()
   assert synthetic.read_manifest(out)["images"] == 24
 

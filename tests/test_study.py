@@ -429,6 +429,20 @@ def test_summary_and_reading_of_a_study_where_the_image_changes_nothing():
   assert "a drop in none of the 1 settings: nothing shows that the models read the image" in text
 
 
+def test_summary_says_the_prior_is_beaten_in_a_sentence_of_its_own_when_a_twin_wins():
+  """With a blind twin ahead but the prior beaten it read "0 of 1 reference models beat their
+  visual-blind twins (...) and answering the most common answer ... by 20.00 points": as if 0
+  beat the prior too."""
+  cell = {"label": "LM", "weights": "finetuned",
+          "reference": [_run(0.7, 0.7, 0.7, 0.7, [0.6])], "blind": [_run(0.72, 0.72, 0.72, 0.72)]}
+  text = " ".join(report.summary(_study([cell], prior=0.5), report.columns_of([cell])).split())
+  assert text.startswith(
+      "0 of 1 reference models beat their visual-blind twins (reference minus visual-blind: "
+      "-2.00 points OA). Every reference model beats answering the most common answer per "
+      "question type (50.00% OA) by 20.00 points. Swapping the image for a random one lowers "
+      "the OA of 1 of 1 reference models (reference minus swapped: 10.00 points).")
+
+
 def test_summary_goes_into_the_readme_between_its_markers(tmp_path):
   cell = {"label": "LM", "weights": "finetuned",
           "reference": [_run(0.9, 0.85, 0.91, 0.8, [0.7])], "blind": [_run(0.8, 0.75, 0.9, 0.6)]}
@@ -808,12 +822,29 @@ def test_warnings_that_cannot_be_kept_are_said_once_and_still_counted(tmp_path, 
   ('--- Logging error ---'): one line now, once, and the counts still reach the report."""
   (tmp_path / "file").write_text("not a folder")
   warnings = journal.Warnings(str(tmp_path / "file" / "warnings.json"))
+  warnings.keep(folder_made=True)
   with warnings.caught():
     for _ in range(3):
       logging.getLogger("rsvqa_jax.study").warning("a warning")
   err = capsys.readouterr().err
   assert err.count("not written") == 1 and "Traceback" not in err and "Logging error" not in err
   assert warnings.listed() == [{"message": "a warning", "count": 3}]
+
+
+def test_warnings_logged_before_the_study_folder_exists_are_kept_once_it_does(tmp_path, capsys):
+  """A real-data study on a new --workdir makes its folder after reading the dataset: a WARNING
+  of the reading made warnings.json unwritable for the whole run (and printed 'not written')."""
+  path = tmp_path / "study" / "warnings.json"
+  warnings = journal.Warnings(str(path))
+  with warnings.caught():
+    logging.getLogger("rsvqa_jax.data").warning("read early")
+    assert not path.parent.exists()
+    path.parent.mkdir()
+    warnings.keep(folder_made=True)
+    assert json.loads(path.read_text()) == {"read early": 1}
+    logging.getLogger("rsvqa_jax.study").warning("later")
+  assert "not written" not in capsys.readouterr().err
+  assert json.loads(path.read_text()) == {"read early": 1, "later": 1}
 
 
 @pytest.mark.parametrize("overrides,message", [

@@ -134,6 +134,21 @@ def test_random_init_language_models_are_said_in_both_tables(tmp_path, capsys):
           "pretrained ones the columns name: Skip-thoughts MUTAN, LM frozen") in t1
 
 
+def test_a_studys_random_init_stand_in_folders_are_random_init(tmp_path, capsys):
+  """A synthetic study gives each run a generated random-init folder (DIR/cache/lm/..._random_KEY)
+  as text.checkpoint: `tables` over its runs labelled them pretrained."""
+  runs = tmp_path / "runs"
+  stand_in = str(tmp_path / "cache" / "lm" / "distilbert_random_0123456789ab")
+  _workdir(runs, "db/seed0", val=(0.7,), test=(0.6, 0.6), lm_weights=stand_in)
+  _workdir(runs, "own/seed0", val=(0.7,), test=(0.5, 0.5), frozen=True,
+           lm_weights=str(tmp_path / "models" / "distilbert_random_weights"))
+  rc, out = _run(runs, capsys)
+  assert rc == 0, out.err
+  t2 = (runs / "tables" / "table2.md").read_text()
+  assert "| Transformer distilBERT (random init) | fine-tuned | e-mult | 1 | 60.00 |" in t2
+  assert "| distilBERT | frozen | e-mult | 1 | 50.00 |" in t2  # a folder of the user's own
+
+
 def test_validation_oa_is_of_the_runs_validation_split_and_a_fraction(monkeypatch):
   """An OA of 5.0 read 500.00, and records of a split not named train (test) counted."""
   records = [{"split": "train", "oa": 0.99}, {"split": "test", "oa": 0.95},

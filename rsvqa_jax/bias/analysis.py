@@ -37,6 +37,7 @@ Definitions (all accuracies are fractions; the tables print percentages):
     (metrics.accuracy_table), so AdTest_Acc equals its JSON's mean.
 """
 import dataclasses
+import logging
 import math
 
 import numpy as np
@@ -44,6 +45,8 @@ import numpy as np
 from rsvqa_jax.bias import metrics
 from rsvqa_jax.bias import subsets
 from rsvqa_jax.errors import RSVQAError
+
+_log = logging.getLogger(__name__)
 
 BASE_LEVELS = ("all", "type", "question")
 SPLIT_ORDER = ("train", "val", "test", "test_phili", "all")
@@ -273,6 +276,32 @@ def default_splits(dataset):
     raise RSVQAError(f"{dataset.root}: dataset {dataset.name} has no 'train' split among {names}")
   tests = [n for n in names if n.startswith("test")]
   return fit, tests or [fit]
+
+
+def analysed_splits(dataset, given=(), where=None):
+  """(fit split name, evaluated split names) of an analysis of records.Dataset `dataset`.
+
+  `given`: the splits asked for (each must exist and hold a question); none: default_splits'
+  evaluated splits, less those holding no question, named in a WARNING (`synth --hr --balanced`
+  may leave test_phili empty, and says the other splits work). `where`: the folder as the user
+  gave it, for the messages.
+  """
+  where = where or dataset.root
+  fit, defaults = default_splits(dataset)
+  for name in given:
+    if name not in dataset.splits:
+      raise RSVQAError(f"{where}: no split {name!r} (has {', '.join(sorted(dataset.splits))})")
+  empty = lambda name: len(dataset[name]) == 0
+  names = list(dict.fromkeys(given)) or [n for n in defaults if not empty(n)] or defaults[:1]
+  for name in dict.fromkeys((fit, *names)):
+    if empty(name):
+      raise RSVQAError(f"{where}: split {name!r} holds no question to analyse (its "
+                       f"{dataset.name} files hold none, or none active)")
+  left = [n for n in defaults if not given and empty(n)]
+  if left:
+    _log.warning(f"{where}: split {', '.join(left)} holds no question and is left out of the "
+                 f"analysis of {', '.join(names)}")
+  return fit, names
 
 
 def ordered_splits(dataset):

@@ -356,7 +356,8 @@ class _Framed:
       _log.warning(f"{self.flag} {self.folder}: {len(self.found)} of {self.read} mask(s) are the "
                    f"object along their whole border around a background inside (e.g. "
                    f"{self.found[0]}); bright pixels are read as the object, so a dark object "
-                   "drawn on white reads inverted: invert those masks")
+                   "drawn on white reads inverted: invert those masks if so (a class covering "
+                   "all but an inner patch is right as it is)")
 
 
 class _Truths:

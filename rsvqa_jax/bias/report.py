@@ -473,8 +473,13 @@ def summary(study, columns):
   if prior_gaps and not math.isnan(prior):
     above = sum(g > 0 for g in prior_gaps)
     if above == n:
-      out[-1] += (f" and answering the most common answer per question type ({pct(prior)}% OA) "
-                  f"by {_ranges(prior_gaps)} points")
+      beaten = (f"answering the most common answer per question type ({pct(prior)}% OA) by "
+                f"{_ranges(prior_gaps)} points")
+      if every:
+        out[-1] += f" and {beaten}"
+      else:  # "0 of 1 ... beat their twins ... and answering ..." read as 0 beating the prior
+        out[-1] += "."
+        out.append(f"Every reference model beats {beaten}")
     else:  # "beat ... and answering the most common answer by -65 points" read as a win
       every = False
       out[-1] += (f"; {above} of {n} beat answering the most common answer per question type "

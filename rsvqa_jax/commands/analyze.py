@@ -70,15 +70,8 @@ def run(args):
                      "give a folder of its own for the tables")
   layout = args.dataset or split_files.detect_variant(args.data, DATASETS)
   dataset = other_datasets.read_any(args.data, layout)
-  fit, eval_names = analysis.default_splits(dataset)
-  for name in args.split or ():
-    if name not in dataset.splits:
-      raise RSVQAError(f"{args.data}: no split {name!r} (has {', '.join(sorted(dataset.splits))})")
-  evaluated = {name: dataset[name] for name in (args.split or eval_names)}
-  for name in dict.fromkeys((fit, *evaluated)):  # analysis.analyze names the split alone
-    if len(dataset[name]) == 0:
-      raise RSVQAError(f"{args.data}: split {name!r} holds no question to analyse (its {layout} "
-                       "files hold none, or none active)")
+  fit, names = analysis.analysed_splits(dataset, args.split or (), args.data)
+  evaluated = {name: dataset[name] for name in names}
   space = set(dataset[fit].answer.tolist())
   chosen = bool(args.split)
   # --data checked against the benchmark first: predictions of its data read against another

@@ -179,11 +179,18 @@ def read_run(workdir, split):
         accuracy=_best_accuracy(os.path.join(workdir, "eval", split, "accuracy.json"), workdir),
         identity=config_lib.recorded_identity(config),
         stopped=_stopped(workdir, key("train.num_epochs", int)),
-        random_init=config_lib.is_random(key("text.checkpoint", object, None)),
+        random_init=_random_init(key("text.checkpoint", object, None)),
         dataset=dataset_of(key("data", dict)))
   except (KeyError, TypeError, ValueError, AttributeError) as e:
     raise RSVQAError(f"{workdir}/{CONFIG_FILE}: not a training config ({e!r} missing or wrong)") \
         from None
+
+
+def _random_init(checkpoint):
+  """Unset, RANDOM, or a study's random-init stand-in folder (study/language_models.py)."""
+  from rsvqa_jax import config as config_lib  # pylint: disable=g-import-not-at-top
+  from rsvqa_jax.study import language_models  # pylint: disable=g-import-not-at-top
+  return config_lib.is_random(checkpoint) or language_models.is_stand_in(checkpoint)
 
 
 def dataset_of(data):

@@ -238,9 +238,10 @@ def generate(out, variant="lr", images=772, seed=0, prior_strength=1.0, balanced
              questions_per_image=100, plant=(), refuse_empty_splits=False):
   """Writes a synthetic dataset to `out`, all or nothing; returns what it wrote as a `Generated`.
 
-  `refuse_empty_splits`: a split that balancing left without a question is a one-line
-  RSVQAError naming the synth command's options, and nothing is written (the command line; a
-  study checks its sets itself, naming its keys). RSVQAxBEN-size question sets are written by
+  `refuse_empty_splits`: a train, val or test split that balancing left without a question is a
+  one-line RSVQAError naming the synth command's options, and nothing is written; another split
+  (HR's test_phili) left empty is a WARNING (the command line; a study checks its sets itself,
+  naming its keys). RSVQAxBEN-size question sets are written by
   `generate_xben`.
   """
   if variant == "xben":
@@ -332,8 +333,8 @@ def _write_dataset(out, p, refuse_empty_splits=False):
         raise RSVQAError(f"{given}: balancing leaves split {needed[0]} without a question "
                          f"({counts}); raise --images or --questions-per-image")
       _log.warning(f"{given}: balancing leaves split {', '.join(empty)} without a question "
-                   f"({counts}): train, evaluate and a study of the other splits work, and "
-                   f"evaluate --split {empty[0]} refuses it; raise --images or "
+                   f"({counts}): train, evaluate, analyze and a study of the other splits "
+                   f"work, and evaluate --split {empty[0]} refuses it; raise --images or "
                    "--questions-per-image to fill it")
   chosen = sorted((image_id, k, q) for s in layout.splits
                   for k, (image_id, q) in enumerate(pools[s]))

@@ -2,6 +2,7 @@
 and of the WARNINGs its stages logged."""
 import contextlib
 import logging
+import os
 import sys
 import time
 
@@ -43,19 +44,28 @@ class Warnings(logging.Handler):
     self.counts = ({m: c for m, c in kept.items() if isinstance(c, int) and c > 0}
                    if isinstance(kept, dict) else {})
     self.unwritable = False  # said once: the counts are kept in memory from then on
+    self.folder_made = os.path.isdir(os.path.dirname(path))
 
   def emit(self, record):
     try:
       message = record.getMessage()
       self.counts[message] = self.counts.get(message, 0) + 1
-      if not self.unwritable:
-        storage.write_json(self.path, self.counts)
+      self.keep()
+    except Exception:  # pylint: disable=broad-except
+      self.handleError(record)  # logging's own way
+
+  def keep(self, folder_made=False):
+    """Writes the counts, once the study folder exists: a study makes it only after its datasets
+    are checked, and WARNINGs reading them logged before are kept from then on."""
+    self.folder_made = self.folder_made or folder_made
+    if not self.folder_made or self.unwritable:
+      return
+    try:
+      storage.write_json(self.path, self.counts)
     except OSError as e:  # a full disk or a read-only folder must not stop the study here
       self.unwritable = True
       sys.stderr.write(f"{self.path}: not written ({e.strerror or e}); this invocation's "
                        "warnings are listed in its report but not kept for the next\n")
-    except Exception:  # pylint: disable=broad-except
-      self.handleError(record)  # logging's own way
 
   @contextlib.contextmanager
   def caught(self):

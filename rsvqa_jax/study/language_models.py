@@ -12,6 +12,22 @@ from rsvqa_jax import storage
 from rsvqa_jax.train import inputs
 
 
+FOLDER = "lm"  # under a study's cache: {lm}_random_{key}, one per architecture and vocabulary
+
+
+def _folder(cache, lm, key):
+  return os.path.join(cache, FOLDER, f"{lm}_random_{key}")
+
+
+def is_stand_in(checkpoint):
+  """Whether text.checkpoint is a random-init folder a study wrote (`tables` labels its runs
+  "random init", as the study's own report does)."""
+  if not isinstance(checkpoint, str) or not checkpoint:
+    return False
+  parent, name = os.path.split(os.path.normpath(checkpoint))
+  return os.path.basename(parent) == FOLDER and "_random_" in name
+
+
 def checkpoint(lm, e, dataset, cache):
   """The text.checkpoint of language model `lm` (study.lm entry `e`): its configured one, or a
   random-init folder (Skip-thoughts: with `update_bias` in its entry; without, the model's own
@@ -23,12 +39,11 @@ def checkpoint(lm, e, dataset, cache):
     sizes = dict(word_dim=e.word_dim, hidden_dim=e.hidden_dim, update_bias=e.update_bias,
                  seed=e.get("init_seed", 0))
     key = storage.identity_key({"words": words, "skipthoughts": True, **sizes})
-    return random_skipthoughts(os.path.join(cache, "lm", f"{lm}_random_{key}"), words, **sizes)
+    return random_skipthoughts(_folder(cache, lm, key), words, **sizes)
   sizes = dict(dim=e.dim, layers=e.layers, heads=e.heads, hidden_dim=e.hidden_dim,
                dropout=e.get("dropout", 0.1))
   key = storage.identity_key({"words": words, "seed": e.get("init_seed", 0), **sizes})
-  folder = os.path.join(cache, "lm", f"{lm}_random_{key}")
-  return random_distilbert(folder, words, seed=e.get("init_seed", 0), **sizes)
+  return random_distilbert(_folder(cache, lm, key), words, seed=e.get("init_seed", 0), **sizes)
 
 
 def random_distilbert(folder, words, *, dim, layers, heads, hidden_dim, dropout=0.1,

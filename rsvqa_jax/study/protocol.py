@@ -113,6 +113,7 @@ class Study:
     checks.check_split(s, ds, self.config.train.eval_batch_size)
     os.makedirs(self.cache, exist_ok=True)  # and the study folder, which a real dataset's lacks
     recorded.record(s, self.dir)
+    self.warnings.keep(folder_made=True)  # those logged while the datasets were read
     if self.config.data.cache_dir:  # every run of the study is given DIR/cache (runs.config_for)
       _log.warning(f"config data.cache_dir={self.config.data.cache_dir} is not read by a study: "
                    f"its caches live in {self.cache}")
