@@ -396,4 +396,4 @@ def test_a_mean_over_runs_says_when_some_runs_lack_the_metric():
   three = m.table4([("mean", [full, lacking, third])], "c").rows[0]
   assert three[column] == "75.00 (5.00; 2 of 3 runs)"
   none = m.table4([("mean", [{**full, "binary_precision": None}, lacking])], "c").rows[0]
-  assert math.isnan(none[column])
+  assert none[column] == "n/a"

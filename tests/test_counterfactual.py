@@ -256,3 +256,35 @@ def test_questions_with_a_control_alone_are_counted_and_said(workdir, capsys):
   assert summary["n_control_only"] == len(asked - edited) > 0
   assert (f"questions with a control alone, no edit of their scene changing the answer: "
           f"{len(asked - edited)} of {len(asked)})**") in out
+
+
+def test_seeds_get_a_mean_table(workdir, tmp_path, capsys):
+  """`evaluate --seeds W1 W2 --counterfactual` printed one table per workdir and no aggregate,
+  where the accuracy and answerability tables give mean (population std) over the runs."""
+  shares = lambda a, c, n=4: {"n_edits": n, "changed_as_demanded": a, "matches_demanded": a,
+                              "changed": a, "n_controls": 2, "control_changed": c}
+  one = {"all": shares(0.5, 0.0), "by_type": {"presence": shares(0.5, 0.0),
+                                               "comp": shares(0.25, None, 2)}}
+  two = {"all": shares(0.7, 0.5, 6), "by_type": {"presence": shares(0.9, 0.5)}}
+  rows = {r[0]: r[1:] for r in cf_eval.mean_table([one, two], "c").rows}
+  assert rows["Presence"] == ("4", "70.00 (20.00)", "70.00 (20.00)", "70.00 (20.00)", "2",
+                              "25.00 (25.00)")
+  # a type one run lacks: its shares are of the run that has it, and said so
+  assert rows["Comparison"] == ("0-2", "25.00 (1 of 2 runs)", "25.00 (1 of 2 runs)",
+                                "25.00 (1 of 2 runs)", "0-2", "n/a")
+  assert rows["All"][:2] == ("4-6", "60.00 (10.00)")
+  runs = [workdir, _train(tmp_path, "seed1", "seed=1")]
+  assert cli.main(["evaluate", "--seeds", *runs, "--counterfactual"]) == 0
+  out = capsys.readouterr().out
+  assert "Counterfactual edits, test: mean (population std) over 2 runs" in out
+  summaries = []
+  for run in runs:
+    with open(cf_eval.paths(run, "test")[0]) as f:
+      summaries.append(json.load(f))
+  demanded = [s["all"]["changed_as_demanded"] for s in summaries]
+  mean_all = [line for line in out.split("mean (population std) over 2 runs")[1].splitlines()
+              if line.startswith("| All |")][0]
+  assert mean_all.startswith(f"| All | {summaries[0]['all']['n_edits']} | "
+                             f"{100 * np.mean(demanded):.2f} ({100 * np.std(demanded):.2f}) |")
+  cli.main(["evaluate", "--seeds", runs[0], "--counterfactual"])
+  assert "mean (population std)" not in capsys.readouterr().out

@@ -278,15 +278,10 @@ def table4(rows, caption):
     runs = values if isinstance(values, list) else [values]
     cells = []
     for _, key in TABLE_COLUMNS:
-      v = [r[key] for r in runs if r[key] is not None]
-      if len(runs) == 1 or not v:
-        cells.append(v[0] if v else math.nan)
-      elif len(v) == len(runs):
-        cells.append(tables.pct(*tables.mean_std(v)))
-      else:  # a mean over the runs that have it, said so (one run's value read "80.00 (0.00)")
-        m, sd = tables.mean_std(v)
-        spread = "" if len(v) == 1 else f"{tables.two_decimals(100 * sd)}; "
-        cells.append(f"{tables.two_decimals(100 * m)} ({spread}{len(v)} of {len(runs)} runs)")
+      if len(runs) > 1:
+        cells.append(tables.pct_over_runs([r[key] for r in runs]))
+      else:
+        cells.append(math.nan if runs[0][key] is None else runs[0][key])
     out.append((name, *cells))
   return tables.Table(caption=caption, columns=("model", *(c for c, _ in TABLE_COLUMNS)),
                       rows=tuple(out))

@@ -150,6 +150,20 @@ def mean_std(values):
   return float(values.mean()), float(values.std())
 
 
+def pct_over_runs(values):
+  """'mean (std)' in percent of one value per run, the runs lacking it (None or NaN) said:
+  '80.00 (1 of 2 runs)', '75.00 (5.00; 2 of 3 runs)'; 'n/a' when none has it (one run's value
+  read '80.00 (0.00)', a mean and std over every run)."""
+  have = [v for v in values if v is not None and not math.isnan(v)]
+  if not have:
+    return "n/a"
+  m, s = mean_std(have)
+  if len(have) == len(values):
+    return pct(m, s)
+  spread = "" if len(have) == 1 else f"{two_decimals(100 * s)}; "
+  return f"{two_decimals(100 * m)} ({spread}{len(have)} of {len(values)} runs)"
+
+
 def percent(fraction):
   """'81.23%' of a fraction in a line of text; 'n/a' for none, NaN, or a negative mark (a run's
   best validation OA before any validation)."""

@@ -85,7 +85,8 @@ def _shortcuts(args, workdirs, where):
 
 
 def _counterfactual(args, workdirs, where):
-  """--counterfactual: each workdir's answers on edited scenes, one table per workdir."""
+  """--counterfactual: each workdir's answers on edited scenes, one table per workdir, and their
+  mean over several."""
   from rsvqa_jax.bias import tables  # pylint: disable=g-import-not-at-top
   from rsvqa_jax.eval import counterfactual  # pylint: disable=g-import-not-at-top
   if args.adversarial or args.shortcuts or args.answerability:
@@ -99,6 +100,10 @@ def _counterfactual(args, workdirs, where):
     for why, n in r["skipped"].items():
       print(f"{r['workdir']}: {n} of {r['n_questions']} questions left out: {why}")
     print(f"written to {counterfactual.paths(r['workdir'], args.split, r['checkpoint'])[0]}")
+  if len(results) > 1:  # --seeds aggregates, as the accuracy and answerability tables do
+    print(tables.to_markdown(counterfactual.mean_table(
+        results, f"Counterfactual edits, {args.split}: mean (population std) over "
+                 f"{len(results)} runs (shares of edits)")))
   return 0
 
 

@@ -26,6 +26,7 @@ import collections
 import csv
 import io
 import itertools
+import math
 import os
 
 import jax
@@ -236,6 +237,29 @@ def table(summary, caption):
                           s["changed"], s["n_controls"], s["control_changed"])
   rows = [row(tables.type_name(t), s) for t, s in summary["by_type"].items()]
   return tables.Table(caption, cols, tuple(rows + [row("All", summary["all"])]))
+
+
+def mean_table(summaries, caption):
+  """`table` over several runs' summaries (evaluate --seeds): each share a mean (population std)
+  over the runs (tables.pct_over_runs), the counts the runs' own (a range where they differ)."""
+  counts = lambda values: (str(values[0]) if len(set(values)) == 1
+                           else f"{min(values)}-{max(values)}")
+  cols = ("Question type", "edits (n)", "changed as demanded", "answer = demanded",
+          "changed", "controls (n)", "changed by the control")
+
+  def row(label, shares):
+    return (label, counts([s["n_edits"] for s in shares]),
+            *(tables.pct_over_runs([s[k] for s in shares])
+              for k in ("changed_as_demanded", "matches_demanded", "changed")),
+            counts([s["n_controls"] for s in shares]),
+            tables.pct_over_runs([s["control_changed"] for s in shares]))
+
+  types = tables.type_order({t for s in summaries for t in s["by_type"]})
+  empty = {"n_edits": 0, "n_controls": 0, "changed_as_demanded": math.nan,
+           "matches_demanded": math.nan, "changed": math.nan, "control_changed": math.nan}
+  rows = [row(tables.type_name(t), [s["by_type"].get(t, empty) for s in summaries])
+          for t in types]
+  return tables.Table(caption, cols, tuple(rows + [row("All", [s["all"] for s in summaries])]))
 
 
 def _write_rows(path, rows):
