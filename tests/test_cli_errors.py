@@ -192,6 +192,27 @@ def test_values_out_of_range_are_refused_before_any_work(tmp_path, capsys, argv,
     # Trained as one run, it ignored its study section and asked for data.root.
     (["train", "--config", "configs/study_synthetic.py", "--workdir", "w", "--print-config"],
      "--config: a study config (it has a `study` section); run it with rsvqa-jax study"),
+    # Trained as one run, a plain VQA classifier: its ranking head and pools never read.
+    (["train", "--config", "configs/answerability_synthetic.py:skipthoughts,listnet", "--workdir",
+      "w", "--print-config"], "--config: an answerability config (it has an `answerability` "
+     "section); run it with rsvqa-jax answerability train"),
+    # Given on a study's command line, replaced for every run without a word.
+    (["study", "--config", "configs/study_synthetic.py", "--workdir", "w",
+      "--config.model.fusion=mutan"], "--config.model.fusion: a study sets it for each run; give "
+     "study.fusion (or study.table2_rows) instead"),
+    (["config", "--config", "configs/study_synthetic.py", "--config.seed=5"],
+     "--config.seed: a study sets it for each run; give study.seeds instead"),
+    (["config", "--config", "configs/study_synthetic.py", "--config.data.synthetic_images=9"],
+     "--config.data.synthetic_images: a study sets it for each run; give study.images instead"),
+    (["study", "--config", "configs/study_synthetic.py", "--workdir", "w",
+      "--config.model.blind=true"], "--config.model.blind: a study trains a reference and a "
+     "visual-blind model of every cell itself"),
+    # A misspelt key: the nearest is named among the section's keys.
+    (["config", "--config", "configs/synthetic_tiny.py", "--config.train.batchsize=4"],
+     "--config.train.batchsize: no key 'batchsize' in train; did you mean train.batch_size? (it "
+     "has: batch_size, "),
+    (["config", "--config", "configs/synthetic_tiny.py", "--config.train.batch_size.x=4"],
+     "--config.train.batch_size.x: train.batch_size is a value, not a section"),
     # Refused only once the pretraining data was drawn (a ValueError), or by train alone.
     (["config", "--config", "configs/synthetic_tiny.py", "--config.image.pretrain.depth=7"],
      "config image.pretrain.depth=7: choose one of 18, 34, 50, 101, 152"),

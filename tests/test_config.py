@@ -123,6 +123,14 @@ def test_issue_examples_and_numeric_looking_paths():
   assert (c.data.root, c.text.checkpoint, c.image.checkpoint) == ("2024", "1e-3", "007")
   config_lib.override(c, "data.root", "none")
   assert c.data.root is None
+  # A path whose unset value is "": "none" became the folder ./none (pretrained into it).
+  for key in ("image.checkpoint", "image.pretrained_dir"):
+    config_lib.override(c, key, "None")
+  assert c.image.checkpoint == c.image.pretrained_dir == ""
+  c.study = config_lib.study_defaults()
+  c.study.lm.st = config_lib.lm_entry("skipthoughts", "ST", 1e-4, checkpoint="/m/st")
+  config_lib.override(c, "study.lm.st.checkpoint", "none")
+  assert c.study.lm.st.checkpoint == ""
   with pytest.raises(RSVQAError, match="image.batch_size=big: expected an integer$"):
     config_lib.override(c, "image.batch_size", "big")
 

@@ -19,11 +19,14 @@ def add_arguments(parser):
 
 
 def _not_a_study(config):
-  """A study config trained as one run would ignore its study section (and on its synthetic
-  data, say that data.root is not set)."""
+  """A study or answerability config trained as one run would ignore its own section (and a
+  study's synthetic data, say that data.root is not set)."""
   if "study" in config:
     raise RSVQAError("--config: a study config (it has a `study` section); run it with "
                      "rsvqa-jax study --config ... --workdir DIR")
+  if "answerability" in config:  # trained as one run: a VQA classifier, its ranking head never
+    raise RSVQAError("--config: an answerability config (it has an `answerability` section); "
+                     "run it with rsvqa-jax answerability train --config ... --workdir DIR")
 
 
 def run(args):

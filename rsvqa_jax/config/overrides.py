@@ -1,6 +1,7 @@
 """Command-line overrides (`--config.a.b=value`): a key the config does not have, or a value of
 the wrong type, is an RSVQAError naming it."""
 import ast
+import difflib
 import os
 
 import ml_collections
@@ -68,9 +69,13 @@ def override(config, key, text):
   node = config
   for i, part in enumerate(parts):
     where = ".".join(parts[:i]) or "the config"
-    if not isinstance(node, ml_collections.ConfigDict) or part not in node:
-      known = ", ".join(sorted(node.keys())) if isinstance(node, ml_collections.ConfigDict) else ""
-      raise RSVQAError(f"--config.{key}: no key {part!r} in {where} (it has: {known})")
+    if not isinstance(node, ml_collections.ConfigDict):
+      raise RSVQAError(f"--config.{key}: {where} is a value, not a section")
+    if part not in node:
+      near = difflib.get_close_matches(part, list(node.keys()), n=1)
+      hint = f"; did you mean {'.'.join(parts[:i] + near)}?" if near else ""
+      raise RSVQAError(f"--config.{key}: no key {part!r} in {where}{hint} (it has: "
+                       f"{', '.join(sorted(node.keys()))})")
     if i < len(parts) - 1:
       node = node[part]
   name = parts[-1]
@@ -79,7 +84,9 @@ def override(config, key, text):
     raise RSVQAError(f"--config.{key}: is a section, set one of its keys instead")
   value = _value(key, text, old, node.get_type(name))
   if (key in PATH_KEYS or _is_study_checkpoint(key)) and isinstance(value, str):
-    value = os.path.expanduser(value)  # --config.data.root=~/x: the shell left the ~ as it was
+    # "none" unsets a path whose unset value is "" too (it became the folder ./none); "~/x":
+    # the shell left the ~ as it was
+    value = "" if value.lower() == "none" else os.path.expanduser(value)
   try:
     node[name] = value
   except TypeError as e:
@@ -105,15 +112,36 @@ def apply_overrides(config, pairs):
   return config
 
 
+# The training keys a study sets for each of its runs from its own keys (study/runs.config_for):
+# given on a study's command line they were silently replaced.
+STUDY_SETS = {
+    "seed": "study.seeds", "text.encoder": "study.lm.NAME.encoder",
+    "text.frozen": "study.lm_weights", "optim.text_lr": "study.lm.NAME.text_lr",
+    "text.word_dim": "study.lm.NAME.word_dim", "text.hidden_dim": "study.lm.NAME.hidden_dim",
+    "model.fusion": "study.fusion (or study.table2_rows)",
+    "data.synthetic": "study.synthetic", "data.synthetic_variant": "study.variant",
+    "data.synthetic_images": "study.images", "data.synthetic_seed": "study.data_seed",
+    "data.synthetic_questions_per_image": "study.questions_per_image",
+}
+
+
 def apply_command_line(config, pairs):
   """apply_overrides for a command line's `key=value` pairs, whose keys also win over a study's
   baseline row settings (study.baseline.overrides, applied last to that row's runs): a study
   shortened with --config.train.num_epochs=1 shortens every row. A study.baseline.overrides
-  given on the command line itself is kept as given."""
-  apply_overrides(config, pairs)
+  given on the command line itself is kept as given. A training key a study sets per run
+  (STUDY_SETS) is refused on a study's command line, naming the study key that sets it."""
   def key(pair):
     return pair.partition("=")[0].strip()
   named = {key(pair) for pair in pairs}
+  if "study" in config:
+    if "model.blind" in named:
+      raise RSVQAError("--config.model.blind: a study trains a reference and a visual-blind "
+                       "model of every cell itself")
+    for name in sorted(named & set(STUDY_SETS)):
+      raise RSVQAError(f"--config.{name}: a study sets it for each run; give "
+                       f"{STUDY_SETS[name]} instead")
+  apply_overrides(config, pairs)
   if "study" in config and "study.baseline.overrides" not in named:
     baseline = config.study.baseline
     baseline.overrides = tuple(e for e in baseline.overrides
