@@ -261,7 +261,8 @@ def study_defaults():
   # Table 2's "baseline" row, where study.table2_rows names it: one frozen e-mult model.
   s.baseline = ml_collections.ConfigDict()
   s.baseline.language_model = "skipthoughts"  # a key of `lm`, frozen, e-mult
-  s.baseline.label = "RSVQA baseline (original code's head)"  # its name in the report
+  # Its name in the report (configs/study_paper.py's overrides give it the original code's head).
+  s.baseline.label = "RSVQA baseline"
   s.baseline.overrides = ()  # "key=value" settings of its runs (configs/rsvqa_baseline.py's)
   s.require_real = False  # refuse to run without real data and pretrained weights (study_paper)
   s.min_questions = 40  # report: cells with fewer test questions are flagged
