@@ -72,7 +72,8 @@ def trusted_pickles(args):
 def load_config(args):
   """The config the arguments name, with their overrides applied (over a study's baseline row
   settings too) and its values checked (a bad seed, or a study key, is refused when shown by
-  `rsvqa-jax config` or --print-config, not later when used)."""
+  `rsvqa-jax config` or --print-config, not later when used); a key its mode does not read is
+  a WARNING or refused (config.check_unread), once per command."""
   from rsvqa_jax import config as config_lib  # pylint: disable=g-import-not-at-top
   config = config_lib.apply_command_line(config_lib.load(args.config),
                                          getattr(args, "config_overrides", []))
@@ -80,6 +81,8 @@ def load_config(args):
   if "study" in config:  # a study's own keys too, whatever command shows or runs the config
     from rsvqa_jax.study import checks  # pylint: disable=g-import-not-at-top
     checks.check(config, paths=False)
+  config_lib.check_unread(config, named=[pair.partition("=")[0].strip() for pair in
+                                         getattr(args, "config_overrides", [])])
   return config
 
 

@@ -93,6 +93,11 @@ def settings(args):
   if args.map:
     image.map = True
   config_lib.check(config)  # the flags' values too: a negative --image-size, say
+  named = [pair.partition("=")[0].strip() for pair in args.config_overrides] + [
+      f"image.{flag}" for flag in ("arch", "checkpoint", "pretrained_dir")
+      if getattr(args, flag) is not None]
+  # the flags' arch too; no other key is read
+  config_lib.check_unread(config, section="image", named=named)
   from rsvqa_jax.train import inputs  # pylint: disable=g-import-not-at-top
   return config_lib.image_config(image, cache, inputs.folder_source(args.data)), cache
 

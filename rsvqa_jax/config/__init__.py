@@ -9,6 +9,7 @@ so callers and config files write `from rsvqa_jax import config` and `config.bas
   overrides  `--config.a.b=value` pairs, typed and checked (apply_overrides, apply_command_line)
   identity   what a workdir records and compares (identity, from_dict, unlike_seed_runs)
   presets    the paper's cell and config-file arguments (paper_config, apply_flags)
+  unread     keys set where their mode reads nothing: a WARNING or a refusal (check_unread)
 
 A config file is data: it defines `get_config(arg=None)` from these and ml_collections only, so
 loading it never imports JAX, and every documented key exists before the overrides are applied.
@@ -33,6 +34,7 @@ from rsvqa_jax.config.loading import (FREE_SECTIONS, config_path, defaulted_keys
                                       unknown_key)
 from rsvqa_jax.config.overrides import apply_command_line, apply_overrides, override
 from rsvqa_jax.config.presets import apply_flags, argument_error, paper_config, parse_cell
+from rsvqa_jax.config.unread import UNREAD_RULES, check_unread, unread
 
 __all__ = [
     "ANSWERABILITY_LOSSES", "AUGMENT_VARIANTS", "BOOKKEEPING_KEYS", "CHOICES", "FEATURES_DIR",
@@ -40,13 +42,15 @@ __all__ = [
     "NON_EMPTY",
     "NON_NEGATIVE",
     "PATH_KEYS", "POSITIVE", "PRETRAINED_DIR", "QUESTIONS_DIR", "RANDOM", "RANGES", "RECORDED_IN",
-    "RESNET_DEPTHS", "RETIRED_KEYS", "RUN_CONTROL_KEYS", "SEED", "SELECT_METRICS", "WIDTH",
+    "RESNET_DEPTHS", "RETIRED_KEYS", "RUN_CONTROL_KEYS", "SEED", "SELECT_METRICS", "UNREAD_RULES",
+    "WIDTH",
     "answerability_section", "apply_command_line", "apply_flags", "apply_overrides",
     "argument_error", "base_config",
     "cache_dir", "caches_questions", "check", "check_image_checkpoint", "check_text_encoder",
-    "check_weights", "config_path", "data_section",
+    "check_unread", "check_weights", "config_path", "data_section",
     "defaulted_keys", "differences", "from_dict", "identity", "image_config", "image_section",
     "is_random", "lm_entry", "load", "model_section", "optim_section", "override", "paper_config",
     "parse_cell", "pretrain_section", "recorded_identity", "sections", "study_defaults",
     "synthetic_root", "text_section", "to_dict", "train_section", "unknown_key", "unlike_seed_runs",
+    "unread",
 ]
