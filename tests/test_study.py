@@ -159,6 +159,21 @@ def test_shortcuts_stage_is_checked_before_anything_runs(tmp_path):
   assert not study.Study(c, str(tmp_path / "b")).runs_shortcuts()
 
 
+def test_a_real_data_study_names_the_stages_it_leaves_out():
+  """A study of a dataset folder skipped its switched-on balanced twin and shortcut benchmark,
+  and its report never said so."""
+  c = micro_config()
+  assert study_checks.left_out(c.study) == []
+  config_lib.apply_overrides(c, ["study.synthetic=false"])
+  stages = study_checks.left_out(c.study)
+  assert stages == ["the balanced twin (study.balanced.enabled)",
+                    "the shortcut benchmark (study.shortcuts.enabled)"]
+  assert report._left_out(stages) == (  # pylint: disable=protected-access
+      " Left out, as they need a generated dataset: the balanced twin "
+      "(study.balanced.enabled), the shortcut benchmark (study.shortcuts.enabled).")
+  assert report._left_out([]) == ""  # pylint: disable=protected-access
+
+
 @pytest.mark.parametrize("overrides,message", [
     (["study.images=8", "study.questions_per_image=4"],
      r"data/main: 2\d training questions from 8 generated images \(study.images\), fewer than "

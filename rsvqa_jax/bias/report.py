@@ -566,7 +566,8 @@ def write_report(directory, study):
   lines = [
       "# Language-bias study", "",
       f"Dataset: {ds['label']} at `{ds['root']}` ({sizes} questions); evaluated on the "
-      f"{study['split']} split. Seeds: {', '.join(map(str, study['seeds']))}.", "",
+      f"{study['split']} split. Seeds: {', '.join(map(str, study['seeds']))}."
+      + _left_out(study.get("left_out")), "",
       "## Summary", "", text, "",
       *warnings_section(study.get("warnings", [])),
       "## Reading", "", reading(study, columns, flags), "", thresholds_text(study), "",
@@ -614,6 +615,13 @@ def write_report(directory, study):
   path = os.path.join(directory, "report.md")
   write_text(path, "\n".join(lines))
   return path
+
+
+def _left_out(stages):
+  """The sentence naming the stages a study of a real dataset skipped, or ''."""
+  if not stages:
+    return ""
+  return f" Left out, as they need a generated dataset: {', '.join(stages)}."
 
 
 def write_text(path, text):

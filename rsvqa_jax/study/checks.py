@@ -23,6 +23,16 @@ def runs_shortcuts(s):
   return s.synthetic and "shortcuts" in s and s.shortcuts.enabled
 
 
+def left_out(s):
+  """The stages switched on that a study of a real dataset skips (each needs generated data),
+  named with their keys: the report says so (they were left out without a word)."""
+  if s.synthetic:
+    return []
+  stages = (("balanced", "the balanced twin"), ("shortcuts", "the shortcut benchmark"),
+            ("grounding", "the grounding stage"))
+  return [f"{what} (study.{key}.enabled)" for key, what in stages if key in s and s[key].enabled]
+
+
 def check(config, paths=True):
   """Raises RSVQAError on the first thing `config` (with its `study` section) gets wrong.
 

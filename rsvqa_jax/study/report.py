@@ -4,7 +4,7 @@ import os
 
 from rsvqa_jax import storage
 from rsvqa_jax.bias import report, tables
-from rsvqa_jax.study import names, settings
+from rsvqa_jax.study import checks, names, settings
 
 
 def results(study, ds, root, name, *, cells, table2, analysis, balanced, shortcuts):
@@ -23,7 +23,8 @@ def results(study, ds, root, name, *, cells, table2, analysis, balanced, shortcu
           "image_encoder": settings.image_encoder(study.config, study.cache, root),
           "settings": settings.rows(study.config, study.cache, root),
           "min_questions": s.min_questions, "reading": s.reading.to_dict(),
-          "trained_this_call": study.trained, "shortcuts": shortcuts}
+          "trained_this_call": study.trained, "shortcuts": shortcuts,
+          "left_out": checks.left_out(s)}
 
 
 def write(folder, study):
