@@ -54,6 +54,8 @@ CASES = [
     (SKIPTHOUGHTS, ["text.checkpoint=/m/st", "text.hidden_dim=64"], "config text.hidden_dim=64 "
      "is not read: text.checkpoint=/m/st gives the Skip-thoughts sizes (text.word_dim and "
      "text.hidden_dim size a random-init encoder)", False),
+    (TINY, ["data.name=hr"], "config data.name=hr is not read: data.synthetic=true generates the "
+     "layout of data.synthetic_variant; set it instead", False),
     (SMALL, ["image.width=8"], "config image.width=8 is not read: image.arch=synthetic_resnet is "
      "sized by image.pretrain.width", False),
     (SMALL, ["image.seed=3"], "config image.seed=3 is not read: image.arch=synthetic_resnet draws "

@@ -52,6 +52,9 @@ UNREAD_RULES = (
            lambda checkpoint, encoder: encoder == "skipthoughts" and not is_random(checkpoint),
            "gives the Skip-thoughts sizes (text.word_dim and text.hidden_dim size a random-init "
            "encoder)") for key in ("text.word_dim", "text.hidden_dim")),
+    Rule("data.name", ("data.synthetic", "data.synthetic_variant", "data.name"),
+         lambda synthetic, variant, name: synthetic and name != variant,
+         "generates the layout of data.synthetic_variant; set it instead", kinds=("train",)),
     Rule("image.width", ("image.arch",), _SYNTHETIC_RESNET, "is sized by image.pretrain.width"),
     Rule("image.seed", ("image.arch",), _SYNTHETIC_RESNET,
          "draws its weights when pretrained (image.pretrain.seed)"),
