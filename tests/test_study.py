@@ -237,6 +237,14 @@ def test_flags_mark_small_columns_and_say_so(done):
   assert flags.mark("OA", "50.00 (1.00)") == "50.00 (1.00) " + report.FLAG
   assert "fewer than 1000000 test questions" in flags.note()
   assert report.Flags(counts, 0).small == [] and "at least 0" in report.Flags(counts, 0).note()
+  # A study evaluated on val said "test questions" and "test accuracy" of its val split.
+  val = report.Flags(counts, 10 ** 6, "val")
+  assert "fewer than 1000000 val questions" in val.note() and "test" not in val.note()
+  assert val.n_row(columns, 1)[0] == "N (val questions)"
+  caption = report.table2(report.table2_rows(result), columns, val).caption
+  assert caption.startswith("Table 2 layout: val accuracy (%) of the reference models")
+  assert "fewer than 40 val questions are marked" in report.thresholds_text(
+      {**result, "split": "val", "min_questions": 40})
 
 
 def test_resume_trains_nothing_and_reevaluates_what_is_missing(done):

@@ -127,10 +127,11 @@ def difference(reference, disturbed, columns):
 
 
 class Flags:
-  """Which columns rest on fewer than `minimum` test questions, and how cells show it."""
+  """Which columns rest on fewer than `minimum` questions of the evaluated `split`, and how
+  cells show it."""
 
-  def __init__(self, counts, minimum):
-    self.counts, self.minimum = counts, minimum
+  def __init__(self, counts, minimum, split="test"):
+    self.counts, self.minimum, self.split = counts, minimum, split
     self.small = [c for c, n in counts.items() if n is not None and 0 < n < minimum]
     self.absent = [c for c, n in counts.items() if n == 0 and c not in SUMMARY]
 
@@ -141,19 +142,22 @@ class Flags:
     return [self.mark(c, pct(*stats[c])) for c in columns]
 
   def n_row(self, columns, lead):
-    return ("N (test questions)", *([""] * lead),
+    return (f"N ({self.split} questions)", *([""] * lead),
             *("" if self.counts[c] is None else str(self.counts[c]) for c in columns))
 
   def note(self):
     absent = (f" No {', '.join(tables.type_name(c) for c in self.absent)} question among the "
-              "test questions: such a column reads n/a, and AA averages the other types."
+              f"{self.split} questions: such a column reads n/a, and AA averages the other "
+              "types."
               if self.absent else "")
     if not self.small:
       which = "Every other column" if self.absent else "Every column"
-      return f"{which} has at least {self.minimum} test questions (study.min_questions).{absent}"
+      return (f"{which} has at least {self.minimum} {self.split} questions "
+              f"(study.min_questions).{absent}")
     which = ", ".join(f"{tables.type_name(c)} (N = {self.counts[c]})" for c in self.small)
     fewest = min(self.counts[c] for c in self.small)
-    return (f"{FLAG} fewer than {self.minimum} test questions (study.min_questions): {which}; "
+    return (f"{FLAG} fewer than {self.minimum} {self.split} questions (study.min_questions): "
+            f"{which}; "
             f"one answer moves such a cell by 100 / N points ({100 / fewest:.1f} at N = "
             f"{fewest}): read it as indicative.{absent}")
 
@@ -176,8 +180,8 @@ def table2(rows, columns, flags):
   for label, weights, fusion, runs in rows:
     out.append((label, weights, fusion, *flags.cells(run_stats(runs, columns), columns)))
   n_seeds = max(len(runs) for *_, runs in rows)
-  return tables.Table(caption=f"Table 2 layout: test accuracy (%) of the reference models, "
-                              f"{_over(n_seeds)}",
+  return tables.Table(caption=f"Table 2 layout: {flags.split} accuracy (%) of the reference "
+                              f"models, {_over(n_seeds)}",
                       columns=("Language model", "LM weights", "fusion", *_names(columns)),
                       rows=tuple(out))
 
@@ -218,7 +222,7 @@ def table6(cells, columns, kinds, flags):
       if i:
         out.append(_difference_row(difference(reference, stats, columns), columns))
   n_seeds = _n_seeds(cells)
-  caption = (f"Table 6 layout: test accuracy (%); reference and visual-blind rows "
+  caption = (f"Table 6 layout: {flags.split} accuracy (%); reference and visual-blind rows "
              f"{_over(n_seeds)}"
              + (f", adversarial rows "
                 f"{_pooled(n_seeds, _draws_by_kind(cells, kinds), 'substitutions')}"
@@ -288,9 +292,9 @@ def balanced_table(balanced, columns, flags):
                         ("uni_acc", "Uni_Acc (uniform guess)")):
     out.append((label, *(flags.mark(c, pct(value(c, metric))) for c in columns)))
   n_seeds = max(_n_seeds(balanced["cells"]), _n_seeds(balanced["cells"], "blind"))
-  return tables.Table(caption=f"Balanced twin: test accuracy (%), {_over(n_seeds)}, beside "
-                              "the dataset's lower bounds", columns=("Setup", *_names(columns)),
-                      rows=tuple(out))
+  return tables.Table(caption=f"Balanced twin: {flags.split} accuracy (%), {_over(n_seeds)}, "
+                              "beside the dataset's lower bounds",
+                      columns=("Setup", *_names(columns)), rows=tuple(out))
 
 
 def figure5(cells, columns, kinds, path, split=None):
@@ -367,7 +371,7 @@ def _against_prior(study, thresholds):
               f"{c['label']} {c['weights']}") for c in study["cells"]]
   weak = [f"{name} ({m:+.2f})" for m, name in margins if m < thresholds["margin"]]
   head = (f"Always answering the most common training answer of the question type scores "
-          f"{pct(prior)}% OA on the test split (Prior_Acc, Table 3)")
+          f"{pct(prior)}% OA on the {study.get('split', 'test')} split (Prior_Acc, Table 3)")
   if not weak:
     return [f"{head}; every reference model beats it by at least {thresholds['margin']:g} points "
             f"({_ranges([m for m, _ in margins])}), so the models do learn the task."]
@@ -449,7 +453,8 @@ def thresholds_text(study):
           f"bias; a reference model clearly beats the most common answer when margin = "
           f"{t.get('margin', 5.0):g} points above it; a balanced-twin blind model within guess = "
           f"{t.get('guess', 3.0):g} points of the most common answer is guessing; columns with "
-          f"fewer than {study.get('min_questions', 0)} test questions are marked {FLAG}.")
+          f"fewer than {study.get('min_questions', 0)} {study.get('split', 'test')} questions are "
+          f"marked {FLAG}.")
 
 
 def summary(study, columns):
@@ -553,7 +558,7 @@ def write_report(directory, study):
   cells = study["cells"]
   columns = columns_of(cells)
   kinds = study["adversarial"]
-  flags = Flags(counts_of(cells, columns), study.get("min_questions", 0))
+  flags = Flags(counts_of(cells, columns), study.get("min_questions", 0), study["split"])
   fig5 = figure5(cells, columns, kinds, os.path.join(directory, "figures", "figure5.png"),
                  study["split"])
   ds = study["dataset"]
@@ -588,7 +593,7 @@ def write_report(directory, study):
   if study.get("balanced"):
     bcells = study["balanced"]["cells"]
     bcolumns = columns_of(bcells)
-    bflags = Flags(counts_of(bcells, bcolumns), study.get("min_questions", 0))
+    bflags = Flags(counts_of(bcells, bcolumns), study.get("min_questions", 0), study["split"])
     tb = balanced_table(study["balanced"], bcolumns, bflags)
     named["balanced"] = tb
     lines += ["## Balanced synthetic twin", "",
