@@ -1,5 +1,4 @@
 """Dataset analysis, relative metrics, tables and Figure 7 on hand-built splits."""
-import argparse
 import collections
 import csv
 import io
@@ -15,8 +14,9 @@ from rsvqa_jax.bias import plots
 from rsvqa_jax.bias import predictions
 from rsvqa_jax.bias import subsets
 from rsvqa_jax.bias import tables
-from rsvqa_jax.commands import analyze
 from rsvqa_jax.data import records
+from rsvqa_jax.data import rsvqa_json
+from rsvqa_jax.data import synthetic
 from rsvqa_jax.errors import RSVQAError
 
 ROAD = "Is there a road?"
@@ -348,17 +348,10 @@ def test_an_empty_default_split_is_left_out_with_a_warning_and_refused_when_aske
 
 def test_analyze_synthetic_end_to_end(tmp_path):
   """`analyze` on a small dataset written by the synthetic generator, LR layout."""
-  synthetic = pytest.importorskip("rsvqa_jax.data.synthetic", reason="synthetic generator not present")
-  from rsvqa_jax.data import rsvqa_json  # pylint: disable=g-import-not-at-top
   data, out = tmp_path / "data", tmp_path / "out"
   synthetic.generate(str(data), "lr", images=16, seed=3, questions_per_image=12)
-  argv = ["--data", str(data), "--out", str(out)]  # the layout detected: LR, its templates
-  if "analyze" in cli.COMMANDS:
-    assert cli.main(["analyze", *argv]) == 0
-  else:
-    parser = argparse.ArgumentParser()
-    analyze.add_arguments(parser)
-    assert analyze.run(parser.parse_args(argv)) == 0
+  # the layout detected: LR, its templates
+  assert cli.main(["analyze", "--data", str(data), "--out", str(out)]) == 0
   for stem in ("types_test", "objects_patterns_test"):
     for ext in ("csv", "md", "tex"):
       assert (out / f"{stem}.{ext}").stat().st_size > 0

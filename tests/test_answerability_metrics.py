@@ -181,6 +181,11 @@ def test_word_bias_finds_the_telling_word():
   table, top = m.word_bias(questions_, labels, min_count=20, top=3)
   assert table.rows[0][0] == "small" and top == pytest.approx(table.rows[0][5])
   assert table.rows[0][3] == 1.0  # all label 1
+  # Total variation from the overall shares (1/3, 1/3, 1/3): 0.5 x (1/3 + 2/3 + 1/3) = 2/3; a
+  # word of every pair is as distant as the overall shares are from themselves, 0.
+  assert table.rows[0][1] == 30 and table.rows[0][5] == pytest.approx(2 / 3) == top
+  assert [r[5] for r in table.rows[1:]] == pytest.approx([0.0, 0.0])
+  assert [r[1] for r in table.rows[1:]] == [90, 90]
 
 
 def _write(path, header, rows):

@@ -165,6 +165,22 @@ def test_select_ranks_unlabelled_pairs_by_entropy(task):
   entropy = [float(r["entropy"]) for r in picked]
   assert entropy == sorted(entropy, reverse=True)
   assert all(0 <= float(r["score"]) <= 1 for r in picked)
+  # Against every pair's score (a selection of them all, in any order): the 7 picked are the 7 of
+  # the highest binary entropy -(p log2 p + (1 - p) log2 (1 - p)), computed here.
+  every, n_all, _ = evaluation.select(task["runs"]["reference"]["workdir"], path, 10 ** 6,
+                                      str(task["tmp"] / "all.csv"), dataset=task["dataset"],
+                                      features=task["features"])
+  with open(every) as f:
+    scored = list(csv.DictReader(f))
+  assert n_all == len(scored) == len(rows) - 1  # the pool file's pairs, less its header
+  p = np.clip(np.array([float(r["score"]) for r in scored]), 1e-12, 1 - 1e-12)
+  by_hand = -(p * np.log2(p) + (1 - p) * np.log2(1 - p))
+  np.testing.assert_allclose([float(r["entropy"]) for r in scored], by_hand, rtol=1e-9)
+  top = np.sort(by_hand)[::-1][:7]
+  assert top[0] > np.sort(by_hand)[0]  # the scores differ: the top 7 are not any 7
+  np.testing.assert_allclose(entropy, top, rtol=1e-9)
+  key = lambda r: (r["pool_id"], r["image_id"])
+  assert {key(r) for r in picked} <= {key(r) for r in scored if float(r["entropy"]) >= top[-1]}
   # A pool file of another dataset was ranked with this workdir's images of the same ids.
   other = task["tmp"] / "other_dataset"
   other.mkdir(exist_ok=True)

@@ -100,6 +100,25 @@ def test_every_documented_key_overrides_on_every_config(name, config):
       old = dict(_leaves(config))[full]
       placeholder = not value or "$" in value or "..." in value  # e.g. --config.seed=$s
       config_lib.override(config, full, _text(old) if placeholder else value)
+      got = dict(_leaves(config))[full]
+      want = old if placeholder else _parsed(value, old)
+      assert got == want and type(got) is type(want), (name, full, value, got)
+
+
+def _parsed(text, old):
+  """The value a documented `text` gives a key now holding `old`, read here by hand: true / false
+  for a flag, an integer or a number for one, for a list its comma-separated items (digits read
+  as integers, words kept as text), else the text itself (a path, a name; an unset path too)."""
+  if isinstance(old, bool):
+    return {"true": True, "false": False}[text.lower()]
+  if isinstance(old, int):
+    return int(text)
+  if isinstance(old, float):
+    return float(text)
+  if isinstance(old, tuple):
+    items = [item.strip() for item in text.strip("()[]").split(",") if item.strip()]
+    return tuple(int(item) if item.isdigit() else item for item in items)
+  return text
 
 
 @pytest.mark.parametrize("text,expected", [

@@ -175,9 +175,25 @@ def test_evaluate_counterfactual_writes_the_table(workdir, capsys):
     for key in ("changed_as_demanded", "matches_demanded", "changed", "control_changed"):
       assert s[key] is None or 0.0 <= s[key] <= 1.0
     edits = [r for r in mine if r["edit"] != "control"]
+    controls = [r for r in mine if r["edit"] == "control"]
     if edits:
       assert s["changed_as_demanded"] == pytest.approx(np.mean(
           [r["edited_prediction"] == r["demanded"] != r["prediction"] for r in edits]))
+      assert s["matches_demanded"] == pytest.approx(np.mean(
+          [r["edited_prediction"] == r["demanded"] for r in edits]))
+      assert s["changed"] == pytest.approx(np.mean(
+          [r["edited_prediction"] != r["prediction"] for r in edits]))
+    if controls:
+      assert s["control_changed"] == pytest.approx(np.mean(
+          [r["edited_prediction"] != r["prediction"] for r in controls]))
+  edits = [r for r in rows if r["edit"] != "control"]
+  controls = [r for r in rows if r["edit"] == "control"]
+  assert out["all"]["matches_demanded"] == pytest.approx(np.mean(
+      [r["edited_prediction"] == r["demanded"] for r in edits]))
+  assert out["all"]["changed"] == pytest.approx(np.mean(
+      [r["edited_prediction"] != r["prediction"] for r in edits]))
+  assert out["all"]["control_changed"] == pytest.approx(np.mean(
+      [r["edited_prediction"] != r["prediction"] for r in controls]))
   assert all(r["demanded"] != r["answer"] for r in rows if r["edit"] != "control")
   assert all(r["demanded"] == r["answer"] for r in rows if r["edit"] == "control")
   folder = os.path.dirname(json_path)

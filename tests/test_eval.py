@@ -337,11 +337,32 @@ def test_pixel_kinds_on_a_synthetic_resnet_workdir(tmp_path):
   workdir = str(tmp_path / "small")
   loop.train(c, workdir, **QUIET)
   assert os.path.isdir(os.path.join(tmp_path, "cache", config_lib.PRETRAINED_DIR))
+  # The answers each kind's run should give: the model fed that kind's features from the feature
+  # cache (noise of seed 0, the default --adv-seed), each question its own image's row.
+  run, state, _ = restore.restore(workdir, ["test"])
+  assert run.config.model.head == "paper"  # the pooled vectors, as the cache holds them
+  own = np.repeat(predict.clean_rows(run, "test"), 2, axis=0)
+  clean = run.vocab.decode(predict.predict(run, state, "test", image_rows=own)[0])
   for kind in adversarial.PIXEL_KINDS:
     assert cli.main(["evaluate", "--workdir", workdir, "--adversarial", kind,
                      "--repeats", "2"]) == 0
     with open(outputs.adversarial_paths(workdir, "test", kind)[0]) as f:
       assert json.load(f)["kind"] == kind
+    cached = inputs.image_features(run.config, run.dataset, workdir, None, kind=kind,
+                                   noise_seed=0)
+    np.testing.assert_array_equal(cached.image_ids, run.features.image_ids)
+    assert not np.allclose(cached.features, run.features.features)
+    want = [run.vocab.decode(p) for p in predict.predict(run, state, "test", image_rows=own,
+                                                         features=cached.features)]
+    assert want[0] != clean, kind  # the model answers some question otherwise on these pixels
+    rows = _read_csv(outputs.adversarial_paths(workdir, "test", kind)[1])
+    n = len(clean)
+    assert len(rows) == 2 * n
+    for repeat in range(2):
+      got = rows[repeat * n:(repeat + 1) * n]
+      assert {r["repeat"] for r in got} == {str(repeat)}
+      assert [r["prediction"] for r in got] == list(want[repeat]), (kind, repeat)
+      assert [r["substituted_image_id"] for r in got] == [r["image_id"] for r in got]
 
 
 def test_shuffle_counts_refuses_and_warns_about_questions_left_on_their_own_image(caplog):

@@ -2,7 +2,9 @@
 
 Each case starts `rsvqa-jax train` on a small synthetic config in a subprocess, waits for a
 moment defined by what the run has done (its interrupt handler installed, its first metrics
-line, its first checkpoint) rather than by a clock, sends SIGINT or SIGKILL, checks the exit
+line, its first checkpoint) rather than by a clock, freezes it there (SIGSTOP: a busy machine
+that delays the test between seeing the moment and signalling cannot let the run finish in
+between), sends SIGINT or SIGKILL and lets it go on (SIGCONT), checks the exit
 (130 and one line for Ctrl-C), runs the same command again to the end and compares every
 parameter with a run never interrupted. All runs share one cache, filled by the reference run.
 `synth` killed before and while it writes leaves no half dataset and reruns to the same bytes;
@@ -70,10 +72,33 @@ MOMENTS = {
 }
 
 
-def _wait_for(proc, moment, workdir):
-  while not MOMENTS[moment](proc.pid, workdir):
-    assert proc.poll() is None, f"the run ended before the moment {moment!r}"
+def _state(pid):
+  """The process's state letter in /proc (T: stopped)."""
+  with open(f"/proc/{pid}/stat") as f:
+    return f.read().rsplit(")", 1)[1].split()[0]
+
+
+def _frozen_at(proc, seen, what, still=lambda: True):
+  """Polls until `seen()`, then stops the child (SIGSTOP, waited for) and checks it is alive and
+  `still()` holds: whatever the machine's load, the signal sent next finds it at that moment."""
+  while not seen():
+    assert proc.poll() is None, f"the run ended before {what}"
     time.sleep(0.01)
+  os.kill(proc.pid, signal.SIGSTOP)
+  while _state(proc.pid) not in ("T", "t"):
+    assert proc.poll() is None, f"the run ended at {what}"
+    time.sleep(0.001)
+  assert proc.poll() is None and still(), f"the run went past {what} before it was stopped"
+
+
+def _signal_frozen(proc, sig):
+  """`sig` to a child _frozen_at stopped, delivered as it goes on."""
+  proc.send_signal(sig)
+  os.kill(proc.pid, signal.SIGCONT)  # not reaped yet: the pid is still the child's
+
+
+def _wait_for(proc, moment, workdir):
+  _frozen_at(proc, lambda: MOMENTS[moment](proc.pid, workdir), f"the moment {moment!r}")
 
 
 def _params(workdir):
@@ -102,7 +127,7 @@ def test_killed_train_resumes_to_the_same_parameters(reference, sig, moment):
                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
   try:
     _wait_for(proc, moment, workdir)
-    proc.send_signal(sig)
+    _signal_frozen(proc, sig)
     _, err = proc.communicate(timeout=300)
   finally:
     proc.kill()
@@ -129,7 +154,10 @@ def test_killed_train_resumes_to_the_same_parameters(reference, sig, moment):
 
 # --- synth and study --------------------------------------------------------------------------
 
-SYNTH = ["synth", "--variant", "lr", "--images", "30", "--questions-per-image", "6", "--seed", "3"]
+# 150 images: 3 s of writing after the "writing" moment (3 images), not the 0.5 s of 30, should
+# the test be slow to see it
+SYNTH = ["synth", "--variant", "lr", "--images", "150", "--questions-per-image", "6", "--seed",
+         "3"]
 
 
 def _synth_command(out):
@@ -155,12 +183,11 @@ def test_killed_synth_reruns_to_the_same_dataset(tmp_path, sig, moment):
   out = str(tmp_path / "lr")
   proc = subprocess.Popen(_synth_command(out), cwd=ROOT, env=_env(), stdout=subprocess.PIPE,
                           stderr=subprocess.PIPE, text=True)
-  try:
-    while not (_handler_installed(proc.pid) if moment == "started"
-               else _building_images(str(tmp_path), "lr") >= 3):
-      assert proc.poll() is None, "synth ended before the moment"
-      time.sleep(0.005)
-    proc.send_signal(sig)
+  moments = {"started": lambda: _handler_installed(proc.pid),
+             "writing": lambda: _building_images(str(tmp_path), "lr") >= 3}
+  try:  # still writing when stopped: its temporary folder not yet renamed to OUT
+    _frozen_at(proc, moments[moment], f"the moment {moment!r}", still=moments[moment])
+    _signal_frozen(proc, sig)
     _, err = proc.communicate(timeout=300)
   finally:
     proc.kill()
@@ -215,10 +242,8 @@ def test_killed_study_reruns_to_the_same_numbers(tmp_path):
                           stderr=subprocess.PIPE, text=True)
   blind = os.path.join(workdir, "runs", "skipthoughts_finetuned_blind", "seed0")
   try:  # the reference model is done, the blind one is training
-    while _train_records(blind) < 1:
-      assert proc.poll() is None, "the study ended before the moment"
-      time.sleep(0.01)
-    proc.send_signal(signal.SIGKILL)
+    _frozen_at(proc, lambda: _train_records(blind) >= 1, "the blind model's training")
+    _signal_frozen(proc, signal.SIGKILL)
     proc.communicate(timeout=300)
   finally:
     proc.kill()

@@ -41,6 +41,13 @@ def test_fusion_widths(kind, width):
   f = Fusion(kind, 5, 3, hidden_dim=8, mutan_rank=2, mutan_dim=4, dropout=0.0, rngs=nnx.Rngs(0))
   out = f(jnp.ones((4, 5)), jnp.ones((4, 3)), deterministic=True)
   assert out.shape == (4, width) == (4, f.out_dim)
+  if kind == "concat":  # [tanh projection of v; tanh projection of q]
+    v, q = jnp.arange(10.0).reshape(2, 5) / 10, jnp.arange(6.0).reshape(2, 3) / 10
+    pv = jnp.tanh(v @ f.v_proj.linear.kernel[...] + f.v_proj.linear.bias[...])
+    pq = jnp.tanh(q @ f.q_proj.linear.kernel[...] + f.q_proj.linear.bias[...])
+    got = np.asarray(f(v, q, deterministic=True))
+    np.testing.assert_allclose(got[:, :8], pv, rtol=1e-6)
+    np.testing.assert_allclose(got[:, 8:], pq, rtol=1e-6)
 
 
 def test_mult_is_product_of_tanh_projections():

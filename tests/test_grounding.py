@@ -41,6 +41,13 @@ def test_statistics_of_a_disc_and_a_rectangle():
   assert s["coverage"] == pytest.approx(math.pi * 40 ** 2 / 256 ** 2, rel=0.01)
   # On its pixel contour a rectangle is not 0; on its four vertices (the paper's polygons) it is.
   assert g.statistics(box(10, 10, 50, 30))["boundary_complexity"] > 0.3
+  # A 3 x 5 rectangle by hand: its contour is the 12 pixels around the 3 inner ones of the middle
+  # row. From the centroid (offsets x -2..2, y -1..1) they lie at sqrt(5) (4 corners), 2 (the
+  # left and right middle), sqrt(2) (4) and 1 (2, the top and bottom middle); over sqrt(5) that is
+  # 1, 0.894, 0.632, 0.447: bins 9, 8, 6, 4 holding 4, 2, 4, 2 of 12.
+  p = np.array([4, 2, 4, 2]) / 12
+  assert g.statistics(box(4, 6, 7, 11, size=16))["boundary_complexity"] == pytest.approx(
+      -(p * np.log(p)).sum() / np.log(10), abs=1e-12)
   assert g.polygon_boundary_complexity([(0, 0), (6, 0), (6, 2), (0, 2)]) == 0.0
   empty = g.statistics(np.zeros((8, 8), bool))
   assert empty["coverage"] == 0 and math.isnan(empty["boundary_complexity"])
@@ -63,6 +70,10 @@ def test_ap_on_four_samples_worked_by_hand():
   expected = (3 * (26 + 25 * 2 / 3) / 101 + 4 * 26 / 101) / 10
   assert s["map_50_95"] == pytest.approx(expected)
   assert s["mean_iou"] == pytest.approx(0.45) and s["n"] == 4
+  # A miss ranked first: hits 0, 1, precision 0, 1/2 at recall 0, 1/2. COCO reads at each recall
+  # point the best precision at that recall or beyond, so recall 0 reads 1/2 too: points
+  # 0..0.50 (51) read 1/2, the rest 0.
+  assert g.average_precision([0.1, 0.9], [0.9, 0.8], 0.5) == pytest.approx(51 * 0.5 / 101)
 
 
 def test_binarize_resizes_normalises_and_reads_constant_maps():

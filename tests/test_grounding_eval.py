@@ -13,6 +13,8 @@ import logging
 import os
 import shutil
 
+import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 from flax import nnx
@@ -23,7 +25,7 @@ from rsvqa_jax.errors import RSVQAError
 from rsvqa_jax.eval import grounding
 from rsvqa_jax.features.image_cache import ImageFeatures
 from rsvqa_jax.models.vqa import RSVQAModel, make_head
-from rsvqa_jax.train import loop
+from rsvqa_jax.train import inputs, loop, predict, restore
 from test_train_support import tiny_config, warnings_of_rsvqa_jax
 
 QUIET = dict(log=lambda m: None)
@@ -154,6 +156,17 @@ def test_written_maps_rescore_to_the_summary(task, trained, tmp_path, capsys):
     assert written[key] is not None
   assert written["n_scored"] + written["n_empty_truth"] == n_test
   assert 0 <= written["mean_iou_correct"] <= 1 and written["by_answer"]
+  # mean_iou_correct is the mean IoU of the correctly answered rows of grounding.csv (empty
+  # truths, a blank IoU, left out); the wrongly answered ones score otherwise.
+  with open(out / "grounding.csv", newline="") as f:
+    scored = [r for r in csv.DictReader(f) if r["iou"]]
+  assert all(r["correct"] == str(int(r["prediction"] == r["answer"])) for r in scored)
+  right = [float(r["iou"]) for r in scored if r["correct"] == "1"]
+  wrong = [float(r["iou"]) for r in scored if r["correct"] == "0"]
+  assert right and wrong and len(right) + len(wrong) == written["n_scored"]
+  assert written["n_scored_correct"] == len(right)
+  assert written["mean_iou_correct"] == pytest.approx(np.mean(right), abs=1e-12)
+  assert np.mean(wrong) != pytest.approx(np.mean(right), abs=1e-6)
   assert set(written["by_coverage"]) == {"small", "medium", "large"}
   assert (out / "examples.png").stat().st_size > 0 and (out / "by_type.md").exists()
 
@@ -171,11 +184,50 @@ def test_the_maps_and_the_scoring_are_counted(task, trained, tmp_path, caplog, m
     assert any(m.startswith(f"grounding {stage} test: {n}/{n} q (100%), ") for m in said), said
 
 
+def _gradcam_by_hand(task, workdir, reads):
+  """(predicted ids [N], Grad-CAM maps [N, h * w]) of every test question, computed here: A is
+  the question's image map [h * w, C] (the oracle's), the logits a function of A (reads="map":
+  the head reads A flattened; "pooled": its mean over the positions), alpha_c the mean over
+  positions of d logit[predicted] / d A_pc (jax.grad), the map relu(sum_c alpha_c A_pc)."""
+  dataset, feats = task
+  run, state, _ = restore.restore(workdir, ["test"], dataset=dataset, features=feats)
+  assert run.config.train.compute_dtype == "float32"
+  np.testing.assert_array_equal(run.features.image_ids, feats.image_ids)
+  rows = predict.clean_rows(run, "test")[0]
+  n = len(rows)
+  (_, local), = inputs.eval_batches(run.columns["test"], n)  # every question in one batch
+  batch = inputs.eval_model_batch(local, run.features.features, rows[None], run.question_vectors)
+  question = {k: v for k, v in batch.items() if k not in ("image_features", "answer")}
+  a = jnp.asarray(feats.feature_map[rows[local["row"]]], jnp.float32).reshape(n, GRID * GRID, -1)
+  model = state.model()
+  logits = lambda a: model({**question, "image_features": (
+      a.reshape(n, -1) if reads == "map" else a.mean(1))}, deterministic=True)
+  pred = jnp.argmax(logits(a), -1)
+  grad = jax.grad(lambda a: jnp.take_along_axis(logits(a), pred[:, None], 1).sum())(a)
+  alpha = grad.mean(1)  # [N, C]
+  return np.asarray(pred), np.maximum(np.einsum("npc,nc->np", np.asarray(a), np.asarray(alpha)), 0)
+
+
+def _relevance(task, workdir):
+  """What the evaluation computes: (predicted ids, relevance maps [N, h * w]) on the test split."""
+  dataset, feats = task
+  run, state, _ = restore.restore(workdir, ["test"], dataset=dataset, features=feats)
+  preds, _, rel = grounding.relevance(run, state, "test", "gradcam",
+                                      predict.clean_rows(run, "test")[0])
+  return preds, rel.reshape(len(rel), -1)
+
+
 def test_gradcam_for_the_attention_and_the_pooled_model_and_a_uniform_blind_map(task, trained,
                                                                                   tmp_path):
   dataset, feats = task
   cam = _evaluate(task, trained, tmp_path / "cam", method="gradcam")
   assert cam["method"] == "gradcam" and cam["n_scored"] > 0
+  # The attention head reads the map: its Grad-CAM is the formula's, map for map.
+  want_pred, want = _gradcam_by_hand(task, trained, "map")
+  got_pred, got = _relevance(task, trained)
+  np.testing.assert_array_equal(got_pred, want_pred)
+  assert (want.max(1) > 0).mean() > 0.5  # most maps have a positive cell
+  np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-6 * want.max())
   pooled = str(tmp_path / "pooled")
   pooled_config, blind_config = _config(head="paper"), _config(head="paper", blind=True)
   for c in (pooled_config, blind_config):  # what is asserted of them holds whatever they learned
@@ -183,6 +235,14 @@ def test_gradcam_for_the_attention_and_the_pooled_model_and_a_uniform_blind_map(
   loop.train(pooled_config, pooled, dataset=dataset, features=feats, **QUIET)
   result = _evaluate(task, pooled, tmp_path / "pooled_maps")
   assert result["method"] == "gradcam" and result["map_size"] == [GRID, GRID]
+  # The pooled head: alpha is d logit / d pooled, h * w times the mean over positions of
+  # d logit / d A (the min-max normalisation of the written map removes the factor).
+  want_pred, want = _gradcam_by_hand(task, pooled, "pooled")
+  got_pred, got = _relevance(task, pooled)
+  np.testing.assert_array_equal(got_pred, want_pred)
+  assert (want.max(1) > 0).mean() > 0.5
+  np.testing.assert_allclose(got, GRID * GRID * want, rtol=1e-4,
+                             atol=1e-6 * GRID * GRID * want.max())
   with pytest.raises(RSVQAError, match="has no attention map"):
     _evaluate(task, pooled, tmp_path / "x", method="attention")
   blind = str(tmp_path / "blind")

@@ -5,6 +5,7 @@ answers have count < 1.2 x the mean count per present answer; a one-answer group
 PMI ties go to the higher N(w), then alphabetical; the image-unit re-split puts no image in two
 splits and draws 70 / 5 / 25 % of the images within rounding.
 """
+import collections
 import csv
 import json
 import math
@@ -132,6 +133,26 @@ def test_kmeans_separates_two_blobs():
   assign = [labels.labels[i][0] for i in range(30)]
   assert len(set(assign[:20])) == 1 and len(set(assign[20:])) == 1 and assign[0] != assign[20]
   assert labels.kind == "k-means clusters (K=2)"
+  # Two runs of points 0..10 and 12..22 (step 0.5): Lloyd's only split of them is at the gap,
+  # whatever the seeds, but a split at the midpoint of two seeds is not (seeds 5 and 22 split at
+  # 13.5): the centres must move to their clusters' means for every seed to end at the gap.
+  line = np.concatenate([np.arange(0, 10.25, 0.5), np.arange(12, 22.25, 0.5)])
+  x = np.stack([line, np.zeros_like(line)], 1)
+  for seed in range(10):
+    assign = shortcuts.kmeans(x, 2, seed=seed)
+    assert set(assign[:21]) == {assign[0]} and set(assign[21:]) == {1 - assign[0]}, (seed, assign)
+  # Three tight blobs: 10 points at (-500, 0), 10 at (500, 0), 60 at (0, 10000). Seeds drawn with
+  # probability proportional to the squared distance to the nearest seed (k-means++) land one in
+  # each blob; drawn uniformly, two land in the big blob most of the time, and Lloyd's steps then
+  # keep it split while one centre sits between the two small ones (a local minimum).
+  x = np.concatenate([rng.normal((-500, 0), 1, (10, 2)), rng.normal((500, 0), 1, (10, 2)),
+                      rng.normal((0, 10000), 1, (60, 2))])
+  blob = np.repeat([0, 1, 2], [10, 10, 60])
+  for seed in range(10):
+    assign = shortcuts.kmeans(x, 3, seed=seed)
+    assert sorted({assign[blob == b][0] for b in range(3)}) == [0, 1, 2], (seed, assign)
+    for b in range(3):
+      assert set(assign[blob == b]) == {assign[blob == b][0]}, (seed, b, assign)
 
 
 # The benchmark folder, on a small synthetic dataset.
@@ -357,6 +378,30 @@ def test_score_by_hand(bench, tmp_path):
   for c, ids in sets.items():  # another set is right where it does not meet the wrong one
     if ids:
       assert result["ood"][c]["oa"] == pytest.approx(1 - len(ids & wrong) / len(ids))
+  # Mean OOD OA over the non-empty sets; the gap is IID OA less it (positive: one set is all wrong).
+  oas = [result["ood"][c]["oa"] for c, ids in sets.items() if ids]
+  assert result["mean_ood_oa"] == pytest.approx(np.mean(oas))
+  assert result["mean_gap_oa"] == pytest.approx(iid - np.mean(oas))
+  assert result["mean_gap_oa"] > 0
+  # Prior_Acc by hand: each test question answered with its type's most common train answer
+  # (ties: the first in sorted order; a type train lacks: the most common answer overall).
+  train = rsvqa_json.read_dataset(data, "lr")["train"]
+
+  def most_common(answers):
+    counts = collections.Counter(answers)
+    return min(a for a, n in counts.items() if n == max(counts.values()))
+
+  overall = most_common(train.answer.tolist())
+  prior = {t: most_common([a for u, a in zip(train.qtype.tolist(), train.answer.tolist())
+                           if u == t]) for t in set(train.qtype.tolist())}
+  right = {q: prior.get(t, overall) == a for q, t, a in zip(
+      test.question_id.tolist(), test.qtype.tolist(), test.answer.tolist())}
+  by_hand = np.mean(list(right.values()))
+  assert 0 < by_hand < 1 and by_hand != 0.5  # right and wrong ones, not as many of each
+  assert result["iid_test"]["prior_acc"] == pytest.approx(by_hand)
+  for c, ids in sets.items():
+    if ids:
+      assert result["ood"][c]["prior_acc"] == pytest.approx(np.mean([right[q] for q in ids])), c
   assert os.path.isfile(result_dir / "shortcuts_ood.md")
 
 

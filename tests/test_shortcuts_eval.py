@@ -12,6 +12,7 @@ import math
 import os
 import shutil
 
+import numpy as np
 import pytest
 
 from rsvqa_jax import cli
@@ -20,6 +21,7 @@ from rsvqa_jax.bias import shortcuts as shortcuts_lib
 from rsvqa_jax.data import synthetic
 from rsvqa_jax.eval import shortcuts
 from rsvqa_jax.train import loop
+from rsvqa_jax.train import restore
 from test_train_support import flip_bytes, warnings_of_rsvqa_jax
 
 CONFIGS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "configs")
@@ -59,7 +61,7 @@ def test_scores_the_iid_val_checkpoint_on_iid_and_ood(trained):
       assert r["gap_oa"] == pytest.approx(result["iid_test"]["oa"] - r["oa"])
 
 
-def test_table4_selection_is_labelled_adaptive_overfitting(trained):
+def test_table4_selection_is_labelled_adaptive_overfitting(trained, monkeypatch):
   out, workdir, summary = trained
   result = shortcuts.evaluate(workdir, out, ood_selection=True)
   chosen = result["selection"]
@@ -74,6 +76,58 @@ def test_table4_selection_is_labelled_adaptive_overfitting(trained):
   assert set(chosen["ood_val_n"]) == set(shortcuts_lib.CONCEPTS)
   for c, n in chosen["ood_val_n"].items():  # an empty OOD val set selects nothing
     assert (chosen["ood_val"]["steps"][c] is None) == (n == 0), (c, n)
+  _each_rule_picks_its_own_checkpoint(trained, monkeypatch)
+
+
+def _each_rule_picks_its_own_checkpoint(trained, monkeypatch):
+  """The run's checkpoints may all answer alike; here three stand-in checkpoints answer as set
+  below, so that each rule picks a known, different one, and its values are that one's:
+    step 10: val all wrong, test all right      -> best on OOD test (every set 1)
+    step 20: val right but on the OOD val sets (U), test all wrong  -> best on IID val
+    step 30: val right on U only, test right on its first half      -> best on OOD val"""
+  out, workdir, _ = trained
+  run, _, _ = restore.restore(workdir, ["val", "test"])
+  saved = shortcuts_lib.load(out)
+  answers = {s: np.asarray(run.columns[s].columns["answer"]) for s in ("val", "test")}
+  assert all((a >= 0).all() for a in answers.values())  # every answer is one the model can give
+  val_masks = shortcuts_lib.ood_masks(saved, run.dataset["val"], "val")
+  union = np.any(list(val_masks.values()), axis=0)
+  n_val, n_test = len(answers["val"]), len(answers["test"])
+  assert 0 < union.sum() < n_val / 2  # IID val OA: 0, more than 1/2, less than 1/2
+  first_half = np.arange(n_test) < n_test // 2
+  right = {10: {"val": np.zeros(n_val, bool), "test": np.ones(n_test, bool)},
+           20: {"val": ~union, "test": np.zeros(n_test, bool)},
+           30: {"val": union, "test": first_half}}
+  monkeypatch.setattr(shortcuts.predict, "predict", lambda run, state, split: np.where(
+      right[state][split], answers[split], -2)[None])
+  chosen = shortcuts.selection(run, [(step, step) for step in right], saved)
+  assert chosen["candidates"] == [10, 20, 30]
+  test_ids = run.dataset["test"].question_id
+  ood_test = {c: np.isin(test_ids, saved.ood[c]) for c in shortcuts_lib.CONCEPTS}
+  tested = [c for c in shortcuts_lib.CONCEPTS if ood_test[c].any()]
+  assert tested
+  # IID val: step 20 for every column, and step 20's test scores (all 0).
+  assert chosen["iid_val"]["steps"] == dict.fromkeys((*shortcuts_lib.CONCEPTS, "mean"), 20)
+  assert chosen["iid_val"]["iid_test"] == 0.0 and chosen["iid_val"]["mean_ood"] == 0.0
+  assert {c: chosen["iid_val"]["ood"][c] for c in tested} == dict.fromkeys(tested, 0.0)
+  # OOD test: step 10 (all right on test) where a set has questions, none where it is empty.
+  assert chosen["ood_test"]["steps"] == {
+      **{c: 10 if ood_test[c].any() else None for c in shortcuts_lib.CONCEPTS}, "mean": 10}
+  assert chosen["ood_test"]["iid_test"] == 1.0 and chosen["ood_test"]["mean_ood"] == 1.0
+  assert {c: chosen["ood_test"]["ood"][c] for c in tested} == dict.fromkeys(tested, 1.0)
+  # OOD val: step 30 (all right on every OOD val set) where the val set has questions; its values
+  # are step 30's on test: IID the first half's share, each OOD set its share of the first half.
+  assert chosen["ood_val"]["steps"] == {
+      **{c: 30 if val_masks[c].any() else None for c in shortcuts_lib.CONCEPTS}, "mean": 30}
+  assert chosen["ood_val"]["iid_test"] == pytest.approx(first_half.mean())
+  share = {c: first_half[ood_test[c]].mean() for c in tested}
+  assert chosen["ood_val"]["mean_ood"] == pytest.approx(np.mean(list(share.values())))
+  for c in shortcuts_lib.CONCEPTS:
+    got = chosen["ood_val"]["ood"][c]
+    if val_masks[c].any() and c in share:
+      assert got == pytest.approx(share[c]), c
+    else:
+      assert math.isnan(got), c
 
 
 def test_table4_caption_says_which_ood_val_sets_are_empty(trained):

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from scipy import ndimage
 
+from rsvqa_jax.bias import lr_templates
 from rsvqa_jax.data import images
 from rsvqa_jax.data import questions as Q
 from rsvqa_jax.data import split_files
@@ -303,7 +304,6 @@ def test_question_text_and_levels():
 
 def test_levels_agree_with_the_template_parser(lr, hr):
   """The analysis parses question strings; it must recover what the generator meant."""
-  lr_templates = pytest.importorskip("rsvqa_jax.bias.lr_templates", reason="template parser not present")
   for _, gen in (lr, hr):
     for q in gen.questions.values():
       parsed = lr_templates.parse(q.text)
