@@ -64,8 +64,8 @@ _PYTHON_FORMS = (
     (re.compile(r"^--data-root "), "load_run data_root "),  # read_config's, as load_run names it
     (re.compile(r"with --dataset \(([^)]*)\)"), r"with --dataset (\1; dataset= in analyze)"),
     (re.compile(r"name one with --dataset$"), "name one with --dataset (dataset= in analyze)"),
-    (re.compile(r": give --data (\S+) \(in a training config"),
-     r": give --data \1 (data_root= in Python; in a training config"),
+    (re.compile(r"give (--data \S+|one of them with --data) \(in a training config"),
+     r"give \1 (data_root= in Python; in a training config"),
     (re.compile(r"run with --allow-pickle only"),
      "run with --allow-pickle (allow_pickle=True in load_run) only"),
 )

@@ -309,6 +309,14 @@ def test_analyze_returns_tables(tiny):
   with pytest.raises(RSVQAError, match=r"the dataset files are in .*synthetic_lr_40_0_q20: give "
                      r"--data \S+ \(data_root= in Python; in a training config, data.root="):
     rsvqa_jax.analyze(os.path.dirname(root))
+  two = tiny / "two_datasets"
+  two.mkdir(exist_ok=True)
+  for name in ("a", "b"):
+    if not (two / name).exists():
+      os.symlink(root, two / name)
+  with pytest.raises(RSVQAError, match=r"give one of them with --data \(data_root= in Python; "
+                     r"in a training config, data.root\)$"):
+    rsvqa_jax.analyze(str(two))
   with pytest.raises(RSVQAError, match="analyze data_root: expected a path"):
     rsvqa_jax.analyze(None, "lr")
   with pytest.raises(RSVQAError, match="expected one split name"):

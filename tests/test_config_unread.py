@@ -56,6 +56,8 @@ CASES = [
      "text.hidden_dim size a random-init encoder)", False),
     (TINY, ["data.name=hr"], "config data.name=hr is not read: data.synthetic=true generates the "
      "layout of data.synthetic_variant; set it instead", False),
+    (STUDY, ["data.name=hr"], "config data.name=hr is not read: study.synthetic=true generates "
+     "the layout of study.variant; set it instead", False),
     (SMALL, ["image.width=8"], "config image.width=8 is not read: image.arch=synthetic_resnet is "
      "sized by image.pretrain.width", False),
     (SMALL, ["image.seed=3"], "config image.seed=3 is not read: image.arch=synthetic_resnet draws "
@@ -276,3 +278,82 @@ def test_a_files_key_is_left_alone_where_the_command_line_switched_its_mode(caps
     config_lib.check_unread(config_lib.apply_command_line(
         config_lib.load(os.path.join(ROOT, STUDY) + ":balanced"), ["study.synthetic=false"]),
         named=["study.synthetic"])
+
+
+def _file_of(tmp_path, lines):
+  """A study config file of the user's own: study_synthetic's, then `lines` over it."""
+  path = tmp_path / "mine.py"
+  path.write_text("import importlib.util\n"
+                  "spec = importlib.util.spec_from_file_location(\n"
+                  f"    'base', {os.path.join(ROOT, STUDY)!r})\n"
+                  "base = importlib.util.module_from_spec(spec)\n"
+                  "spec.loader.exec_module(base)\n\n\n"
+                  "def get_config(arg=''):\n"
+                  "  c = base.get_config(arg)\n" + "".join(f"  {line}\n" for line in lines)
+                  + "  return c\n")
+  return str(path)
+
+
+def test_a_study_files_per_run_keys_are_warned_of(tmp_path):
+  """The command line refuses them; set in a study's own config file, every run replaced them
+  without a word (`rsvqa-jax config` even printed the value never used)."""
+  config = config_lib.load(_file_of(tmp_path, ["c.model.fusion = 'mutan'", "c.seed = 7",
+                                               "c.model.blind = True"]))
+  assert sorted(hit.message for hit in config_lib.unread(config)) == [
+      "config model.blind=true is not read: a study trains a reference and a visual-blind model "
+      "of every cell",
+      "config model.fusion=mutan is not read: a study sets it for each run: give study.fusion (or "
+      "study.table2_rows)",
+      "config seed=7 is not read: a study sets it for each run: give study.seeds"]
+
+
+def test_a_record_naming_another_dataset_is_said_whoever_switched_the_mode():
+  """hr.py read with --config.data.synthetic=true trained on generated LR data and recorded
+  data.name=hr: the file's key was left alone because the command line switched the mode."""
+  overrides = ["data.synthetic=true", "data.synthetic_images=20"]
+  assert [hit.key for hit in _unread("configs/hr.py", overrides)] == ["data.name"]
+
+
+def test_a_mode_switched_on_the_command_line_leaves_later_rules_to_judge():
+  """The command-line exemption of one rule stopped the next: a DistilBERT's text.dropout went
+  unsaid once text.frozen was given on the command line."""
+  config = config_lib.apply_command_line(config_lib.load(os.path.join(ROOT, CELL)),
+                                         ["text.dropout=0.3"])
+  config.text.dropout = 0.3  # as a file of the user's own sets it
+  named = ["text.frozen", "optim.text_lr"]
+  config_lib.apply_overrides(config, ["text.frozen=true", "optim.text_lr=0"])
+  assert [hit.message for hit in config_lib.unread(config, named=named)] == [
+      "config text.dropout=0.3 is not read: text.encoder=distilbert takes its dropout from its "
+      "checkpoint's config.json"]
+
+
+def test_a_command_refuses_a_config_it_cannot_run_before_judging_its_keys(tmp_path, capsys,
+                                                                          monkeypatch):
+  """`train` over an answerability config with train.batch_size said that answerability runs
+  do not read it, where the config is not train's to run at all."""
+  monkeypatch.chdir(tmp_path)
+  assert cli.main(["train", "--config", os.path.join(ROOT, ANSWERABILITY), "--workdir", "w",
+                   "--config.train.batch_size=8"]) == 2
+  assert capsys.readouterr().err.strip() == (
+      "rsvqa-jax train: error: --config: an answerability config (it has an `answerability` "
+      "section); run it with rsvqa-jax answerability train --config ... --workdir DIR")
+
+
+def test_a_studys_unread_keys_reach_its_report(tmp_path, monkeypatch):
+  """They were logged before the study's WARNING handler was attached: the console said them,
+  report.md and warnings.json did not."""
+  from rsvqa_jax.study import protocol  # pylint: disable=g-import-not-at-top
+
+  class Stop(Exception):
+    pass
+
+  def stop(*args, **kwargs):
+    raise Stop()
+  monkeypatch.setattr(protocol.Study, "_stages", stop)
+  config = config_lib.load(_file_of(tmp_path, ["c.seed = 7"]))
+  study = protocol.Study(config, str(tmp_path / "s"))
+  with pytest.raises(Stop):
+    study.run(named=[])
+  assert study.warnings.listed() == [
+      {"message": "config seed=7 is not read: a study sets it for each run: give study.seeds",
+       "count": 1}]

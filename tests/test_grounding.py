@@ -410,3 +410,12 @@ def test_masks_drawn_dark_on_white_are_named_as_likely_inverted(tmp_path, caplog
            "object, so a dark object drawn on white reads inverted: invert those masks if so (a "
            "class covering all but an inner patch is right as it is)")
   assert [r.getMessage() for r in caplog.records] == [f"--predicted {named}", f"--truth {named}"]
+
+
+def test_a_grounding_mean_over_runs_says_when_some_runs_lack_the_value():
+  """A mean IoU one seed lacks (no correct answer to score) read "50.00 (0.00)": one run's value
+  shown as a mean and std over both."""
+  from rsvqa_jax.bias import grounding_report  # pylint: disable=g-import-not-at-top
+  cell = grounding_report._cell  # pylint: disable=protected-access
+  assert cell([0.5, None]) == "50.00 (1 of 2 runs)"
+  assert cell([0.5, 0.7]) == "60.00 (10.00)" and cell([0.5]) == 0.5

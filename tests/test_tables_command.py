@@ -4,6 +4,8 @@ import json
 import math
 import os
 import shutil
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -12,6 +14,8 @@ from rsvqa_jax import cli
 from rsvqa_jax import config as config_lib
 from rsvqa_jax.bias import tables
 from rsvqa_jax.train import run_record
+
+import subprocess_env
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -147,6 +151,12 @@ def test_a_studys_random_init_stand_in_folders_are_random_init(tmp_path, capsys)
   t2 = (runs / "tables" / "table2.md").read_text()
   assert "| Transformer distilBERT (random init) | fine-tuned | e-mult | 1 | 60.00 |" in t2
   assert "| distilBERT | frozen | e-mult | 1 | 50.00 |" in t2  # a folder of the user's own
+  # Telling the stand-ins apart loaded the study package, and with it JAX (4.6 s, was 0.3 s).
+  code = ("import sys; from rsvqa_jax import cli; rc = cli.main(['-q', 'tables', '--runs', "
+          f"{str(runs)!r}]); print(rc, 'jax' in sys.modules)")
+  done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                        env=subprocess_env.env(), check=False)
+  assert done.stdout.split()[-2:] == ["0", "False"], done.stdout + done.stderr
 
 
 def test_validation_oa_is_of_the_runs_validation_split_and_a_fraction(monkeypatch):
@@ -567,3 +577,13 @@ def test_a_fraction_in_a_line_of_text_is_a_percent_or_n_a():
   yet) printed 'n/a%' and '-100.00%'."""
   assert tables.percent(0.4) == "40.00%"
   assert [tables.percent(x) for x in (math.nan, -1.0, None)] == ["n/a"] * 3
+
+
+def test_the_n_row_names_the_split_the_tables_score():
+  """`tables --split val` read "N (test questions)" over the counts of its val split."""
+  accuracy = {"oa": 0.5, "aa": 0.5, "per_type": {"presence": 0.5}, "n": 10,
+              "per_type_n": {"presence": 10}}
+  run = tables.RunRecord(workdir="w", lm="distilbert", frozen=False, fusion="mult", blind=False,
+                         head="paper", text_lr=1e-6, val_oa=0.5, accuracy=accuracy)
+  for split in ("val", "test"):
+    assert tables.table2([run], split).rows[0][0] == f"N ({split} questions)"

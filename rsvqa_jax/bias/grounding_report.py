@@ -19,10 +19,10 @@ def _float(value):
 
 
 def _cell(values):
-  """A table cell of the runs' values: the fraction (one run) or 'mean (std)' (several)."""
+  """A table cell of the runs' values: the fraction (one run) or 'mean (std)' (several; the
+  runs lacking it said, tables.pct_over_runs)."""
   values = [_float(v) for v in values]
-  m, s = tables.mean_std(values)
-  return m if len(values) == 1 else tables.pct(m, s)
+  return values[0] if len(values) == 1 else tables.pct_over_runs(values)
 
 
 def _mean(values):

@@ -12,8 +12,8 @@ validation OA, and its IO columns apply Equation 1 to those means, as the paper 
 Table 3 row Comparison: (90.76 - 66.74) / (100 - 66.74) = 72.22).
 
 Question types are in the paper's order (tables.type_order: Comparison, Counting, Presence,
-Rural/urban, then AA and OA). Every table has an N row (test questions per column; the
-adversarial rows rest on N x seeds x K draws of them) and marks with a dagger the columns with
+Rural/urban, then AA and OA). Every table has an N row (questions of the evaluated split per
+column; the adversarial rows rest on N x seeds x K draws of them) and marks with a dagger the columns with
 fewer than study.min_questions questions. The reading's thresholds (study.reading) are stated in
 the report.
 
@@ -60,8 +60,8 @@ def columns_of(cells):
 
 
 def counts_of(cells, columns):
-  """{column: test questions} of the first run (every run of a study evaluates the same split);
-  0 for a type the split lacks."""
+  """{column: questions of the evaluated split} of the first run (every run of a study evaluates
+  the same split); 0 for a type the split lacks."""
   acc = next(r["accuracy"] for cell in cells for r in cell["reference"])
   n = acc.get("per_type_n", {})
   return {c: acc.get("n") if c == "OA" else None if c == "AA" else n.get(c, 0) for c in columns}

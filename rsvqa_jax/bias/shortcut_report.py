@@ -476,7 +476,7 @@ def models_table(entries):
     cells = [[r["iid_test"]["oa"] for r in results]]
     cells += [[r["ood"][c]["oa"] for r in results] for c in shortcuts.CONCEPTS]
     cells += [[r["mean_ood_oa"] for r in results]]
-    rows.append((label, len(results), *(tables.pct(*tables.mean_std(v)) if len(v) > 1
+    rows.append((label, len(results), *(tables.pct_over_runs(v) if len(v) > 1
                                          else tables.pct(v[0]) for v in cells)))
   runs = {len(results) for _, results in entries}
   if runs == {1}:

@@ -560,7 +560,7 @@ def table2(runs, split="test"):
                  "questions")
   counts = scored[0].accuracy if scored else None
   if counts:
-    rows.append(("N (test questions)", "", "", "",
+    rows.append((f"N ({split} questions)", "", "", "",
                  *(counts["per_type_n"].get(t, "") for t in types), "", counts["n"]))
   for key in keys:
     head, lm, frozen, fusion = key

@@ -72,8 +72,7 @@ def trusted_pickles(args):
 def load_config(args):
   """The config the arguments name, with their overrides applied (over a study's baseline row
   settings too) and its values checked (a bad seed, or a study key, is refused when shown by
-  `rsvqa-jax config` or --print-config, not later when used); a key its mode does not read is
-  a WARNING or refused (config.check_unread), once per command."""
+  `rsvqa-jax config` or --print-config, not later when used)."""
   from rsvqa_jax import config as config_lib  # pylint: disable=g-import-not-at-top
   config = config_lib.apply_command_line(config_lib.load(args.config),
                                          getattr(args, "config_overrides", []))
@@ -81,21 +80,35 @@ def load_config(args):
   if "study" in config:  # a study's own keys too, whatever command shows or runs the config
     from rsvqa_jax.study import checks  # pylint: disable=g-import-not-at-top
     checks.check(config, paths=False)
-  config_lib.check_unread(config, named=[pair.partition("=")[0].strip() for pair in
-                                         getattr(args, "config_overrides", [])])
   return config
 
 
-def config_for_run(args, workdir_means, check=None):
+def command_line_keys(args):
+  """The keys the command line set (--config.KEY=VALUE), for config.check_unread."""
+  return [pair.partition("=")[0].strip() for pair in getattr(args, "config_overrides", [])]
+
+
+def check_unread(args, config):
+  """A key the config's mode does not read: a WARNING or refused (config.check_unread), once
+  per command, after the command's own checks."""
+  from rsvqa_jax import config as config_lib  # pylint: disable=g-import-not-at-top
+  config_lib.check_unread(config, named=command_line_keys(args))
+
+
+def config_for_run(args, workdir_means, check=None, unread=True):
   """The config a run command (train, study) runs with, or None once --print-config showed it.
 
   `workdir_means` says what --workdir holds, for the error when it is missing; `check(config)`
-  refuses a config the command cannot run, before it is shown too.
+  refuses a config the command cannot run, before it is shown too, and before its unread keys
+  are judged (check_unread; `unread` False: the command judges them itself, as a study does
+  where its report lists the WARNINGs).
   """
   from rsvqa_jax.errors import RSVQAError  # pylint: disable=g-import-not-at-top
   config = load_config(args)
   if check:
     check(config)
+  if unread or args.print_config:
+    check_unread(args, config)
   if args.print_config:
     print(config_text(config))
     return None

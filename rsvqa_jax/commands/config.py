@@ -13,5 +13,7 @@ def add_arguments(parser):
 
 
 def run(args):
-  print(common.config_text(common.load_config(args)))
+  config = common.load_config(args)
+  common.check_unread(args, config)
+  print(common.config_text(config))
   return 0

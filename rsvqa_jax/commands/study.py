@@ -18,12 +18,13 @@ def add_arguments(parser):
 def run(args):
   from rsvqa_jax.study import checks  # pylint: disable=g-import-not-at-top
   config = common.config_for_run(args, WORKDIR,
-                                 check=lambda c: checks.check(c, paths=not args.print_config))
+                                 check=lambda c: checks.check(c, paths=not args.print_config),
+                                 unread=False)
   if config is None:
     return 0
   # Imported here: JAX starts only when a command that needs it runs.
   from rsvqa_jax import study  # pylint: disable=g-import-not-at-top
   with common.trusted_pickles(args):
-    study.run_study(config, args.workdir)
+    study.run_study(config, args.workdir, named=common.command_line_keys(args))
   print(f"report: {args.workdir}/report.md")
   return 0

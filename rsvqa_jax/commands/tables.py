@@ -189,8 +189,7 @@ def read_run(workdir, split):
 def _random_init(checkpoint):
   """Unset, RANDOM, or a study's random-init stand-in folder (study/language_models.py)."""
   from rsvqa_jax import config as config_lib  # pylint: disable=g-import-not-at-top
-  from rsvqa_jax.study import language_models  # pylint: disable=g-import-not-at-top
-  return config_lib.is_random(checkpoint) or language_models.is_stand_in(checkpoint)
+  return config_lib.is_random(checkpoint) or config_lib.is_stand_in(checkpoint)
 
 
 def dataset_of(data):

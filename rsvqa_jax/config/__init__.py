@@ -19,14 +19,16 @@ from rsvqa_jax.config.checks import (CHOICES, FRACTION, MAX_REPEATS, MAXIMA, NON
                                      check_image_checkpoint, check_text_encoder, check_weights,
                                      is_random)
 from rsvqa_jax.config.defaults import (ANSWERABILITY_LOSSES, AUGMENT_VARIANTS, FEATURES_DIR,
-                                       FUSIONS, LANGUAGE_MODELS, PATH_KEYS, PRETRAINED_DIR,
+                                       FUSIONS, LANGUAGE_MODELS, LM_DIR, PATH_KEYS,
+                                       PRETRAINED_DIR,
                                        QUESTIONS_DIR,
                                        RANDOM, RESNET_DEPTHS, SELECT_METRICS,
                                        answerability_section, base_config,
                                        data_section, image_section, lm_entry, model_section,
                                        optim_section, pretrain_section, study_defaults,
                                        text_section, train_section)
-from rsvqa_jax.config.derived import cache_dir, caches_questions, image_config, synthetic_root
+from rsvqa_jax.config.derived import (cache_dir, caches_questions, image_config, is_stand_in,
+                                      synthetic_root)
 from rsvqa_jax.config.identity import (BOOKKEEPING_KEYS, RECORDED_IN, RETIRED_KEYS,
                                        RUN_CONTROL_KEYS, differences, from_dict, identity,
                                        recorded_identity, to_dict, unlike_seed_runs)
@@ -38,7 +40,7 @@ from rsvqa_jax.config.unread import UNREAD_RULES, check_unread, unread
 
 __all__ = [
     "ANSWERABILITY_LOSSES", "AUGMENT_VARIANTS", "BOOKKEEPING_KEYS", "CHOICES", "FEATURES_DIR",
-    "FRACTION", "FREE_SECTIONS", "FUSIONS", "LANGUAGE_MODELS", "MAX_REPEATS", "MAXIMA",
+    "FRACTION", "FREE_SECTIONS", "FUSIONS", "LANGUAGE_MODELS", "LM_DIR", "MAX_REPEATS", "MAXIMA",
     "NON_EMPTY",
     "NON_NEGATIVE",
     "PATH_KEYS", "POSITIVE", "PRETRAINED_DIR", "QUESTIONS_DIR", "RANDOM", "RANGES", "RECORDED_IN",
@@ -49,7 +51,8 @@ __all__ = [
     "cache_dir", "caches_questions", "check", "check_image_checkpoint", "check_text_encoder",
     "check_unread", "check_weights", "config_path", "data_section",
     "defaulted_keys", "differences", "from_dict", "identity", "image_config", "image_section",
-    "is_random", "lm_entry", "load", "model_section", "optim_section", "override", "paper_config",
+    "is_random", "is_stand_in", "lm_entry", "load", "model_section", "optim_section", "override",
+    "paper_config",
     "parse_cell", "pretrain_section", "recorded_identity", "sections", "study_defaults",
     "synthetic_root", "text_section", "to_dict", "train_section", "unknown_key", "unlike_seed_runs",
     "unread",

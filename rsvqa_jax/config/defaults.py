@@ -24,6 +24,7 @@ SELECT_METRICS = ("ndcg@1", "ndcg@3", "ndcg@5", "map@1", "map@3", "map@5", "tern
                   "ternary_f1")
 # Folders under a run's cache directory (data.cache_dir, default beside the workdir).
 FEATURES_DIR, QUESTIONS_DIR, PRETRAINED_DIR = "features", "questions", "synthetic_resnet"
+LM_DIR = "lm"  # a study's random-init language models: CACHE/lm/{lm}_random_{key}
 
 
 def _typed_none(field_type):
@@ -265,7 +266,7 @@ def study_defaults():
   s.baseline.label = "RSVQA baseline"
   s.baseline.overrides = ()  # "key=value" settings of its runs (configs/rsvqa_baseline.py's)
   s.require_real = False  # refuse to run without real data and pretrained weights (study_paper)
-  s.min_questions = 40  # report: cells with fewer test questions are flagged
+  s.min_questions = 40  # report: cells with fewer questions of study.split are flagged
   s.reading = ml_collections.ConfigDict()  # thresholds of the report's reading, in points
   s.reading.close = 2.0  # a blind model within this of its reference: a strong bias
   s.reading.margin = 5.0  # a reference model this far above the prior "clearly beats" it

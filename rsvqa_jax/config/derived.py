@@ -6,12 +6,21 @@ import os
 
 import ml_collections
 
-from rsvqa_jax.config.defaults import PRETRAINED_DIR
+from rsvqa_jax.config.defaults import LM_DIR, PRETRAINED_DIR
 
 def caches_questions(config):
   """Whether the question vectors come from the cache (frozen, deterministic text encoder)."""
   t = config.text
   return bool(t.frozen and t.cache_questions and not t.bayesian and not t.dropout)
+
+
+def is_stand_in(checkpoint):
+  """Whether text.checkpoint is a random-init folder a study wrote under its cache (LM_DIR;
+  study/language_models.py): `tables` labels its runs "random init", as the study's report does."""
+  if not isinstance(checkpoint, str) or not checkpoint:
+    return False
+  parent, name = os.path.split(os.path.normpath(checkpoint))
+  return os.path.basename(parent) == LM_DIR and "_random_" in name
 
 
 def cache_dir(config, workdir):

@@ -22,9 +22,11 @@ _log = logging.getLogger(__name__)
 # key: a dotted key, or a section (every key under it); modes: the keys whose values decide, in
 # `unread(*their values)`, whether nothing reads it, the first named in the message; why: the
 # rest of the message; agrees: values of the key that say what the mode does (a frozen language
-# model's text_lr of 0); kinds: the configs it applies to (_kind); refuse: an RSVQAError.
-Rule = collections.namedtuple("Rule", "key modes unread why agrees kinds refuse",
-                              defaults=((), ("train", "answerability", "study"), False))
+# model's text_lr of 0); kinds: the configs it applies to (_kind); refuse: an RSVQAError;
+# always: said even where the command line switched the mode (a record that names another
+# dataset than the one trained on).
+Rule = collections.namedtuple("Rule", "key modes unread why agrees kinds refuse always",
+                              defaults=((), ("train", "answerability", "study"), False, False))
 
 _BERT = lambda encoder: encoder != "skipthoughts"
 _FROZEN_BERT = lambda encoder, frozen, cache: encoder != "skipthoughts" and frozen and cache
@@ -54,7 +56,11 @@ UNREAD_RULES = (
            "encoder)") for key in ("text.word_dim", "text.hidden_dim")),
     Rule("data.name", ("data.synthetic", "data.synthetic_variant", "data.name"),
          lambda synthetic, variant, name: synthetic and name != variant,
-         "generates the layout of data.synthetic_variant; set it instead", kinds=("train",)),
+         "generates the layout of data.synthetic_variant; set it instead",
+         kinds=("train", "answerability"), always=True),
+    Rule("data.name", ("study.synthetic", "study.variant", "data.name"),
+         lambda synthetic, variant, name: synthetic and name != variant,
+         "generates the layout of study.variant; set it instead", kinds=("study",), always=True),
     Rule("image.width", ("image.arch",), _SYNTHETIC_RESNET, "is sized by image.pretrain.width"),
     Rule("image.seed", ("image.arch",), _SYNTHETIC_RESNET,
          "draws its weights when pretrained (image.pretrain.seed)"),
@@ -119,25 +125,34 @@ def unread(config, section=None, named=()):
   synthetic_resnet: the file's image.pretrain settings are moot, not the user's mistake); a
   refusal stands whoever set the key.
 
-  A study's base config is judged only on keys the study does not set per run (STUDY_SETS,
-  model.blind, study.baseline.overrides): text.dropout beside a distilbert entry is a question
-  for each run, not for the study."""
+  A key a study sets for each run (STUDY_SETS, model.blind) is unread whatever its mode; the
+  rules judge a study's base config only on the other keys, less study.baseline.overrides':
+  text.dropout beside a distilbert entry is a question for each run, not for the study."""
   kind = _kind(config)
   per_run = _per_run(config) if kind == "study" else set()
+  sets = set(STUDY_SETS) | {"model.blind"} if kind == "study" else set()
   defaults = base_config()
   defaults.study, defaults.answerability = study_defaults(), answerability_section()
   found = []
   for key, value in _leaves(config):
     default = _get(defaults, key)
     if (section and not key.startswith(f"{section}.")) or default is _MISSING or _same(
-        value, default) or key in per_run:
+        value, default):
+      continue
+    if key in sets:  # the command line refuses them (config.apply_command_line); a file's warned
+      why = (f"a study sets it for each run: give {STUDY_SETS[key]}" if key in STUDY_SETS else
+             "a study trains a reference and a visual-blind model of every cell")
+      found.append(Unread(key, f"config {key}={_shown(value)} is not read: {why}", False))
+      continue
+    if key in per_run:
       continue
     for rule in UNREAD_RULES:
       if (kind in rule.kinds and (key == rule.key or key.startswith(f"{rule.key}."))
           and not per_run & set(rule.modes) and value not in rule.agrees
           and rule.unread(*(_get(config, m) for m in rule.modes))):
-        if not rule.refuse and key not in named and set(rule.modes) & set(named):
-          break
+        if (not (rule.refuse or rule.always) and key not in named
+            and set(rule.modes) & set(named)):
+          continue  # the command line switched the mode: the file's key is moot; a later rule?
         mode = f"{rule.modes[0]}={_shown(_get(config, rule.modes[0]))} " if rule.modes else ""
         found.append(Unread(key, f"config {key}={_shown(value)} is not read: {mode}{rule.why}",
                             rule.refuse))

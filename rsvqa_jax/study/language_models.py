@@ -8,24 +8,14 @@ import os
 
 import numpy as np
 
+from rsvqa_jax import config as config_lib
 from rsvqa_jax import storage
 from rsvqa_jax.train import inputs
 
 
-FOLDER = "lm"  # under a study's cache: {lm}_random_{key}, one per architecture and vocabulary
-
-
 def _folder(cache, lm, key):
-  return os.path.join(cache, FOLDER, f"{lm}_random_{key}")
-
-
-def is_stand_in(checkpoint):
-  """Whether text.checkpoint is a random-init folder a study wrote (`tables` labels its runs
-  "random init", as the study's own report does)."""
-  if not isinstance(checkpoint, str) or not checkpoint:
-    return False
-  parent, name = os.path.split(os.path.normpath(checkpoint))
-  return os.path.basename(parent) == FOLDER and "_random_" in name
+  """One folder per architecture and vocabulary (config.is_stand_in knows them by this name)."""
+  return os.path.join(cache, config_lib.LM_DIR, f"{lm}_random_{key}")
 
 
 def checkpoint(lm, e, dataset, cache):

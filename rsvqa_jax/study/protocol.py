@@ -7,6 +7,7 @@ its output a part of study.json); the grounding and answerability stages are the
 import logging
 import os
 
+from rsvqa_jax import config as config_lib
 from rsvqa_jax.data import split_files
 from rsvqa_jax.errors import RSVQAError
 from rsvqa_jax.study import (balanced_twin, checks, dataset_analysis, grid, journal,
@@ -92,10 +93,14 @@ class Study:
 
   # The protocol.
 
-  def run(self):
+  def run(self, named=None):
     """Runs (or resumes) every stage; the study's results, also in DIR/study.json, whose
-    report lists the WARNINGs logged meanwhile (journal.Warnings)."""
+    report lists the WARNINGs logged meanwhile (journal.Warnings). `named`: the keys the command
+    line set, whose config keys the study's mode does not read are judged here
+    (config.check_unread), so that the report lists those WARNINGs too; None: not judged."""
     with self.warnings.caught():
+      if named is not None:
+        config_lib.check_unread(self.config, named=named)
       return self._stages()
 
   def _stages(self):
@@ -141,6 +146,7 @@ class Study:
     return study
 
 
-def run_study(config, workdir, log=_log.info):
-  """Runs (or resumes) the study of `config` in `workdir`; returns its results."""
-  return Study(config, workdir, log).run()
+def run_study(config, workdir, log=_log.info, named=None):
+  """Runs (or resumes) the study of `config` in `workdir`; returns its results (`named`: see
+  Study.run)."""
+  return Study(config, workdir, log).run(named)
