@@ -25,15 +25,6 @@ _DOC_KEY = re.compile(r"(?:--config\.|\b(?=(?:" + "|".join(SECTIONS) + r")\.))"
                       r"([a-z_]+(?:\.[a-z_*0-9]+)*)=([^\s,`\\)]*)")
 
 
-def _leaves(node, prefix=""):
-  for key in node.keys():
-    value = node[key]
-    if hasattr(value, "keys"):
-      yield from _leaves(value, f"{prefix}{key}.")
-    else:
-      yield f"{prefix}{key}", value
-
-
 def _text(value):
   """The command-line text of a config value (what a user would type to set it again)."""
   if isinstance(value, bool):
@@ -82,11 +73,11 @@ def test_the_documentation_names_keys():
 
 @pytest.mark.parametrize("name,config", _configs(), ids=CONFIGS)
 def test_every_base_key_overrides_on_every_config(name, config):
-  base = dict(_leaves(config_lib.base_config()))
+  base = dict(config_lib.leaves(config_lib.base_config()))
   for key, default in base.items():
     config_lib.override(config, key, _text(default))
     assert config_lib.to_dict(config) is not None
-  for key, value in _leaves(config):
+  for key, value in config_lib.leaves(config):
     if key.split(".")[0] in base or key in base:
       assert key in base, f"{name}: {key} is not a key of base_config()"
 
@@ -97,10 +88,10 @@ def test_every_documented_key_overrides_on_every_config(name, config):
     if key.startswith("study.") and "study" not in config:
       continue
     for full in _expand(key, config):
-      old = dict(_leaves(config))[full]
+      old = dict(config_lib.leaves(config))[full]
       placeholder = not value or "$" in value or "..." in value  # e.g. --config.seed=$s
       config_lib.override(config, full, _text(old) if placeholder else value)
-      got = dict(_leaves(config))[full]
+      got = dict(config_lib.leaves(config))[full]
       want = old if placeholder else _parsed(value, old)
       assert got == want and type(got) is type(want), (name, full, value, got)
 

@@ -3,7 +3,6 @@ name every key of the default trees, so a new key or a changed default or commen
 until the page is regenerated."""
 import os
 
-import ml_collections
 import pytest
 
 from rsvqa_jax import config as config_lib
@@ -23,15 +22,6 @@ def _block():
   return found.group(0)
 
 
-def _leaves(tree, prefix):
-  for name, value in tree.items():
-    key = f"{prefix}{name}"
-    if isinstance(value, ml_collections.ConfigDict) and len(value):
-      yield from _leaves(value, key + ".")
-    else:
-      yield key
-
-
 def test_the_page_is_what_the_generator_writes_now():
   wanted = f"{config_keys.BEGIN}\n{config_keys.generate().strip()}\n{config_keys.END}"
   assert _block() == wanted, ("docs/config.md is out of date with rsvqa_jax/config/defaults.py: "
@@ -39,9 +29,10 @@ def test_the_page_is_what_the_generator_writes_now():
 
 
 def test_every_key_of_the_default_trees_has_a_row():
-  keys = [*_leaves(config_lib.base_config(), ""),
-          *_leaves(config_lib.study_defaults(), "study."),
-          *_leaves(config_lib.answerability_section(), "answerability.")]
+  keys = [key for tree, prefix in ((config_lib.base_config(), ""),
+                                    (config_lib.study_defaults(), "study."),
+                                    (config_lib.answerability_section(), "answerability."))
+          for key, _ in config_lib.leaves(tree, prefix)]
   block = _block()
   assert len(keys) > 100
   missing = [k for k in keys if f"| `{k}` |" not in block]

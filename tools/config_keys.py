@@ -18,8 +18,6 @@ import json
 import sys
 import tokenize
 
-import ml_collections
-
 from rsvqa_jax import config as config_lib
 from rsvqa_jax.bias import report
 from rsvqa_jax.config import defaults
@@ -134,16 +132,6 @@ def _tree():
   return tree
 
 
-def leaf_keys(tree, prefix=""):
-  """Every dotted leaf key of a config tree (an empty ConfigDict, such as study.lm, is a leaf)."""
-  for name, value in tree.items():
-    key = _join(prefix, name)
-    if isinstance(value, ml_collections.ConfigDict) and len(value):
-      yield from leaf_keys(value, key)
-    else:
-      yield key
-
-
 def sections(source):
   """The page's tables in order, each section's own keys before its subsections', as the
   functions of `source` (defaults.py's) build them; a key without a comment is an error."""
@@ -192,7 +180,7 @@ def sections(source):
   if missing:
     raise RSVQAError(f"rsvqa_jax/config/defaults.py: no comment on or above {', '.join(missing)}"
                      ": say there what each does")
-  unassigned = set(leaf_keys(tree)) ^ set(in_tree)
+  unassigned = {key for key, _ in config_lib.leaves(tree)} ^ set(in_tree)
   if unassigned:
     raise RSVQAError("rsvqa_jax/config/defaults.py: keys not assigned by name in a section "
                      f"function: {', '.join(sorted(unassigned))}")

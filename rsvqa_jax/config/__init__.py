@@ -32,8 +32,8 @@ from rsvqa_jax.config.derived import (cache_dir, caches_questions, image_config,
 from rsvqa_jax.config.identity import (BOOKKEEPING_KEYS, RECORDED_IN, RETIRED_KEYS,
                                        RUN_CONTROL_KEYS, differences, from_dict, identity,
                                        recorded_identity, to_dict, unlike_seed_runs)
-from rsvqa_jax.config.loading import (FREE_SECTIONS, config_path, defaulted_keys, load, sections,
-                                      unknown_key)
+from rsvqa_jax.config.loading import (FREE_SECTIONS, config_path, defaulted_keys, leaves, load,
+                                      sections, unknown_key)
 from rsvqa_jax.config.overrides import apply_command_line, apply_overrides, override
 from rsvqa_jax.config.presets import apply_flags, argument_error, paper_config, parse_cell
 from rsvqa_jax.config.unread import UNREAD_RULES, check_unread, unread
@@ -51,7 +51,7 @@ __all__ = [
     "cache_dir", "caches_questions", "check", "check_image_checkpoint", "check_text_encoder",
     "check_unread", "check_weights", "config_path", "data_section",
     "defaulted_keys", "differences", "from_dict", "identity", "image_config", "image_section",
-    "is_random", "is_stand_in", "lm_entry", "load", "model_section", "optim_section", "override",
+    "is_random", "is_stand_in", "leaves", "lm_entry", "load", "model_section", "optim_section", "override",
     "paper_config",
     "parse_cell", "pretrain_section", "recorded_identity", "sections", "study_defaults",
     "synthetic_root", "text_section", "to_dict", "train_section", "unknown_key", "unlike_seed_runs",

@@ -138,6 +138,16 @@ def unknown_key(config):
   return _unknown_key(config, _template(config))
 
 
+def leaves(tree, prefix=""):
+  """(dotted key, value) of every leaf of a config tree, in order; an empty section (a study
+  config's study.lm before its entries) is a leaf too."""
+  for name, value in tree.items():
+    if isinstance(value, ml_collections.ConfigDict) and len(value):
+      yield from leaves(value, f"{prefix}{name}.")
+    else:
+      yield f"{prefix}{name}", value
+
+
 def sections():
   """The names of base_config's sections (data, image, ...): every recorded config has each."""
   return [k for k, v in base_config().items() if isinstance(v, ml_collections.ConfigDict)]

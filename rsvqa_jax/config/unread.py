@@ -14,6 +14,7 @@ import logging
 
 from rsvqa_jax.config.checks import is_random
 from rsvqa_jax.config.defaults import answerability_section, base_config, study_defaults
+from rsvqa_jax.config.loading import leaves
 from rsvqa_jax.config.overrides import STUDY_SETS
 from rsvqa_jax.errors import RSVQAError
 
@@ -134,7 +135,7 @@ def unread(config, section=None, named=()):
   defaults = base_config()
   defaults.study, defaults.answerability = study_defaults(), answerability_section()
   found = []
-  for key, value in _leaves(config):
+  for key, value in leaves(config):
     default = _get(defaults, key)
     if (section and not key.startswith(f"{section}.")) or default is _MISSING or _same(
         value, default):
@@ -174,15 +175,6 @@ def _per_run(config):
   """The training keys a study sets for each run, its baseline row's overrides included."""
   rows = {entry.partition("=")[0].strip() for entry in config.study.baseline.overrides}
   return set(STUDY_SETS) | {"model.blind"} | rows
-
-
-def _leaves(node, prefix=""):
-  for key in node.keys():
-    value = node[key]
-    if hasattr(value, "keys"):
-      yield from _leaves(value, f"{prefix}{key}.")
-    else:
-      yield f"{prefix}{key}", value
 
 
 def _get(config, key):
