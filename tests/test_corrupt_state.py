@@ -216,6 +216,9 @@ def test_a_record_changed_yet_still_json_is_not_trusted(trained, tmp_path):
     (lambda d: d.pop("model"), r"no 'model' section; the workdir's config is damaged$"),
     (lambda d: d["train"].update(epochs=3), r"holds train\.epochs, which no part of rsvqa-jax "),
     (lambda d: d["data"].update(cache_dir=7), r"data\.cache_dir is 7, expected a string;"),
+    # ml_collections' own two-line "cannot be casted to type <class 'float'>" came through
+    (lambda d: d["model"].update(dropout={}), r"model\.dropout is \{\}, expected a number; the "
+     r"workdir's config is damaged$"),
     (lambda d: d["model"].update(hidden_dim=-3), r"config model\.hidden_dim=-3: must be positive$"),
     (lambda d: d["model"].update(hidden_dim=None), r"config model\.hidden_dim=None: must be "),
     (lambda d: d["model"].update(dropout=1.0),
@@ -224,7 +227,7 @@ def test_a_record_changed_yet_still_json_is_not_trusted(trained, tmp_path):
     (lambda d: d["train"].update(compute_dtype=None),
      r"config train\.compute_dtype=None: choose one of float32, bfloat16$"),
 ], ids=["fusion", "eval_batch_size", "batch_size_text", "data_section", "no_model_section",
-        "unknown_key", "cache_dir_number",
+        "unknown_key", "cache_dir_number", "dropout_object",
         "negative_size", "null_size", "dropout_one", "negative_lr", "null_choice"])
 def test_a_recorded_config_that_makes_no_sense_is_named(tmp_path, capsys, edit, message):
   workdir = tmp_path / "w"

@@ -113,7 +113,10 @@ def from_dict(d):
   def merge(node, values, prefix):
     for k, v in values.items():
       if isinstance(v, dict):
-        if k not in node or not isinstance(node[k], ml_collections.ConfigDict):
+        if k in node and not isinstance(node[k], ml_collections.ConfigDict):
+          # ml_collections' own refusal is a two-line message naming its classes
+          raise TypeError(f"{prefix}{k} is {v!r}, expected {describe_type(node.get_type(k))}")
+        if k not in node:
           node[k] = ml_collections.ConfigDict()
         merge(node[k], v, f"{prefix}{k}.")
       else:
