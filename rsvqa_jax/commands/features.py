@@ -93,7 +93,7 @@ def settings(args):
   if args.map:
     image.map = True
   config_lib.check(config)  # the flags' values too: a negative --image-size, say
-  named = [pair.partition("=")[0].strip() for pair in args.config_overrides] + [
+  named = common.command_line_keys(args) + [
       f"image.{flag}" for flag in ("arch", "checkpoint", "pretrained_dir")
       if getattr(args, flag) is not None]
   # the flags' arch too; no other key is read
