@@ -16,7 +16,6 @@ import functools
 import logging
 import os
 import re
-import reprlib
 
 import ml_collections
 import numpy as np
@@ -30,7 +29,7 @@ from rsvqa_jax.bias import tables
 from rsvqa_jax.data import other_datasets, split_files
 from rsvqa_jax.data.images import read_tif
 from rsvqa_jax.data.tokenizers import pad_batch
-from rsvqa_jax.errors import RSVQAError
+from rsvqa_jax.errors import RSVQAError, short_repr
 from rsvqa_jax.eval import accuracy, adversarial
 from rsvqa_jax.features import encoder as encoder_lib
 from rsvqa_jax.features import image_cache, pixels
@@ -100,7 +99,7 @@ def _pixels(image, index):
   """uint8 HxWx3 of an array or an image file (TIFF, or any format PIL reads); `index`: its
   place in the caller's list, named when it is refused."""
   if isinstance(image, bytes):
-    raise RSVQAError(f"image {index}: a bytes object {reprlib.repr(image)}; give a path as str "
+    raise RSVQAError(f"image {index}: a bytes object {short_repr(image)}; give a path as str "
                      "(or a uint8 H x W x 3 array)")
   if isinstance(image, (str, os.PathLike)):
     path = os.fspath(image)
@@ -190,7 +189,7 @@ class TrainedRun:
     long = [q for q, t in zip(questions, tokens) if len(t) > limit]
     if long:  # as training reads them, never silently: the words cut are the question's end
       _log.warning(f"predict: {len(long)} question(s) longer than text.max_length={limit} "
-                   f"tokens, cut to it (e.g. {reprlib.repr(long[0])})")
+                   f"tokens, cut to it (e.g. {short_repr(long[0])})")
     tokens = [t[:limit] for t in tokens]
     empty = [q for q, t in zip(questions, tokens) if not t]
     if empty:
@@ -198,7 +197,7 @@ class TrainedRun:
     unknown = [q for q, t in zip(questions, tokens) if run.tokenizer.only_unknown(t)]
     if unknown:
       _log.warning(f"predict: {len(unknown)} question(s) hold no word the model knows (e.g. "
-                   f"{reprlib.repr(unknown[0])}): their answers rest on the image and the question's length alone")
+                   f"{short_repr(unknown[0])}): their answers rest on the image and the question's length alone")
     buckets = tuple(sorted(run.config.train.length_buckets))
     padded, mask = pad_batch(tokens, run.tokenizer.pad_id, buckets=buckets)
     width = padded.shape[1]

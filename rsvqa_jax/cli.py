@@ -95,11 +95,23 @@ def build_parser(argv):
     p = sub.add_parser(name, help=help_text, description=help_text)
     if name == chosen:
       _load(name).add_arguments(p)
-      _verbosity_after_command(p)
-      _show_defaults(p)
-      _once(p)
-      argument_types.expand_home(p)  # --out=~/x: the shell left the ~ as it was
+      for q in _with_subcommands(p):  # answerability score|select|train|study have their own
+        # -v / -q after the command too (`synth --out X -q` was refused); unset, they set
+        # nothing (SUPPRESS), so a -q given before the command is kept
+        _verbosity(q, default=argparse.SUPPRESS)
+        q.formatter_class = _HelpFormatter
+        _once(q)
+        argument_types.expand_home(q)  # --out=~/x: the shell left the ~ as it was
   return parser
+
+
+def _with_subcommands(parser):
+  """`parser` and, at any depth, its sub-commands' parsers."""
+  yield parser
+  for action in parser._actions:  # pylint: disable=protected-access
+    if isinstance(action, argparse._SubParsersAction):  # pylint: disable=protected-access
+      for sub in action.choices.values():
+        yield from _with_subcommands(sub)
 
 
 def _verbosity(parser, default):
@@ -109,17 +121,6 @@ def _verbosity(parser, default):
                          help="also show debug messages")
   verbosity.add_argument("-q", "--quiet", action="store_true", default=default,
                          help="show warnings and errors only (no routine messages)")
-
-
-def _verbosity_after_command(parser):
-  """-v / -q on a command's `parser` and its sub-commands' too: `rsvqa-jax synth --out X -q` was
-  refused with the top-level usage. Unset, they set nothing (SUPPRESS), so a -q given before the
-  command is kept."""
-  _verbosity(parser, default=argparse.SUPPRESS)
-  for action in parser._actions:  # pylint: disable=protected-access
-    if isinstance(action, argparse._SubParsersAction):  # pylint: disable=protected-access
-      for sub in action.choices.values():
-        _verbosity_after_command(sub)
 
 
 class _StoreOnce(argparse._StoreAction):  # pylint: disable=protected-access
@@ -142,15 +143,6 @@ def _once(parser):
   for action in parser._actions:  # pylint: disable=protected-access
     if type(action) is argparse._StoreAction:  # pylint: disable=protected-access,unidiomatic-typecheck
       action.__class__ = _StoreOnce
-
-
-def _show_defaults(parser):
-  """Gives `parser` and its sub-commands' parsers the help formatter that shows defaults."""
-  parser.formatter_class = _HelpFormatter
-  for action in parser._actions:  # pylint: disable=protected-access
-    if isinstance(action, argparse._SubParsersAction):  # pylint: disable=protected-access
-      for sub in action.choices.values():
-        _show_defaults(sub)
 
 
 class _Stderr(logging.Handler):

@@ -1,5 +1,6 @@
 """User-facing errors: the CLI prints these as one line instead of a traceback."""
 import os
+import reprlib
 
 
 class RSVQAError(Exception):
@@ -12,3 +13,18 @@ class RSVQAError(Exception):
 def not_a_folder(path):
   """Why an expected folder is unusable: it "is a file, not a folder" or "does not exist"."""
   return "is a file, not a folder" if os.path.lexists(path) else "does not exist"
+
+
+def short_repr(value, width=30):
+  """`value`'s repr for a one-line message: quoted, newlines escaped, and shortened past `width`
+  characters (a damaged 200,000-character value was echoed whole)."""
+  shortener = reprlib.Repr()
+  shortener.maxstring = shortener.maxother = width
+  return shortener.repr(value)
+
+
+def shortened(text, width=300):
+  """`text` (a path) for a one-line message, its middle cut past `width` characters: no real
+  path is that long, and a damaged one was echoed whole."""
+  text = str(text)
+  return text if len(text) <= width else f"{text[:width // 2]}...{text[-width // 2:]}"

@@ -123,7 +123,11 @@ def test_memory_exhausted_on_the_device_is_the_same_line(monkeypatch, capsys):
     (["evaluate", "--workdir", ""], "--workdir '' is empty: give a value"),
     (["synth", "--out", " "], "--out ' ' is empty: give a value"),
     (["features", "--data", "d", "--cache", "c", "--splits", ""],
-     "--splits '' is empty: give a value")])
+     "--splits '' is empty: give a value"),
+    # answerability's own sub-commands skipped both checks ("error: : cannot read pool file")
+    (["answerability", "score", "--scores", ""], "--scores '' is empty: give a value"),
+    (["answerability", "select", "--workdir", "w", "--pool", "p", "--pool", "q", "--top", "3"],
+     "--pool given twice ('p' and 'q'); give it once")])
 def test_options_out_of_range_are_usage_errors(capsys, argv, message):
   with pytest.raises(SystemExit) as exit_info:
     cli.main(argv)
@@ -162,7 +166,9 @@ def test_a_file_torch_refuses_is_one_line_without_its_unpickling_advice(tmp_path
 
 @pytest.mark.parametrize("argv,message", [
     (["synth", "--out", "OUT", "--images", "4", "--questions-per-image", "100000000"],
-     "questions_per_image 100000000: must be from 1 to 1000 (RSVQA's sets have about 100"),
+     "--questions-per-image 100000000: must be from 1 to 1000 (RSVQA's sets have about 100"),
+    (["synth", "--out", "OUT", "--questions-per-image", "0"],  # named Python's keyword
+     "synth: error: --questions-per-image 0: must be from 1 to 1000"),
     (["config", "--config", "configs/synthetic_tiny.py", "--config.seed=-1"],
      "config seed=-1: must be an integer in [0, 2**32)"),
     (["train", "--config", "configs/synthetic_tiny.py", "--config.model.dropout=1.0",

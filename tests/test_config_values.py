@@ -89,6 +89,10 @@ def test_an_image_checkpoint_naming_nothing_is_refused_before_any_stage(tmp_path
                      "folder; give the resnet18 weights"):
     config_lib.check_weights(c)
   config_lib.check_weights(c, image=False)  # features given: the weights are not read
+  c.image.checkpoint = "/x" * 100_000  # a damaged path was echoed whole
+  with pytest.raises(RSVQAError, match=r"^config image.checkpoint=(/x){75}\.\.\.(/x){75}: no "):
+    config_lib.check_weights(c)
+  c.image.checkpoint = missing
   (tmp_path / "resnet18.pth").write_bytes(b"")
   config_lib.check_weights(c)
   c.image.arch = "synthetic_resnet"  # pretrained on the synthetic scenes: reads no checkpoint

@@ -219,6 +219,10 @@ def test_a_record_changed_yet_still_json_is_not_trusted(trained, tmp_path):
     # ml_collections' own two-line "cannot be casted to type <class 'float'>" came through
     (lambda d: d["model"].update(dropout={}), r"model\.dropout is \{\}, expected a number; the "
      r"workdir's config is damaged$"),
+    # a damaged 200,000-character value was echoed whole
+    (lambda d: d["model"].update(classifier_dim="9" * 200_000),
+     r"model\.classifier_dim is '9{12}\.\.\.9{13}', expected an integer; the workdir's config "
+     r"is damaged$"),
     (lambda d: d["model"].update(hidden_dim=-3), r"config model\.hidden_dim=-3: must be positive$"),
     (lambda d: d["model"].update(hidden_dim=None), r"config model\.hidden_dim=None: must be "),
     (lambda d: d["model"].update(dropout=1.0),
@@ -227,7 +231,7 @@ def test_a_record_changed_yet_still_json_is_not_trusted(trained, tmp_path):
     (lambda d: d["train"].update(compute_dtype=None),
      r"config train\.compute_dtype=None: choose one of float32, bfloat16$"),
 ], ids=["fusion", "eval_batch_size", "batch_size_text", "data_section", "no_model_section",
-        "unknown_key", "cache_dir_number", "dropout_object",
+        "unknown_key", "cache_dir_number", "dropout_object", "huge_value",
         "negative_size", "null_size", "dropout_one", "negative_lr", "null_choice"])
 def test_a_recorded_config_that_makes_no_sense_is_named(tmp_path, capsys, edit, message):
   workdir = tmp_path / "w"
@@ -372,6 +376,8 @@ GOOD_TABLE = {"oa": 0.5, "aa": 0.5, "n": 4, "per_type": {"count": 0.5, "comp": f
     ({"oa": 5.0}, "oa is 5.0"), ({"oa": float("nan")}, "oa is nan"), ({"n": -1}, "n is -1"),
     ({"n": 2.5}, "n is 2.5"), ({"aa": -0.1}, "aa is -0.1"),
     ({"per_type": {"count": "a", "comp": 0.0}}, "per_type.count is 'a'"),
+    ({"per_type": {"count": "a" * 100_000, "comp": 0.0}},  # was echoed whole
+     f"per_type.count is '{'a' * 12}...{'a' * 13}'"),
     ({"per_type": {"count": float("nan"), "comp": 0.0}}, "per_type.count is nan"),
     ({"per_type": {"count": 0.5}}, "per_type has types ['count'] and per_type_n ['comp', 'count']"),
     ({"n": 5}, "n is 5 but per_type_n sums to 4"),

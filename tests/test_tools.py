@@ -48,10 +48,17 @@ def test_cli_fuzz_tells_a_traceback_and_a_hang_from_a_one_line_error(tmp_path, m
   assert cli_fuzz.with_option(["--out", "x"], "--out", "y") == ["--out", "y"]
   assert cli_fuzz.with_option(["--out", "x"], "--seed", "-1") == ["--out", "x", "--seed", "-1"]
   # One subcommand through the real command line: each of its options given two odd values.
-  monkeypatch.setattr(cli_fuzz, "VALUES", ("nan", "/nonexistent/x"))
+  monkeypatch.setattr(cli_fuzz, "VALUES", ("nan", cli_fuzz.MISSING))
   said = []
   assert cli_fuzz.fuzz(str(tmp_path), ["config"], 120, said.append) == [], said
   assert "--config" in cli_fuzz.options("config")
+  # A missing path a run creates (synth --out) is missing again for the next run.
+  monkeypatch.setattr(cli_fuzz, "VALUES", (cli_fuzz.MISSING,))
+  monkeypatch.setattr(cli_fuzz, "options", lambda command: ["--out"])
+  monkeypatch.setattr(cli_fuzz, "base_arguments", lambda root: {"synth": [
+      "--out", "o", "--images", "3", "--questions-per-image", "1"]})
+  assert cli_fuzz.fuzz(str(tmp_path), ["synth"], 120, said.append) == [], said
+  assert not (tmp_path / "missing").exists()
 
 
 def test_file_fuzz_damages_each_value_and_reads_a_damaged_copy(tmp_path):
@@ -78,6 +85,9 @@ def test_file_fuzz_damages_each_value_and_reads_a_damaged_copy(tmp_path):
   file_fuzz.damaged_copy(str(source), where, "a.json", lambda b: "loop", link=False)
   assert os.readlink(os.path.join(where, "a.json")) == "a.json"
   assert os.stat(os.path.join(where, "b.json")).st_ino != (source / "b.json").stat().st_ino
-  # A few damages of a synthetic set through the real command line.
+  # A few damages of a synthetic set through the real command line; another kind's damaged copy
+  # left by an earlier fuzz in the same folder goes (`tables --runs cases/` read it).
+  (tmp_path / "fuzz" / "cases" / "run").mkdir(parents=True)
   assert file_fuzz.main(["--workdir", str(tmp_path / "fuzz"), "--commands", "validate",
                          "--sample", "6"]) == 0
+  assert not (tmp_path / "fuzz" / "cases" / "run").exists()

@@ -4,6 +4,7 @@ import csv
 import dataclasses
 import json
 import os
+import re
 
 import jax
 import numpy as np
@@ -114,6 +115,20 @@ def test_workdir_of_another_config_is_refused(task, finished):
   with pytest.raises(RSVQAError, match=r"holds a run of another config: model.fusion is 'mult' "
                      r"there, 'mutan' now; use another --workdir or the same config$"):
     loop.train(c, finished[0], dataset=task[0], features=task[1])
+
+
+def test_another_configs_huge_value_is_shortened(tmp_path):
+  """A damaged 200,000-character value was echoed whole, twice; a real path keeps 200
+  characters."""
+  workdir = str(tmp_path / "w")
+  checkpointing.check_or_record_config(workdir, _config())
+  other = _config()
+  other.data.cache_dir = "/x" * 100_000
+  with pytest.raises(RSVQAError) as error:
+    checkpointing.check_or_record_config(workdir, other)
+  assert len(str(error.value)) < 600, len(str(error.value))
+  assert re.search(r"data.cache_dir is \S+ there, '(/x){48}/\.\.\.(/x){49}/?x?' now; ",
+                   str(error.value)), str(error.value)
 
 
 def test_a_workdir_without_a_checkpoint_says_deleting_it_loses_nothing(tmp_path):

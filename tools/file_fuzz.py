@@ -220,6 +220,8 @@ def fuzz(root, kinds, commands, timeout, sample=None, say=print):
   for i, (label, kind, rel, damage) in enumerate(todo):
     print(f"[{i + 1}/{len(todo)}] {label}", file=sys.stderr, flush=True)
     folder = TARGETS[kind][0]
+    # the other kind's damaged copy goes: commands read cases/ (tables --runs)
+    shutil.rmtree(os.path.join(root, "cases"), ignore_errors=True)
     damaged_copy(os.path.join(root, folder), os.path.join(root, "cases", folder), rel, damage,
                  link=folder == "data")
     for command, argv in command_lines(root, folder).items():

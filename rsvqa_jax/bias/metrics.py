@@ -23,9 +23,10 @@ Accuracies are fractions in [0, 1]; an empty set of samples has accuracy NaN (re
 import collections
 import dataclasses
 import math
-import reprlib
 
 import numpy as np
+
+from rsvqa_jax.errors import short_repr
 
 
 def booleans(correct, name="correct"):
@@ -37,7 +38,7 @@ def booleans(correct, name="correct"):
   if array.size and (not np.issubdtype(array.dtype, np.number)
                      or not np.isin(array, (0, 1)).all()):
     raise ValueError(f"{name}: expected booleans (whether each answer was right), got "
-                     f"{array.dtype} values such as {reprlib.repr(array.ravel()[0].item())}")
+                     f"{array.dtype} values such as {short_repr(array.ravel()[0].item())}")
   return array.astype(bool)
 
 

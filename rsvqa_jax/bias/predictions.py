@@ -30,7 +30,6 @@ import collections
 import csv
 import dataclasses
 import logging
-import reprlib
 
 import numpy as np
 
@@ -38,7 +37,7 @@ from rsvqa_jax import storage
 from rsvqa_jax.bias import tables
 from rsvqa_jax.data import answers as answers_lib
 from rsvqa_jax.data import csv_columns
-from rsvqa_jax.errors import RSVQAError
+from rsvqa_jax.errors import RSVQAError, short_repr
 
 REQUIRED = ("question_id", "prediction")
 REPEAT = "repeat"
@@ -88,7 +87,7 @@ def _integer(path, line, name, value):
     out = csv_columns.integer(value)
   except ValueError:
     hint = " (the dataset's integer image id; drop the column if yours names images otherwise)"
-    raise RSVQAError(f"{path}:{line}: {name} {reprlib.repr(value)} is not an integer"
+    raise RSVQAError(f"{path}:{line}: {name} {short_repr(value)} is not an integer"
                      + (hint if name == IMAGE else "")) from None
   if name == REPEAT and out < 0:
     raise RSVQAError(f"{path}:{line}: repeat {out} is negative")
@@ -211,16 +210,16 @@ class Aligned:
     text = f"{label}: {k * n - self.missing} prediction(s) for {n} question(s)"
     text += f" x {k} repeats" if k > 1 else ""
     text += f", {self.n_mapped} mapped by the answer normalisation"
-    if self.mapped:  # reprlib: a 5,000-character prediction stays a short line
-      text += " (" + ", ".join(f"{reprlib.repr(raw)} -> {reprlib.repr(norm)} x{count}"
+    if self.mapped:  # short_repr: a 5,000-character prediction stays a short line
+      text += " (" + ", ".join(f"{short_repr(raw)} -> {short_repr(norm)} x{count}"
                                for (raw, norm), count in self.mapped.most_common(TOP)) + ")"
     if self.foreign:
       text += (f", {self.n_foreign} not of their question type's answer form, counted wrong ("
-               + ", ".join(f"{reprlib.repr(a)} to {t} x{count}"
+               + ", ".join(f"{short_repr(a)} to {t} x{count}"
                            for (t, a), count in self.foreign.most_common(TOP)) + ")")
     text += f", {self.n_outside} outside the training answer space, counted wrong"
     if self.outside:
-      text += " (" + ", ".join(f"{reprlib.repr(a)} x{count}"
+      text += " (" + ", ".join(f"{short_repr(a)} x{count}"
                                for a, count in self.outside.most_common(TOP)) + ")"
     if self.outside_right:
       text += (f" ({self.outside_right} of them equal to the question's answer, which no training "

@@ -51,7 +51,7 @@ from rsvqa_jax.data import json_stream
 from rsvqa_jax.data import records
 from rsvqa_jax.data import resplit
 from rsvqa_jax.data import split_files
-from rsvqa_jax.errors import RSVQAError
+from rsvqa_jax.errors import RSVQAError, short_repr
 
 _log = logging.getLogger(__name__)
 CONCEPTS = ("qt", "kw", "kwp", "qt_kw", "ko", "kop", "qt_ko", "kw_ko", "qt_kw_ko")
@@ -318,7 +318,7 @@ def entry_labels(root, name, image_ids):
       if isinstance(entry, dict) and entry.get("id") in wanted and "labels" in entry:
         found = entry["labels"]
         if not isinstance(found, list) or not all(isinstance(x, str) for x in found):
-          raise RSVQAError(f"{path}: image {entry['id']} has labels {split_files.short_repr(found)}"
+          raise RSVQAError(f"{path}: image {entry['id']} has labels {short_repr(found)}"
                            ": expected a list of strings")
         pairs += [(entry["id"], x) for x in found]
   if not pairs:

@@ -88,12 +88,10 @@ def home(text):
 
 
 def expand_home(parser):
-  """Gives each path option of a command's `parser` (PATH_OPTIONS) the `home` type (cli.py).
-  Options with choices (evaluate --checkpoint best|last, --pool dataset|split) are left alone."""
+  """Gives each path option of `parser` (PATH_OPTIONS) the `home` type (cli.py, for a command and
+  each of its sub-commands). Options with choices (evaluate --checkpoint best|last, --pool
+  dataset|split) are left alone."""
   for action in parser._actions:  # pylint: disable=protected-access
-    if isinstance(action, argparse._SubParsersAction):  # pylint: disable=protected-access
-      for sub in action.choices.values():
-        expand_home(sub)
-    elif (action.dest in PATH_OPTIONS and action.option_strings and action.type is None
+    if (action.dest in PATH_OPTIONS and action.option_strings and action.type is None
           and action.choices is None and action.nargs != 0):
       action.type = home

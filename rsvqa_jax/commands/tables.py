@@ -22,11 +22,10 @@ import json
 import logging
 import math
 import os
-import reprlib
 
 from rsvqa_jax import storage
 from rsvqa_jax.bias import metrics
-from rsvqa_jax.errors import RSVQAError
+from rsvqa_jax.errors import RSVQAError, short_repr
 from rsvqa_jax.train import metrics_log, run_record
 
 CONFIG_FILE = "config.json"  # train/checkpointing.py CONFIG_FILE
@@ -87,7 +86,7 @@ def _out_of_range(table):
   for t, v in table["per_type"].items():
     n = table["per_type_n"][t]
     checks += [(f"per_type_n.{t}", n, count(n)), (f"per_type.{t}", v, count(n) and share(v, n))]
-  wrong = next((f"{key} is {value!r}" for key, value, good in checks if not good), None)
+  wrong = next((f"{key} is {short_repr(value)}" for key, value, good in checks if not good), None)
   return wrong or _inconsistent(table)
 
 
@@ -155,12 +154,12 @@ def _key(workdir, config, dotted, kind, default=_REQUIRED):
 
 def _shown(value, whole=False):
   """A JSON value as an error names it, in JSON's words; a list or an object by its kind unless
-  `whole` (then cut by reprlib), so that a config in the wrong place is not printed whole."""
+  `whole` (then shortened), so that a config in the wrong place is not printed whole."""
   if value is None or isinstance(value, bool):
     return {None: "null", True: "true", False: "false"}[value]
   if isinstance(value, (list, dict)) and not whole:
     return "a list" if isinstance(value, list) else "an object"
-  return reprlib.repr(value)
+  return short_repr(value)
 
 
 def read_run(workdir, split):

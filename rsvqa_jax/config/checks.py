@@ -8,7 +8,7 @@ import ml_collections
 from rsvqa_jax.config.defaults import (ANSWERABILITY_LOSSES, AUGMENT_VARIANTS, FUSIONS,
                                        IMAGE_ARCHS, LANGUAGE_MODELS, RANDOM, RESNET_DEPTHS,
                                        SELECT_METRICS)
-from rsvqa_jax.errors import RSVQAError, not_a_folder
+from rsvqa_jax.errors import RSVQAError, not_a_folder, shortened
 
 # Keys with a closed set of values (each entry of a list key): checked before anything is
 # created (check()).
@@ -287,7 +287,7 @@ def check_image_checkpoint(image_cfg):
   none. Checked before any stage (check_weights) and where the encoder is built."""
   weights, arch = image_cfg.checkpoint, image_cfg.arch
   if arch != "synthetic_resnet" and not is_random(weights) and not os.path.exists(weights):
-    raise RSVQAError(f"config image.checkpoint={weights}: no such file or folder; give the "
+    raise RSVQAError(f"config image.checkpoint={shortened(weights)}: no such file or folder; give the "
                      f"{arch} weights (torchvision file or Hugging Face folder), or "
                      f"{RANDOM} for random-init features")
 
@@ -303,7 +303,7 @@ def check_weights(config, *, image=True):
   """
   text = config.text.checkpoint
   if not is_random(text) and not os.path.isdir(text):
-    raise RSVQAError(f"config text.checkpoint={text}: {not_a_folder(text)}; give the folder "
+    raise RSVQAError(f"config text.checkpoint={shortened(text)}: {not_a_folder(text)}; give the folder "
                      f"of the {config.text.encoder} weights")
   check_text_encoder(config.text)
   # A ResNet file or folder naming nothing was refused by the encoder, after the dataset stage

@@ -7,7 +7,7 @@ import ml_collections
 
 from rsvqa_jax.config.defaults import base_config
 from rsvqa_jax.config.overrides import describe_type
-from rsvqa_jax.errors import RSVQAError
+from rsvqa_jax.errors import RSVQAError, short_repr
 
 # Keys that steer one invocation without changing what is trained (not part of the identity).
 RUN_CONTROL_KEYS = ("train.stop_after_steps", "train.progress_bar")
@@ -115,7 +115,8 @@ def from_dict(d):
       if isinstance(v, dict):
         if k in node and not isinstance(node[k], ml_collections.ConfigDict):
           # ml_collections' own refusal is a two-line message naming its classes
-          raise TypeError(f"{prefix}{k} is {v!r}, expected {describe_type(node.get_type(k))}")
+          raise TypeError(f"{prefix}{k} is {short_repr(v)}, expected "
+                          f"{describe_type(node.get_type(k))}")
         if k not in node:
           node[k] = ml_collections.ConfigDict()
         merge(node[k], v, f"{prefix}{k}.")
@@ -124,6 +125,7 @@ def from_dict(d):
         try:
           node[k] = tuple(v) if isinstance(old, tuple) and isinstance(v, list) else v
         except TypeError:  # ml_collections refuses a value of another type than the key's
-          raise TypeError(f"{prefix}{k} is {v!r}, expected {describe_type(node.get_type(k))}") from None
+          raise TypeError(f"{prefix}{k} is {short_repr(v)}, expected "
+                          f"{describe_type(node.get_type(k))}") from None
   merge(config, d, "")
   return config

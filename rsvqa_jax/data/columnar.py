@@ -41,7 +41,7 @@ from rsvqa_jax.data import answers as answers_lib
 from rsvqa_jax.data import json_stream
 from rsvqa_jax.data import records
 from rsvqa_jax.data import split_files
-from rsvqa_jax.errors import RSVQAError
+from rsvqa_jax.errors import RSVQAError, short_repr
 
 VERSION = 5  # 2: the manifest records the sha256 of each file; 3: and the build's warnings;
 # 4: LR/HR question types checked against the layout's; 5: inactive listed questions warned of
@@ -260,7 +260,7 @@ def _read_questions(path, name, strings):
       continue
     img = e["img_id"]
     if not records.is_id(img):
-      raise RSVQAError(f"{path}: question {i} has img_id {split_files.short_repr(img)}: "
+      raise RSVQAError(f"{path}: question {i} has img_id {short_repr(img)}: "
                        + records.id_problem(img, "expected an integer id"))
     t, q, ids = split_files.question_fields(e, i, path, name)
     qid.append(i)
@@ -334,7 +334,7 @@ def _read_split(root, name, split, strings):
     k = int(np.flatnonzero(raw < 0)[0])
     aid = int(q["first"][k])
     raise RSVQAError(f"{a_path}: answer {aid} (question {q['question_id'][k]}) is "
-                     f"{split_files.short_repr(bad[aid])}: {split_files.text_problem(bad[aid])}")
+                     f"{short_repr(bad[aid])}: {split_files.text_problem(bad[aid])}")
   answer = _normalised(name, q, raw, strings, a_path)
 
   # the rows: each active image's questions_ids that are active questions of this split

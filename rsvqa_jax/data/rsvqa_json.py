@@ -18,8 +18,8 @@ from rsvqa_jax.data import records
 from rsvqa_jax.data import split_files
 from rsvqa_jax.data.split_files import (
     KINDS, LAYOUTS, detect_variant, entry_id, id_list, load_json_list, make_dataset, nonempty_text,
-    question_fields, short_repr, split_file)
-from rsvqa_jax.errors import RSVQAError
+    question_fields, split_file)
+from rsvqa_jax.errors import RSVQAError, short_repr
 
 COLUMNAR = ("xben",)  # layouts read_dataset reads through the columnar cache by default
 

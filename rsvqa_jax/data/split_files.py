@@ -9,7 +9,6 @@ import dataclasses
 import json
 import logging
 import os
-import reprlib
 import stat
 import unicodedata
 
@@ -17,7 +16,7 @@ import numpy as np
 
 from rsvqa_jax import errors
 from rsvqa_jax.data import records
-from rsvqa_jax.errors import RSVQAError
+from rsvqa_jax.errors import RSVQAError, short_repr
 
 LOG = logging.getLogger(__name__)  # columnar keeps what it warns of in its cache
 # Unicode categories of a visible character: letters, numbers, punctuation, symbols (not marks
@@ -262,11 +261,6 @@ def load_json_list(path, key):
   if not isinstance(data, dict) or not isinstance(data.get(key), list):
     raise RSVQAError(f"{path}: expected a JSON object with a {key!r} list")
   return data[key]
-
-
-def short_repr(value):
-  """A value for a one-line message: shortened, quoted, newlines escaped."""
-  return reprlib.repr(value)
 
 
 def entry_id(e, pos, path, required):

@@ -108,7 +108,7 @@ def params(variant, images, seed, prior_strength=1.0, balanced=False, questions_
   if prior_strength < 0:
     raise RSVQAError(f"--prior-strength {prior_strength}: must be >= 0")
   if not 1 <= questions_per_image <= MAX_QUESTIONS_PER_IMAGE:
-    raise RSVQAError(f"questions_per_image {questions_per_image}: must be from 1 to "
+    raise RSVQAError(f"--questions-per-image {questions_per_image}: must be from 1 to "
                      f"{MAX_QUESTIONS_PER_IMAGE} (RSVQA's sets have about 100 per image, "
                      "RSVQAxBEN's 25)")
   plants = questions_lib.parse_plants(plant)

@@ -61,8 +61,9 @@ def check_or_record_config(workdir, config, *, record=True):
       more = f" and {len(diff) - 1} more key(s)" if len(diff) > 1 else ""
       empty = ("; it holds no checkpoint, so deleting it loses nothing"
                if not _holds_checkpoint(workdir) else "")
-      raise RSVQAError(f"{workdir} holds a run of another config: {key} is {old!r} there, {new!r} "
-                       f"now{more}; use another --workdir or the same config{empty}")
+      raise RSVQAError(f"{workdir} holds a run of another config: {key} is "
+                       f"{errors.short_repr(old, 200)} there, {errors.short_repr(new, 200)} now{more}; use "
+                       f"another --workdir or the same config{empty}")
     return False
   if not record:
     return True

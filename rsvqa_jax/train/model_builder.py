@@ -14,7 +14,7 @@ from flax import nnx
 
 from rsvqa_jax.config import check_text_encoder, is_random
 from rsvqa_jax.data.tokenizers import HFTokenizer, WordTokenizer
-from rsvqa_jax.errors import RSVQAError
+from rsvqa_jax.errors import RSVQAError, shortened
 from rsvqa_jax.models.bert import FAMILIES
 from rsvqa_jax.models.checkpoints import jit_init
 from rsvqa_jax.models.skipthoughts import SkipThoughts
@@ -67,7 +67,7 @@ def load_text_encoder(text_cfg, words, rngs):
     encoder, tokenizer = pretrained_bert(text_cfg.checkpoint, max_length=text_cfg.max_length,
                                          rngs=rngs)
     if encoder.config.family != text_cfg.encoder:
-      raise RSVQAError(f"config text.checkpoint={text_cfg.checkpoint}: holds a "
+      raise RSVQAError(f"config text.checkpoint={shortened(text_cfg.checkpoint)}: holds a "
                        f"{encoder.config.family} model, text.encoder says {text_cfg.encoder}")
     return encoder, tokenizer
   raise RSVQAError(f"config text.encoder={text_cfg.encoder!r}: choose one of {ENCODERS}")
