@@ -35,7 +35,6 @@ INSTALL_REQUIRES = [
     "pillow>=13.0.0,<14",
     "matplotlib>=3.11.2,<4",
     "tqdm>=4.70.1,<5",
-    "tensorboardX>=2.6.5,<3",
 ]
 
 # The docs site (mkdocs.yml): `pip install -e ".[docs]" && mkdocs serve`.
@@ -57,8 +56,10 @@ setup(
     install_requires=INSTALL_REQUIRES,
     extras_require={
         "docs": DOCS_REQUIRES,
-        # the suite builds the docs strictly, and runs its files on xdist workers
-        "test": ["pytest>=9.0.3,<10", "pytest-xdist>=3.8.0,<4"] + DOCS_REQUIRES,
+        # the suite builds the docs strictly, runs its files on xdist workers, and checks the
+        # TensorBoard event files against tensorboardX's serialisation
+        "test": ["pytest>=9.0.3,<10", "pytest-xdist>=3.8.0,<4",
+                 "tensorboardX>=2.6.5,<3"] + DOCS_REQUIRES,
         "torch": ["torch>=2.13.0,<3"],
         "gpu": ["jax-cuda13-plugin[with-cuda]>=0.10.2,<0.12"],
     },

@@ -32,7 +32,7 @@ from rsvqa_jax import cpu_units, progress, storage
 from rsvqa_jax.bias import tables
 from rsvqa_jax.data import pipeline
 from rsvqa_jax.errors import RSVQAError
-from rsvqa_jax.train import checkpointing, inputs, metrics_log, prepare
+from rsvqa_jax.train import checkpointing, inputs, metrics_log, prepare, tensorboard_events
 from rsvqa_jax.train import predict as predict_lib
 from rsvqa_jax.train import run as run_lib
 from rsvqa_jax.train import sharding as shd
@@ -61,9 +61,8 @@ class MetricsWriter:
       return
     self.path = os.path.join(workdir, metrics_log.METRICS_FILE)
     metrics_log.keep_until(workdir, resume_step)
-    # Imported here: only the training loop writes TensorBoard events.
-    from tensorboardX import SummaryWriter  # pylint: disable=g-import-not-at-top
-    self.tb = SummaryWriter(os.path.join(workdir, "tensorboard"), purge_step=resume_step + 1)
+    self.tb = tensorboard_events.EventWriter(os.path.join(workdir, "tensorboard"),
+                                             purge_step=resume_step + 1)
 
   def write(self, record):
     if not self.enabled:

@@ -1,0 +1,67 @@
+"""TensorBoard event files written by rsvqa_jax.train.tensorboard_events: the same bytes as
+tensorboardX's protocol buffers and CRC, a file TensorBoard's record framing reads back."""
+import struct
+
+import pytest
+from tensorboardX import crc32c as tbx_crc32c  # the test extra installs it: the reference
+from tensorboardX import record_writer as tbx_record
+from tensorboardX.proto import event_pb2, summary_pb2
+
+from rsvqa_jax.train import tensorboard_events as tb
+
+
+def test_crc32c_of_the_standard_check_string_and_of_tensorboardx():
+  assert tb.crc32c(b"123456789") == 0xE3069283  # RFC 3720's check value for CRC-32C
+  assert tb.crc32c(b"") == 0
+  for data in (b"a", b"\x00" * 32, bytes(range(256)) * 3):
+    assert tb.crc32c(data) == tbx_crc32c.crc32c(data)
+    assert tb.masked_crc32c(data) == tbx_record.masked_crc32c(data)
+
+
+@pytest.mark.parametrize("step", [0, 1, 127, 128, 300, 2 ** 40])
+def test_events_serialise_as_protobuf_does(step):
+  reference = event_pb2.Event(wall_time=1765000000.25, step=step, file_version="brain.Event:2")
+  assert tb.event(1765000000.25, step, file_version=tb.FILE_VERSION) == (
+      reference.SerializeToString())
+  reference = event_pb2.Event(wall_time=3.5, step=step, session_log=event_pb2.SessionLog(
+      status=event_pb2.SessionLog.START))
+  assert tb.event(3.5, step, session_status=tb.SESSION_START) == reference.SerializeToString()
+  for value in (0.0, -1.5, 0.8125, 1e30):
+    reference = event_pb2.Event(wall_time=2.0, step=step, summary=summary_pb2.Summary(
+        value=[summary_pb2.Summary.Value(tag="val/oa", simple_value=value)]))
+    assert tb.event(2.0, step, scalar=("val/oa", value)) == reference.SerializeToString()
+
+
+def _records(path):
+  """The data of each TFRecord of `path`, both CRCs checked."""
+  out, data = [], path.read_bytes()
+  while data:
+    length = data[:8]
+    (n,), (crc,) = struct.unpack("<Q", length), struct.unpack("<I", data[8:12])
+    assert crc == tb.masked_crc32c(length)
+    body, (body_crc,) = data[12:12 + n], struct.unpack("<I", data[12 + n:16 + n])
+    assert body_crc == tbx_record.masked_crc32c(body)
+    out.append(body)
+    data = data[16 + n:]
+  return out
+
+
+def test_a_resumed_runs_file_purges_the_redone_steps_and_holds_its_points(tmp_path):
+  writer = tb.EventWriter(str(tmp_path / "tensorboard"), purge_step=41)
+  writer.add_scalar("train/loss", 0.5, 41)
+  writer.add_scalar("val/oa", 1, 50)
+  writer.flush()
+  writer.close()
+  (path,) = (tmp_path / "tensorboard").iterdir()
+  assert path.name.startswith("events.out.tfevents.")  # the name TensorBoard looks for
+  events = [event_pb2.Event.FromString(r) for r in _records(path)]
+  assert [e.file_version for e in events[:2]] == ["brain.Event:2"] * 2
+  assert events[1].step == 41 and events[2].step == 41
+  assert events[2].session_log.status == event_pb2.SessionLog.START
+  assert [(e.step, e.summary.value[0].tag, e.summary.value[0].simple_value)
+          for e in events[3:]] == [(41, "train/loss", 0.5), (50, "val/oa", 1.0)]
+  assert all(e.wall_time > 1.7e9 for e in events)
+  fresh = tb.EventWriter(str(tmp_path / "fresh"))
+  fresh.close()
+  (path,) = (tmp_path / "fresh").iterdir()
+  assert [event_pb2.Event.FromString(r).step for r in _records(path)] == [0]  # nothing to purge
