@@ -34,7 +34,9 @@ def _typed_none(field_type):
 def data_section():
   """Which dataset a run reads (a folder, or the synthetic generator's), its splits and caches."""
   c = ml_collections.ConfigDict()
-  c.name = "lr"  # lr | hr | xben
+  # The dataset layout, lr | hr | xben: the ones a model trains on (`analyze --dataset` also
+  # reads floodnet and rsivqa).
+  c.name = "lr"
   # The dataset folder, in data.name's layout; unset for synthetic data (given beside
   # data.synthetic or study.synthetic it is refused: it would never be read).
   c.root = _typed_none(str)
