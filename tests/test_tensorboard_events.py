@@ -46,6 +46,16 @@ def _records(path):
   return out
 
 
+def scalars(folder):
+  """{tag: [(step, value)]} of every event file in `folder`."""
+  out = {}
+  for path in sorted(folder.iterdir()):
+    for e in map(event_pb2.Event.FromString, _records(path)):
+      for v in e.summary.value:
+        out.setdefault(v.tag, []).append((e.step, v.simple_value))
+  return out
+
+
 def test_a_resumed_runs_file_purges_the_redone_steps_and_holds_its_points(tmp_path):
   writer = tb.EventWriter(str(tmp_path / "tensorboard"), purge_step=41)
   writer.add_scalar("train/loss", 0.5, 41)

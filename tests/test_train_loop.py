@@ -4,6 +4,7 @@ import csv
 import dataclasses
 import json
 import os
+import pathlib
 import re
 
 import jax
@@ -16,6 +17,7 @@ from rsvqa_jax.eval import accuracy
 from rsvqa_jax.errors import RSVQAError
 from rsvqa_jax.train import checkpointing, loop, restore
 from rsvqa_jax.train.inputs import Features
+from test_tensorboard_events import scalars
 from test_train_support import forbid_slow_stages, tiny_config, tiny_task
 
 
@@ -52,7 +54,11 @@ def test_trains_above_majority_baseline(task, finished):
   val_lines = [l for l in lines if l["split"] == "val"]
   assert len(val_lines) == 4 and {"oa", "aa", "per_type"} <= set(val_lines[0])
   assert set(val_lines[0]["per_type"]) == {"presence", "rural_urban"}
-  assert os.listdir(os.path.join(workdir, "tensorboard"))
+  curves = scalars(pathlib.Path(workdir, "tensorboard"))
+  assert curves["val/oa"] == [(l["step"], pytest.approx(l["oa"])) for l in val_lines]
+  assert curves["val/per_type/presence"][-1][1] == pytest.approx(val_lines[-1]["per_type"][
+      "presence"])
+  assert "train/loss" in curves and "val/step" not in curves and "train/batch_size" not in curves
   assert checkpointing.Checkpoints(os.path.join(workdir, "best"), 1).latest_step() == summary["best_step"]
 
 
