@@ -13,6 +13,7 @@ import pytest
 from rsvqa_jax import cli
 from rsvqa_jax import config as config_lib
 from rsvqa_jax.bias import tables
+from rsvqa_jax.commands import tables as tables_cmd
 from rsvqa_jax.train import run_record
 
 import subprocess_env
@@ -587,3 +588,37 @@ def test_the_n_row_names_the_split_the_tables_score():
                          head="paper", text_lr=1e-6, val_oa=0.5, accuracy=accuracy)
   for split in ("val", "test"):
     assert tables.table2([run], split).rows[0][0] == f"N ({split} questions)"
+
+
+def test_table2_keeps_a_training_type_the_split_lacks_as_evaluate_does(tmp_path, capsys):
+  """A 3-image set's test split without a Counting question: Table 2 dropped the column and said
+  nothing, its AA silently over fewer types; `evaluate` shows N 0, n/a and says so."""
+  runs = tmp_path / "runs"
+  w = _workdir(runs, "st_ft/seed0", lm="skipthoughts", test=(0.5, 0.5))
+  path = os.path.join(w, "eval", "test", "accuracy.json")
+  json.dump({"oa": 0.5, "aa": 0.5, "n": 60, "per_type": {"comp": 0.5},
+             "per_type_n": {"comp": 60}, "checkpoint": "best", "types_absent": ["count"]},
+            open(path, "w"))
+  rc, out = _run(runs, capsys)
+  assert rc == 0, out.err
+  table2 = (runs / "tables" / "table2.md").read_text()
+  assert "; no Counting question in the split: AA over the other 1 type(s)**" in table2
+  assert "| runs | Comparison | Counting | AA | OA |" in table2
+  assert "| N (test questions) |  |  |  | 60 | 0 |  | 60 |" in table2
+  assert "| RNN Skip-thoughts | fine-tuned | e-mult | 1 | 50.00 | n/a | 50.00 | 50.00 |" in table2
+
+
+def test_workdirs_reached_through_links_are_read_once(tmp_path, capsys):
+  """A folder of symbolic links to runs held 'no training workdir'; two links to one run, or a
+  link back up the tree, must not count it twice."""
+  _workdir(tmp_path / "runs", "st_ft/seed0", lm="skipthoughts", test=(0.5, 0.5))
+  links = tmp_path / "links"
+  links.mkdir()
+  (links / "a").symlink_to(tmp_path / "runs" / "st_ft")
+  (links / "b").symlink_to(tmp_path / "runs" / "st_ft" / "seed0")
+  (links / "up").symlink_to(links)
+  assert tables_cmd.workdirs(str(links)) == [str(links / "a" / "seed0")]
+  rc, out = _run(links, capsys)
+  assert rc == 0, out.err
+  assert "| RNN Skip-thoughts | fine-tuned | e-mult | 1 | 50.00 |" in (
+      links / "tables" / "table2.md").read_text()

@@ -206,8 +206,7 @@ def runs_table(results, caption, setup=None):
   rows = [(N_ROW, *(counts.get(c, "") for c in columns[:-2]), "", results[0]["n"])]
   caption = f"accuracy (%), {caption}"
   if absent:
-    caption += (f"; no {', '.join(type_name(t) for t in type_order(absent))} question in the "
-                f"split: AA over the other {len(columns) - 2 - len(absent)} type(s)")
+    caption += _absent_note(absent, len(columns) - 2 - len(absent))
   name = lambda r: os.path.basename(r["workdir"]) + (f" ({setup})" if setup else "")
   rows += [(name(r), *({**r["per_type"], "AA": r["aa"], "OA": r["oa"]}.get(c, math.nan)
                        for c in columns)) for r in results]
@@ -217,6 +216,12 @@ def runs_table(results, caption, setup=None):
                  *(pct(*mean_std(stats.get(c, []))) for c in columns)))
   return Table(caption=caption, columns=("run", *(type_name(c) for c in columns)),
                rows=tuple(rows))
+
+
+def _absent_note(absent, others):
+  """The caption's words for training types the split lacks: AA is over the `others`."""
+  return (f"; no {', '.join(type_name(t) for t in type_order(absent))} question in the split: AA "
+          f"over the other {others} type(s)")
 
 
 def _blank(value):
@@ -545,9 +550,13 @@ def _pending_seeds(evaluated, pending, what):
 
 def table2(runs, split="test"):
   """Table 2: test accuracy per type, AA, OA, mean (std) over seeds; the paper's five rows
-  first (MISSING or "not evaluated" where so), then any other reference model found."""
+  first (MISSING or "not evaluated" where so), then any other reference model found. A training
+  type the split lacks (accuracy.json's `types_absent`) is a column of N 0 and n/a, and the
+  caption says AA leaves it out (as `evaluate`'s table does)."""
   ref = _reference(runs)
-  types = type_order({t for r in ref if r.accuracy for t in r.accuracy["per_type"]})
+  present = {t for r in ref if r.accuracy for t in r.accuracy["per_type"]}
+  absent = {t for r in ref if r.accuracy for t in r.accuracy.get("types_absent", ())} - present
+  types = type_order(present | absent)
   keys = [(h, lm, f, fu) for _, lm, f, fu, h in PAPER_TABLE2]
   rank = lambda k: (HEAD_ORDER.index(k[0]) if k[0] in HEAD_ORDER else 9,
                     LM_ORDER.index(k[1]) if k[1] in LM_ORDER else 9, not k[2], k[3])
@@ -561,7 +570,8 @@ def table2(runs, split="test"):
   counts = scored[0].accuracy if scored else None
   if counts:
     rows.append((f"N ({split} questions)", "", "", "",
-                 *(counts["per_type_n"].get(t, "") for t in types), "", counts["n"]))
+                 *(counts["per_type_n"].get(t, 0 if t in absent else "") for t in types), "",
+                 counts["n"]))
   for key in keys:
     head, lm, frozen, fusion = key
     mine = [r for r in ref if _row_key(r) == key]
@@ -589,10 +599,12 @@ def table2(runs, split="test"):
     value = lambda acc, c: acc[c.lower()] if c in ("AA", "OA") else acc["per_type"].get(c, math.nan)
     rows.append((*lead, *(_over_runs([value(a, c) for a in done])
                           for c in [*types, "AA", "OA"])))
-  return Table(caption=f"Table 2 layout: {split} accuracy (%), mean (population std) over "
-                       "seeds, the value alone for one run (runs: how many workdirs, 'E of N' when "
-                       "E of them were evaluated; rows without an evaluation say so, rows of "
-                       f"unlike runs read {UNLIKE!r})",
+  caption = (f"Table 2 layout: {split} accuracy (%), mean (population std) over seeds, the value "
+             "alone for one run (runs: how many workdirs, 'E of N' when E of them were "
+             f"evaluated; rows without an evaluation say so, rows of unlike runs read {UNLIKE!r})")
+  if absent:
+    caption += _absent_note(absent, len(types) - len(absent))
+  return Table(caption=caption,
                columns=("Language model", "LM weights", "fusion", "runs",
                         *(type_name(t) for t in types), "AA", "OA"), rows=tuple(rows))
 

@@ -106,9 +106,16 @@ def _inconsistent(table):
 
 
 def workdirs(root):
-  """Training workdirs under `root` (folders with config.json), not looking inside them."""
-  found = []
-  for folder, dirs, files in os.walk(root):
+  """Training workdirs under `root` (folders with config.json), not looking inside them.
+  Symbolic links to folders are followed (a folder of links to runs found none), each folder
+  read once however many links reach it (a run twice would count twice in a mean)."""
+  found, seen = [], set()
+  for folder, dirs, files in os.walk(root, followlinks=True):
+    real = os.path.realpath(folder)
+    if real in seen:  # a second link to it, or a link back up the tree
+      dirs[:] = []
+      continue
+    seen.add(real)
     if CONFIG_FILE in files and ("checkpoints" in dirs or "best" in dirs
                                  or metrics_log.METRICS_FILE in files):
       found.append(folder)
