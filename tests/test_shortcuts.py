@@ -122,8 +122,14 @@ def test_image_unit_split_keeps_images_whole():
 def test_small_splits_round_and_keep_every_split():
   assert shortcuts.unit_counts(12) == {"train": 8, "val": 1, "iid_test": 3}
   assert shortcuts.unit_counts(3) == {"train": 1, "val": 1, "iid_test": 1}
-  with pytest.raises(RSVQAError, match="at least 3 images"):
+  # It named neither the pooled splits nor the way out (a 3-image set: 2 in train and val).
+  with pytest.raises(RSVQAError, match="^the re-split draws from the train and val splits "
+                     "together: they hold 2 images, it needs at least 3 \\(one per split\\); give a "
+                     "larger dataset; --unit question draws questions instead$"):
     shortcuts.unit_counts(2, "images")
+  with pytest.raises(RSVQAError, match="they hold 2 questions, it needs at least 3 \\(one per "
+                     "split\\); give a larger dataset$"):
+    shortcuts.unit_counts(2, "questions")
 
 
 def test_kmeans_separates_two_blobs():

@@ -226,7 +226,10 @@ def group_rules(values, answers):
 def unit_counts(n, what="units"):
   """{split: units}: round(share x n) for val and IID test (at least one each), train the rest."""
   if n < len(SPLITS):
-    raise RSVQAError(f"the re-split needs at least {len(SPLITS)} {what} (one per split), got {n}")
+    other = {"images": "; --unit question draws questions instead"}.get(what, "")
+    raise RSVQAError(f"the re-split draws from the {' and '.join(POOL)} splits together: they "
+                     f"hold {n} {what}, it needs at least {len(SPLITS)} (one per split); give a "
+                     f"larger dataset{other}")
   val, test = (max(1, int(math.floor(SHARES[s] * n + 0.5))) for s in ("val", "iid_test"))
   return {"train": n - val - test, "val": val, "iid_test": test}
 

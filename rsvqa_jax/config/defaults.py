@@ -280,7 +280,9 @@ def study_defaults():
   s.shortcuts.enabled = False  # run the stage
   s.shortcuts.plant = ("kw:parking=yes@0.9+1",)  # data/questions.PLANT_SYNTAX; () = none
   s.shortcuts.balanced = True  # balanced besides the plant: the plant is its one language shortcut
-  s.shortcuts.images = 400  # the planted set's images, 3 or more
+  # The planted set's images, 4 or more (hr: 5): the re-split draws its 3 splits from the
+  # set's train and val images.
+  s.shortcuts.images = 400
   s.shortcuts.questions_per_image = 12  # the planted set's questions per image, 1 to 1000
   s.shortcuts.seed = 0  # of the 70 / 5 / 25 re-split (by image)
   s.shortcuts.language_model = "skipthoughts"  # a key of `lm`

@@ -2,13 +2,14 @@
 
 Every mistake is one line naming the key, raised before the study folder exists.
 """
+import itertools
 import os
 
 import numpy as np
 
 from rsvqa_jax import config as config_lib
 from rsvqa_jax.data import questions as questions_lib
-from rsvqa_jax.data import split_files
+from rsvqa_jax.data import resplit, split_files, synthetic
 from rsvqa_jax.errors import RSVQAError
 from rsvqa_jax.study import names
 
@@ -242,8 +243,16 @@ def check_split(s, dataset, eval_batch_size=None):
 
 
 def _check_shortcuts(s):
-  """The stage's weights, seeds and plants (its language model: config/checks.py)."""
+  """The stage's weights, seeds, plants (its language model: config/checks.py) and size: the
+  re-split draws images from the planted set's train and val splits, one per split at least (a
+  set too small was refused after the main stages)."""
   sc = s.shortcuts
+  pooled = lambda n: sum(synthetic.split_sizes(s.variant, n)[k] for k in resplit.POOL)
+  if pooled(sc.images) < len(resplit.SPLITS):
+    least = next(n for n in itertools.count(sc.images) if pooled(n) >= len(resplit.SPLITS))
+    raise RSVQAError(f"config study.shortcuts.images={sc.images}: leaves the re-split "
+                     f"{pooled(sc.images)} train and val images, it needs "
+                     f"{len(resplit.SPLITS)}; raise it to {least} or more")
   if sc.lm_weights not in names.WEIGHTS or not sc.seeds:
     raise RSVQAError(f"config study.shortcuts: lm_weights must be one of {names.WEIGHTS} and "
                      "seeds not empty")
