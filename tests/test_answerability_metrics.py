@@ -322,6 +322,35 @@ def test_binary_recall_is_undefined_without_a_positive_pair():
       "binary_threshold"] is None  # no val pair labelled 2: no threshold to choose
 
 
+def test_a_binary_ratio_over_no_pair_is_undefined_not_zero(tmp_path, capsys):
+  """No test pair at or above the threshold: precision is 0/0, and F1 too when no pair is
+  labelled 2 either; they read 0.00 (recall, in the same case, n/a)."""
+  out = m.metrics(["p"] * 2, [2, 0], [0.2, 0.1], val=([2, 0], [0.9, 0.1]))
+  assert out["binary_threshold"] == 0.9 and out["binary_precision"] is None
+  assert out["binary_recall"] == 0.0 and out["binary_f1"] == 0.0  # a pair labelled 2, missed
+  out = m.metrics(["p"] * 2, [0, 0], [0.2, 0.1], val=([2, 0], [0.9, 0.1]))
+  assert [out[f"binary_{k}"] for k in ("precision", "recall", "f1")] == [None] * 3
+  assert out["binary_acc"] == 1.0
+  from rsvqa_jax import cli  # pylint: disable=g-import-not-at-top
+  files = {"labels": "0,a,2\n0,b,0\n", "scores": "0,a,0.2\n0,b,0.1\n",
+           "val-labels": "1,c,2\n1,d,0\n", "val-scores": "1,c,0.9\n1,d,0.1\n"}
+  argv = ["answerability", "score", "--out", str(tmp_path / "out")]
+  for name, rows in files.items():
+    header = "pool_id,image_id," + ("label" if "labels" in name else "score")
+    (tmp_path / f"{name}.csv").write_text(f"{header}\n{rows}")
+    argv += [f"--{name}", str(tmp_path / f"{name}.csv")]
+  assert cli.main(argv) == 0
+  printed = capsys.readouterr().out
+  assert (f"{tmp_path / 'labels.csv'}: Binary Precision n/a: no pair scores at or above the "
+          "threshold 0.9\n") in printed
+  assert "Binary Recall n/a" not in printed and "Binary F1 n/a" not in printed
+  metrics = json.loads((tmp_path / "out" / "metrics.json").read_text())
+  assert metrics["binary_precision"] is None and metrics["binary_f1"] == 0.0
+  header = [c.strip() for c in printed.splitlines()[2].split("|")]
+  row = [c.strip() for c in printed.splitlines()[4].split("|")]
+  assert row[header.index("Binary Precision")] == "n/a", printed
+
+
 def test_score_says_why_a_ranking_metric_is_undefined(tmp_path, capsys):
   """MAP (and NDCG) read n/a with no word when no pool had a relevant pair."""
   from rsvqa_jax import cli  # pylint: disable=g-import-not-at-top

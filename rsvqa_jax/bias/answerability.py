@@ -20,8 +20,9 @@ the plain values.
           f1_score leaves it).
   binary  2 against 1 / 0, positive when score >= t, t the validation score that maximises F1 on
           the validation pairs (ties: the highest such t), applied unchanged to the test pairs;
-          precision (and F1) 0 when nothing is predicted positive, recall None (undefined) when
-          no pair is labelled 2. Without validation scores, or when no validation pair is
+          a ratio over no pair is None (undefined, "n/a"), never 0: precision when nothing is
+          predicted positive, recall when no pair is labelled 2, F1 when neither (F1 is 0 when
+          either is and none is right). Without validation scores, or when no validation pair is
           labelled 2 (every t then has F1 0), the binary metrics are not reported (None): tuning
           t on the test pairs would flatter them.
 Pools need not have one size (a small split's are smaller, data/answerability.py): @k past a
@@ -140,9 +141,10 @@ def binary(labels, scores, threshold):
   pred = np.asarray(scores, np.float64) >= threshold
   tp = int((true & pred).sum())
   return {"binary_acc": float((true == pred).mean()),
-          "binary_precision": tp / int(pred.sum()) if pred.any() else 0.0,
+          "binary_precision": tp / int(pred.sum()) if pred.any() else None,
           "binary_recall": tp / int(true.sum()) if true.any() else None,
-          "binary_f1": _f1(true, pred), "binary_threshold": float(threshold)}
+          "binary_f1": _f1(true, pred) if true.any() or pred.any() else None,
+          "binary_threshold": float(threshold)}
 
 
 def best_threshold(labels, scores):

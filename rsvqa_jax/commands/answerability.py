@@ -125,11 +125,20 @@ def _check_score_out(out):
 
 
 def _print_undefined(name, metrics):
-  """A line for each ranking metric that no pool could give (all pools left out)."""
+  """A line for each ranking metric that no pool could give (all pools left out), and for each
+  binary one that is a ratio over no pair."""
   for metric, key, relevant in (("NDCG", "ndcg", "1 or 2"), ("MAP", "map", "2")):
     if metrics[f"{key}@1"] is None:
       print(f"{name}: {metric} n/a: no pool of 2 or more candidates has a pair "
             f"labelled {relevant} ({metrics[f'{key}_pools_left_out']} pools left out)")
+  if metrics["binary_threshold"] is None:
+    return  # said with the threshold
+  above = f"scores at or above the threshold {metrics['binary_threshold']:g}"
+  why = {"Precision": f"no pair {above}", "Recall": "no pair is labelled 2",
+         "F1": f"no pair is labelled 2 or {above}"}
+  for metric, reason in why.items():
+    if metrics[f"binary_{metric.lower()}"] is None:
+      print(f"{name}: Binary {metric} n/a: {reason}")
 
 
 def _print_table(rows, caption):
