@@ -463,7 +463,12 @@ def test_summary_and_reading_of_a_study_where_the_image_changes_nothing():
   assert "swapped" not in text.split(". ")[0]  # it read "and loses -5.00 points OA"
   assert ("Swapping the image for a random one lowers the OA of 0 of 1 reference models "
           "(reference minus swapped: -5.00 points).") in text
-  assert text.endswith("Its 1 stage recorded 1.0 min of work (report.md, Wall time).")
+  # It counted the units as stages ("Its 52 stages" above a table of 7).
+  assert text.endswith("Its 1 stage recorded 1.0 min of work over 1 unit (report.md, Wall "
+                       "time).")
+  three = {**_study([gains]), "timings": {"train/a": 30.0, "train/b": 30.0, "data/main": 60.0}}
+  assert " ".join(report.summary(three, report.columns_of([gains])).split()).endswith(
+      "Its 2 stages recorded 2.0 min of work over 3 units (report.md, Wall time).")
   text = report.reading(study, columns, report.Flags(report.counts_of([cell], columns), 5))
   assert "a drop in none of the 1 settings: nothing shows that the models read the image" in text
 

@@ -508,9 +508,12 @@ def summary(study, columns):
                  f"{pct(rows.get('prior_acc', math.nan))}% for the most common answer (there "
                  f"the uniform guess, {pct(rows.get('uni_acc', math.nan))}%) and {pct(ref)}% for "
                  "the reference model.")
-  seconds, stages = sum(study.get("timings", {}).values()), len(study.get("timings", {}))
-  out.append(f"Its {stages} stage{'' if stages == 1 else 's'} recorded {seconds / 60:.1f} min of "
-             "work (report.md, Wall time).")
+  timings = study.get("timings", {})
+  # as the Wall time table counts them: a stage (data, pretrain, train, ...) and its units
+  stages, units = len({key.split("/")[0] for key in timings}), len(timings)
+  out.append(f"Its {stages} stage{'' if stages == 1 else 's'} recorded "
+             f"{sum(timings.values()) / 60:.1f} min of work over {units} "
+             f"unit{'' if units == 1 else 's'} (report.md, Wall time).")
   return textwrap.fill(" ".join(out), width=100, break_on_hyphens=False)
 
 
