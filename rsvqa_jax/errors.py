@@ -15,11 +15,14 @@ def not_a_folder(path):
   return "is a file, not a folder" if os.path.lexists(path) else "does not exist"
 
 
-def short_repr(value, width=30):
-  """`value`'s repr for a one-line message: quoted, newlines escaped, and shortened past `width`
-  characters (a damaged 200,000-character value was echoed whole)."""
+def short_repr(value, width=30, items=None):
+  """`value`'s repr for a one-line message: quoted, newlines escaped, shortened past `width`
+  characters and `items` items of a list, tuple or dict (default: reprlib's 6, 4 of a dict): a
+  damaged 200,000-character value was echoed whole."""
   shortener = reprlib.Repr()
   shortener.maxstring = shortener.maxother = width
+  if items is not None:
+    shortener.maxlist = shortener.maxtuple = shortener.maxdict = shortener.maxset = items
   return shortener.repr(value)
 
 

@@ -341,7 +341,7 @@ def test_a_binary_ratio_over_no_pair_is_undefined_not_zero(tmp_path, capsys):
     argv += [f"--{name}", str(tmp_path / f"{name}.csv")]
   assert cli.main(argv) == 0
   printed = capsys.readouterr().out
-  assert (f"{tmp_path / 'labels.csv'}: Binary Precision n/a: no pair scores at or above the "
+  assert (f"{tmp_path / 'scores.csv'}: Binary Precision n/a: no pair scores at or above the "
           "threshold 0.9\n") in printed
   assert "Binary Recall n/a" not in printed and "Binary F1 n/a" not in printed
   metrics = json.loads((tmp_path / "out" / "metrics.json").read_text())
@@ -431,3 +431,26 @@ def test_a_mean_over_runs_says_when_some_runs_lack_the_metric():
   assert three[column] == "75.00 (5.00; 2 of 3 runs)"
   none = m.table4([("mean", [{**full, "binary_precision": None}, lacking])], "c").rows[0]
   assert none[column] == "n/a"
+
+
+def test_evaluate_says_whose_binary_metric_is_undefined(monkeypatch, capsys):
+  """`evaluate --answerability --seeds A B` on one pool file explained the binary n/a of the last
+  run alone, under the labels file, with another run's threshold."""
+  import types  # pylint: disable=g-import-not-at-top
+  from rsvqa_jax.commands import answerability as command  # pylint: disable=g-import-not-at-top
+  from rsvqa_jax.eval import answerability as evaluation  # pylint: disable=g-import-not-at-top
+  full = m.metrics(["p"] * 2, [2, 0], [0.9, 0.1], val=([2, 0], [0.9, 0.1]))
+  none_above = m.metrics(["p"] * 2, [2, 0], [0.2, 0.1], val=([2, 0], [0.8, 0.1]))
+  assert full["binary_precision"] == 1.0 and none_above["binary_precision"] is None
+  record = lambda w, metrics: {"workdir": w, "split": "test", "val_split": "val", "pools": 1,
+                               "pairs": 2, "step": 5, "checkpoint": "best", "labels": "pools.csv",
+                               "metrics": metrics}
+  made = {"a": record("a", none_above), "b": record("b", full)}
+  monkeypatch.setattr(evaluation, "evaluate", lambda w, split, **_: made[w])
+  monkeypatch.setattr(evaluation, "baselines", lambda r: {})
+  args = types.SimpleNamespace(adversarial=None, shortcuts=None, split="test",
+                               allow_pickle=False)
+  command.evaluate(args, ["a", "b"], {})
+  printed = capsys.readouterr().out
+  assert "a: Binary Precision n/a: no pair scores at or above the threshold 0.8\n" in printed
+  assert "b: Binary" not in printed and "pools.csv: Binary" not in printed

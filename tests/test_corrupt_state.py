@@ -381,6 +381,10 @@ GOOD_TABLE = {"oa": 0.5, "aa": 0.5, "n": 4, "per_type": {"count": 0.5, "comp": f
     ({"per_type": {"count": float("nan"), "comp": 0.0}}, "per_type.count is nan"),
     ({"per_type": {"count": 0.5}}, "per_type has types ['count'] and per_type_n ['comp', 'count']"),
     ({"n": 5}, "n is 5 but per_type_n sums to 4"),
+    # Table 2 read it unchecked: a string became a column per letter, a number a TypeError.
+    ({"types_absent": "count"}, "types_absent is 'count'"),
+    ({"types_absent": 5}, "types_absent is 5"), ({"types_absent": [["x"]]}, "types_absent is [['x']]"),
+    ({"types_absent": ["count"]}, "types_absent is ['count']"),  # a type it has questions of
     ({"oa": 0.75}, "oa is 0.75 but per_type gives 0.5"),
     ({"per_type": {"count": 0.25, "comp": float("nan")}}, "oa is 0.5 but per_type gives 0.25"),
     ({"aa": 0.4}, "aa is 0.4 but per_type gives 0.5")])

@@ -174,19 +174,22 @@ def test_a_real_data_study_names_the_stages_it_leaves_out():
   assert report._left_out([]) == ""  # pylint: disable=protected-access
 
 
-@pytest.mark.parametrize("variant,images,pooled,least", [("lr", 3, 2, 4), ("hr", 4, 2, 5)])
-def test_a_shortcut_set_too_small_to_re_split_is_refused_before_the_study_starts(
-    variant, images, pooled, least):
+def test_a_shortcut_set_too_small_to_re_split_is_refused_before_the_study_starts():
   """It was refused after the main stages (35 s at the smallest), naming no key, though
   study.shortcuts.images said "3 or more"."""
   c = micro_config()
-  config_lib.apply_overrides(c, ["study.shortcuts.enabled=true", f"study.variant={variant}",
-                                 f"study.shortcuts.images={images}"])
-  with pytest.raises(RSVQAError, match=f"^config study.shortcuts.images={images}: leaves the "
-                     f"re-split {pooled} train and val images, it needs 3; raise it to {least} or "
-                     "more$"):
+  config_lib.apply_overrides(c, ["study.shortcuts.enabled=true", "study.shortcuts.images=3"])
+  with pytest.raises(RSVQAError, match=r"^config study.shortcuts.images=3: must be a whole number "
+                     r">= 4 \(the re-split draws its 3 splits from the set's train and val "
+                     r"images\)$"):
     study_checks.check(c)
-  config_lib.apply_overrides(c, [f"study.shortcuts.images={least}"])
+  config_lib.apply_overrides(c, ["study.shortcuts.images=4"])
+  study_checks.check(c)
+  config_lib.apply_overrides(c, ["study.variant=hr"])  # a fourth split, of another region
+  with pytest.raises(RSVQAError, match="^config study.shortcuts.images=4: leaves the re-split 2 "
+                     "train and val images, it needs 3; raise it to 5 or more$"):
+    study_checks.check(c)
+  config_lib.apply_overrides(c, ["study.shortcuts.images=5"])
   study_checks.check(c)
 
 

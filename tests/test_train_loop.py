@@ -135,6 +135,13 @@ def test_another_configs_huge_value_is_shortened(tmp_path):
   assert len(str(error.value)) < 600, len(str(error.value))
   assert re.search(r"data.cache_dir is \S+ there, '(/x){48}/\.\.\.(/x){49}/?x?' now; ",
                    str(error.value)), str(error.value)
+  # Cut at 6 items, two tuples differing in their 8th read the same on both sides.
+  other = _config()
+  other.train.length_buckets = (*_config().train.length_buckets, 128)
+  with pytest.raises(RSVQAError, match=re.escape(
+      f"train.length_buckets is {list(_config().train.length_buckets)} there, "
+      f"{list(other.train.length_buckets)} now; ")):
+    checkpointing.check_or_record_config(workdir, other)
 
 
 def test_a_workdir_without_a_checkpoint_says_deleting_it_loses_nothing(tmp_path):

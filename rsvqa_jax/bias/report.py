@@ -509,8 +509,7 @@ def summary(study, columns):
                  f"the uniform guess, {pct(rows.get('uni_acc', math.nan))}%) and {pct(ref)}% for "
                  "the reference model.")
   timings = study.get("timings", {})
-  # as the Wall time table counts them: a stage (data, pretrain, train, ...) and its units
-  stages, units = len({key.split("/")[0] for key in timings}), len(timings)
+  stages, units = len({_stage(key) for key in timings}), len(timings)  # as _timings counts
   out.append(f"Its {stages} stage{'' if stages == 1 else 's'} recorded "
              f"{sum(timings.values()) / 60:.1f} min of work over {units} "
              f"unit{'' if units == 1 else 's'} (report.md, Wall time).")
@@ -528,11 +527,16 @@ def warnings_section(warnings):
           "numbers:", "", "```text", *listed, "```", ""]
 
 
+def _stage(timing_key):
+  """The stage (data, pretrain, train, ...) a timing is of: "train/runs/x/seed0" -> "train"."""
+  return timing_key.split("/")[0]
+
+
 def _timings(study):
   values = study["timings"]
   groups = {}
   for key, seconds in values.items():
-    groups.setdefault(key.split("/")[0], []).append(seconds)
+    groups.setdefault(_stage(key), []).append(seconds)
   rows = [(name, len(secs), f"{sum(secs):.1f}") for name, secs in groups.items()]
   rows.append(("total", len(values), f"{sum(values.values()):.1f}"))
   return tables.to_markdown(tables.Table("", ("stage", "units", "seconds"), tuple(rows)))

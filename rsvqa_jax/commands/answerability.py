@@ -99,6 +99,7 @@ def _score(args):
   storage.write_json(path, metrics)
   _print_table([(os.path.basename(args.scores), metrics)], f"scores {args.scores}")
   _print_undefined(args.labels, metrics)
+  _print_undefined_binary(args.scores, metrics)
   if args.val_scores is None:
     print("binary metrics not reported: give --val-scores and --val-labels (the threshold is "
           "chosen on validation, never on the scored pairs)")
@@ -125,14 +126,19 @@ def _check_score_out(out):
 
 
 def _print_undefined(name, metrics):
-  """A line for each ranking metric that no pool could give (all pools left out), and for each
-  binary one that is a ratio over no pair."""
+  """A line for each ranking metric that no pool could give (all pools left out): the labels'
+  doing, `name`d by their file."""
   for metric, key, relevant in (("NDCG", "ndcg", "1 or 2"), ("MAP", "map", "2")):
     if metrics[f"{key}@1"] is None:
       print(f"{name}: {metric} n/a: no pool of 2 or more candidates has a pair "
             f"labelled {relevant} ({metrics[f'{key}_pools_left_out']} pools left out)")
+
+
+def _print_undefined_binary(name, metrics):
+  """A line for each binary metric that is a ratio over no pair: the doing of one model's scores
+  and threshold, `name`d by its scores file or workdir (none without a threshold: said with it)."""
   if metrics["binary_threshold"] is None:
-    return  # said with the threshold
+    return
   above = f"scores at or above the threshold {metrics['binary_threshold']:g}"
   why = {"Precision": f"no pair {above}", "Recall": "no pair is labelled 2",
          "F1": f"no pair is labelled 2 or {above}"}
@@ -287,5 +293,7 @@ def evaluate(args, workdirs, where):
           f"{answerability.folder(r['workdir'], r['checkpoint'])}")
   for labels, metrics in {r["labels"]: r["metrics"] for r in records}.items():
     _print_undefined(labels, metrics)
+  for r in records:
+    _print_undefined_binary(r["workdir"], r["metrics"])
   _print_table(rows, f"{args.split} pools: answerability (Table 4 layout)")
   return 0

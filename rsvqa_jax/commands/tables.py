@@ -72,14 +72,18 @@ def _accuracy(path):
 def _out_of_range(table):
   """'KEY is VALUE' for the first value of an accuracy table no evaluation can give, or None:
   a count that is not a whole number >= 0, an accuracy outside [0, 1] (NaN only where there is
-  no question), per-type keys that differ between per_type and per_type_n, totals that do not
-  follow from the per-type figures."""
+  no question), per-type keys that differ between per_type and per_type_n, a types_absent that
+  is no list of types the split lacks, totals that do not follow from the per-type figures."""
   count = lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0
   share = lambda v, n: (isinstance(v, (int, float)) and not isinstance(v, bool)
                         and (0 <= v <= 1 or (math.isnan(v) and n == 0)))
   if set(table["per_type"]) != set(table["per_type_n"]):
     return (f"per_type has types {sorted(table['per_type'])} and per_type_n "
             f"{sorted(table['per_type_n'])}")
+  absent = table.get("types_absent", [])  # the training types the split lacks (Table 2 columns)
+  if not (isinstance(absent, list) and all(isinstance(t, str) for t in absent)
+          and not set(absent) & set(table["per_type"])):
+    return f"types_absent is {short_repr(absent)}"
   checks = [("n", table["n"], count(table["n"])),
             ("oa", table["oa"], share(table["oa"], table["n"])),
             ("aa", table["aa"], share(table["aa"], table["n"]))]

@@ -82,8 +82,11 @@ RANGES = {
         "study.adv_seed", "study.seeds", "study.balanced.seeds", "study.shortcuts.seed",
         "study.shortcuts.seeds", "answerability.pool_seed", "answerability.study.seeds"), SEED),
     # A synthetic study's dataset: one image per split at least.
-    **dict.fromkeys(("study.images", "study.balanced.images", "study.shortcuts.images"),
+    **dict.fromkeys(("study.images", "study.balanced.images"),
                     (3, None, True, int, "a whole number >= 3 (one image per split)")),
+    # The shortcut set's re-split: 3 images of its train and val splits (hr: 5, study/checks.py).
+    "study.shortcuts.images": (4, None, True, int, "a whole number >= 4 (the re-split draws its "
+                               "3 splits from the set's train and val images)"),
     # A pool ranks its candidate images against each other: two at least.
     "answerability.pool_size": (2, None, True, int, "a whole number >= 2"),
     "answerability.batch_pools": POSITIVE,

@@ -10,7 +10,7 @@ import numpy as np
 from rsvqa_jax import config as config_lib
 from rsvqa_jax.data import questions as questions_lib
 from rsvqa_jax.data import resplit, split_files, synthetic
-from rsvqa_jax.errors import RSVQAError
+from rsvqa_jax.errors import RSVQAError, short_repr
 from rsvqa_jax.study import names
 
 
@@ -46,8 +46,9 @@ def check(config, paths=True):
   s = config.study
   config_lib.check(config)
   if config.text.checkpoint:  # each run's is its study.lm entry's (runs.config_for)
-    raise RSVQAError(f"config text.checkpoint={config.text.checkpoint!r}: a study does not read "
-                     "it; give each language model's as --config.study.lm.NAME.checkpoint=PATH")
+    raise RSVQAError(f"config text.checkpoint={short_repr(config.text.checkpoint, 300)}: a study "
+                     "does not read it; give each language model's as "
+                     "--config.study.lm.NAME.checkpoint=PATH")
   _check_grid("study", "lm_weights", s.language_models, s.lm_weights, s.seeds, s)
   if "answerability" in config:
     st = config.answerability.study

@@ -42,6 +42,12 @@ CONFIG_FILE = "config.json"
 RECORDED_IN = config_lib.RECORDED_IN
 
 
+def _differing(value):
+  """A config value of two that differ, long enough to show where (a tuple of buckets cut at 6
+  read the same on both sides), short enough for one line."""
+  return errors.short_repr(value, width=200, items=50)
+
+
 def check_or_record_config(workdir, config, *, record=True):
   """Writes workdir/config.json on the first run (if `record`); later runs must match it.
 
@@ -62,7 +68,7 @@ def check_or_record_config(workdir, config, *, record=True):
       empty = ("; it holds no checkpoint, so deleting it loses nothing"
                if not _holds_checkpoint(workdir) else "")
       raise RSVQAError(f"{workdir} holds a run of another config: {key} is "
-                       f"{errors.short_repr(old, 200)} there, {errors.short_repr(new, 200)} now{more}; use "
+                       f"{_differing(old)} there, {_differing(new)} now{more}; use "
                        f"another --workdir or the same config{empty}")
     return False
   if not record:
