@@ -878,6 +878,18 @@ def test_warnings_that_cannot_be_kept_are_said_once_and_still_counted(tmp_path, 
   assert warnings.listed() == [{"message": "a warning", "count": 3}]
 
 
+def test_a_study_without_a_warning_writes_no_warnings_file(tmp_path):
+  """It wrote `{}`: the docs say the file is written once a first WARNING is logged."""
+  path = tmp_path / "study" / "warnings.json"
+  path.parent.mkdir()
+  warnings = journal.Warnings(str(path))
+  warnings.keep(folder_made=True)
+  assert not path.exists()
+  with warnings.caught():
+    logging.getLogger("rsvqa_jax.study").warning("first")
+  assert json.loads(path.read_text()) == {"first": 1}
+
+
 def test_warnings_logged_before_the_study_folder_exists_are_kept_once_it_does(tmp_path, capsys):
   """A real-data study on a new --workdir makes its folder after reading the dataset: a WARNING
   of the reading made warnings.json unwritable for the whole run (and printed 'not written')."""

@@ -55,10 +55,11 @@ class Warnings(logging.Handler):
       self.handleError(record)  # logging's own way
 
   def keep(self, folder_made=False):
-    """Writes the counts, once the study folder exists: a study makes it only after its datasets
-    are checked, and WARNINGs reading them logged before are kept from then on."""
+    """Writes the counts, once the study folder exists and there is one: a study makes the folder
+    only after its datasets are checked, and WARNINGs reading them logged before are kept from
+    then on; a study without any has no file (the docs say so)."""
     self.folder_made = self.folder_made or folder_made
-    if not self.folder_made or self.unwritable:
+    if not self.folder_made or self.unwritable or not self.counts:
       return
     try:
       storage.write_json(self.path, self.counts)
