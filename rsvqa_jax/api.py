@@ -29,7 +29,7 @@ from rsvqa_jax.bias import tables
 from rsvqa_jax.data import other_datasets, split_files
 from rsvqa_jax.data.images import read_tif
 from rsvqa_jax.data.tokenizers import pad_batch
-from rsvqa_jax.errors import RSVQAError, short_repr
+from rsvqa_jax.errors import RSVQAError, os_error_line, short_repr, shortened
 from rsvqa_jax.eval import accuracy, adversarial
 from rsvqa_jax.features import encoder as encoder_lib
 from rsvqa_jax.features import image_cache, pixels
@@ -72,11 +72,14 @@ _PYTHON_FORMS = (
 
 def _worded_for_python(function):
   """Re-raises an RSVQAError whose message gives command-line advice (_PYTHON_FORMS) naming the
-  Python argument too; every other error passes unchanged."""
+  Python argument too, and the system's OSError as the one line the command line prints; every
+  other error passes unchanged."""
   @functools.wraps(function)
   def worded(*args, **kwargs):
     try:
       return function(*args, **kwargs)
+    except OSError as e:  # a file where a folder belongs (or the reverse), no permission, ...
+      raise RSVQAError(os_error_line(e)) from e  # as the command line says it
     except RSVQAError as e:
       text = str(e)
       for pattern, python in _PYTHON_FORMS:
@@ -104,20 +107,27 @@ def _pixels(image, index):
   if isinstance(image, (str, os.PathLike)):
     path = os.fspath(image)
     if os.path.isdir(path):
-      raise RSVQAError(f"{path}: a folder, not an image file")
+      raise RSVQAError(f"{shortened(path)}: a folder, not an image file")
     if not os.path.isfile(path):
-      raise RSVQAError(f"{path}: image file not found")
+      raise RSVQAError(f"{shortened(path)}: image file not found")
     if path.lower().endswith((".tif", ".tiff")):
       return read_tif(path)
     from PIL import Image  # pylint: disable=g-import-not-at-top
     try:
       with Image.open(path) as im:
         if im.mode != "RGB":  # 16-bit, grey, alpha: refused as a TIFF or an array of them is
-          raise RSVQAError(f"{path}: image mode {im.mode}, expected 8-bit RGB (uint8 H x W x 3)")
+          raise RSVQAError(f"{shortened(path)}: image mode {im.mode}, expected 8-bit RGB (uint8 "
+                           "H x W x 3)")
         return np.asarray(im)
     except OSError as e:  # PIL's UnidentifiedImageError among them
-      raise RSVQAError(f"{path}: not an image file ({e})") from None
-  array = np.asarray(image)
+      raise RSVQAError(f"{shortened(path)}: not an image file ({e})") from None
+    except Image.DecompressionBombError as e:  # no OSError: a size PIL will not decode
+      raise RSVQAError(f"{shortened(path)}: too large to read ({e})") from None
+  try:
+    array = np.asarray(image)
+  except (ValueError, TypeError) as e:  # ragged nested lists
+    raise RSVQAError(f"image {index}: not an array of pixels ({e}); expected "
+                     "uint8 H x W x 3 (or a file path)") from None
   if (array.ndim != 3 or array.shape[2] != 3 or array.dtype != np.uint8
       or not array.shape[0] or not array.shape[1]):
     raise RSVQAError(f"image {index}: shape {array.shape} and dtype {array.dtype}, expected "
@@ -282,6 +292,8 @@ class TrainedRun:
                          f"{config_lib.MAX_REPEATS}")
     repeats = adversarial.chosen_repeats(adversarial_kind, repeats, "evaluate repeats=")
     seed = _count(seed, "evaluate seed", 0)
+    if seed >= config_lib.SEED[1]:  # the command line's --adv-seed rule
+      raise RSVQAError(f"evaluate seed={seed}: must be from 0 to {config_lib.SEED[1] - 1}")
     with skipthoughts_params.pickle_allowed(self._allow_pickle):
       if adversarial_kind is None:
         return accuracy.evaluate(self.workdir, split, **where)
@@ -331,6 +343,9 @@ def analyze(data_root, dataset=None, predictions=None, adversarial_predictions=N
                      "the two)")
   if split is not None and (not isinstance(split, str) or not split):
     raise RSVQAError(f"analyze split={split!r}: expected one split name")
+  if dataset is not None and (not isinstance(dataset, str) or not dataset):  # "", 0: read as None
+    raise RSVQAError(f"analyze dataset={short_repr(dataset)}: expected one of "
+                     f"{', '.join(other_datasets.NAMES)} (or None: told from the folder)")
   dataset = dataset or split_files.detect_variant(data_root, other_datasets.NAMES)
   ds = other_datasets.read_any(data_root, dataset)
   fit, names = analysis_lib.analysed_splits(ds, [split] if split else (), data_root)

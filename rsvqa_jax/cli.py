@@ -24,7 +24,7 @@ import threading
 # handler (tqdm, host_memory and argument_types' config are imported where they are used): a
 # Ctrl-C in the first tenth of a second printed a KeyboardInterrupt traceback.
 from rsvqa_jax import __version__, jax_environment, streams
-from rsvqa_jax.errors import RSVQAError
+from rsvqa_jax.errors import RSVQAError, one_line, os_error_line
 
 COMMANDS = {
     "synth": "Write a synthetic RSVQA dataset (images, questions, answers) to try everything on.",
@@ -201,8 +201,9 @@ def main(argv=None):
   except OSError as e:
     if e.errno == errno.ENOSPC:  # a copy's error names its source first: the target is full
       resumes = " (it resumes)" if name in RESUMING else ""
-      print(f"rsvqa-jax {name}: error: {e.filename2 or e.filename or 'a file'}: no space left on "
-            f"device; free some space and run the same command again{resumes}", file=sys.stderr)
+      full = one_line(str(e.filename2 or e.filename or "a file"))
+      print(f"rsvqa-jax {name}: error: {full}: no space left on device; free some space and run "
+            f"the same command again{resumes}", file=sys.stderr)
     else:
       print(f"rsvqa-jax {name}: error: {os_error_line(e)}", file=sys.stderr)
     return 2
@@ -249,18 +250,6 @@ def check_environment(environ, argv):
                      f"as {sys.getfilesystemencoding()} here (the locale): run it with "
                      "LC_ALL=C.UTF-8 (or PYTHONUTF8=1)")
   jax_environment.check_xla_flags(environ)
-
-
-def os_error_line(error):
-  """'PATH: what' of an OSError from the system (a file where a folder is expected, a folder
-  where a file is, no permission, ...), as the one line of the CLI."""
-  paths = [p for p in (error.filename, error.filename2) if p is not None]
-  what = (error.strerror or str(error)).lower()
-  if error.errno in (errno.EEXIST, errno.ENOTDIR):
-    what += " (a file stands where a folder is needed)"
-  elif error.errno == errno.EISDIR:
-    what += " (a folder stands where a file is needed)"
-  return f"{' -> '.join(map(str, paths))}: {what}" if paths else what
 
 
 XLA_ERRORS = ("JaxRuntimeError", "XlaRuntimeError")  # by name: the command line never imports JAX

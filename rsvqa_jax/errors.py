@@ -1,4 +1,5 @@
 """User-facing errors: the CLI prints these as one line instead of a traceback."""
+import errno
 import os
 import reprlib
 
@@ -6,8 +7,29 @@ import reprlib
 class RSVQAError(Exception):
   """Bad input a user can fix (missing file, malformed JSON, unknown key, ...).
 
-  The message must name the offending file or key and the problem, in one line.
+  The message must name the offending file or key and the problem, in one line: a line break
+  of what it quotes (a path holding one) is written as \\n.
   """
+
+  def __init__(self, message=""):
+    super().__init__(one_line(str(message)))
+
+
+def one_line(text):
+  """`text` with its line breaks written as \\n and \\r."""
+  return text.replace("\r", "\\r").replace("\n", "\\n")
+
+
+def os_error_line(error):
+  """'PATH: what' of an OSError from the system (a file where a folder is expected, a folder
+  where a file is, no permission, ...), as one line."""
+  paths = [p for p in (error.filename, error.filename2) if p is not None]
+  what = (error.strerror or str(error)).lower()
+  if error.errno in (errno.EEXIST, errno.ENOTDIR):
+    what += " (a file stands where a folder is needed)"
+  elif error.errno == errno.EISDIR:
+    what += " (a folder stands where a file is needed)"
+  return one_line(f"{' -> '.join(map(str, paths))}: {what}" if paths else what)
 
 
 def not_a_folder(path):

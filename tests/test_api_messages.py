@@ -166,3 +166,55 @@ def test_other_errors_pass_unchanged():
   with pytest.raises(RSVQAError) as caught:
     api._worded_for_python(fails)()  # pylint: disable=protected-access
   assert caught.value is error
+
+
+def test_odd_images_paths_and_arguments_are_one_line_errors(trained, tmp_path):
+  """Each raised something other than an RSVQAError, a message of two lines, or nothing: a
+  ragged list (numpy's ValueError), a PNG PIL will not decode (DecompressionBombError), a path
+  holding a line break, an unhashable or empty dataset= (TypeError; "" read as None), a seed the
+  command line refuses, a long path echoed whole."""
+  from PIL import Image  # pylint: disable=g-import-not-at-top
+  _, workdir, data = trained
+  run = rsvqa_jax.load_run(str(workdir))
+  question = ["Is there a road?"]
+  with pytest.raises(RSVQAError, match=r"^image 0: not an array of pixels \(setting an array "
+                     r"element with a sequence\..*expected uint8 H x W x 3 \(or a file path\)$"):
+    run.predict([[[0, 0], [0]]], question)
+  Image.new("1", (20000, 20000)).save(tmp_path / "bomb.png")
+  with pytest.raises(RSVQAError, match=f"^{tmp_path}/bomb.png: too large to read \\(Image size "
+                     r"\(400000000 pixels\) exceeds limit"):
+    run.predict([str(tmp_path / "bomb.png")], question)
+  for call in (lambda: run.predict(["a\nb.tif"], question),
+               lambda: rsvqa_jax.load_run("ru\nns"), lambda: rsvqa_jax.analyze("no\npe")):
+    with pytest.raises(RSVQAError) as error:
+      call()
+    assert "\n" not in str(error.value) and "\\n" in str(error.value), str(error.value)
+  for dataset in (["lr"], {"lr": 1}, "", 0):
+    with pytest.raises(RSVQAError, match=r"^analyze dataset=.*: expected one of lr, hr, xben, "
+                       r"floodnet, rsivqa \(or None: told from the folder\)$"):
+      rsvqa_jax.analyze(str(data), dataset)
+  with pytest.raises(RSVQAError, match=r"^evaluate seed=1180591620717411303424: must be from 0 "
+                     "to 4294967295$"):
+    run.evaluate("test", adversarial_kind="random", repeats=1, seed=2 ** 70)
+  for call in (lambda: run.predict(["x" * 5000 + ".tif"], question),
+               lambda: rsvqa_jax.load_run("x" * 5000)):
+    with pytest.raises(RSVQAError) as error:
+      call()
+    assert len(str(error.value)) < 400, len(str(error.value))
+
+
+def test_a_file_where_an_evaluation_folder_belongs_is_one_line(trained):
+  """The command line said "not a directory (a file stands where a folder is needed)"; the API
+  raised NotADirectoryError and IsADirectoryError."""
+  copy = _copy(trained, "blocked_eval")
+  shutil.rmtree(copy / "eval", ignore_errors=True)
+  (copy / "eval").write_text("")
+  run = rsvqa_jax.load_run(str(copy))
+  with pytest.raises(RSVQAError, match=f"^{copy}/eval/test: not a directory \\(a file stands "
+                     "where a folder is needed\\)$"):
+    run.evaluate("test")
+  (copy / "eval").unlink()
+  (copy / "eval" / "test" / "accuracy.json").mkdir(parents=True)
+  with pytest.raises(RSVQAError, match="accuracy.json: is a directory \\(a folder stands where a "
+                     "file is needed\\)$"):
+    run.evaluate("test")

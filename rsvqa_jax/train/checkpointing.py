@@ -126,7 +126,8 @@ def read_config(workdir, data_root=None, named="--data-root"):
   path = os.path.join(workdir, CONFIG_FILE)
   if not os.path.exists(path):
     if not os.path.isdir(workdir):
-      raise RSVQAError(f"{workdir}: {errors.not_a_folder(workdir)}; give a training workdir")
+      raise RSVQAError(f"{errors.shortened(workdir)}: {errors.not_a_folder(workdir)}; give a "
+                       "training workdir")
     raise RSVQAError(f"{workdir}: no {CONFIG_FILE}; is it a training workdir?")
   config = _load_recorded(workdir)
   try:
