@@ -207,7 +207,8 @@ class TrainedRun:
     unknown = [q for q, t in zip(questions, tokens) if run.tokenizer.only_unknown(t)]
     if unknown:
       _log.warning(f"predict: {len(unknown)} question(s) hold no word the model knows (e.g. "
-                   f"{short_repr(unknown[0])}): their answers rest on the image and the question's length alone")
+                   f"{short_repr(unknown[0])}): their answers rest on the image and the "
+                   "question's length alone")
     buckets = tuple(sorted(run.config.train.length_buckets))
     padded, mask = pad_batch(tokens, run.tokenizer.pad_id, buckets=buckets)
     width = padded.shape[1]
