@@ -168,7 +168,19 @@ def test_table_caption_names_the_split_pool_size(small):
     manifest = json.load(f)
   pool_set = {"name": "main", "balance": 0.0, "pool_size": 5, "splits": manifest["splits"],
               "rows": [], "baselines": evaluation.baselines(small["record"])}
-  assert "6 test pools of 3 candidates" in metrics_lib.stage_table(pool_set, "test").caption
+  caption = metrics_lib.stage_table(pool_set, "test").caption
+  assert "6 test pools of 3 candidates" in caption
+  assert caption.endswith("; @3 and @5 rank whole pools of 3, so their NDCG and MAP are equal")
+
+
+def test_the_whole_pool_note_is_true_and_only_where_columns_are_equal():
+  rng = np.random.default_rng(0)
+  for size in (2, 3, 4, 5, 8):
+    pool_ids = np.repeat(np.arange(40), size)
+    m = metrics_lib.ranking(pool_ids, rng.integers(0, 3, pool_ids.size), rng.random(pool_ids.size))
+    equal = m["ndcg@3"] == m["ndcg@5"] and m["map@3"] == m["map@5"]
+    assert equal == (size <= 3), size
+    assert bool(metrics_lib._whole_pool_note(size)) == (size <= 3)  # pylint: disable=protected-access
 
 
 def _tiles(n):

@@ -342,7 +342,16 @@ def stage_table(pool_set, split):
   balance = stats.get("balance", pool_set["balance"])  # a split too small for it: 0
   return table4(rows, f"Answerability, {SET_NAMES.get(pool_set['name'], pool_set['name'])} pools "
                       f"(balance {balance:g}): {stats['pools']} {split} pools of "
-                      f"{size} candidates (Table 4 layout)")
+                      f"{size} candidates (Table 4 layout){_whole_pool_note(size)}")
+
+
+def _whole_pool_note(size):
+  """A caption's word that the cut-offs at or past the pool size rank whole pools, so their
+  NDCG and MAP columns are equal (pools of 2: @3 = @5), lest they read as two findings."""
+  whole = [f"@{k}" for k in KS if k >= size]
+  if len(whole) < 2:
+    return ""
+  return f"; {' and '.join(whole)} rank whole pools of {size}, so their NDCG and MAP are equal"
 
 
 def _mean(runs, key):

@@ -66,10 +66,7 @@ def pool_file(folder, split):
 def least_images(variant):
   """The fewest images of a synthetic `variant` whose every split gets 2 (the smallest pool):
   make_pools refuses a split of fewer, after the dataset is written."""
-  n = synthetic.least_images(variant)
-  while min(synthetic.split_sizes(variant, n).values()) < 2:
-    n += 1
-  return n
+  return synthetic.least_images(variant, lambda sizes: min(sizes.values()) >= 2)
 
 
 def params(pool_size=5, pools_per_image=2.0, balance=1.0, seed=0):

@@ -87,9 +87,13 @@ class Generated:
 MAX_QUESTIONS_PER_IMAGE = 1000
 
 
-def least_images(variant):
-  """One image per split; HR has a second test set, of the unseen region."""
-  return 4 if variant == "hr" else 3
+def least_images(variant, enough=None):
+  """One image per split (HR has a second test set, of the unseen region); with `enough`, a
+  predicate on split_sizes(), the fewest images from there on whose splits it accepts."""
+  n = 4 if variant == "hr" else 3
+  while enough is not None and not enough(split_sizes(variant, n)):
+    n += 1
+  return n
 
 
 def params(variant, images, seed, prior_strength=1.0, balanced=False, questions_per_image=100,

@@ -2,7 +2,6 @@
 
 Every mistake is one line naming the key, raised before the study folder exists.
 """
-import itertools
 import os
 
 import numpy as np
@@ -248,12 +247,13 @@ def _check_shortcuts(s):
   re-split draws images from the planted set's train and val splits, one per split at least (a
   set too small was refused after the main stages)."""
   sc = s.shortcuts
-  pooled = lambda n: sum(synthetic.split_sizes(s.variant, n)[k] for k in resplit.POOL)
-  if pooled(sc.images) < len(resplit.SPLITS):
-    least = next(n for n in itertools.count(sc.images) if pooled(n) >= len(resplit.SPLITS))
+  pooled = lambda sizes: sum(sizes[k] for k in resplit.POOL)
+  enough = lambda sizes: pooled(sizes) >= len(resplit.SPLITS)
+  sizes = synthetic.split_sizes(s.variant, sc.images)
+  if not enough(sizes):
     raise RSVQAError(f"config study.shortcuts.images={sc.images}: leaves the re-split "
-                     f"{pooled(sc.images)} train and val images, it needs "
-                     f"{len(resplit.SPLITS)}; raise it to {least} or more")
+                     f"{pooled(sizes)} train and val images, it needs {len(resplit.SPLITS)}; "
+                     f"raise it to {synthetic.least_images(s.variant, enough)} or more")
   if sc.lm_weights not in names.WEIGHTS or not sc.seeds:
     raise RSVQAError(f"config study.shortcuts: lm_weights must be one of {names.WEIGHTS} and "
                      "seeds not empty")
