@@ -300,7 +300,8 @@ class Contender:
     except subprocess.TimeoutExpired:
       self.proc.kill()
       self.proc.wait()
-    self.log.close()
+    for stream in (self.proc.stdin, self.proc.stdout, self.log):
+      stream.close()
 
 
 def rotated(names, round_index):

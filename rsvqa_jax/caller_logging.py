@@ -13,19 +13,22 @@ import sys
 
 @contextlib.contextmanager
 def kept():
-  """Root handlers as found (none added), absl's lines below WARNING held back meanwhile."""
+  """Root handlers as found (none added), absl's and jax's lines below WARNING held back
+  meanwhile (jax's INFO "Unable to initialize backend 'tpu'" at its first use reads as a
+  fault)."""
   root = logging.getLogger()
   before = list(root.handlers)
   # Only a logger absl made itself: one made here first would be a plain Logger absl then uses.
-  absl = logging.getLogger("absl") if "absl.logging" in sys.modules else None
-  level = absl.level if absl else None
-  if absl:
-    absl.setLevel(max(level, logging.WARNING))
+  held = [logging.getLogger("jax")] + (
+      [logging.getLogger("absl")] if "absl.logging" in sys.modules else [])
+  levels = [logger.level for logger in held]
+  for logger, level in zip(held, levels):
+    logger.setLevel(max(level, logging.WARNING))
   try:
     yield
   finally:
-    if absl:
-      absl.setLevel(level)
+    for logger, level in zip(held, levels):
+      logger.setLevel(level)
     if not before:
       for handler in list(root.handlers):
         root.removeHandler(handler)

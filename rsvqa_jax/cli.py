@@ -180,6 +180,13 @@ def _logging(args):
     handler.setFormatter(_Labelled("%(message)s"))
     logger.addHandler(handler)
     logger.propagate = False
+  # Other libraries' warnings in the same form, named: absl (imported with orbax and grain) would
+  # otherwise give the root logger its `WARNING:jax._src.xla_bridge:...` form.
+  root = logging.getLogger()
+  if not root.handlers:
+    handler = _Stderr(logging.WARNING)
+    handler.setFormatter(_Labelled("%(name)s: %(message)s"))
+    root.addHandler(handler)
 
 
 def main(argv=None):

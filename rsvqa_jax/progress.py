@@ -13,9 +13,13 @@ import io
 import logging
 import sys
 import time
+import warnings
 
-from tqdm import auto
 from tqdm import std
+
+with warnings.catch_warnings():  # a Jupyter without ipywidgets: "IProgress not found. Please
+  warnings.simplefilter("ignore", std.TqdmWarning)  # update jupyter", and a text bar anyway
+  from tqdm import auto
 
 LOGGER = "rsvqa_jax"
 _log = logging.getLogger(__name__)  # below LOGGER: its handlers, and a level of its own if set

@@ -557,6 +557,14 @@ def read_manifest(folder, name=MANIFEST, **expected):
   return manifest
 
 
+@contextlib.contextmanager
+def npz(path, **kwargs):
+  """np.load of an .npz archive whose file is closed whatever happens: np.load leaves the
+  file it opened open when the archive is cut (a ResourceWarning per damaged file read)."""
+  with open(path, "rb") as f, np.load(f, **kwargs) as archive:
+    yield archive
+
+
 def file_sha256(path):
   """sha256 hex digest of a file's bytes."""
   with open(path, "rb") as f:

@@ -4,6 +4,7 @@ import csv
 import io
 import math
 import os
+import pathlib
 
 import pytest
 
@@ -251,12 +252,12 @@ def test_type_table_in_three_formats(result, tmp_path):
   assert by_label["Rural/urban"][7] == "undefined" and by_label["Rural/urban"][9] == "undefined"
   assert by_label["Overall"][4] == "61.54" and by_label["Overall"][7] == "40.00"
   assert by_label["All"][6:] == ["", "", "", ""]
-  md = open(paths[1]).read().splitlines()
+  md = pathlib.Path(paths[1]).read_text().splitlines()
   table_lines = [l for l in md if l.startswith("|")]
   assert all(len(_markdown_cells(l)) == 10 for l in table_lines)
   assert any(_markdown_cells(l)[0] == "Average" for l in table_lines)
   assert any(_markdown_cells(l)[0] == "Overall" for l in table_lines)
-  tex = open(paths[2]).read()
+  tex = pathlib.Path(paths[2]).read_text()
   assert tex.count(r"\begin{tabular}{llrrrrrrrr}") == 1 and r"\end{tabular}" in tex
   body = [l for l in tex.splitlines() if l.endswith(r"\\")]
   assert len(body) == 1 + len(rows) - 1

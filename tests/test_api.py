@@ -155,14 +155,20 @@ def test_api_calls_leave_the_root_logger_as_they_found_it(monkeypatch):
 def test_the_first_use_of_the_api_leaves_the_root_logger_alone():
   """Importing orbax (on the first touch of rsvqa_jax.load_run) logs through absl, which then
   ran basicConfig(): a notebook's own basicConfig() after it did nothing."""
-  code = ("import logging, rsvqa_jax\n"
-          "rsvqa_jax.load_run\n"
-          "assert logging.getLogger().handlers == [], logging.getLogger().handlers\n"
-          "logging.basicConfig(level=logging.INFO, format='USER %(message)s')\n"
-          "logging.getLogger('notebook').info('mine')\n")
+  assert "USER mine" in _fresh_python_stderr(
+      "import logging, rsvqa_jax\n"
+      "rsvqa_jax.load_run\n"
+      "assert logging.getLogger().handlers == [], logging.getLogger().handlers\n"
+      "logging.basicConfig(level=logging.INFO, format='USER %(message)s')\n"
+      "logging.getLogger('notebook').info('mine')\n")
+
+
+def _fresh_python_stderr(code):
+  """The standard error of `code` run in a fresh interpreter, which must succeed."""
   done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600,
                         check=False)
-  assert done.returncode == 0 and "USER mine" in done.stderr, done.stderr[-2000:]
+  assert done.returncode == 0, done.stderr[-2000:]
+  return done.stderr
 
 
 def test_orbax_routine_lines_are_held_back_in_a_notebook_logging_at_info(tiny, caplog):
@@ -179,6 +185,23 @@ def test_orbax_routine_lines_are_held_back_in_a_notebook_logging_at_info(tiny, c
       absl.warning("a warning of absl's")
   assert [r.getMessage() for r in held] == [] and absl.level == level
   assert "a warning of absl's" in [r.getMessage() for r in caplog.records]
+
+
+def test_a_notebook_logging_at_info_sees_no_backend_probe_of_jax(tiny):
+  """jax's first use logs at INFO that it found no TPU ("Unable to initialize backend 'tpu':
+  ... libtpu.so"), which read as a fault in a notebook that set basicConfig(level=INFO) to
+  see the library's own lines; jax's WARNINGs still show, and its level is restored."""
+  err = _fresh_python_stderr(
+      "import logging, rsvqa_jax\n"
+      "logging.basicConfig(level=logging.INFO, format='USER %(name)s %(message)s')\n"
+      f"run = rsvqa_jax.load_run({str(tiny / 'runs' / 'tiny')!r})\n"
+      "from rsvqa_jax import caller_logging\n"
+      "with caller_logging.kept():\n"
+      "  logging.getLogger('jax._src.xla_bridge').warning('a warning of jax')\n"
+      "assert logging.getLogger('jax').level == logging.NOTSET\n")
+  assert "USER jax._src.xla_bridge a warning of jax" in err
+  assert not [l for l in err.splitlines() if l.startswith("USER jax")
+              and "a warning of jax" not in l], err[-2000:]
 
 
 def test_predict_builds_the_image_encoder_once(tiny, monkeypatch):

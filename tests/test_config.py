@@ -9,6 +9,7 @@ import ast
 import glob
 import json
 import os
+import pathlib
 import re
 
 import pytest
@@ -38,7 +39,7 @@ def documented_keys():
   """(key, value text) pairs from the README, the docs pages and the config files' docstrings."""
   pages = [os.path.join(ROOT, "README.md")] + glob.glob(os.path.join(ROOT, "docs", "**", "*.md"),
                                                         recursive=True)
-  texts = [open(page, encoding="utf-8").read() for page in pages]
+  texts = [pathlib.Path(page).read_text(encoding="utf-8") for page in pages]
   for name in CONFIGS:
     with open(os.path.join(ROOT, "configs", name), encoding="utf-8") as f:
       texts.append(ast.get_docstring(ast.parse(f.read())) or "")

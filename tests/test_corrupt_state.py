@@ -13,6 +13,7 @@ import glob
 import json
 import math
 import os
+import pathlib
 import re
 import shutil
 import subprocess
@@ -135,10 +136,10 @@ def test_every_file_of_every_checkpoint_flipped(trained, tmp_path, capsys):
       f"corrupted one(s) set aside in {copy}/checkpoints.corrupted (the newest: step "
       f"{steps[-1]}); move {copy}/checkpoints and {copy}/checkpoints.corrupted away to start "
       "over"], lines
-  metrics = open(os.path.join(copy, "metrics.jsonl")).read()
+  metrics = pathlib.Path(copy, "metrics.jsonl").read_text()
   with pytest.raises(RSVQAError, match="no checkpoint left but the"):
     loop.train(_config(os.path.join(os.path.dirname(trained[0]), "cache")), copy, **QUIET)
-  assert open(os.path.join(copy, "metrics.jsonl")).read() == metrics
+  assert pathlib.Path(copy, "metrics.jsonl").read_text() == metrics
 
 
 def test_a_damaged_best_step_names_the_newest_checkpoint_that_verifies(trained, tmp_path, capsys):

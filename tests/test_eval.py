@@ -11,6 +11,7 @@ import dataclasses
 import functools
 import json
 import os
+import pathlib
 import types
 
 import numpy as np
@@ -226,10 +227,10 @@ def test_evaluate_command_writes_json_and_csv(tmp_path, capsys):
   evaluate_cmd.add_arguments(parser)
   assert evaluate_cmd.run(parser.parse_args(["--workdir", workdir])) == 0
   best_json = outputs.accuracy_paths(workdir, "test")[0]
-  best = open(best_json).read()
+  best = pathlib.Path(best_json).read_text()
   # The last checkpoint's evaluation goes beside the best's, never over it.
   assert evaluate_cmd.run(parser.parse_args(["--workdir", workdir, "--checkpoint", "last"])) == 0
-  assert open(best_json).read() == best
+  assert pathlib.Path(best_json).read_text() == best
   last_json = outputs.accuracy_paths(workdir, "test", "last")[0]
   assert last_json == os.path.join(workdir, "eval_last", "test", "accuracy.json")
   with open(last_json) as f:

@@ -12,6 +12,7 @@ a study killed while a model trains reruns to the same numbers.
 """
 import json
 import os
+import pathlib
 import signal
 import subprocess
 import sys
@@ -139,7 +140,7 @@ def test_killed_train_resumes_to_the_same_parameters(reference, sig, moment):
   else:
     assert proc.returncode == -signal.SIGKILL
   lock = os.path.join(workdir, storage.LOCK)
-  record = open(lock).read() if os.path.exists(lock) else ""
+  record = pathlib.Path(lock).read_text() if os.path.exists(lock) else ""
   # an interrupt empties the owner record (the resume warned the owner was killed); a kill can't
   assert bool(record) == (sig == signal.SIGKILL), record
   _run(workdir, cache)

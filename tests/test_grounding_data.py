@@ -2,6 +2,7 @@
 import hashlib
 import json
 import os
+import pathlib
 
 import numpy as np
 import pytest
@@ -31,7 +32,7 @@ def _scene_of(variant, root, image_id):
 def test_every_question_has_a_mask_that_holds_its_answer(generated):
   variant, root, gen = generated
   folder = os.path.join(root, grounding.FOLDER)
-  index = json.load(open(os.path.join(folder, grounding.INDEX)))
+  index = json.loads(pathlib.Path(folder, grounding.INDEX).read_text())
   empty = {e["question_id"]: e for e in index["empty"]}
   assert index["n_questions"] == len(gen.questions) and index["n_empty"] == len(empty)
   size = split_files.LAYOUTS[variant].image_size
@@ -74,7 +75,7 @@ def _digests(root, skip):
       continue
     for name in files:
       path = os.path.join(folder, name)
-      out[os.path.relpath(path, root)] = hashlib.sha256(open(path, "rb").read()).hexdigest()
+      out[os.path.relpath(path, root)] = hashlib.sha256(pathlib.Path(path).read_bytes()).hexdigest()
   return out
 
 

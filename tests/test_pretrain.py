@@ -1,10 +1,13 @@
 """Land-cover pretraining of the small ResNet: labels, loss, saved model, and better features."""
 import os
+import pathlib
 import re
 import shlex
+import shutil
 
 import numpy as np
 import pytest
+from flax import nnx
 
 from rsvqa_jax.data import records, scenes
 from rsvqa_jax.data.images import write_tif
@@ -152,6 +155,51 @@ def test_pretraining_step_reuses_or_retrains(trained, monkeypatch):
     prepare.image_encoder(cfg, ds)
 
 
+def _same_images_other_questions(ds, root, changed=None):
+  """A copy of `ds` in `root` whose questions differ; `changed`: an image id drawn anew."""
+  shutil.copytree(ds.root, root)
+  if changed is not None:
+    scene = scenes.make_scene(4, changed, SCENE)
+    write_tif(os.path.join(root, "images", f"{changed}.tif"), scene.image)
+    scenes.save_masks(os.path.join(root, "masks", f"{changed}.npz"), scene)
+  splits = {name: records.Split.from_rows(name, [
+      dict(question_id=q, image_id=i, qtype="presence", question="another", answer="no",
+           raw_answer="no") for q, i in zip(split.question_id, split.image_id)])
+            for name, split in ds.splits.items()}
+  return records.Dataset("lr", str(root), splits,
+                         lambda i: os.path.join(root, "images", f"{i}.tif"), (SCENE, SCENE))
+
+
+def test_a_model_pretrained_on_the_same_images_beside_it_is_copied_not_retrained(
+    trained, tmp_path, monkeypatch):
+  """A study's balanced twin asks other questions about the main set's very images: it
+  pretrained the same encoder again (a tenth of the default study). A model of the same
+  settings, images and labels beside the folder is copied; one image of either split drawn
+  anew (or other settings) trains."""
+  ds, out, manifest = trained
+
+  def no_training(*args):
+    raise AssertionError("trained")
+
+  monkeypatch.setattr(pretrain_resnet, "_train_step", no_training)
+  beside = os.path.join(os.path.dirname(out), "beside")
+  twin = _same_images_other_questions(ds, tmp_path / "twin")
+  copied = pretrain_resnet.pretrain(twin, beside, _pcfg())
+  assert copied["copied_from"] == out
+  assert copied["dataset"]["root"] == os.path.abspath(twin.root)
+  assert copied["weights_sha256"] == manifest["weights_sha256"]
+  assert (copied["metrics"], copied["epoch_losses"], copied["inputs_sha256"]) == (
+      manifest["metrics"], manifest["epoch_losses"], manifest["inputs_sha256"])
+  assert pretrain_resnet.read_manifest(beside) == copied
+  for name, changed in (("train_image", 3), ("val_image", 40)):
+    other = _same_images_other_questions(ds, tmp_path / name, changed)
+    with pytest.raises(AssertionError, match="trained"):
+      pretrain_resnet.pretrain(other, os.path.join(os.path.dirname(out), name), _pcfg())
+  with pytest.raises(AssertionError, match="trained"):
+    pretrain_resnet.pretrain(twin, os.path.join(os.path.dirname(out), "lr"),
+                             _pcfg(learning_rate=1e-3))
+
+
 def _weights(out):
   return checkpoints.load_safetensors(os.path.join(out, pretrain_resnet.WEIGHTS))[0]
 
@@ -162,8 +210,8 @@ def test_killed_pretraining_resumes_after_its_last_epoch_to_the_same_weights(tmp
   weights, losses and metrics of one never stopped; the resume file goes once the model is in."""
   ds = _dataset(tmp_path / "data", n_train=20, n_val=10)
   cfg = _pcfg(epochs=4)
-  whole = pretrain_resnet.pretrain(ds, str(tmp_path / "whole"), cfg)
-  out = str(tmp_path / "killed")
+  whole = pretrain_resnet.pretrain(ds, str(tmp_path / "a" / "whole"), cfg)
+  out = str(tmp_path / "b" / "killed")  # not beside it: it would be copied
   step, calls = pretrain_resnet._train_step, []  # pylint: disable=protected-access
 
   def dies_in_epoch_3(*args):
@@ -183,7 +231,7 @@ def test_killed_pretraining_resumes_after_its_last_epoch_to_the_same_weights(tmp
   assert not os.path.exists(os.path.join(out, pretrain_resnet.RESUME))
   assert resumed["epoch_losses"] == whole["epoch_losses"]
   assert checkpoints.tree_sha256(_weights(out)) == checkpoints.tree_sha256(
-      _weights(str(tmp_path / "whole")))
+      _weights(str(tmp_path / "a" / "whole")))
   assert resumed["metrics"] == whole["metrics"]
 
 
@@ -202,7 +250,7 @@ def test_resume_file_of_other_settings_or_damaged_is_not_used(tmp_path, monkeypa
   with pytest.raises(KeyboardInterrupt):
     pretrain_resnet.pretrain(ds, out, _pcfg(epochs=2))
   resume = os.path.join(out, pretrain_resnet.RESUME)
-  kept = open(resume, "rb").read()
+  kept = pathlib.Path(resume).read_bytes()
   monkeypatch.setattr(pretrain_resnet, "_train_step", step)
   warned = []  # the warnings' text (a CLI test before may have detached the logger from caplog)
   monkeypatch.setattr(pretrain_resnet._log, "warning",  # pylint: disable=protected-access
@@ -230,8 +278,8 @@ def test_a_diverged_pretraining_is_refused_and_writes_no_model(tmp_path, monkeyp
 
   def nan_in_epoch_2(*args):
     calls.append(1)
-    loss = step(*args)
-    return float("nan") if len(calls) == 4 else loss
+    loss, state = step(*args)
+    return (float("nan") if len(calls) == 4 else loss), state
 
   monkeypatch.setattr(pretrain_resnet, "_train_step", nan_in_epoch_2)
   with pytest.raises(RSVQAError, match=r"^pretrain synthetic_resnet diverged \(loss nan at step 2 "
@@ -249,12 +297,14 @@ def test_weights_made_non_finite_by_the_last_update_are_refused(tmp_path, monkey
   out = str(tmp_path / "model")
   step, calls = pretrain_resnet._train_step, []  # pylint: disable=protected-access
 
-  def nan_weights_at_the_end(model, *args):
+  def nan_weights_at_the_end(graphdef, *args):
     calls.append(1)
-    loss = step(model, *args)
+    loss, state = step(graphdef, *args)
     if len(calls) == 2:
+      model, optimizer = nnx.merge(graphdef, state)
       model.conv1.kernel[...] = model.conv1.kernel[...] * np.nan
-    return loss
+      state = nnx.state((model, optimizer))
+    return loss, state
 
   monkeypatch.setattr(pretrain_resnet, "_train_step", nan_weights_at_the_end)
   with pytest.raises(RSVQAError, match=r"^pretrain synthetic_resnet diverged \(weights NaN or inf "

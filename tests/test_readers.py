@@ -1,6 +1,7 @@
 """Official-layout readers: round trips from the generator, xBEN, and every kind of bad input."""
 import json
 import os
+import pathlib
 import re
 import shutil
 import threading
@@ -246,8 +247,9 @@ def test_inactive_entries_are_skipped(broken, lr):
 def test_a_question_active_in_two_splits_is_warned_of(broken, caplog, columnar):
   """A test image and its questions copied into the train files, active there too: the test
   score is no longer held out, which nothing said."""
-  test = {kind: json.load(open(split_files.split_file(broken, "lr", "test", kind)))[kind]
-          for kind in split_files.KINDS}
+  read = lambda kind: json.loads(pathlib.Path(split_files.split_file(broken, "lr", "test", kind))
+                                 .read_text())
+  test = {kind: read(kind)[kind] for kind in split_files.KINDS}
   image = _active_image(test["images"])
   ids = {"images": [image["id"]], "questions": image["questions_ids"],
          "answers": [i for q in image["questions_ids"] for i in test["questions"][q]["answers_ids"]]}

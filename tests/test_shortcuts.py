@@ -7,9 +7,11 @@ splits and draws 70 / 5 / 25 % of the images within rounding.
 """
 import collections
 import csv
+import io
 import json
 import math
 import os
+import pathlib
 import re
 import shutil
 
@@ -175,7 +177,7 @@ def bench(tmp_path_factory):
 
 def test_folder_holds_the_named_outputs(bench):
   source, out = bench
-  split = json.load(open(os.path.join(out, "split.json")))
+  split = json.loads(pathlib.Path(out, "split.json").read_text())
   assert list(split) == ["train", "val", "iid_test"]
   dataset = rsvqa_json.read_dataset(source, "lr")
   pooled = set(dataset["train"].question_id.tolist()) | set(dataset["val"].question_id.tolist())
@@ -190,20 +192,20 @@ def test_folder_holds_the_named_outputs(bench):
     assert r[5] == f"{r[2]}+{r[3]}" and r[10] == f"{r[2]}+{r[3]}+{r[6]}"
     assert r[4] == "+".join(sorted(r[4].split("+")))
   for c in shortcuts.CONCEPTS:
-    ood = json.load(open(os.path.join(out, f"ood_{c}.json")))
+    ood = json.loads(pathlib.Path(out, f"ood_{c}.json").read_text())
     assert set(ood) <= set(split["iid_test"])
   for stem in ("splits", "groups", "answer_shift", "head_jaccard", "ood_overlap"):
     for ext in ("csv", "md", "tex"):
       assert os.path.isfile(os.path.join(out, "statistics", f"{stem}.{ext}"))
   for png in ("groups", "answer_shift", "head_jaccard", "ood_overlap"):
-    assert open(os.path.join(out, "statistics", f"{png}.png"), "rb").read(4) == b"\x89PNG"
-  manifest = json.load(open(os.path.join(out, "shortcuts.json")))
+    assert pathlib.Path(out, "statistics", f"{png}.png").read_bytes()[:4] == b"\x89PNG"
+  manifest = json.loads(pathlib.Path(out, "shortcuts.json").read_text())
   assert manifest["labels"]["kind"] == "synthetic scenes" and manifest["unit"] == "image"
 
 
 def test_data_is_the_resplit_in_the_official_layout(bench):
   source, out = bench
-  split = json.load(open(os.path.join(out, "split.json")))
+  split = json.loads(pathlib.Path(out, "split.json").read_text())
   data = rsvqa_json.read_dataset(os.path.join(out, "data"), "lr")
   for name, key in (("train", "train"), ("val", "val"), ("test", "iid_test")):
     assert sorted(data[name].question_id.tolist()) == sorted(split[key])
@@ -218,13 +220,13 @@ def test_data_is_the_resplit_in_the_official_layout(bench):
   some = next(iter(images[2]))
   for folder, ext in (("Images_LR", "tif"), ("masks", "npz")):
     copy, orig = (os.path.join(root, folder, f"{some}.{ext}") for root in (out + "/data", source))
-    assert open(copy, "rb").read() == open(orig, "rb").read() and os.path.isfile(orig)
+    assert pathlib.Path(copy).read_bytes() == pathlib.Path(orig).read_bytes() and os.path.isfile(orig)
 
 
 def test_rerun_replaces_and_foreign_folders_are_refused(bench, tmp_path):
   source, out = bench
   assert cli.main(["shortcuts", "--data", source, "--out", out, "--seed", "2"]) == 0
-  assert json.load(open(os.path.join(out, "shortcuts.json")))["seed"] == 2
+  assert json.loads(pathlib.Path(out, "shortcuts.json").read_text())["seed"] == 2
   assert not [n for n in os.listdir(os.path.dirname(out)) if n.startswith((".tmp-", ".old-"))]
   (tmp_path / "mine").mkdir()
   (tmp_path / "mine" / "notes.txt").write_text("x")
@@ -270,7 +272,7 @@ def test_labels_csv_and_refusal_without_labels(bench, tmp_path, capsys):
   for s in ("train", "val", "test"):
     for k in split_files.KINDS:
       path = split_files.split_file(data, "lr", s, k)
-      (bare / os.path.basename(path)).write_bytes(open(path, "rb").read())
+      (bare / os.path.basename(path)).write_bytes(pathlib.Path(path).read_bytes())
   shutil.copytree(os.path.join(data, "Images_LR"), bare / "Images_LR")
   assert cli.main(["shortcuts", "--data", str(bare), "--out", str(tmp_path / "o")]) == 2
   dataset = rsvqa_json.read_dataset(str(bare), "lr")
@@ -286,7 +288,7 @@ def test_labels_csv_and_refusal_without_labels(bench, tmp_path, capsys):
                    "--image-labels", str(table)]) == 0
   assert (f"{table}: {len(test_ids)} labelled image(s) are not among the "
           in capsys.readouterr().err)
-  kos = {r["ko"] for r in csv.DictReader(open(tmp_path / "o" / "concepts.csv"))}
+  kos = {r["ko"] for r in csv.DictReader(io.StringIO((tmp_path / "o" / "concepts.csv").read_text()))}
   assert kos <= {"lake", "field", shortcuts.NONE}
   # 'Lake' and 'lake' were two labels; labels for a few images passed without a word.
   pool = set(ids) | set(dataset["val"].image_id.tolist())
@@ -298,7 +300,7 @@ def test_labels_csv_and_refusal_without_labels(bench, tmp_path, capsys):
   assert f"{table}: labels 'LAKE' read as 'lake' (they differ in case only)" in err
   assert (f"{os.path.abspath(table)}: {len(pool) - 3} of the {len(pool)} train and val images "
           "have no label: their questions' key object reads '(none)'") in err
-  kos = {r["ko"] for r in csv.DictReader(open(tmp_path / "o2" / "concepts.csv"))}
+  kos = {r["ko"] for r in csv.DictReader(io.StringIO((tmp_path / "o2" / "concepts.csv").read_text()))}
   assert kos <= {"lake", shortcuts.NONE}
   table.write_text("image_id,label\n1,a+b\n")
   with pytest.raises(RSVQAError, match="without '\\+'"):
@@ -363,7 +365,7 @@ def test_score_by_hand(bench, tmp_path):
   _, out = bench
   data = os.path.join(out, "data")
   test = rsvqa_json.read_dataset(data, "lr")["test"]
-  sets = {c: set(json.load(open(os.path.join(out, f"ood_{c}.json")))) for c in shortcuts.CONCEPTS}
+  sets = {c: set(json.loads(pathlib.Path(out, f"ood_{c}.json").read_text())) for c in shortcuts.CONCEPTS}
   concept = max(sets, key=lambda c: len(sets[c]))
   wrong = sets[concept]
   assert wrong
@@ -376,7 +378,7 @@ def test_score_by_hand(bench, tmp_path):
   result_dir = tmp_path / "analysis"
   assert cli.main(["analyze", "--data", data, "--dataset", "lr", "--out", str(result_dir),
                    "--predictions", str(preds), "--shortcuts", out]) == 0
-  result = json.load(open(result_dir / "shortcuts.json"))
+  result = json.loads(pathlib.Path(result_dir / "shortcuts.json").read_text())
   iid = result["iid_test"]["oa"]
   assert iid == pytest.approx(1 - len(wrong) / len(test))
   row = result["ood"][concept]
@@ -461,7 +463,7 @@ def test_an_ood_set_listing_a_question_twice_is_refused(bench, tmp_path):
   copy = str(tmp_path / "sc")
   shutil.copytree(out, copy)
   path = shortcuts.ood_file(copy, shortcuts.CONCEPTS[0])
-  ids = json.load(open(path))
+  ids = json.loads(pathlib.Path(path).read_text())
   assert ids, "the first OOD set is empty"
   with open(path, "w") as f:
     json.dump(ids + ids[:1], f)
@@ -513,7 +515,7 @@ def test_a_concepts_row_with_an_odd_or_repeated_id_is_refused(bench, tmp_path, e
   copy = str(tmp_path / "sc")
   shutil.copytree(out, copy)
   path = os.path.join(copy, shortcuts.CONCEPTS_FILE)
-  rows = open(path, encoding="utf-8").read().splitlines()
+  rows = pathlib.Path(path).read_text(encoding="utf-8").splitlines()
   with open(path, "w", encoding="utf-8") as f:
     f.write("\n".join(edit(rows)) + "\n")
   with pytest.raises(RSVQAError, match=error):
@@ -528,7 +530,7 @@ def test_a_folder_edited_or_of_another_version_is_refused(bench, tmp_path):
   shutil.copytree(out, copy)
   assert shortcuts.load(copy).manifest["version"] == shortcuts.VERSION
   path = shortcuts.ood_file(copy, shortcuts.CONCEPTS[0])
-  ids = json.load(open(path))
+  ids = json.loads(pathlib.Path(path).read_text())
   with open(path, "w") as f:
     json.dump(ids[1:], f)
   with pytest.raises(RSVQAError, match=f"{path}: {len(ids) - 1} questions in "
@@ -538,7 +540,7 @@ def test_a_folder_edited_or_of_another_version_is_refused(bench, tmp_path):
   with open(path, "w") as f:
     json.dump(ids, f)
   manifest_path = os.path.join(copy, shortcuts.MANIFEST)
-  manifest = json.load(open(manifest_path))
+  manifest = json.loads(pathlib.Path(manifest_path).read_text())
   with open(manifest_path, "w") as f:
     json.dump({**manifest, "version": shortcuts.VERSION + 1}, f)
   with pytest.raises(RSVQAError, match=f"version {shortcuts.VERSION + 1}, this rsvqa-jax reads "
@@ -565,8 +567,7 @@ def test_image_clusters_from_the_command_line(bench, tmp_path):
   assert cli.main(["shortcuts", "--data", source, "--out", out, "--image-clusters", "2",
                    "--arch", "resnet18", "--checkpoint", "random",
                    "--cache", str(tmp_path / "cache")]) == 0
-  assert "k-means clusters (K=2)" in json.dumps(json.load(open(os.path.join(out,
-                                                                            "shortcuts.json"))))
+  assert "k-means clusters (K=2)" in pathlib.Path(out, "shortcuts.json").read_text()
 
 
 def test_analyze_never_writes_its_tables_into_a_benchmark_folder(bench, tmp_path, capsys):
@@ -577,13 +578,13 @@ def test_analyze_never_writes_its_tables_into_a_benchmark_folder(bench, tmp_path
   test = rsvqa_json.read_dataset(data, "lr")["test"]
   preds.write_text("question_id,prediction\n" + "".join(f"{q},yes\n" for q in
                                                       test.question_id.tolist()))
-  manifest = open(os.path.join(out, shortcuts.MANIFEST)).read()
+  manifest = pathlib.Path(out, shortcuts.MANIFEST).read_text()
   assert cli.main(["analyze", "--data", data, "--out", out, "--predictions", str(preds),
                    "--shortcuts", out]) == 2
   assert capsys.readouterr().err.strip().endswith(
       f"--out {out} is a shortcut benchmark folder (split.json); give a folder of its own for "
       "the tables")
-  assert open(os.path.join(out, shortcuts.MANIFEST)).read() == manifest
+  assert pathlib.Path(out, shortcuts.MANIFEST).read_text() == manifest
   shortcuts.load(out)
   (tmp_path / "file").write_text("x")
   assert cli.main(["shortcuts", "--data", data, "--out", str(tmp_path / "file")]) == 2

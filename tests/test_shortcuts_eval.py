@@ -10,6 +10,7 @@ import json
 import logging
 import math
 import os
+import pathlib
 import shutil
 
 import numpy as np
@@ -46,14 +47,14 @@ def trained(tmp_path_factory):
 def test_scores_the_iid_val_checkpoint_on_iid_and_ood(trained):
   out, workdir, summary = trained
   assert cli.main(["evaluate", "--workdir", workdir, "--shortcuts", out]) == 0
-  result = json.load(open(os.path.join(shortcuts.folder(workdir), "shortcuts.json")))
+  result = json.loads(pathlib.Path(shortcuts.folder(workdir), "shortcuts.json").read_text())
   assert result["step"] == summary["best_step"] and result["checkpoint"] == "best"
   with open(os.path.join(shortcuts.folder(workdir), "predictions.csv"), newline="") as f:
     rows = list(csv.DictReader(f))
   right = {int(r["question_id"]): r["prediction"] == r["answer"] for r in rows}
   assert result["iid_test"]["oa"] == pytest.approx(sum(right.values()) / len(right))
   for c in shortcuts_lib.CONCEPTS:
-    ids = json.load(open(os.path.join(out, f"ood_{c}.json")))
+    ids = json.loads(pathlib.Path(out, f"ood_{c}.json").read_text())
     r = result["ood"][c]
     assert r["n"] == len(ids)
     if ids:
@@ -71,7 +72,7 @@ def test_table4_selection_is_labelled_adaptive_overfitting(trained, monkeypatch)
     protocol, peeked = chosen["iid_val"]["ood"][c], chosen["ood_test"]["ood"][c]
     if not math.isnan(protocol):
       assert peeked >= protocol
-  text = open(os.path.join(shortcuts.folder(workdir), "shortcuts_selection.md")).read()
+  text = pathlib.Path(shortcuts.folder(workdir), "shortcuts_selection.md").read_text()
   assert text.count("adaptive overfitting") >= 3 and "IID val (default)" in text
   assert set(chosen["ood_val_n"]) == set(shortcuts_lib.CONCEPTS)
   for c, n in chosen["ood_val_n"].items():  # an empty OOD val set selects nothing
@@ -153,8 +154,8 @@ def test_a_workdir_of_other_data_is_refused(trained, tmp_path, capsys):
   other = tmp_path / "other"
   other.mkdir()
   for name in ("shortcuts.json", "split.json", "concepts.csv"):
-    (other / name).write_bytes(open(os.path.join(out, name), "rb").read())
-  split = json.load(open(os.path.join(out, "split.json")))
+    (other / name).write_bytes(pathlib.Path(out, name).read_bytes())
+  split = json.loads(pathlib.Path(out, "split.json").read_text())
   split["iid_test"] = split["iid_test"][1:]
   (other / "split.json").write_text(json.dumps(split))
   for c in shortcuts_lib.CONCEPTS:
@@ -194,7 +195,7 @@ def test_a_corrupted_checkpoint_is_a_warning_under_quiet(trained, tmp_path, capl
     assert message.endswith("; skipped"), message
   assert stood_in == (f"{copy}/best: step {best} missing or corrupted; its periodic checkpoint "
                       f"{copy}/checkpoints/{best} (the same state) is used")
-  assert json.load(open(os.path.join(shortcuts.folder(copy), "shortcuts.json")))["step"] == best
+  assert json.loads(pathlib.Path(shortcuts.folder(copy), "shortcuts.json").read_text())["step"] == best
 
 
 def test_table4_with_one_kept_checkpoint_says_it_compares_nothing(trained, tmp_path, caplog):

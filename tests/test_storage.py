@@ -1,12 +1,16 @@
 """storage: cache entries (storage.cached, the one way an image, question or columnar entry is
 opened or built) and JSON files (read_json, write_json)."""
+import gc
 import json
 import logging
 import math
 import os
 import pathlib
 import stat
+import warnings
+import zipfile
 
+import numpy as np
 import pytest
 
 from rsvqa_jax import storage
@@ -152,3 +156,21 @@ def test_without_the_one_step_swap_a_folder_is_replaced_by_two_renames(tmp_path,
 def test_a_folder_not_replaced_keeps_what_another_run_completed_first(tmp_path):
   _built_over(tmp_path, replace=False)
   assert sorted(os.listdir(tmp_path / "d")) == ["old"] and os.listdir(tmp_path) == ["d"]
+
+
+def test_a_cut_npz_archive_leaves_no_file_open(tmp_path):
+  """np.load opened the file of a cut archive and never closed it: a ResourceWarning per
+  damaged mask or vocabulary file that the readers refuse (their one-line errors stand)."""
+  whole = tmp_path / "whole.npz"
+  np.savez(whole, a=np.arange(1000))
+  cut = tmp_path / "cut.npz"
+  cut.write_bytes(whole.read_bytes()[:2000])
+  with storage.npz(whole) as archive:
+    assert archive["a"].sum() == 499500
+  with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always", ResourceWarning)
+    with pytest.raises(zipfile.BadZipFile):
+      with storage.npz(cut):
+        pass
+    gc.collect()
+  assert [str(w.message) for w in caught] == []

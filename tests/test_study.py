@@ -3,6 +3,7 @@ import json
 import logging
 import math
 import os
+import pathlib
 import re
 import shutil
 import types
@@ -67,7 +68,7 @@ def test_study_end_to_end(done):
       adv = os.path.join(run, "eval", "test", "adversarial_random.json")
       assert os.path.exists(adv) == name.endswith("reference")
   assert sorted(os.listdir(os.path.join(workdir, "runs"))) == sorted(RUNS + (MUTAN,))
-  text = open(os.path.join(workdir, "report.md")).read()
+  text = pathlib.Path(workdir, "report.md").read_text()
   for needle in ("Table 2 layout", "Table 6 layout", "| Visual blind |", "Adversarial (random image)",
                  "|  |  | Difference |", "Prior_Acc", "IO_AdTest", "Uni_Acc (uniform guess)",
                  "## Reading", "## Wall time", "](figures/figure5.png)", "## Settings",
@@ -81,7 +82,7 @@ def test_study_end_to_end(done):
     assert needle in text, needle
   header = next(l for l in text.splitlines() if l.startswith("| Language model |"))
   assert header.index("Comparison") < header.index("Counting") < header.index("Presence")
-  assert open(os.path.join(workdir, "summary.md")).read().strip() in text
+  assert pathlib.Path(workdir, "summary.md").read_text().strip() in text
   for stem in ("table2", "table6", "table3_test", "balanced"):
     for ext in ("csv", "md", "tex"):
       assert os.path.exists(os.path.join(workdir, "analysis", f"{stem}.{ext}")), (stem, ext)
@@ -118,13 +119,13 @@ def test_shortcuts_stage_scores_a_planted_set(done):
   bench = os.path.join(workdir, "shortcuts", "benchmark")
   assert os.path.exists(os.path.join(bench, "ood_kw.json"))
   assert shortcuts.load(bench).manifest["questions"] == stage["questions"]
-  text = open(os.path.join(workdir, "report.md")).read()
+  text = pathlib.Path(workdir, "report.md").read_text()
   assert "## Shortcut OOD benchmark (VQA-VS)" in text and "| N (questions) |" in text
   assert "Skip-thoughts GRU (random init) finetuned, visual blind |" in text
   assert text.index("## Shortcut OOD benchmark") < text.index("## Wall time")
   for ext in ("csv", "md", "tex"):
     assert os.path.exists(os.path.join(workdir, "analysis", f"shortcuts_models.{ext}"))
-  summary = open(os.path.join(workdir, shortcut_report.SUMMARY_FILE)).read()
+  summary = pathlib.Path(workdir, shortcut_report.SUMMARY_FILE).read_text()
   assert summary.startswith("On the study's planted set (kw:parking=yes@0.9+1")
 
 
@@ -225,7 +226,7 @@ def test_each_summary_goes_to_the_page_holding_its_markers(tmp_path):
   bias_page.write_text(f"a\n{report.DOCS_BEGIN}\nold\n{report.DOCS_END}\n")
   assert report.main([str(tmp_path / "s"), "--docs", str(bias_page)]) == 2
   assert "old" in bias_page.read_text()
-  text = open(os.path.join(ROOT, "docs", "audits", "shortcuts.md"), encoding="utf-8").read()
+  text = pathlib.Path(ROOT, "docs", "audits", "shortcuts.md").read_text(encoding="utf-8")
   assert shortcut_report.DOCS_BEGIN in text and shortcut_report.DOCS_END in text
 
 
@@ -507,7 +508,7 @@ def test_summary_goes_into_the_readme_between_its_markers(tmp_path):
 
 
 def test_the_docs_quote_a_summary_block():
-  text = open(os.path.join(ROOT, "docs", "audits", "language_bias.md"), encoding="utf-8").read()
+  text = pathlib.Path(ROOT, "docs", "audits", "language_bias.md").read_text(encoding="utf-8")
   assert report.DOCS_BEGIN in text and report.DOCS_END in text
 
 

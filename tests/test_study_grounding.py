@@ -6,6 +6,7 @@ no shortcuts stage) so that the stage adds nothing to that file's run.
 import json
 import math
 import os
+import pathlib
 
 import pytest
 
@@ -52,7 +53,7 @@ def test_grounding_stage_scores_every_run_beside_the_floors(done):
                            "summary.json")) as f:
       assert json.load(f)["mean_iou"] == run["mean_iou"]
     assert 0.0 <= run["mean_iou"] <= 1.0
-  text = open(os.path.join(workdir, "report.md")).read()
+  text = pathlib.Path(workdir, "report.md").read_text()
   assert "## Answer grounding (VizWiz)" in text
   assert "| Centre prior |" in text and "visual blind (uniform map)" in text
   table = grounding_report.study_table(stage)

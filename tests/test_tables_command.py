@@ -3,6 +3,7 @@ from a folder of workdirs, with missing cells marked; configs/lr_sweep.py."""
 import json
 import math
 import os
+import pathlib
 import shutil
 import subprocess
 import sys
@@ -277,31 +278,31 @@ def test_table1_pools_seeds_and_learning_rates_of_one_model_only(tmp_path, capsy
   _workdir(runs, "db/seed0", val=(0.8,))
   _workdir(runs, "db/lr1e-5", val=(0.6,), text_lr=1e-5)  # the sweep's runs pool, as before
   other = _workdir(runs, "elsewhere/seed0", val=(0.2,))
-  config = json.load(open(os.path.join(other, "config.json")))
+  config = json.loads(pathlib.Path(other, "config.json").read_text())
   config["train"]["batch_size"], config["optim"]["lr"] = 35, 0.5
-  json.dump(config, open(os.path.join(other, "config.json"), "w"))
+  pathlib.Path(other, "config.json").write_text(json.dumps(config))
   cell = lambda: (runs / "tables" / "table1.md").read_text().splitlines()[-1].split(" | ")[7]
   rc, out = _run(runs, capsys)
   assert rc == 0 and cell() == "unlike runs"
   assert ("Table 1 cell 'distilBERT e-mult, LM fine-tuned': " in out.err
           and f"{other} is not " in out.err and "model over another seed: optim.lr is "
           "0.5 there" in out.err and "and 1 more key(s)" in out.err)
-  config["optim"]["lr"] = json.load(open(os.path.join(runs, "db", "seed0",
-                                                      "config.json")))["optim"]["lr"]
+  config["optim"]["lr"] = json.loads(pathlib.Path(runs, "db", "seed0",
+                                                      "config.json").read_text())["optim"]["lr"]
   config["train"]["batch_size"] = 70
-  json.dump(config, open(os.path.join(other, "config.json"), "w"))
+  pathlib.Path(other, "config.json").write_text(json.dumps(config))
   rc, out = _run(runs, capsys)
   assert rc == 0 and cell() == "unlike runs"
   assert "were both trained with seed 0 (and the same optim.text_lr)" in out.err
   config["seed"] = 1
-  json.dump(config, open(os.path.join(other, "config.json"), "w"))
+  pathlib.Path(other, "config.json").write_text(json.dumps(config))
   rc, out = _run(runs, capsys)
   assert rc == 0 and "unlike" not in out.err
   assert cell() == tables.pct(*tables.mean_std([0.8, 0.6, 0.2]))
   sweep = lambda: (runs / "tables" / "figure8_lr.md").read_text()
   assert "| distilBERT | 50.00 (30.00) | 60.00 |" in sweep()  # lr 1e-6: seeds 0 and 1
   config["seed"], config["optim"]["lr"] = 0, 0.5
-  json.dump(config, open(os.path.join(other, "config.json"), "w"))
+  pathlib.Path(other, "config.json").write_text(json.dumps(config))
   rc, out = _run(runs, capsys)  # a Figure 8 cell averaged runs of another model, seeds repeated
   assert rc == 0 and "| distilBERT | unlike runs | 60.00 |" in sweep()
   assert "Figure 8 cell 'distilBERT, lr 1e-06': " in out.err
@@ -310,9 +311,9 @@ def test_table1_pools_seeds_and_learning_rates_of_one_model_only(tmp_path, capsy
 def _data(workdir, **data):
   """Sets the data section keys of a workdir's config.json."""
   path = os.path.join(workdir, "config.json")
-  config = json.load(open(path))
+  config = json.loads(pathlib.Path(path).read_text())
   config["data"].update(data)
-  json.dump(config, open(path, "w"))
+  pathlib.Path(path).write_text(json.dumps(config))
 
 
 def test_workdirs_of_two_datasets_are_refused(tmp_path, capsys):
@@ -355,9 +356,9 @@ def test_table2_averages_only_evaluations_of_the_same_questions(tmp_path, capsys
   assert "mean (population std) over the runs of a cell" in (runs / "tables" / "table1.md"
                                                              ).read_text()
   path = os.path.join(other, "eval", "test", "accuracy.json")
-  acc = json.load(open(path))
+  acc = json.loads(pathlib.Path(path).read_text())
   acc.update(n=90, per_type_n={"count": 30, "comp": 60})  # the split without 10 questions
-  json.dump(acc, open(path, "w"))
+  pathlib.Path(path).write_text(json.dumps(acc))
   rc, out = _run(runs, capsys)
   assert rc == 0 and row().endswith("| unlike runs | unlike runs |")
   assert (f"Table 2 row 'Transformer distilBERT': {other} was evaluated on other questions than "
@@ -365,14 +366,15 @@ def test_table2_averages_only_evaluations_of_the_same_questions(tmp_path, capsys
   assert f"its N row counts {first}'s questions" in out.err
   assert "| RNN Skip-thoughts | fine-tuned | e-mult | 1 | 50.00 |" in table2()
   acc.update(n=100, per_type_n={"count": 40, "comp": 60}, split_sha256="b" * 64)
-  json.dump(acc, open(path, "w"))
+  pathlib.Path(path).write_text(json.dumps(acc))
   rc, out = _run(runs, capsys)  # the same counts, where only one recorded its data: alike
   assert rc == 0 and "| 2 | 70.00 (20.00) |" in row() and "other questions" not in out.err
   assert "mean (population std) over seeds" in table2()  # 20.00: 0.9 and 0.5, ddof 0
   assert "mean (population std) over the runs of a cell" in (runs / "tables" / "table1.md"
                                                              ).read_text()
   first_path = os.path.join(first, "eval", "test", "accuracy.json")
-  json.dump({**json.load(open(first_path)), "split_sha256": "a" * 64}, open(first_path, "w"))
+  first_file = pathlib.Path(first_path)
+  first_file.write_text(json.dumps({**json.loads(first_file.read_text()), "split_sha256": "a" * 64}))
   rc, out = _run(runs, capsys)  # the same counts of other questions
   assert rc == 0 and row().endswith("| unlike runs | unlike runs |")
   assert f"{other} was evaluated on other questions than {first} (100 against 100, other data)" \
@@ -400,17 +402,17 @@ def test_table2_averages_only_seeds_of_one_model_evaluated_on_the_best(tmp_path,
   assert row().endswith("| unlike runs | unlike runs |")
   assert "| RNN Skip-thoughts | fine-tuned | e-mult | 1 | 50.00 |" in (
       runs / "tables" / "table2.md").read_text()  # the other rows as before
-  config = json.load(open(os.path.join(copy, "config.json")))
+  config = json.loads(pathlib.Path(copy, "config.json").read_text())
   config["seed"], config["optim"]["lr"] = 2, 0.5
   config["train"]["eval_batch_size"] = 7  # bookkeeping: not what makes runs unlike
   config["data"]["cache_dir"] = "/another/cache"  # where the caches are, likewise
-  json.dump(config, open(os.path.join(copy, "config.json"), "w"))
+  pathlib.Path(copy, "config.json").write_text(json.dumps(config))
   rc, out = _run(runs, capsys)
   assert rc == 0 and (f"{copy} is not {runs / 'db_ft' / 'seed0'}'s model over another seed: "
                       "optim.lr is 0.5 there") in out.err
-  config["optim"]["lr"] = json.load(open(os.path.join(runs, "db_ft", "seed0",
-                                                    "config.json")))["optim"]["lr"]
-  json.dump(config, open(os.path.join(copy, "config.json"), "w"))
+  config["optim"]["lr"] = json.loads(pathlib.Path(runs, "db_ft", "seed0",
+                                                    "config.json").read_text())["optim"]["lr"]
+  pathlib.Path(copy, "config.json").write_text(json.dumps(config))
   rc, out = _run(runs, capsys)
   assert rc == 0 and "unlike" not in out.err and "| 2 of 3 |" in row()
 
@@ -463,9 +465,9 @@ def test_table2_counts_only_unevaluated_runs_that_are_seeds_of_its_model(tmp_pat
   _workdir(runs, "db_ft/seed0", test=(0.9, 0.6))
   pending = _workdir(runs, "db_ft/seed1", seed=1)
   other = _workdir(runs, "db_ft_other/seed0")
-  config = json.load(open(os.path.join(other, "config.json")))
+  config = json.loads(pathlib.Path(other, "config.json").read_text())
   config["optim"]["lr"] = 0.5
-  json.dump(config, open(os.path.join(other, "config.json"), "w"))
+  pathlib.Path(other, "config.json").write_text(json.dumps(config))
   rc, out = _run(runs, capsys)
   row = next(l for l in (runs / "tables" / "table2.md").read_text().splitlines()
              if l.startswith("| Transformer distilBERT | fine-tuned"))
@@ -483,9 +485,9 @@ def test_answerability_workdirs_are_left_out_of_the_paper_tables(tmp_path, capsy
   runs = tmp_path / "runs"
   _workdir(runs, "st/seed0", lm="skipthoughts", val=(0.37,), test=(0.5, 0.5))
   ranking = _workdir(runs, "ranking", lm="skipthoughts")
-  config = json.load(open(os.path.join(ranking, "config.json")))
+  config = json.loads(pathlib.Path(ranking, "config.json").read_text())
   config["answerability"] = {"batch_pools": 16}
-  json.dump(config, open(os.path.join(ranking, "config.json"), "w"))
+  pathlib.Path(ranking, "config.json").write_text(json.dumps(config))
   rc, out = _run(runs, capsys)
   assert rc == 0 and "unlike" not in out.err and "1 workdir read" in out.out
   assert f"1 answerability workdir(s) under {runs} left out" in out.err
@@ -505,7 +507,7 @@ def test_a_config_flag_of_another_type_is_refused(tmp_path, capsys, edit, error)
   list for the fusion was a TypeError)."""
   w = _workdir(tmp_path / "runs", "db_ft/seed0", test=(0.9, 0.6))
   path = os.path.join(w, "config.json")
-  config = json.load(open(path))
+  config = json.loads(pathlib.Path(path).read_text())
   edit(config)
   with open(path, "w") as f:
     json.dump(config, f)
@@ -533,7 +535,7 @@ def test_a_config_json_of_another_shape_names_the_key(tmp_path, capsys, edit, er
   w = _workdir(tmp_path / "runs", "db_ft/seed0", test=(0.9, 0.6))
   _workdir(tmp_path / "runs", "db_ft/seed1", test=(0.8, 0.7), seed=1)
   path = os.path.join(w, "config.json")
-  config = json.load(open(path))
+  config = json.loads(pathlib.Path(path).read_text())
   config = edit(config) or config  # an edit in place returns None
   with open(path, "w") as f:
     json.dump(config, f)
@@ -596,9 +598,9 @@ def test_table2_keeps_a_training_type_the_split_lacks_as_evaluate_does(tmp_path,
   runs = tmp_path / "runs"
   w = _workdir(runs, "st_ft/seed0", lm="skipthoughts", test=(0.5, 0.5))
   path = os.path.join(w, "eval", "test", "accuracy.json")
-  json.dump({"oa": 0.5, "aa": 0.5, "n": 60, "per_type": {"comp": 0.5},
-             "per_type_n": {"comp": 60}, "checkpoint": "best", "types_absent": ["count"]},
-            open(path, "w"))
+  pathlib.Path(path).write_text(json.dumps({
+      "oa": 0.5, "aa": 0.5, "n": 60, "per_type": {"comp": 0.5}, "per_type_n": {"comp": 60},
+      "checkpoint": "best", "types_absent": ["count"]}))
   rc, out = _run(runs, capsys)
   assert rc == 0, out.err
   table2 = (runs / "tables" / "table2.md").read_text()

@@ -4,6 +4,7 @@ import dataclasses
 import json
 import logging
 import os
+import pathlib
 import subprocess
 import sys
 
@@ -335,7 +336,7 @@ def test_training_data_changed_since_is_refused_on_resume_and_evaluate(task, ref
       train, answer=swapped)})
   workdir = str(tmp_path / "w")
   loop.train(_config(stop_after_steps=4), workdir, dataset=dataset, features=features, **QUIET)
-  recorded = json.load(open(os.path.join(workdir, "data.json")))
+  recorded = json.loads(pathlib.Path(workdir, "data.json").read_text())
   assert set(recorded) == {"train", "val"} and recorded["train"]["questions"] == len(train)
   message = lambda w: (f"data.json: split train of {dataset.root} is not the one {w} trained "
                        f"on \\({len(train)} questions then, {len(train)} now, other contents\\)")

@@ -50,7 +50,7 @@ def test_trains_above_majority_baseline(task, finished):
   val = task[0]["val"]
   majority = collections.Counter(val.answer.tolist()).most_common(1)[0][1] / len(val)
   assert summary["best_oa"] > majority + 0.15
-  lines = [json.loads(l) for l in open(os.path.join(workdir, "metrics.jsonl"))]
+  lines = [json.loads(l) for l in pathlib.Path(workdir, "metrics.jsonl").read_text().splitlines()]
   val_lines = [l for l in lines if l["split"] == "val"]
   assert len(val_lines) == 4 and {"oa", "aa", "per_type"} <= set(val_lines[0])
   assert set(val_lines[0]["per_type"]) == {"presence", "rural_urban"}
@@ -71,7 +71,8 @@ def test_kill_and_resume_equals_uninterrupted(task, finished, tmp_path):
   assert second["finished"]
   for a, b in zip(_leaves(finished[1]), _leaves(second)):
     np.testing.assert_array_equal(a, b)
-  steps = [(l["step"], l["split"]) for l in map(json.loads, open(os.path.join(workdir, "metrics.jsonl")))]
+  lines = pathlib.Path(workdir, "metrics.jsonl").read_text().splitlines()
+  steps = [(l["step"], l["split"]) for l in map(json.loads, lines)]
   assert len(steps) == len(set(steps))
   messages = []
   again = loop.train(_config(), workdir, dataset=task[0], features=task[1], log=messages.append)

@@ -196,6 +196,9 @@ def test_jit_init_matches_eager_and_reuses_its_program():
       for x, y in zip(a, b):
         np.testing.assert_allclose(x, y, rtol=1e-5, atol=1e-6)
   assert programs[0] == programs[1]  # the second seed reused the compiled init program
+  wider = checkpoints.jit_init(lambda p, d: SkipThoughts(  # another structure: its own program
+      7, word_dim=4, hidden_dim=8, dropout=0.1, rngs=nnx.Rngs(params=p, dropout=d)), 0, 1)
+  assert len(set(checkpoints._INIT_PROGRAMS) - programs[1]) == 1 and wider.W.shape != fast.W.shape
   assert not np.allclose(build(0, 1).W[...], build(1, 2).W[...])
 
 

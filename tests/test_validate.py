@@ -2,6 +2,7 @@
 import json
 import logging
 import os
+import pathlib
 import re
 import shutil
 import struct
@@ -117,7 +118,7 @@ class _Records(logging.Handler):
 def _claim_size(path, size):
   """Rewrites the ImageWidth and ImageLength tags of an uncompressed little-endian tile, leaving
   its strips as they are: tifffile then logs its own lines about the strip counts."""
-  data = bytearray(open(path, "rb").read())
+  data = bytearray(pathlib.Path(path).read_bytes())
   ifd = struct.unpack("<I", data[4:8])[0]
   for k in range(struct.unpack("<H", data[ifd:ifd + 2])[0]):
     entry = ifd + 2 + 12 * k
@@ -125,7 +126,7 @@ def _claim_size(path, size):
     if tag in (256, 257):
       data[entry + 8:entry + 12] = struct.pack("<I" if kind == 4 else "<HH", *(
           (size,) if kind == 4 else (size, 0)))
-  open(path, "wb").write(bytes(data))
+  pathlib.Path(path).write_bytes(bytes(data))
 
 
 @pytest.mark.parametrize("flags", [(), ("--headers-only",)])
@@ -178,10 +179,10 @@ def test_validate_bad_json_one_line(broken, capsys):
 def test_validate_refuses_a_split_without_an_active_question(broken, capsys):
   """It printed "ok" for a set whose training split was empty; train refused it later."""
   path = os.path.join(broken, "LR_split_train_questions.json")
-  data = json.load(open(path))
+  data = json.loads(pathlib.Path(path).read_text())
   for q in data["questions"]:
     q["active"] = False
-  json.dump(data, open(path, "w"))
+  pathlib.Path(path).write_text(json.dumps(data))
   rc, err = _run_validate(broken, capsys)
   warning, error = err.splitlines()  # the images still list them: counted, then refused
   assert warning.startswith("WARNING: ") and "list 40 question(s) that are inactive" in warning
@@ -306,7 +307,8 @@ def test_tiles_in_another_colour_space_are_refused_and_grey_bands_and_jpeg_read(
   np.testing.assert_array_equal(images.read_tif(path, size=(16, 8)), rgb)
   smooth = np.broadcast_to(np.linspace(0, 255, 8, dtype=np.uint8)[None, :, None], (16, 8, 3))
   Image.fromarray(np.ascontiguousarray(smooth)).convert("YCbCr").save(path, compression="jpeg")
-  assert tifffile.TiffFile(path).pages[0].photometric == tifffile.PHOTOMETRIC.YCBCR
+  with tifffile.TiffFile(path) as tif:
+    assert tif.pages[0].photometric == tifffile.PHOTOMETRIC.YCBCR
   assert np.abs(images.read_tif(path).astype(int) - smooth).mean() < 8  # RGB again, JPEG's loss
 
 

@@ -301,7 +301,7 @@ def mask_labels(root, image_ids):
   for image in image_ids:
     path = os.path.join(root, "masks", f"{int(image)}.npz")
     try:
-      with np.load(path) as z:
+      with storage.npz(path) as z:
         pairs += [(image, c) for c in z["classes"].tolist()] + [(image, str(z["land_use"]))]
     except (OSError, KeyError, ValueError, EOFError, zipfile.BadZipFile) as e:  # truncated too
       raise RSVQAError(f"{path}: cannot read the scene's objects ({e})") from None

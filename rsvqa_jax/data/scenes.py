@@ -11,6 +11,8 @@ import dataclasses
 
 import numpy as np
 
+from rsvqa_jax import storage
+
 SIZES = ("small", "medium", "large")
 SHAPES = ("square", "rectangular", "circular")
 BUILDING_CLASSES = ("residential building", "commercial building")
@@ -330,7 +332,7 @@ def save_masks(path, scene):
 
 def load_masks(path):
   """Reads save_masks output: dict with classes, sizes, shapes, boxes and masks (N, H, W) bool."""
-  with np.load(path) as z:
+  with storage.npz(path) as z:
     height, width = z["image_size"].tolist()
     boxes = z["boxes"]
     masks = np.zeros((len(boxes), height, width), bool)

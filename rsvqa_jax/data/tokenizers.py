@@ -129,6 +129,23 @@ class WordTokenizer:
 VOCABULARY_FILES = ("vocab.txt", "tokenizer.json", "vocab.json")  # WordPiece, fast, BPE
 
 
+def hf_transformers():
+  """transformers, imported here alone (it is slow to import and only its tokenizers are read)
+  and without its advice that PyTorch is missing: the models are ours, and the line
+  ("Models won't be available") read as a failure in the middle of a first study."""
+  name, before = "TRANSFORMERS_NO_ADVISORY_WARNINGS", os.environ.get(
+      "TRANSFORMERS_NO_ADVISORY_WARNINGS")
+  os.environ[name] = "1"  # read when the advice is given, at the first import
+  try:
+    import transformers  # pylint: disable=g-import-not-at-top
+  finally:
+    if before is None:
+      del os.environ[name]
+    else:
+      os.environ[name] = before
+  return transformers
+
+
 class HFTokenizer:
   """A Hugging Face tokenizer from a local folder, with special tokens and bucketed padding."""
 
@@ -142,15 +159,14 @@ class HFTokenizer:
   @classmethod
   def from_folder(cls, folder, *, max_length=512):
     """Loads the tokenizer files of `folder` (never downloads)."""
-    # Imported here: transformers is slow to import and only this tokenizer needs it.
-    from transformers import AutoTokenizer  # pylint: disable=g-import-not-at-top
+    auto_tokenizer = hf_transformers().AutoTokenizer
     if not os.path.isdir(folder):
       raise RSVQAError(f"{folder}: tokenizer folder {errors.not_a_folder(folder)}")
     if not any(os.path.isfile(os.path.join(folder, f)) for f in VOCABULARY_FILES):
       # transformers would build a tokenizer of its 5 special tokens: every word unknown
       raise RSVQAError(f"{folder}: no tokenizer vocabulary ({', '.join(VOCABULARY_FILES)})")
     try:
-      hf = AutoTokenizer.from_pretrained(folder, local_files_only=True)
+      hf = auto_tokenizer.from_pretrained(folder, local_files_only=True)
     except Exception as e:  # pylint: disable=broad-except  (the Rust `tokenizers` raises a bare
       # Exception for a damaged vocab.txt / vocab.json / merges.txt / tokenizer.json)
       reason = next((l.strip() for l in str(e).splitlines() if l.strip()), type(e).__name__)

@@ -19,6 +19,7 @@ import hashlib
 import json
 import logging
 import os
+import shutil
 import time
 
 import jax
@@ -84,11 +85,15 @@ def _loss(model, images, presence, fraction, fraction_weight):
   return lp + fraction_weight * lf
 
 
-@functools.partial(nnx.jit, static_argnums=(5,))
-def _train_step(model, optimizer, images, presence, fraction, fraction_weight):
+@functools.partial(jax.jit, static_argnums=(0, 5), donate_argnums=(1,))
+def _train_step(graphdef, state, images, presence, fraction, fraction_weight):
+  """(loss, the model's and optimizer's next state): a plain jit of the split state, whose
+  program one pretraining's optimizers share; nnx.jit walked the object graph at every step
+  (a fifth of a step) and traced again for each new optimizer."""
+  model, optimizer = nnx.merge(graphdef, state)
   loss, grads = nnx.value_and_grad(_loss)(model, images, presence, fraction, fraction_weight)
   optimizer.update(model, grads)
-  return loss
+  return loss, nnx.state((model, optimizer))
 
 
 @nnx.jit
@@ -116,17 +121,72 @@ def presence_metrics(prob, presence, fraction_pred, fraction, train_prevalence):
   }
 
 
-def _run_key(dataset, cfg, arrays, state):
-  """What a resumed pretraining must share with the one that saved its state: the settings,
-  the dataset's folder, the training images and labels, and the state's structure."""
-  h = hashlib.sha256()
+def _hash_arrays(h, arrays):
   for a in arrays:
     h.update(f"{a.dtype}|{a.shape}|".encode())
     h.update(np.ascontiguousarray(a).tobytes())
+  return h
+
+
+def _run_key(dataset, cfg, arrays, state):
+  """What a resumed pretraining must share with the one that saved its state: the settings,
+  the dataset's folder, the training images and labels, and the state's structure."""
+  h = _hash_arrays(hashlib.sha256(), arrays)
   for path, leaf in jax.tree_util.tree_flatten_with_path(state)[0]:
     h.update(f"{jax.tree_util.keystr(path)}|{leaf.dtype}|{leaf.shape}|".encode())
   return {"settings": cfg.to_dict(), "dataset": os.path.abspath(dataset.root),
           "train_sha256": h.hexdigest()}
+
+
+def _inputs_sha256(cfg, split_arrays):
+  """What alone decides a pretraining's weights and metrics: its settings and, per split it
+  reads, the image ids, pixels and land-cover labels (not the folder, nor the questions: a
+  study's balanced twin draws other questions about the main set's very images)."""
+  h = hashlib.sha256(json.dumps({"format": FORMAT_VERSION, "settings": cfg.to_dict()},
+                                sort_keys=True).encode())
+  for split, arrays in split_arrays.items():
+    h.update(f"{split}|".encode())
+    _hash_arrays(h, arrays)
+  return h.hexdigest()
+
+
+def _twin(out_dir, inputs_sha256):
+  """(folder, manifest) of a complete model beside out_dir pretrained on the same inputs (the
+  cache keeps one folder per dataset's settings), else None; a folder unreadable is passed."""
+  out_dir = os.path.abspath(out_dir)
+  parent = os.path.dirname(out_dir)
+  try:
+    names = sorted(os.listdir(parent))
+  except OSError:
+    return None
+  for name in names:
+    folder = os.path.join(parent, name)
+    if folder == out_dir or not os.path.isfile(os.path.join(folder, storage.MANIFEST)):
+      continue
+    try:
+      manifest = read_manifest(folder)
+    except (OSError, RSVQAError):
+      continue
+    if manifest and manifest.get("inputs_sha256") == inputs_sha256:
+      return folder, manifest
+  return None
+
+
+def _copy_twin(out_dir, twin, dataset, train_split, started):
+  """Writes the twin's weights and manifest into out_dir, naming this dataset and the copy."""
+  source, manifest = twin
+  os.makedirs(out_dir, exist_ok=True)
+  weights = os.path.join(out_dir, WEIGHTS)
+  shutil.copyfile(os.path.join(source, WEIGHTS), weights + ".tmp")
+  os.replace(weights + ".tmp", weights)
+  storage.write_json(os.path.join(out_dir, storage.MANIFEST), {
+      **manifest, "dataset": {**manifest["dataset"], "name": dataset.name,
+                              "root": os.path.abspath(dataset.root), "train_split": train_split},
+      "copied_from": source, "seconds": round(time.time() - started, 2),
+      "weights_sha256": storage.file_sha256(weights)})
+  if os.path.exists(os.path.join(out_dir, RESUME)):
+    os.remove(os.path.join(out_dir, RESUME))
+  return read_manifest(out_dir)
 
 
 def _save_progress(out_dir, key, state, progress_record):
@@ -167,12 +227,25 @@ def pretrain(dataset, out_dir, cfg, *, train_split="train", eval_split="val"):
   """Trains on `train_split` images, measures on `eval_split`, writes out_dir; returns manifest.
 
   Resumes from out_dir/resume.safetensors when a pretraining of the same settings and images
-  left it there; removes it once the model is written.
+  left it there; removes it once the model is written. A model beside out_dir pretrained with
+  the same settings on the same images and labels of both splits is copied instead (its
+  weights are what this run would train).
   """
   started = time.time()
-  train_ids = dataset.image_ids(train_split)
-  images = load_images(dataset, train_ids, cfg.image_size)
-  presence, fraction = land_cover_labels(dataset.root, train_ids)
+  split_ids = {train_split: dataset.image_ids(train_split)}
+  if eval_split in dataset.splits:
+    split_ids[eval_split] = dataset.image_ids(eval_split)
+  split_arrays = {}
+  for split, ids in split_ids.items():
+    split_arrays[split] = (np.asarray(ids), load_images(dataset, ids, cfg.image_size),
+                           *land_cover_labels(dataset.root, ids))
+  inputs_sha256 = _inputs_sha256(cfg, split_arrays)
+  twin = _twin(out_dir, inputs_sha256)
+  if twin is not None:
+    _log.info("pretrain synthetic_resnet: %s was pretrained with these settings on the same "
+              "images and labels: its weights copied", twin[0])
+    return _copy_twin(out_dir, twin, dataset, train_split, started)
+  train_ids, images, presence, fraction = split_arrays[train_split]
   num_classes = len(CLASSES)
   model = checkpoints.jit_init(lambda key: resnet.ResNet(
       cfg.depth, width=cfg.width, num_classes=2 * num_classes, rngs=nnx.Rngs(key)), cfg.seed)
@@ -192,6 +265,7 @@ def pretrain(dataset, out_dir, cfg, *, train_split="train", eval_split="val"):
     rng.bit_generator.state = record["rng"]
     losses, earlier_seconds = record["losses"], record["seconds"]
     _log.info("pretrain synthetic_resnet: resuming after epoch %d of %d", len(losses), cfg.epochs)
+  graphdef, state = nnx.split((model, optimizer))
   with progress.bar(total=cfg.epochs * steps, initial=len(losses) * steps,
                     desc="pretrain synthetic_resnet", unit="step") as bar:
     for _ in range(len(losses), cfg.epochs):
@@ -199,8 +273,9 @@ def pretrain(dataset, out_dir, cfg, *, train_split="train", eval_split="val"):
       epoch_loss = 0.0
       for s in range(steps):
         take = order[s * batch_size:(s + 1) * batch_size]
-        loss = float(_train_step(model, optimizer, _augment(rng, images[take]), presence[take],
-                                 fraction[take], float(cfg.fraction_weight)))
+        loss, state = _train_step(graphdef, state, _augment(rng, images[take]), presence[take],
+                                  fraction[take], float(cfg.fraction_weight))
+        loss = float(loss)
         if not np.isfinite(loss):  # the weights are NaN from here on: nothing worth keeping
           raise _diverged(f"loss {loss} at step {s + 1} of epoch {len(losses) + 1}", cfg)
         epoch_loss += loss
@@ -208,23 +283,16 @@ def pretrain(dataset, out_dir, cfg, *, train_split="train", eval_split="val"):
         bar.update()
       losses.append(epoch_loss / steps)
       if len(losses) < cfg.epochs:
-        _save_progress(out_dir, key, nnx.state((model, optimizer)), {
+        _save_progress(out_dir, key, state, {
             "rng": rng.bit_generator.state, "losses": losses,
             "seconds": earlier_seconds + time.time() - started})
+  nnx.update((model, optimizer), state)
   if not all(np.isfinite(x).all() for x in jax.tree.leaves(checkpoints.state_tree(model))):
     raise _diverged(f"weights NaN or inf after epoch {len(losses)}", cfg)  # the last update's
   train_seconds = earlier_seconds + time.time() - started
   prevalence = presence.mean(axis=0)
   metrics = {}
-  split_ids = {train_split: train_ids}
-  if eval_split in dataset.splits:
-    split_ids[eval_split] = dataset.image_ids(eval_split)
-  for split, ids in split_ids.items():
-    if split == train_split:
-      imgs, pres, frac = images, presence, fraction
-    else:
-      imgs = load_images(dataset, ids, cfg.image_size)
-      pres, frac = land_cover_labels(dataset.root, ids)
+  for split, (_, imgs, pres, frac) in split_arrays.items():
     prob, frac_pred = _predict_all(model, imgs, batch_size)
     metrics[split] = presence_metrics(prob, pres, frac_pred, frac, prevalence)
   manifest = {
@@ -234,6 +302,7 @@ def pretrain(dataset, out_dir, cfg, *, train_split="train", eval_split="val"):
       "dataset": {"name": dataset.name, "root": os.path.abspath(dataset.root),
                   "train_split": train_split, "train_images": len(train_ids)},
       "epoch_losses": losses, "metrics": metrics,
+      "inputs_sha256": inputs_sha256,
       "train_seconds": round(train_seconds, 2),
       "seconds": round(earlier_seconds + time.time() - started, 2),
   }

@@ -12,6 +12,7 @@ import hashlib
 import json
 import os
 import re
+import warnings
 
 import jax
 import jax.numpy as jnp
@@ -60,15 +61,17 @@ def jit_init(constructor, *seeds):
     traced["graphdef"], state = nnx.split(constructor(*k))
     return state
 
-  lowered = jax.jit(init).lower(*keys)
-  key = hashlib.sha256(lowered.as_text().encode()).hexdigest()
+  traced_init = jax.jit(init).trace(*keys)
+  # Keyed by the jaxpr's text, which fixes the program: lowering it again at every build only
+  # to name it cost as much as the trace (a study builds 70 models of a few structures).
+  key = hashlib.sha256(str(traced_init.jaxpr).encode()).hexdigest()
   if key not in _INIT_PROGRAMS:
     # The program runs once per build: on CPU, LLVM's optimisation of its many RNG ops costs
     # far more (45 s against 2.5 s for a width-8 ResNet-18) than it could ever save.
     options = _FAST_COMPILE if jax.default_backend() == "cpu" else None
     while len(_INIT_PROGRAMS) >= _MAX_INIT_PROGRAMS:
       _INIT_PROGRAMS.pop(next(iter(_INIT_PROGRAMS)))
-    _INIT_PROGRAMS[key] = lowered.compile(compiler_options=options)
+    _INIT_PROGRAMS[key] = traced_init.lower().compile(compiler_options=options)
   return nnx.merge(traced["graphdef"], _INIT_PROGRAMS[key](*keys))
 
 
@@ -217,7 +220,9 @@ def load_torch_weights(path):
   if not (head.startswith(b"PK\x03\x04") or head[:1] == b"\x80"):  # zip, or a legacy pickle
     raise RSVQAError(f"{path}: not a PyTorch weights file (neither a zip archive nor a pickle)")
   try:
-    return torch.load(path, map_location="cpu", weights_only=True)
+    with warnings.catch_warnings():  # quantized tensors: torch's deprecation lines, 4 in all,
+      warnings.simplefilter("ignore", UserWarning)  # before torch_array names the key itself
+      return torch.load(path, map_location="cpu", weights_only=True)
   except Exception as e:  # pylint: disable=broad-except  (torch raises many kinds)
     text = str(e)
     pickled = re.search(r"Unsupported global: GLOBAL (\S+)", text)

@@ -76,7 +76,7 @@ def read_uni_skip(path):
   if head != ZIP_MAGIC:  # else numpy takes it for a pickle and advises allow_pickle
     raise RSVQAError(f"{path}: not an .npz file (an .npz is a zip archive of arrays)")
   try:
-    with np.load(path, allow_pickle=False) as npz:
+    with storage.npz(path, allow_pickle=False) as npz:
       missing = [k for k in ENCODER_KEYS.values() if k not in npz.files]
       if missing:
         raise RSVQAError(f"{path}: missing key {missing[0]} (has {sorted(npz.files)[:10]})")

@@ -10,6 +10,7 @@ import numpy as np
 
 from rsvqa_jax import config as config_lib
 from rsvqa_jax import storage
+from rsvqa_jax.data import tokenizers
 from rsvqa_jax.train import inputs
 
 
@@ -47,7 +48,6 @@ def random_distilbert(folder, words, *, dim, layers, heads, hidden_dim, dropout=
   if os.path.isfile(os.path.join(folder, "model.safetensors")):
     return folder
   from safetensors.numpy import save_file  # pylint: disable=g-import-not-at-top
-  from transformers import BertTokenizer  # pylint: disable=g-import-not-at-top
   special = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
   vocab = special + [w for w in words if not w.startswith("[")]
   rng = np.random.default_rng(seed)
@@ -75,7 +75,8 @@ def random_distilbert(folder, words, *, dim, layers, heads, hidden_dim, dropout=
     save_file(t, os.path.join(tmp, "model.safetensors"))
     with open(os.path.join(tmp, "config.json"), "w") as f:
       json.dump(config, f, indent=1)
-    tokenizer = BertTokenizer(vocab={w: i for i, w in enumerate(vocab)}, do_lower_case=True)
+    tokenizer = tokenizers.hf_transformers().BertTokenizer(
+        vocab={w: i for i, w in enumerate(vocab)}, do_lower_case=True)
     tokenizer.save_pretrained(tmp)
   return folder
 
