@@ -508,3 +508,14 @@ def test_gru_scan_ab_times_the_checkout_against_a_revision_at_toy_size():
                              "cpu": "cpu", "against": "HEAD", "batch": 4, "tokens": 3,
                              "hidden": 16, "rounds": 2, "rows": rows})
   assert "| Bayesian | bfloat16 | forward and backward | " in md
+
+
+def test_the_pretraining_step_benchmark_times_both_steps_from_one_start(tmp_path):
+  from benchmarks import pretrain_step_ab  # pylint: disable=g-import-not-at-top
+  argv = ["--rounds", "2", "--steps", "1", "--batch", "4", "--out", str(tmp_path)]
+  pretrain_step_ab.main(argv)
+  record = json.loads((tmp_path / "results.json").read_text())
+  assert record["command"] == "python -m benchmarks.pretrain_step_ab " + " ".join(argv)
+  assert record["first_loss_abs_diff"] == 0.0  # the same start and batch: the same loss
+  assert record["ratio"]["repeats"] == 2 and record["ratio"]["min"] > 0
+  assert "[start:pretrain_step_ab]" in (tmp_path / "results.md").read_text()

@@ -198,6 +198,13 @@ def test_a_model_pretrained_on_the_same_images_beside_it_is_copied_not_retrained
   with pytest.raises(AssertionError, match="trained"):
     pretrain_resnet.pretrain(twin, os.path.join(os.path.dirname(out), "lr"),
                              _pcfg(learning_rate=1e-3))
+  damaged = tmp_path / "cache" / "damaged"  # weights that are not the ones its manifest names
+  shutil.copytree(out, damaged)
+  data = bytearray((damaged / pretrain_resnet.WEIGHTS).read_bytes())
+  data[-1] ^= 0xFF
+  (damaged / pretrain_resnet.WEIGHTS).write_bytes(bytes(data))
+  with pytest.raises(AssertionError, match="trained"):
+    pretrain_resnet.pretrain(twin, str(tmp_path / "cache" / "new"), _pcfg())
 
 
 def _weights(out):

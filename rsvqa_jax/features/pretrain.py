@@ -173,17 +173,20 @@ def _twin(out_dir, inputs_sha256):
 
 
 def _copy_twin(out_dir, twin, dataset, train_split, started):
-  """Writes the twin's weights and manifest into out_dir, naming this dataset and the copy."""
+  """Writes the twin's weights and manifest into out_dir, naming this dataset and the copy;
+  None (nothing written) where the bytes copied are not those its manifest names."""
   source, manifest = twin
   os.makedirs(out_dir, exist_ok=True)
   weights = os.path.join(out_dir, WEIGHTS)
   shutil.copyfile(os.path.join(source, WEIGHTS), weights + ".tmp")
+  if storage.file_sha256(weights + ".tmp") != manifest["weights_sha256"]:  # replaced meanwhile
+    os.remove(weights + ".tmp")
+    return None
   os.replace(weights + ".tmp", weights)
   storage.write_json(os.path.join(out_dir, storage.MANIFEST), {
       **manifest, "dataset": {**manifest["dataset"], "name": dataset.name,
                               "root": os.path.abspath(dataset.root), "train_split": train_split},
-      "copied_from": source, "seconds": round(time.time() - started, 2),
-      "weights_sha256": storage.file_sha256(weights)})
+      "copied_from": source, "seconds": round(time.time() - started, 2)})
   if os.path.exists(os.path.join(out_dir, RESUME)):
     os.remove(os.path.join(out_dir, RESUME))
   return read_manifest(out_dir)
@@ -241,10 +244,11 @@ def pretrain(dataset, out_dir, cfg, *, train_split="train", eval_split="val"):
                            *land_cover_labels(dataset.root, ids))
   inputs_sha256 = _inputs_sha256(cfg, split_arrays)
   twin = _twin(out_dir, inputs_sha256)
-  if twin is not None:
+  copied = twin and _copy_twin(out_dir, twin, dataset, train_split, started)
+  if copied:
     _log.info("pretrain synthetic_resnet: %s was pretrained with these settings on the same "
               "images and labels: its weights copied", twin[0])
-    return _copy_twin(out_dir, twin, dataset, train_split, started)
+    return copied
   train_ids, images, presence, fraction = split_arrays[train_split]
   num_classes = len(CLASSES)
   model = checkpoints.jit_init(lambda key: resnet.ResNet(
