@@ -33,6 +33,7 @@ xla_flags); each worker's stderr goes to --logs (default DIR/logs/).
 """
 import argparse
 import collections
+import contextlib
 import json
 import math
 import os
@@ -301,7 +302,8 @@ class Contender:
       self.proc.kill()
       self.proc.wait()
     for stream in (self.proc.stdin, self.proc.stdout, self.log):
-      stream.close()
+      with contextlib.suppress(OSError):  # stdin's flush after a broken pipe
+        stream.close()
 
 
 def rotated(names, round_index):

@@ -19,7 +19,8 @@ def kept():
   root = logging.getLogger()
   before = list(root.handlers)
   # Only a logger absl made itself: one made here first would be a plain Logger absl then uses.
-  held = [logging.getLogger("jax")] + (
+  jax = logging.getLogger("jax")
+  held = ([jax] if jax.level == logging.NOTSET else []) + (  # JAX_LOGGING_LEVEL: the user's
       [logging.getLogger("absl")] if "absl.logging" in sys.modules else [])
   levels = [logger.level for logger in held]
   for logger, level in zip(held, levels):

@@ -180,7 +180,8 @@ def test_the_whole_pool_note_is_true_and_only_where_columns_are_equal():
     m = metrics_lib.ranking(pool_ids, rng.integers(0, 3, pool_ids.size), rng.random(pool_ids.size))
     equal = m["ndcg@3"] == m["ndcg@5"] and m["map@3"] == m["map@5"]
     assert equal == (size <= 3), size
-    assert bool(metrics_lib._whole_pool_note(size)) == (size <= 3)  # pylint: disable=protected-access
+    note = metrics_lib._whole_pool_note(size)  # pylint: disable=protected-access
+    assert bool(note) == (size <= 3)
 
 
 def _tiles(n):

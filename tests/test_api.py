@@ -204,6 +204,18 @@ def test_a_notebook_logging_at_info_sees_no_backend_probe_of_jax(tiny):
               and "a warning of jax" not in l], err[-2000:]
 
 
+def test_a_level_the_user_gave_jax_is_kept(monkeypatch, caplog):
+  """JAX_LOGGING_LEVEL=DEBUG (or the user's own setLevel) asks for jax's lines: kept() holds
+  back only a jax logger left at NOTSET."""
+  from rsvqa_jax import caller_logging  # pylint: disable=g-import-not-at-top
+  jax_logger = logging.getLogger("jax")
+  monkeypatch.setattr(jax_logger, "level", logging.DEBUG)
+  with caplog.at_level(logging.DEBUG), caller_logging.kept():
+    logging.getLogger("jax._src.xla_bridge").info("asked for")
+  assert "asked for" in [r.getMessage() for r in caplog.records]
+  assert jax_logger.level == logging.DEBUG
+
+
 def test_predict_builds_the_image_encoder_once(tiny, monkeypatch):
   """Each call rebuilt (and re-initialised) the encoder: seconds per call in a notebook."""
   from rsvqa_jax import api  # pylint: disable=g-import-not-at-top

@@ -517,5 +517,6 @@ def test_the_pretraining_step_benchmark_times_both_steps_from_one_start(tmp_path
   record = json.loads((tmp_path / "results.json").read_text())
   assert record["command"] == "python -m benchmarks.pretrain_step_ab " + " ".join(argv)
   assert record["first_loss_abs_diff"] == 0.0  # the same start and batch: the same loss
+  assert record["state_max_abs_diff"] == 0.0  # and the same update
   assert record["ratio"]["repeats"] == 2 and record["ratio"]["min"] > 0
   assert "[start:pretrain_step_ab]" in (tmp_path / "results.md").read_text()

@@ -207,6 +207,17 @@ def test_a_model_pretrained_on_the_same_images_beside_it_is_copied_not_retrained
     pretrain_resnet.pretrain(twin, str(tmp_path / "cache" / "new"), _pcfg())
 
 
+def test_pretrainings_of_one_setting_share_one_compiled_step(tmp_path):
+  """Each pretraining built its own optax transform, which the step's graphdef holds and which
+  equals only itself: the step was traced and compiled again for each (the study's three)."""
+  ds = _dataset(tmp_path / "data", n_train=10, n_val=5)
+  step = pretrain_resnet._train_step  # pylint: disable=protected-access
+  step.clear_cache()
+  for name in ("a", "b"):  # folders apart: the second is not a copy of the first
+    pretrain_resnet.pretrain(ds, str(tmp_path / name / "model"), _pcfg(epochs=1))
+  assert step._cache_size() == 1  # pylint: disable=protected-access
+
+
 def _weights(out):
   return checkpoints.load_safetensors(os.path.join(out, pretrain_resnet.WEIGHTS))[0]
 

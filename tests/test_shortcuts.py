@@ -220,7 +220,8 @@ def test_data_is_the_resplit_in_the_official_layout(bench):
   some = next(iter(images[2]))
   for folder, ext in (("Images_LR", "tif"), ("masks", "npz")):
     copy, orig = (os.path.join(root, folder, f"{some}.{ext}") for root in (out + "/data", source))
-    assert pathlib.Path(copy).read_bytes() == pathlib.Path(orig).read_bytes() and os.path.isfile(orig)
+    assert pathlib.Path(copy).read_bytes() == pathlib.Path(orig).read_bytes()
+    assert os.path.isfile(orig)
 
 
 def test_rerun_replaces_and_foreign_folders_are_refused(bench, tmp_path):
@@ -288,7 +289,8 @@ def test_labels_csv_and_refusal_without_labels(bench, tmp_path, capsys):
                    "--image-labels", str(table)]) == 0
   assert (f"{table}: {len(test_ids)} labelled image(s) are not among the "
           in capsys.readouterr().err)
-  kos = {r["ko"] for r in csv.DictReader(io.StringIO((tmp_path / "o" / "concepts.csv").read_text()))}
+  rows = csv.DictReader(io.StringIO((tmp_path / "o" / "concepts.csv").read_text()))
+  kos = {r["ko"] for r in rows}
   assert kos <= {"lake", "field", shortcuts.NONE}
   # 'Lake' and 'lake' were two labels; labels for a few images passed without a word.
   pool = set(ids) | set(dataset["val"].image_id.tolist())
@@ -300,7 +302,8 @@ def test_labels_csv_and_refusal_without_labels(bench, tmp_path, capsys):
   assert f"{table}: labels 'LAKE' read as 'lake' (they differ in case only)" in err
   assert (f"{os.path.abspath(table)}: {len(pool) - 3} of the {len(pool)} train and val images "
           "have no label: their questions' key object reads '(none)'") in err
-  kos = {r["ko"] for r in csv.DictReader(io.StringIO((tmp_path / "o2" / "concepts.csv").read_text()))}
+  rows = csv.DictReader(io.StringIO((tmp_path / "o2" / "concepts.csv").read_text()))
+  kos = {r["ko"] for r in rows}
   assert kos <= {"lake", shortcuts.NONE}
   table.write_text("image_id,label\n1,a+b\n")
   with pytest.raises(RSVQAError, match="without '\\+'"):
@@ -365,7 +368,8 @@ def test_score_by_hand(bench, tmp_path):
   _, out = bench
   data = os.path.join(out, "data")
   test = rsvqa_json.read_dataset(data, "lr")["test"]
-  sets = {c: set(json.loads(pathlib.Path(out, f"ood_{c}.json").read_text())) for c in shortcuts.CONCEPTS}
+  sets = {c: set(json.loads(pathlib.Path(out, f"ood_{c}.json").read_text()))
+          for c in shortcuts.CONCEPTS}
   concept = max(sets, key=lambda c: len(sets[c]))
   wrong = sets[concept]
   assert wrong

@@ -195,7 +195,8 @@ def test_a_corrupted_checkpoint_is_a_warning_under_quiet(trained, tmp_path, capl
     assert message.endswith("; skipped"), message
   assert stood_in == (f"{copy}/best: step {best} missing or corrupted; its periodic checkpoint "
                       f"{copy}/checkpoints/{best} (the same state) is used")
-  assert json.loads(pathlib.Path(shortcuts.folder(copy), "shortcuts.json").read_text())["step"] == best
+  result = json.loads(pathlib.Path(shortcuts.folder(copy), "shortcuts.json").read_text())
+  assert result["step"] == best
 
 
 def test_table4_with_one_kept_checkpoint_says_it_compares_nothing(trained, tmp_path, caplog):

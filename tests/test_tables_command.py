@@ -374,7 +374,8 @@ def test_table2_averages_only_evaluations_of_the_same_questions(tmp_path, capsys
                                                              ).read_text()
   first_path = os.path.join(first, "eval", "test", "accuracy.json")
   first_file = pathlib.Path(first_path)
-  first_file.write_text(json.dumps({**json.loads(first_file.read_text()), "split_sha256": "a" * 64}))
+  other_data = {**json.loads(first_file.read_text()), "split_sha256": "a" * 64}
+  first_file.write_text(json.dumps(other_data))
   rc, out = _run(runs, capsys)  # the same counts of other questions
   assert rc == 0 and row().endswith("| unlike runs | unlike runs |")
   assert f"{other} was evaluated on other questions than {first} (100 against 100, other data)" \

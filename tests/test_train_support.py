@@ -202,6 +202,21 @@ def test_jit_init_matches_eager_and_reuses_its_program():
   assert not np.allclose(build(0, 1).W[...], build(1, 2).W[...])
 
 
+def test_jit_init_tells_programs_apart_by_their_constants_and_variable_types():
+  """The jaxpr's text names a closed-over array without its values, and says nothing of the
+  Variable types of the result: either alone would hand one model another's weights."""
+  class Holder(nnx.Module):
+    def __init__(self, values, kind):
+      self.v = kind(jnp.asarray(values, jnp.float32))
+
+  built = {(tag, kind): checkpoints.jit_init(lambda _, v=values, k=kind: Holder(v, k), 0)
+           for tag, values in (("small", np.arange(4)), ("large", 100 * np.arange(4)))
+           for kind in (nnx.Param, nnx.BatchStat)}
+  for (tag, kind), model in built.items():
+    np.testing.assert_array_equal(model.v[...], (1 if tag == "small" else 100) * np.arange(4))
+    assert type(model.v) is kind
+
+
 EVAL_WIDTH_SCRIPT = r"""
 import json, logging, sys
 import jax

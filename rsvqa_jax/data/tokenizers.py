@@ -140,7 +140,7 @@ def hf_transformers():
     import transformers  # pylint: disable=g-import-not-at-top
   finally:
     if before is None:
-      del os.environ[name]
+      os.environ.pop(name, None)
     else:
       os.environ[name] = before
   return transformers

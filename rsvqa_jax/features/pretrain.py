@@ -85,11 +85,17 @@ def _loss(model, images, presence, fraction, fraction_weight):
   return lp + fraction_weight * lf
 
 
+@functools.lru_cache(maxsize=8)
+def _adamw(learning_rate, weight_decay):
+  """One optax transform per setting: the graphdef that keys _train_step's program holds it,
+  and a new one per pretraining (equal only to itself) traced the step again each time."""
+  return optax.adamw(learning_rate, weight_decay=weight_decay)
+
+
 @functools.partial(jax.jit, static_argnums=(0, 5), donate_argnums=(1,))
 def _train_step(graphdef, state, images, presence, fraction, fraction_weight):
-  """(loss, the model's and optimizer's next state): a plain jit of the split state, whose
-  program one pretraining's optimizers share; nnx.jit walked the object graph at every step
-  (a fifth of a step) and traced again for each new optimizer."""
+  """(loss, the model's and optimizer's next state): a plain jit of the split state, where
+  nnx.jit walked the object graph at every step (a fifth of a step)."""
   model, optimizer = nnx.merge(graphdef, state)
   loss, grads = nnx.value_and_grad(_loss)(model, images, presence, fraction, fraction_weight)
   optimizer.update(model, grads)
@@ -122,6 +128,7 @@ def presence_metrics(prob, presence, fraction_pred, fraction, train_prevalence):
 
 
 def _hash_arrays(h, arrays):
+  """h updated with each array's dtype, shape and bytes (so no two inputs hash alike)."""
   for a in arrays:
     h.update(f"{a.dtype}|{a.shape}|".encode())
     h.update(np.ascontiguousarray(a).tobytes())
@@ -163,11 +170,13 @@ def _twin(out_dir, inputs_sha256):
     folder = os.path.join(parent, name)
     if folder == out_dir or not os.path.isfile(os.path.join(folder, storage.MANIFEST)):
       continue
-    try:
+    try:  # the weights are hashed only for a manifest of these inputs
+      if (storage.read_manifest(folder) or {}).get("inputs_sha256") != inputs_sha256:
+        continue
       manifest = read_manifest(folder)
     except (OSError, RSVQAError):
       continue
-    if manifest and manifest.get("inputs_sha256") == inputs_sha256:
+    if manifest:
       return folder, manifest
   return None
 
@@ -178,15 +187,20 @@ def _copy_twin(out_dir, twin, dataset, train_split, started):
   source, manifest = twin
   os.makedirs(out_dir, exist_ok=True)
   weights = os.path.join(out_dir, WEIGHTS)
-  shutil.copyfile(os.path.join(source, WEIGHTS), weights + ".tmp")
-  if storage.file_sha256(weights + ".tmp") != manifest["weights_sha256"]:  # replaced meanwhile
-    os.remove(weights + ".tmp")
+  try:
+    shutil.copyfile(os.path.join(source, WEIGHTS), weights + ".tmp")
+    copied = storage.file_sha256(weights + ".tmp") == manifest["weights_sha256"]
+  except OSError:  # the twin gone meanwhile: this run trains (a full disk fails it there)
+    copied = False
+  if not copied:  # or replaced meanwhile
+    if os.path.exists(weights + ".tmp"):
+      os.remove(weights + ".tmp")
     return None
   os.replace(weights + ".tmp", weights)
   storage.write_json(os.path.join(out_dir, storage.MANIFEST), {
       **manifest, "dataset": {**manifest["dataset"], "name": dataset.name,
                               "root": os.path.abspath(dataset.root), "train_split": train_split},
-      "copied_from": source, "seconds": round(time.time() - started, 2)})
+      "copied_from": source, "train_seconds": 0.0, "seconds": round(time.time() - started, 2)})
   if os.path.exists(os.path.join(out_dir, RESUME)):
     os.remove(os.path.join(out_dir, RESUME))
   return read_manifest(out_dir)
@@ -254,7 +268,7 @@ def pretrain(dataset, out_dir, cfg, *, train_split="train", eval_split="val"):
   model = checkpoints.jit_init(lambda key: resnet.ResNet(
       cfg.depth, width=cfg.width, num_classes=2 * num_classes, rngs=nnx.Rngs(key)), cfg.seed)
   optimizer = nnx.Optimizer(
-      model, optax.adamw(cfg.learning_rate, weight_decay=cfg.weight_decay), wrt=nnx.Param)
+      model, _adamw(cfg.learning_rate, cfg.weight_decay), wrt=nnx.Param)
   rng = np.random.default_rng(cfg.seed)
   batch_size = min(cfg.batch_size, len(train_ids))
   steps = len(train_ids) // batch_size  # drop the remainder: one shape, full BatchNorm batches
@@ -269,6 +283,8 @@ def pretrain(dataset, out_dir, cfg, *, train_split="train", eval_split="val"):
     rng.bit_generator.state = record["rng"]
     losses, earlier_seconds = record["losses"], record["seconds"]
     _log.info("pretrain synthetic_resnet: resuming after epoch %d of %d", len(losses), cfg.epochs)
+  # The state is donated to each step: model and optimizer hold deleted arrays until the
+  # nnx.update after the loop, and nothing may read them before it.
   graphdef, state = nnx.split((model, optimizer))
   with progress.bar(total=cfg.epochs * steps, initial=len(losses) * steps,
                     desc="pretrain synthetic_resnet", unit="step") as bar:

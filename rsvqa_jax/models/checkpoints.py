@@ -27,7 +27,7 @@ from rsvqa_jax.errors import RSVQAError
 _SAVED = (nnx.Param, nnx.BatchStat)
 _FAST_COMPILE = {"xla_backend_optimization_level": 0, "xla_llvm_disable_expensive_passes": True}
 _MAX_INIT_PROGRAMS = 16
-_INIT_PROGRAMS = {}  # sha256 of an init program's StableHLO -> its compiled executable
+_INIT_PROGRAMS = {}  # _program_key of an init program -> its compiled executable
 
 
 def _dotted(tree):
@@ -62,9 +62,7 @@ def jit_init(constructor, *seeds):
     return state
 
   traced_init = jax.jit(init).trace(*keys)
-  # Keyed by the jaxpr's text, which fixes the program: lowering it again at every build only
-  # to name it cost as much as the trace (a study builds 70 models of a few structures).
-  key = hashlib.sha256(str(traced_init.jaxpr).encode()).hexdigest()
+  key = _program_key(traced_init)
   if key not in _INIT_PROGRAMS:
     # The program runs once per build: on CPU, LLVM's optimisation of its many RNG ops costs
     # far more (45 s against 2.5 s for a width-8 ResNet-18) than it could ever save.
@@ -73,6 +71,21 @@ def jit_init(constructor, *seeds):
       _INIT_PROGRAMS.pop(next(iter(_INIT_PROGRAMS)))
     _INIT_PROGRAMS[key] = traced_init.lower().compile(compiler_options=options)
   return nnx.merge(traced["graphdef"], _INIT_PROGRAMS[key](*keys))
+
+
+def _program_key(traced):
+  """sha256 of what fixes a traced program and its result: the jaxpr's text, the values of the
+  constants it closes over (the text names them only), and the output tree (the Variable types
+  and metadata). Lowering it again at every build only to name it cost as much as the trace (a
+  study builds 70 models of a few structures)."""
+  h = hashlib.sha256(f"{traced.jaxpr}|{traced.out_tree}".encode())
+  for const in traced.jaxpr.consts:
+    if jnp.issubdtype(const.dtype, jax.dtypes.prng_key):
+      const = jax.random.key_data(const)
+    value = np.ascontiguousarray(np.asarray(const))
+    h.update(f"|{value.dtype}{value.shape}|".encode())
+    h.update(value.tobytes())
+  return h.hexdigest()
 
 
 def tree_sha256(tree):
