@@ -151,6 +151,17 @@ def test_predictions_of_the_wrong_form_stay_text(dataset, qtype, raw, expected):
   assert answers.read_prediction(dataset, qtype, raw)[0] == expected
 
 
+@pytest.mark.parametrize("raw,expected", [
+    ("more than 1000 m2", "more than 1000m2"), ("Between 1 m2 and 10 m2", "between 1m2 and 10m2"),
+    ("between 10 m2 and 100 m2", "between 11m2 and 100m2"),  # the original code's, spaced
+    ("5 m2", "between 1m2 and 10m2"),  # a single area spaced so was read already
+])
+def test_area_bins_spaced_as_single_areas_are_read(raw, expected):
+  """"5 m2" was binned but "more than 1000 m2" counted wrong as of another form."""
+  assert answers.read_prediction("hr", "area", raw) == (expected, True)
+  assert answers.read_prediction("hr", "count", raw) == (raw, False)  # no area question
+
+
 @pytest.mark.parametrize("dataset,qtype,raw,message", [
     ("lr", "presence", "12", "presence answer '12' is not one of yes, no"),
     ("hr", "comp", "maybe", "comp answer 'maybe' is not one of yes, no"),

@@ -421,10 +421,53 @@ def test_analyze_refuses_an_adversarial_file_as_predictions_and_warns_of_answers
     rsvqa_jax.analyze(root, "lr", predictions=str(odd))
   [message] = [r.getMessage() for r in caplog.records]
   assert f"{odd} on test:" in message and "1 outside the training answer space" in message
-  caplog.clear()
-  with warnings_of_rsvqa_jax(caplog):
-    rsvqa_jax.analyze(root, "lr", predictions=str(folder / "predictions.csv"))
-  assert not caplog.records  # every answer in the space: an INFO line only
+  # Answers of every question's form inside the space: an INFO line only. "yes" to a count
+  # question (in the space, of the wrong form, counted wrong) went out at INFO too, and the
+  # result had no count of it.
+  for row in rows:
+    row["prediction"] = row["answer"]
+  for wrong_form, expected in ((None, []), ("yes", ["1 not of their question type's answer form"])):
+    if wrong_form:
+      next(r for r in rows if r["type"] == "count")["prediction"] = wrong_form
+    with open(odd, "w", encoding="utf-8", newline="") as f:
+      writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+      writer.writeheader()
+      writer.writerows(rows)
+    caplog.clear()
+    with warnings_of_rsvqa_jax(caplog):
+      out = rsvqa_jax.analyze(root, "lr", predictions=str(odd))
+    messages = [r.getMessage() for r in caplog.records]
+    assert len(messages) == len(expected) and all(e in m for e, m in zip(expected, messages))
+    scores = out["test"]["analysis"].accuracy
+    assert (scores.foreign, scores.outside) == (len(expected), 0)
+    assert scores.overall == pytest.approx(1 - len(expected) / len(rows))
+  assert ("predictions: 0 outside the training answer space and 1 not of their question type's "
+          "answer form, counted wrong") in out["test"]["types"].caption
+
+
+def test_analyze_refuses_an_adversarial_file_of_other_questions(tiny, tmp_path):
+  """IO_AdTest of an adversarial file lacking questions the clean one answers: those counted
+  wrong made a model look as if it read the image."""
+  root = str(tiny / "runs" / "rsvqa_cache" / "synthetic_lr_40_0_q20")
+  run = rsvqa_jax.load_run(str(tiny / "runs" / "tiny"))
+  run.evaluate("test")
+  run.evaluate("test", adversarial_kind="random", repeats=2)
+  folder = tiny / "runs" / "tiny" / "eval" / "test"
+  adv = folder / "adversarial_random_predictions.csv"
+  out = rsvqa_jax.analyze(root, "lr", predictions=str(folder / "predictions.csv"),
+                          adversarial_predictions=str(adv))
+  assert out["test"]["analysis"].adversarial.missing == 0
+  with open(adv, encoding="utf-8") as f:
+    rows = list(csv.DictReader(f))
+  half = tmp_path / "half.csv"
+  with open(half, "w", encoding="utf-8", newline="") as f:
+    writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+    writer.writeheader()
+    writer.writerows(rows[1:])
+  with pytest.raises(RSVQAError, match=r"half.csv \(repeat \d\) on test: 1 question\(s\) "
+                                       r"answered in .*predictions.csv without an adversarial"):
+    rsvqa_jax.analyze(root, "lr", predictions=str(folder / "predictions.csv"),
+                      adversarial_predictions=str(half))
 
 
 def test_a_run_prints_in_one_short_line_and_the_package_lists_its_lazy_names(tiny):

@@ -4,6 +4,7 @@ import csv
 import json
 import logging
 import os
+import re
 
 import pytest
 
@@ -175,7 +176,7 @@ def test_analyze_with_predictions_end_to_end(data, capsys):
   pred = write_csv(data / "p.csv", ["question_id", "prediction"],
                    [[0, "yes"], [1, "no"], [2, "no"], [3, "3"], [5, "3"]])
   adv = write_csv(data / "a.csv", ["question_id", "prediction"],
-                  [[0, "no"], [1, "no"], [2, "no"], [3, "3"], [4, "3"], [5, "3"]])
+                  [[0, "no"], [1, "no"], [2, "no"], [3, "3"], [5, "3"]])  # the same questions
   out = data / "out"
   rc = run_analyze(["--data", str(data / "data"), "--dataset", "floodnet", "--out", str(out),
                     "--predictions", pred, "--adversarial-predictions", adv])
@@ -190,13 +191,37 @@ def test_analyze_with_predictions_end_to_end(data, capsys):
       "no", "66.67", "100.00", "100.00")
   assert (sc["Prior_Acc (%)"], sc["RSVQA_Acc (%)"], sc["IO_Prior (%)"]) == ("66.67", "33.33", "-100.00")
   assert (yn["AdTest_Acc (%)"], yn["IO_AdTest (%)"]) == ("66.67", "100.00")
-  assert (sc["AdTest_Acc (%)"], sc["IO_AdTest (%)"]) == ("66.67", "-100.00")
+  assert (sc["AdTest_Acc (%)"], sc["IO_AdTest (%)"]) == ("33.33", "0.00")  # (33.33 - 33.33) / 66.67
   assert (rows["Overall"]["RSVQA_Acc (%)"], rows["Overall"]["IO_Prior (%)"]) == ("66.67", "0.00")
   assert (rows["Average"]["RSVQA_Acc (%)"], rows["Average"]["IO_Prior (%)"]) == ("66.67", "0.00")
   md = (out / "types_train.md").read_text()
   assert "1 sample(s) without a row in the predictions file counted as wrong" in md
+  assert "1 sample(s) without a row in the adversarial predictions file counted as wrong" in md
   for name in ("types_train.tex", "questions_train.csv", "questions_train.md", "answer_distribution.png"):
     assert (out / name).stat().st_size > 0
+
+
+@pytest.mark.parametrize("clean, adversarial, message", [
+    # Half a blind model's adversarial file: the missing half counted wrong read as a model that
+    # looks at the image (IO_AdTest 43% on the LR test split instead of 0).
+    (range(6), [(0, q) for q in range(3)], r"a.csv on train: 3 question\(s\) answered in \S*p.csv "
+     r"without an adversarial answer and 0 answered only here; IO_AdTest compares"),
+    (range(3), [(0, q) for q in range(6)], r"a.csv on train: 0 question\(s\) answered in \S*p.csv "
+     r"without an adversarial answer and 3 answered only here"),
+    (range(6), [(k, q) for k in range(2) for q in range(6) if (k, q) != (1, 4)],
+     r"a.csv \(repeat 1\) on train: 1 question\(s\) answered in \S*p.csv without"),
+])
+def test_an_adversarial_file_of_other_questions_than_the_clean_one_is_refused(
+    data, capsys, clean, adversarial, message):
+  base = ["--data", str(data / "data"), "--dataset", "floodnet", "--out", str(data / "out")]
+  pred = write_csv(data / "p.csv", ["question_id", "prediction"], [[q, "no"] for q in clean])
+  adv = write_csv(data / "a.csv", ["question_id", "repeat", "prediction"],
+                  [[q, k, "no"] for k, q in adversarial])
+  assert run_analyze(base + ["--predictions", pred, "--adversarial-predictions", adv]) != 0
+  printed = capsys.readouterr()
+  assert re.search("error: .*" + message, printed.err), printed.err
+  assert "missing, counted wrong" in printed.out  # the counts, printed before
+  assert not (data / "out").exists()
 
 
 def test_analyze_errors(data):

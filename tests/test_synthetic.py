@@ -199,6 +199,24 @@ def test_masks_round_trip(tmp_path):
   assert m["land_use"] == scene.land_use
 
 
+def test_masks_load_reads_each_member_once(tmp_path, monkeypatch):
+  """np.load's archive decompresses a member at every z[key]: the per-object loop read the bits
+  and offsets anew for each object (2N reads of the largest member)."""
+  scene = scenes.make_scene(2, 0)
+  assert len(scene.objects) > 3
+  scenes.save_masks(tmp_path / "m.npz", scene)
+  reads = collections.Counter()
+  real = np.lib.npyio.NpzFile.__getitem__
+
+  def counted(self, key):
+    reads[key] += 1
+    return real(self, key)
+
+  monkeypatch.setattr(np.lib.npyio.NpzFile, "__getitem__", counted)
+  scenes.load_masks(tmp_path / "m.npz")
+  assert reads and max(reads.values()) == 1, reads
+
+
 def _presence_yes_rate(strength):
   answers = []
   for i in range(25):

@@ -93,6 +93,7 @@ class Scores:
   repeats: int = 1
   mapped: int = 0  # predictions changed by the answer normalisation
   outside: int = 0  # predictions outside the training answer space (counted wrong)
+  foreign: int = 0  # predictions not of their question type's answer form (counted wrong)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -207,7 +208,7 @@ def _scores(aligned, evaluated, types):
   table = metrics.accuracy_table(aligned.correct(evaluated.answer), evaluated.qtype, types)
   return Scores(per_type=table["per_type"], overall=table["oa"], average=table["aa"],
                 missing=aligned.missing, repeats=table["repeats"], mapped=aligned.n_mapped,
-                outside=aligned.n_outside)
+                outside=aligned.n_outside, foreign=aligned.n_foreign)
 
 
 def analyze(fit, evaluated, templates=False, predictions=None, adversarial=None):

@@ -22,7 +22,8 @@ several lines). An optional `image_id` column (ours writes one) must name each q
 the dataset: the same question ids over other images are another dataset or version, refused; so is an
 optional `type` column (ours writes one) giving a question another type than the dataset's. A
 `repeat` or `substituted_image_id` column marks an adversarial file: refused as clean predictions.
-An adversarial file without `substituted_image_id` is read with a WARNING: which image each answer
+An adversarial file must answer, in every repeat, the questions the clean file answers
+(`check_same_questions`). An adversarial file without `substituted_image_id` is read with a WARNING: which image each answer
 was given cannot be checked; so is one where it is every question's own `image_id` (right only for
 the pixel kinds).
 """
@@ -284,6 +285,31 @@ def align(predictions, splits, path, dataset=None, space=None, others=None, imag
     raw = [[by_id.get(q) for q in qids] for by_id in predictions]
     out[name] = normalised(_per_repeat(raw, (len(raw), len(qids))), split, dataset, space)
   return out
+
+
+def check_same_questions(clean, adversarial, clean_path, adversarial_path):
+  """RSVQAError unless each repeat of `adversarial` answers exactly the questions `clean`
+  answers, split by split ({split: Aligned} of `load`).
+
+  IO_AdTest compares one model on the same questions, clean and over swapped images: a question
+  without an adversarial row counted wrong would read as a model that looks at the image (half
+  a blind model's adversarial file gave it an IO_AdTest of 43%), and one without a clean row
+  compares two sets of questions."""
+  for name, adv in adversarial.items():
+    if name not in clean:
+      continue  # no clean accuracy on that split, so no IO_AdTest either
+    answered = np.array([p is not None for p in clean[name].prediction[0].tolist()], bool)
+    for k, row in enumerate(adv.prediction.tolist()):
+      given = np.array([p is not None for p in row], bool)
+      if (given == answered).all():
+        continue
+      lacking, extra = int((answered & ~given).sum()), int((given & ~answered).sum())
+      where = f" (repeat {k})" if adv.repeats > 1 else ""
+      raise RSVQAError(
+          f"{adversarial_path}{where} on {name}: {lacking} question(s) answered in "
+          f"{clean_path} without an adversarial answer and {extra} answered only here; IO_AdTest "
+          "compares the model on the same questions, clean and over swapped images: give both "
+          "files the same questions (every repeat too)")
 
 
 def _held_by(unknown, splits, others, image_ids):

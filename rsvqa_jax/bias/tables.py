@@ -258,6 +258,9 @@ def type_table(analysis, dataset):
   for name, scores in (("predictions", analysis.accuracy), ("adversarial predictions", analysis.adversarial)):
     if scores is not None and scores.missing:
       notes.append(f"{scores.missing} sample(s) without a row in the {name} file counted as wrong")
+    if scores is not None and (scores.outside or scores.foreign):
+      notes.append(f"{name}: {scores.outside} outside the training answer space and "
+                   f"{scores.foreign} not of their question type's answer form, counted wrong")
   if note := analysis_note(analysis):
     notes.append(note)
   return Table(caption="; ".join(notes), columns=tuple(columns), rows=tuple(rows))

@@ -80,6 +80,10 @@ def run(args):
   model = _load(args.predictions, evaluated, dataset, space, clean=True, chosen=chosen)
   adversarial = _load(args.adversarial_predictions, evaluated, dataset, space, clean=False,
                       chosen=chosen)
+  if adversarial:
+    from rsvqa_jax.bias import predictions  # pylint: disable=g-import-not-at-top
+    predictions.check_same_questions(model, adversarial, args.predictions,
+                                     args.adversarial_predictions)
   if benchmark and "test" not in model:  # the file answers test_phili alone, say
     raise RSVQAError(f"--predictions {args.predictions}: no answer to a question of the test "
                      "split, which --shortcuts scores (the IID test set)")

@@ -92,6 +92,7 @@ def _shown(raw, limit=40):
   return text if len(text) <= limit else f"{text[:limit]}... ({len(str(raw))} characters)"
 
 
+_SPACED_M2 = re.compile(r"\s+m2\b")  # "more than 1000 m2": a bin spaced as an area ("5 m2") is
 _INTEGRAL_FLOAT = re.compile(r"[0-9]+\.0*")
 _EXPONENT_FLOAT = re.compile(r"[0-9]+(?:\.[0-9]*)?[eE][+-]?[0-9]{1,4}")
 
@@ -169,7 +170,7 @@ def read_prediction(dataset, qtype, raw):
   m2), a wrong answer the audit counts. Where `normalise` refuses it, the spellings a model's
   tooling writes are read too: a count written as an integral float ("3.0": pandas writes an int
   column holding a NaN so; "4.000000e+00" or "1e3" with a float format), and a bin label in
-  another case ("Between 1 And 10"). A thousands separator ("1,000") stays refused: a decimal
+  another case ("Between 1 And 10") or spaced as a single area is ("more than 1000 m2"). A thousands separator ("1,000") stays refused: a decimal
   comma in other locales."""
   for text in (raw, *_prediction_spellings(raw)):
     try:
@@ -182,6 +183,7 @@ def read_prediction(dataset, qtype, raw):
 def _prediction_spellings(raw):
   text = str(raw).strip()
   yield text.lower()
+  yield _SPACED_M2.sub("m2", text.lower())
   if _INTEGRAL_FLOAT.fullmatch(text):
     yield text.split(".")[0]
   elif _EXPONENT_FLOAT.fullmatch(text):

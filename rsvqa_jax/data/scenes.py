@@ -334,11 +334,12 @@ def load_masks(path):
   """Reads save_masks output: dict with classes, sizes, shapes, boxes and masks (N, H, W) bool."""
   with storage.npz(path) as z:
     height, width = z["image_size"].tolist()
-    boxes = z["boxes"]
+    boxes, bits, offsets = z["boxes"], z["bits"], z["offsets"].tolist()  # each z[key] reads anew
     masks = np.zeros((len(boxes), height, width), bool)
     for i, (y0, x0, y1, x1) in enumerate(boxes.tolist()):
       n = (y1 - y0) * (x1 - x0)
-      crop = np.unpackbits(z["bits"][z["offsets"][i]:z["offsets"][i + 1]])[:n]
+      crop = np.unpackbits(bits[offsets[i]:offsets[i + 1]])[:n]
       masks[i, y0:y1, x0:x1] = crop.reshape(y1 - y0, x1 - x0).astype(bool)
-    return {"classes": z["classes"].tolist(), "sizes": z["sizes"].tolist(), "shapes": z["shapes"].tolist(),
-            "boxes": boxes, "masks": masks, "land_use": str(z["land_use"])}
+    return {"classes": z["classes"].tolist(), "sizes": z["sizes"].tolist(),
+            "shapes": z["shapes"].tolist(), "boxes": boxes, "masks": masks,
+            "land_use": str(z["land_use"])}
