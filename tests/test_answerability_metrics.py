@@ -241,8 +241,27 @@ def test_a_blank_pool_or_image_id_is_refused(tmp_path):
                     [(pool, image, 2), (pool or 5, image or 2, 0)])
     scores = _write(tmp_path / "s.csv", ("pool_id", "image_id", "score"),
                     [(pool, image, 0.5), (pool or 5, image or 2, 0.2)])
-    with pytest.raises(RSVQAError, match=rf"s\.csv:2: empty {column}$"):
+    expected = r"empty pool_id" if column == "pool_id" else r"image_id '' is not an integer"
+    with pytest.raises(RSVQAError, match=rf"s\.csv:2: {expected}$"):
       m.score_files(scores, labels)
+
+
+def test_image_ids_are_read_as_the_pool_files_read_them(tmp_path):
+  """Compared as text, '012' beside '12' in a labels file was a fifth candidate (image 12 twice,
+  which the pool reader refuses), and '012' in the scores file no image of the labels."""
+  rows = [(0, 12, 2), (0, 3, 0), (1, 4, 1), (1, 5, 0)]
+  labels = _write(tmp_path / "l.csv", ("pool_id", "image_id", "label"), rows)
+  scores = _write(tmp_path / "s.csv", ("pool_id", "image_id", "score"),
+                  [(p, f"{i:03d}", 0.9 if label else 0.1) for p, i, label in rows])
+  pools, labelled, _ = m.aligned(scores, labels)
+  assert pools.tolist() == ["0", "0", "1", "1"] and labelled.tolist() == [2, 0, 1, 0]
+  twice = _write(tmp_path / "t.csv", ("pool_id", "image_id", "label"), rows + [(0, "012", 0)])
+  with pytest.raises(RSVQAError, match=r"t\.csv:6: pool 0 lists image 12 twice$"):
+    m.aligned(scores, twice)
+  with pytest.raises(RSVQAError, match=r"p\.csv:4: pool 0 lists image 12 twice$"):
+    pools_lib.read_pools(_write(tmp_path / "p.csv", pools_lib.COLUMNS,
+                                [(p, "q", i, label) for p, i, label in
+                                 rows[:2] + [(0, "012", 0)] + rows[2:]]))
 
 
 def test_pool_file_errors(tmp_path):
@@ -332,8 +351,8 @@ def test_a_binary_ratio_over_no_pair_is_undefined_not_zero(tmp_path, capsys):
   assert [out[f"binary_{k}"] for k in ("precision", "recall", "f1")] == [None] * 3
   assert out["binary_acc"] == 1.0
   from rsvqa_jax import cli  # pylint: disable=g-import-not-at-top
-  files = {"labels": "0,a,2\n0,b,0\n", "scores": "0,a,0.2\n0,b,0.1\n",
-           "val-labels": "1,c,2\n1,d,0\n", "val-scores": "1,c,0.9\n1,d,0.1\n"}
+  files = {"labels": "0,1,2\n0,2,0\n", "scores": "0,1,0.2\n0,2,0.1\n",
+           "val-labels": "1,3,2\n1,4,0\n", "val-scores": "1,3,0.9\n1,4,0.1\n"}
   argv = ["answerability", "score", "--out", str(tmp_path / "out")]
   for name, rows in files.items():
     header = "pool_id,image_id," + ("label" if "labels" in name else "score")

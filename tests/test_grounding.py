@@ -76,6 +76,22 @@ def test_ap_on_four_samples_worked_by_hand():
   assert g.average_precision([0.1, 0.9], [0.9, 0.8], 0.5) == pytest.approx(51 * 0.5 / 101)
 
 
+def test_tied_confidences_are_one_threshold_whatever_the_sample_order():
+  """One hit and one miss of equal confidence: ranked by sample order, AP was 51 or 25.5 of 101
+  recall points by which question id held the hit. Read after the group: precision 1/2 up to
+  recall 1/2 (51 points)."""
+  assert g.average_precision([0.9, 0.1], [0.5, 0.5], 0.5) == pytest.approx(51 * 0.5 / 101)
+  assert g.average_precision([0.1, 0.9], [0.5, 0.5], 0.5) == pytest.approx(51 * 0.5 / 101)
+  # A tie after a hit: 1 at recall 1/3, then 2/3 at recall 2/3 (hit and miss of 0.5 together).
+  assert g.average_precision([0.9, 0.1, 0.9], [0.8, 0.5, 0.5], 0.5) == pytest.approx(
+      (34 + 33 * 2 / 3) / 101)
+  assert g.average_precision([0.9, 0.9, 0.1], [0.8, 0.5, 0.5], 0.5) == pytest.approx(
+      (34 + 33 * 2 / 3) / 101)
+  # Questions without a map (NaN) are one group too, after everything.
+  assert g.average_precision([0.9, 0.0, 0.0], [0.1, math.nan, math.nan], 0.5) == pytest.approx(
+      34 / 101)
+
+
 def test_binarize_resizes_normalises_and_reads_constant_maps():
   m = np.zeros((4, 4), np.uint8)
   m[:2, :2] = 200
@@ -132,6 +148,75 @@ def test_a_mask_on_a_transparent_white_background_is_read_over_black(tmp_path):
   np.testing.assert_array_equal(g.binarize(g.read_mask(str(tmp_path / "2.png"))), truth)
 
 
+def test_transparency_of_a_trns_chunk_is_read_over_black(tmp_path):
+  """A palette or grey PNG marks its transparent pixels in a tRNS chunk, not an alpha band: read
+  by colour alone, the transparent white background was the mask, an IoU of 0 for a perfect one."""
+  from PIL import Image  # pylint: disable=g-import-not-at-top
+  truth = box(2, 1, 6, 5, size=8)
+  palette = Image.fromarray(truth.astype(np.uint8), "P")
+  palette.putpalette([255, 255, 255, 255, 0, 0])  # 0: white, 1: red
+  palette.save(tmp_path / "p.png", transparency=0)
+  Image.fromarray(np.where(truth, 100, 255).astype(np.uint8), "L").save(tmp_path / "l.png",
+                                                                        transparency=255)
+  for name in ("p.png", "l.png"):
+    assert "transparency" in Image.open(tmp_path / name).info
+    np.testing.assert_array_equal(g.binarize(g.read_mask(str(tmp_path / name))), truth)
+  clear = np.full((8, 8, 4), 255, np.uint8)
+  clear[..., 3] = 0  # white everywhere, all of it transparent: nothing shows
+  Image.fromarray(clear, "RGBA").save(tmp_path / "clear.png")
+  assert not g.binarize(g.read_mask(str(tmp_path / "clear.png"))).any()
+
+
+def _png_16_bit(path, pixels, colour_type):
+  """A PNG of 16 bits per sample (PIL writes none of colour): `pixels` uint16 [H, W, C]."""
+  import struct  # pylint: disable=g-import-not-at-top
+  import zlib  # pylint: disable=g-import-not-at-top
+  chunk = lambda kind, data: (struct.pack(">I", len(data)) + kind + data
+                              + struct.pack(">I", zlib.crc32(kind + data)))
+  h, w = pixels.shape[:2]
+  rows = b"".join(b"\0" + row.astype(">u2").tobytes() for row in pixels)
+  path.write_bytes(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, 16,
+                                                                       colour_type, 0, 0, 0))
+                   + chunk(b"IDAT", zlib.compress(rows)) + chunk(b"IEND", b""))
+
+
+@pytest.mark.parametrize("colour_type, channels", [(2, 3), (6, 4), (4, 2)])
+def test_16_bit_colour_or_alpha_is_refused(tmp_path, colour_type, channels):
+  """PIL opens these as 8-bit bands of each value's high byte: a 16-bit 0/1 mask read empty."""
+  pixels = np.repeat(box(2, 2, 6, 6, size=8).astype(np.uint16)[..., None], channels, -1)
+  pixels[..., -1] = np.where(channels in (2, 4), 65535, pixels[..., -1])  # alpha opaque
+  _png_16_bit(tmp_path / "1.png", pixels, colour_type)
+  with pytest.raises(g.RSVQAError, match=r"1.png: a 16-bit PNG of colour or alpha, whose values "
+                                         r"read back cut to their high byte"):
+    g.read_mask(str(tmp_path / "1.png"))
+  _png_16_bit(tmp_path / "2.png", pixels[..., :1], 0)  # 16-bit grey: kept as it is
+  np.testing.assert_array_equal(g.binarize(g.read_mask(str(tmp_path / "2.png"))),
+                                box(2, 2, 6, 6, size=8))
+
+
+def test_a_colour_scale_is_refused_and_shades_of_one_colour_read(tmp_path):
+  """A jet-coloured map read by brightness scored an IoU of 0.51 for a map whose top values are
+  the truth exactly (jet's top and bottom are both dark)."""
+  from matplotlib import colormaps  # pylint: disable=g-import-not-at-top
+  from PIL import Image  # pylint: disable=g-import-not-at-top
+  values = np.linspace(0, 1, 64).reshape(8, 8)
+  jet = (colormaps["jet"](values)[..., :3] * 255).round().astype(np.uint8)
+  Image.fromarray(jet, "RGB").save(tmp_path / "jet.png")
+  with pytest.raises(g.RSVQAError, match=r"jet.png: a colour map of \d+ colours that are not "
+                                         r"shades of one colour \(a colour scale\?\)"):
+    g.read_mask(str(tmp_path / "jet.png"))
+  two = np.zeros((8, 8, 3), np.uint8)
+  two[...] = (0, 200, 0)
+  two[box(2, 2, 6, 6, size=8)] = (255, 0, 0)  # red on green: which is the object?
+  Image.fromarray(two, "RGB").save(tmp_path / "two.png")
+  with pytest.raises(g.RSVQAError, match="two.png: a colour map of 2 colours"):
+    g.read_mask(str(tmp_path / "two.png"))
+  red = np.zeros((8, 8, 3), np.uint8)
+  red[..., 0] = np.round(values * 255).astype(np.uint8)  # red on black, graded: its brightness
+  Image.fromarray(red, "RGB").save(tmp_path / "red.png")
+  np.testing.assert_array_equal(g.binarize(g.read_mask(str(tmp_path / "red.png"))), values >= 0.5)
+
+
 @pytest.mark.parametrize("kind", ["JPEG", "GIF", "BMP"])
 def test_another_format_under_a_png_name_is_refused(tmp_path, kind):
   """PIL reads any format whatever the name: a JPEG's ringing moved the mask's edges."""
@@ -164,7 +249,7 @@ def test_a_mask_named_in_other_digits_is_another_file(tmp_path):
   _write_masks(tmp_path / "P", {2: box(0, 0, 4, 4)})
   g.write_png(str(tmp_path / "P" / "\u0661.png"), np.zeros((SIZE, SIZE), np.uint8))
   assert list(g.mask_files(str(tmp_path / "P"), "--predicted")) == [2]
-  assert g.other_files(str(tmp_path / "P")) == 1
+  assert g.other_files(str(tmp_path / "P")) == ["\u0661.png"]
 
 
 def test_score_command(tmp_path, capsys):
@@ -348,6 +433,29 @@ def test_a_missing_prediction_ranks_after_one_of_confidence_minus_inf(tmp_path, 
   assert cli.main(["grounding", "score", "--predicted", str(tmp_path / "P"), "--truth",
                    str(tmp_path / "T"), "--out", str(out), "--confidence", str(conf)]) == 0
   assert json.loads((out / "summary.json").read_text())["ap_50"] == pytest.approx(51 / 101)
+
+
+def test_a_confidence_of_a_question_without_a_map_is_ignored_and_counted(tmp_path, capsys):
+  """Question 2 has a truth and no map: a miss ranked after every prediction. Its row in the
+  confidence file ranked it at 0.5, before question 3's hit: the same maps scored two ways."""
+  _write_masks(tmp_path / "T", {1: box(0, 0, 10, 10), 2: box(0, 0, 10, 10), 3: box(5, 5, 9, 9)})
+  _write_masks(tmp_path / "P", {1: box(0, 0, 10, 10)})
+  g.write_png(str(tmp_path / "P" / "3.PNG"), np.asarray(box(5, 5, 9, 9), np.uint8) * 255)
+  (tmp_path / "P" / "0.jpg").write_bytes(b"x")
+  results = []
+  for rows in ("1,0.9\n3,0.2\n", "1,0.9\n2,0.5\n3,0.2\n"):
+    conf = tmp_path / "c.csv"
+    conf.write_text("question_id,confidence\n" + rows)
+    out = tmp_path / "O"
+    assert cli.main(["grounding", "score", "--predicted", str(tmp_path / "P"), "--truth",
+                     str(tmp_path / "T"), "--out", str(out), "--confidence", str(conf)]) == 0
+    results.append(json.loads((out / "summary.json").read_text()))
+  printed = capsys.readouterr().out
+  assert results[0]["ap_50"] == results[1]["ap_50"] == pytest.approx(67 / 101)  # 1 to recall 2/3
+  assert (results[1]["n_confidence_without_map"], results[1]["n_missing_prediction"]) == (1, 1)
+  assert ("ignored 0 row(s) of questions without a truth mask and 1 of questions without a "
+          "predicted map (a miss, ranked after every prediction)") in printed
+  assert "1 file(s) not named {question_id}.png (e.g. 0.jpg)" in printed  # 3.PNG: question 3's
 
 
 def test_score_never_replaces_a_workdir_evaluation(tmp_path, capsys):

@@ -177,16 +177,15 @@ def _scores(path):
   rows = pools_lib.read(path, ("pool_id", "image_id", "score"))
   keys, values = [], []
   for line, row in rows:
-    empty = [c for c in ("pool_id", "image_id") if not row[c]]
-    if empty:  # blank in both files it still matches: one blank pool_id pooled all its rows
-      raise RSVQAError(f"{path}:{line}: empty {empty[0]}")
+    if not row["pool_id"]:  # blank in both files it still matched: one pool of all such rows
+      raise RSVQAError(f"{path}:{line}: empty pool_id")
     try:
       s = csv_columns.number(row["score"])
     except ValueError:
       s = math.nan
     if not 0 <= s <= 1:
       raise RSVQAError(f"{path}:{line}: score {row['score']!r} is not a number in [0, 1]")
-    keys.append((line, (row["pool_id"], row["image_id"])))
+    keys.append((line, (row["pool_id"], pools_lib.parse_image_id(path, line, row["image_id"]))))
     values.append(s)
   return keys, values
 
@@ -194,7 +193,7 @@ def _scores(path):
 def _labels(path):
   out = {}
   for line, row in pools_lib.read(path, ("pool_id", "image_id", "label")):
-    key = (row["pool_id"], row["image_id"])
+    key = (row["pool_id"], pools_lib.parse_image_id(path, line, row["image_id"]))
     if key in out:
       raise RSVQAError(f"{path}:{line}: pool {key[0]} lists image {key[1]} twice")
     out[key] = pools_lib.parse_label(path, line, row["label"])
@@ -203,8 +202,8 @@ def _labels(path):
 
 def aligned(scores_path, labels_path):
   """(pool ids, labels, scores) of the pairs of a scores file and a labels file, in the scores
-  file's order; every pair must be in both files, once (pool and image ids compared as text,
-  none blank)."""
+  file's order; every pair must be in both files, once (pool ids compared as text, none blank;
+  image ids as the pool files read them, integers: "012" is image 12)."""
   keys, values = _scores(scores_path)
   labels = _labels(labels_path)
   for path, rows in ((scores_path, keys), (labels_path, labels)):

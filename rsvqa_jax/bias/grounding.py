@@ -16,7 +16,7 @@ outside the mask or the image). A disc scores 0; on polygon vertices (the paper'
 `polygon_boundary_complexity`) a rectangle does too, on its pixel contour it does not.
 
 Over samples: mean IoU, and with a confidence per sample AP at IoU 0.25 / 0.5 / 0.75 and mAP over
-0.50:0.05:0.95: one prediction per sample ranked by confidence (ties: sample order), a hit when
+0.50:0.05:0.95: one prediction per sample ranked by confidence (ties: one threshold), a hit when
 IoU >= t, precision made monotone and read at 101 recall points as COCO does; a sample without a
 prediction is a miss (IoU 0).
 """
@@ -46,7 +46,8 @@ BUCKETS = ("small", "medium", "large")
 BINS = 10
 STATISTICS = ("coverage", "centroid_x", "centroid_y", "boundary_complexity")
 CSV_COLUMNS = ("question_id", "iou") + STATISTICS
-_PNG = re.compile(r"(\d+)\.png", re.ASCII)  # \d alone also takes other scripts' digits
+# \d alone also takes other scripts' digits; "7.PNG" (some tools' case) is question 7's mask
+_PNG = re.compile(r"(\d+)\.png", re.ASCII | re.IGNORECASE)
 SCORE_FIGURE = "iou_by_coverage.png"  # written by score_folders alone: marks its folders
 _log = logging.getLogger(__name__)
 
@@ -159,18 +160,26 @@ def statistics(mask):
 
 def average_precision(ious, confidences, threshold):
   """COCO's 101-point interpolated AP of one prediction per sample ranked by confidence (NaN:
-  no prediction, ranked after every prediction, even one of confidence -inf)."""
+  no prediction, ranked after every prediction, even one of confidence -inf).
+
+  Equal confidences are one threshold: precision and recall are read after the whole group, as
+  no order among them is known (ranked by sample order, a model of one confidence for every
+  question scored what its question ids happened to put first)."""
   ious = np.asarray(ious, np.float64)
   n = len(ious)
   if not n:
     return math.nan
-  order = np.argsort(-np.asarray(confidences, np.float64), kind="stable")
+  conf = np.asarray(confidences, np.float64)
+  order = np.argsort(-conf, kind="stable")
+  ranked = conf[order]
   tp = np.cumsum(ious[order] >= threshold)
-  precision = tp / np.arange(1, n + 1)
-  recall = tp / n
+  ends = np.flatnonzero(np.append((ranked[1:] != ranked[:-1])
+                                  & ~(np.isnan(ranked[1:]) & np.isnan(ranked[:-1])), True))
+  precision = tp[ends] / (ends + 1)
+  recall = tp[ends] / n
   precision = np.maximum.accumulate(precision[::-1])[::-1]
   at = np.searchsorted(recall, RECALL_POINTS, side="left")
-  return float(np.where(at < n, precision[np.minimum(at, n - 1)], 0.0).mean())
+  return float(np.where(at < len(ends), precision[np.minimum(at, len(ends) - 1)], 0.0).mean())
 
 
 def scores(ious, confidences=None):
@@ -207,11 +216,16 @@ def coverage_breakdown(ious, coverages, confidences=None):
 def read_mask(path):
   """A PNG as a 2-D array: colour converted to grey (uint8), 16-bit grey kept as it is (uint16:
   binarize min-max normalises either, where scaling to 8 bits read a 0/1 mask as empty), a mask
-  with transparency read over black (a transparent pixel shows nothing, whatever colour it
-  keeps); RSVQAError if unreadable, if its shape is in the alpha channel alone (over black it
-  is blank), or if it is another format under a .png name (a JPEG's compression blurs the edges
-  the IoU is measured on)."""
+  with transparency (an alpha channel, or a tRNS colour or palette entry) read over black (a
+  transparent pixel shows nothing, whatever colour it keeps); RSVQAError if unreadable, if its
+  shape is in the alpha channel alone (over black it is blank), if it is another format under a
+  .png name (a JPEG's compression blurs the edges the IoU is measured on), a 16-bit PNG of
+  colour or alpha (PIL keeps the high byte: a 0/1 mask read empty) or a colour scale (`_colours`)."""
   try:
+    if _sixteen_bit_colour(path):
+      raise RSVQAError(f"{path}: a 16-bit PNG of colour or alpha, whose values read back cut to "
+                       "their high byte; save the mask as a 16-bit grey PNG without alpha, or "
+                       "as an 8-bit PNG")
     with Image.open(path) as im:
       if im.format != "PNG":
         raise RSVQAError(f"{path}: a {im.format} image under a .png name; save the mask as a "
@@ -221,8 +235,14 @@ def read_mask(path):
       if im.mode in ("I", "F"):
         raise RSVQAError(f"{path}: a 32-bit {'float' if im.mode == 'F' else 'integer'} image; "
                          "save the mask as an 8-bit or 16-bit grey PNG")
-      grey = np.asarray(im if im.mode == "L" else im.convert("L"))
+      if "transparency" in im.info:  # a tRNS chunk: transparent pixels without an alpha band
+        im = im.convert("RGBA")
       alpha = np.asarray(im.getchannel("A")) if "A" in im.getbands() else None
+      if im.mode not in ("L", "LA", "1"):
+        _colours(path, np.asarray(im.convert("RGB")), alpha)
+      grey = np.asarray(im if im.mode == "L" else im.convert("L"))
+      if alpha is not None and alpha.max() == 0:  # wholly transparent: nothing shows
+        return np.zeros_like(grey)
       if alpha is not None and alpha.min() != alpha.max():
         grey = ((grey.astype(np.uint32) * alpha + 127) // 255).astype(np.uint8)
         if grey.min() == grey.max():
@@ -231,6 +251,34 @@ def read_mask(path):
       return grey
   except (OSError, ValueError, Image.DecompressionBombError) as e:  # a bomb: a header of 1e10 px
     raise RSVQAError(f"{path}: not a readable PNG mask ({e})") from None
+
+
+def _sixteen_bit_colour(path):
+  """Whether a PNG's header (IHDR) gives 16 bits per sample with colour or alpha (colour types
+  2, 4, 6), which PIL opens as 8-bit bands of the high bytes."""
+  with open(path, "rb") as f:
+    head = f.read(26)
+  return (head[:8] == b"\x89PNG\r\n\x1a\n" and head[12:16] == b"IHDR" and len(head) == 26
+          and head[24] == 16 and head[25] in (2, 4, 6))
+
+
+def _colours(path, rgb, alpha):
+  """RSVQAError unless the colours shown over black (`alpha`: None when opaque) are shades of
+  one colour: grey, or a colour and its darker versions (a red mask on black, its edges
+  anti-aliased). A colour scale (jet, viridis) or two colours neither of which is black read
+  as grey by brightness, which does not follow the values they stand for (a jet map's top and
+  bottom are both dark)."""
+  if alpha is not None:
+    rgb = (rgb.astype(np.uint32) * alpha[..., None] + 127) // 255
+  colours = np.unique(rgb.reshape(-1, 3), axis=0).astype(np.float64)
+  if (colours[:, :1] == colours).all():  # grey
+    return
+  base = colours[np.argmax(colours.sum(axis=1))]
+  along = colours @ base / (base @ base)
+  if np.abs(colours - along[:, None] * base).max() > 2:  # beyond rounding
+    raise RSVQAError(f"{path}: a colour map of {len(colours)} colours that are not shades of "
+                     "one colour (a colour scale?): its values cannot be read from its colours; "
+                     "save the map as a grey PNG (8- or 16-bit), brighter meaning more")
 
 
 def _saved(path, save):
@@ -263,8 +311,8 @@ def mask_files(folder, flag):
 
 
 def other_files(folder):
-  """How many files of a mask folder are not named {question_id}.png (ignored)."""
-  return sum(not _PNG.fullmatch(n) for n in os.listdir(folder))
+  """The names of a mask folder's files not named {question_id}.png (ignored), sorted."""
+  return sorted(n for n in os.listdir(folder) if not _PNG.fullmatch(n))
 
 
 def required_masks(folder, flag):
@@ -414,7 +462,11 @@ def score_folders(predicted, truth, out, confidence=None):
     if lacking:
       raise RSVQAError(f"{confidence}: no confidence for question {lacking[0]} ({len(lacking)} "
                        "scored questions lack one)")
-    confidences = [conf.get(r["question_id"], math.nan) for r in rows]
+    # A question without a map is a miss ranked after every prediction, its confidence or not:
+    # ranked by one, the same maps scored two ways.
+    confidences = [conf.get(r["question_id"], math.nan) if r["question_id"] in predicted_files
+                   else math.nan for r in rows]
+  unmapped = [] if conf is None else sorted(set(conf) & set(truth_files) - set(predicted_files))
   if all(math.isnan(r["iou"]) for r in rows):
     raise RSVQAError(f"--truth {truth}: all {len(rows)} truth mask(s) are empty (questions whose "
                      "answer shows nowhere): no grounding to score")
@@ -422,10 +474,11 @@ def score_folders(predicted, truth, out, confidence=None):
   missing = sum(r["question_id"] not in predicted_files and not math.isnan(r["iou"]) for r in rows)
   summary = summarize(rows, confidences, n_missing_prediction=missing,
                       n_extra_prediction=len(set(predicted_files) - set(truth_files)),
-                      n_other_files=other_files(predicted),
-                      n_other_truth_files=other_files(truth),
+                      n_other_files=len(other_files(predicted)),
+                      n_other_truth_files=len(other_files(truth)),
                       **({} if conf is None else
-                         {"n_extra_confidence": len(set(conf) - set(truth_files))}),
+                         {"n_extra_confidence": len(set(conf) - set(truth_files)),
+                          "n_confidence_without_map": len(unmapped)}),
                       predicted=os.path.abspath(predicted), truth=os.path.abspath(truth))
   os.makedirs(out, exist_ok=True)
   write_rows(os.path.join(out, "grounding.csv"), rows)

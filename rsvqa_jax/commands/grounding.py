@@ -57,6 +57,14 @@ def _refuse(args, flags, what):
     raise RSVQAError(f"{given[0]} does not apply to {what}")
 
 
+def _first_other(folder):
+  """" (e.g. NAME)": the first file of a mask folder that no question names, so that a user sees
+  why (0.jpg, 0.npy, notes.txt)."""
+  from rsvqa_jax.bias import grounding  # pylint: disable=g-import-not-at-top
+  names = grounding.other_files(folder)
+  return f" (e.g. {names[0]})" if names else ""
+
+
 def _own_out(args, what):
   """--out must not be a dataset or a mask folder read here: what is written would land among
   (and, run again, be read as) their files."""
@@ -92,13 +100,14 @@ def run(args):
     if s["n_extra_prediction"] or s["n_other_files"]:
       print(f"--predicted {args.predicted}: ignored {s['n_extra_prediction']} mask(s) of questions "
             f"without a truth mask and {s['n_other_files']} file(s) not named "
-            "{question_id}.png")
-    if s.get("n_extra_confidence"):
+            "{question_id}.png" + _first_other(args.predicted))
+    if s.get("n_extra_confidence") or s.get("n_confidence_without_map"):
       print(f"--confidence {args.confidence}: ignored {s['n_extra_confidence']} row(s) of "
-            "questions without a truth mask")
+            f"questions without a truth mask and {s['n_confidence_without_map']} of questions "
+            "without a predicted map (a miss, ranked after every prediction)")
     if s["n_other_truth_files"]:
       print(f"--truth {args.truth}: ignored {s['n_other_truth_files']} file(s) not named "
-            "{question_id}.png")
+            "{question_id}.png" + _first_other(args.truth))
     return 0
   if args.action == "stats":
     _refuse(args, ("--predicted", "--confidence", *WORKDIR_FLAGS), "grounding stats")

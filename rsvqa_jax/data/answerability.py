@@ -335,6 +335,17 @@ def parse_label(path, line, value):
   return int(value)
 
 
+def parse_image_id(path, line, value):
+  """An image id of a pool, scores or labels file as an int ("012" is image 12 in all three)."""
+  try:
+    image = csv_columns.integer(value)
+  except ValueError:
+    raise RSVQAError(f"{path}:{line}: image_id {value!r} is not an integer") from None
+  if not 0 <= image < 2**63:  # ids are held as int64, and a dataset's are never negative
+    raise RSVQAError(f"{path}:{line}: image_id {image} is out of the range of image ids")
+  return image
+
+
 def read_pools(path, *, labelled=True):
   """(pool ids [N] str, questions [N] str, image ids [N] int64, labels [N] int64 (-1 unlabelled))
   of a pool file; a pool's rows must stand together, ask one question, and list a (pool, image)
@@ -351,12 +362,7 @@ def read_pools(path, *, labelled=True):
         raise RSVQAError(f"{path}:{line}: pool {pool}'s rows are not together")
       closed.add(last)
       last = pool
-    try:
-      image = csv_columns.integer(row["image_id"])
-    except ValueError:
-      raise RSVQAError(f"{path}:{line}: image_id {row['image_id']!r} is not an integer") from None
-    if not 0 <= image < 2**63:  # ids are held as int64, and a dataset's are never negative
-      raise RSVQAError(f"{path}:{line}: image_id {image} is out of the range of image ids")
+    image = parse_image_id(path, line, row["image_id"])
     if (pool, image) in seen:
       raise RSVQAError(f"{path}:{line}: pool {pool} lists image {image} twice")
     seen.add((pool, image))
