@@ -395,6 +395,71 @@ def test_a_sharded_index_whose_weight_map_is_damaged_is_refused(tmp_path, weight
     bert_params.load_bert(tmp_path)
 
 
+def test_a_key_in_two_shards_is_refused(tmp_path):
+  """transformers takes the shard sorted last; either could be the weights meant."""
+  tensors = _hand_made_bert_folder(tmp_path)
+  os.remove(tmp_path / "model.safetensors")
+  keys = sorted(tensors)
+  save_file({k: tensors[k] for k in keys[:3]}, str(tmp_path / "a.safetensors"))
+  save_file({k: tensors[k] for k in keys[2:]}, str(tmp_path / "b.safetensors"))
+  index = tmp_path / "model.safetensors.index.json"
+  index.write_text(json.dumps({"weight_map": {k: "a.safetensors" if i < 3 else "b.safetensors"
+                                              for i, k in enumerate(keys)}}))
+  with pytest.raises(RSVQAError, match=rf"^{index}: key {re.escape(keys[2])} is in two shards, "
+                                       r"a\.safetensors and b\.safetensors"):
+    bert_params.load_bert(tmp_path)
+
+
+@pytest.mark.parametrize("extra, message", [
+    # An unmerged LoRA adapter of a fine-tune: dropped, the base model's outputs were used.
+    ("bert.encoder.layer.0.output.dense.lora_B.weight", r"1 key\(s\) inside the encoder that the "
+     r"model does not read, e.g. bert\.encoder\.layer\.0\.output\.dense\.lora_B\.weight"),
+    ("bert.embeddings.relative_thing.weight", r"1 key\(s\) inside the encoder"),
+    # Two encoders: the shorter prefix was taken, the student of a distillation, say.
+    ("teacher.embeddings.word_embeddings.weight", r"holds 2 BERT-family encoders \(key prefixes "
+     r"'bert\.', 'teacher\.'\); save the state dict of the one meant"),
+])
+def test_weights_the_model_would_drop_or_choose_among_are_refused(tmp_path, extra, message):
+  tensors = _hand_made_bert_folder(tmp_path)
+  shape = tensors["bert.embeddings.word_embeddings.weight"].shape
+  tensors[extra] = np.ones(shape, np.float32)
+  tensors["bert.embeddings.position_ids"] = np.arange(16, dtype=np.int64)[None]  # old buffer: read
+  tensors["bert.pooler.dense.weight"] = np.ones((8, 8), np.float32)  # outside: ignored
+  save_file(tensors, str(tmp_path / "model.safetensors"))
+  with pytest.raises(RSVQAError, match=rf"^{tmp_path}: {message}"):
+    bert_params.load_bert(tmp_path)
+  del tensors[extra]
+  save_file(tensors, str(tmp_path / "model.safetensors"))
+  bert_params.load_bert(tmp_path)
+
+
+def test_a_decoder_config_is_refused(tmp_path):
+  """transformers masks a decoder's attention causally: our encoder's states differed."""
+  _hand_made_bert_folder(tmp_path)
+  config = json.loads((tmp_path / "config.json").read_text())
+  for key in ("is_decoder", "add_cross_attention"):
+    (tmp_path / "config.json").write_text(json.dumps({**config, key: True}))
+    with pytest.raises(RSVQAError, match=rf"config\.json: {key} is true: a decoder's config"):
+      bert_params.load_bert(tmp_path)
+
+
+def test_bare_bert_weights_under_a_roberta_config_are_warned_of(tmp_path, caplog):
+  """Bare keys are BERT's and RoBERTa's alike: a BERT checkpoint under model_type 'roberta'
+  loaded with RoBERTa's positions (hidden states off by 0.55) without a word."""
+  _hand_made_bert_folder(tmp_path)
+  _with_model_type(tmp_path, "roberta", "")
+  with caplog.at_level("WARNING", logger="rsvqa_jax"):
+    bert_params.load_bert(tmp_path)
+  [message] = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+  assert ("config.json says model_type 'roberta', but the weights' token-type table has 2 "
+          "row(s), as bert models have") in message
+  caplog.clear()
+  _with_model_type(tmp_path, "bert")
+  with caplog.at_level("WARNING", logger="rsvqa_jax"):
+    bert_params.load_bert(tmp_path)
+  assert not [r for r in caplog.records if r.levelname == "WARNING"]
+
+
 @pytest.mark.parametrize("index", ["model.safetensors.index.json", "pytorch_model.bin.index.json"])
 @pytest.mark.parametrize("shard", ["../model.safetensors", "sub/model.safetensors", "..", ""])
 def test_a_sharded_index_naming_a_file_outside_the_folder_is_refused(tmp_path, shard, index):

@@ -296,6 +296,25 @@ def test_convert_refuses_a_bert_folder_whose_tokenizer_does_not_fit_its_word_tab
   assert not out.exists()
 
 
+def test_a_dictionary_of_another_length_than_the_word_table_is_warned_of(skip_src, caplog):
+  """A header line above the words shifted every word onto the next one's vector; no shape
+  check sees it (the rows needed exist)."""
+  from rsvqa_jax.models import skipthoughts_params  # pylint: disable=g-import-not-at-top
+  src, _ = skip_src
+  vocab = ["<pad>", "<unk>", "is", "there"]
+  with caplog.at_level("WARNING", logger="rsvqa_jax"):
+    skipthoughts_params.load_skipthoughts(src, vocab)
+  assert not [r for r in caplog.records if r.levelname == "WARNING"]
+  words = (src / "dictionary.txt").read_text()
+  (src / "dictionary.txt").write_text("# words\n" + words)
+  with caplog.at_level("WARNING", logger="rsvqa_jax"):
+    skipthoughts_params.load_skipthoughts(src, vocab)
+  [message] = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+  assert message.startswith(f"{src / 'dictionary.txt'}: 8 lines, but the word table "
+                            f"{src / 'utable.npy'} has 7 rows; a word's vector is the row of its "
+                            "line number"), message
+
+
 @pytest.mark.parametrize("bad", ["encoder_U", "utable"])
 def test_convert_refuses_a_nan_in_a_skipthoughts_weight(main, skip_src, tmp_path, capsys, bad):
   src, data = skip_src
@@ -411,7 +430,8 @@ def test_convert_reads_parameters_and_wrapped_keys_as_plain_weights(main, torchv
 @pytest.mark.parametrize("variant,message", [
     ("meta", "is on the meta device (shapes without values)"),
     ("quantized", "is quantized (torch.qint8): save the state dict of the float model"),
-    ("float8", "a dtype NumPy cannot hold")])
+    ("float8", "a dtype NumPy cannot hold"),
+    ("float8.pth", "torch.float8_e4m3fn, which NumPy cannot hold")])  # .float() read it
 def test_convert_refuses_tensors_without_plain_values_in_one_line(main, torchvision_file,
                                                                   tmp_path, capsys, variant,
                                                                   message):
@@ -419,7 +439,10 @@ def test_convert_refuses_tensors_without_plain_values_in_one_line(main, torchvis
   import safetensors.torch  # pylint: disable=g-import-not-at-top
   state = _torch_variants(torch, torchvision_file[0])
   conv = "conv1.weight"
-  if variant == "float8":
+  if variant == "float8.pth":
+    path = tmp_path / "w.pth"
+    torch.save({**state, conv: state[conv].to(torch.float8_e4m3fn)}, path)
+  elif variant == "float8":
     path = tmp_path / "w.safetensors"
     safetensors.torch.save_file({**state, conv: state[conv].to(torch.float8_e4m3fn)}, str(path))
   else:

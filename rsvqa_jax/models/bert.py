@@ -116,6 +116,10 @@ class BertConfig:
     if cfg.get("position_embedding_type", "absolute") != "absolute":
       raise RSVQAError(f"{path}: position_embedding_type {cfg['position_embedding_type']!r} "
                        f"unsupported (only absolute)")
+    for key in ("is_decoder", "add_cross_attention"):  # a causal mask, cross-attention layers
+      if cfg.get(key):
+        raise RSVQAError(f"{path}: {key} is true: a decoder's config; the question encoder is "
+                         "an encoder (bidirectional attention, no cross-attention)")
 
     def get(key, default=None):
       value = cfg.get(key)

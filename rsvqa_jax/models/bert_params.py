@@ -7,9 +7,12 @@ pytorch_model.bin, either one sharded with its index; .bin files through
 gamma/beta instead of weight/bias. config.json's model_type must be of the weights' family. Linear
 `weight` [out, in] becomes our `kernel` [in, out]. Pooler and task-head keys are ignored.
 The encoder is built with `nnx.eval_shape` (no initialisation) and filled by
-`checkpoints.load_into`, which rejects any parameter the key map leaves out.
+`checkpoints.load_into`, which rejects any parameter the key map leaves out; a checkpoint key
+inside the encoder that the map does not read (LoRA adapters, relative position embeddings) is
+refused too, as are two encoders in one file.
 """
 import json
+import logging
 import os
 import re
 
@@ -18,6 +21,8 @@ from flax import nnx
 from rsvqa_jax.errors import RSVQAError
 from rsvqa_jax.models import checkpoints
 from rsvqa_jax.models.bert import BertConfig, BertEncoder, family_of
+
+_log = logging.getLogger(__name__)
 
 _WORD_EMBEDDINGS = "embeddings.word_embeddings.weight"
 _LINEARS = {
@@ -84,6 +89,10 @@ def _targets(config):
       yield from _norm_targets(ours + norm, base + name)
 
 
+# Where an encoder's weights lie: a key there that the key map leaves unread is a part of the
+# model it would drop (keys elsewhere, a pooler or a task head, are left as documented).
+_ENCODER_PARTS = ("embeddings.", "encoder.", "transformer.")
+_BUFFERS = ("embeddings.position_ids", "embeddings.token_type_ids")  # saved by older versions
 _LAYER_KEY = re.compile(r"(encoder|transformer)\.layer\.(\d+)\.")  # BERT, RoBERTa / DistilBERT
 # The families whose model_type may come with weights of a key prefix, or of a layer stack.
 _PREFIX_FAMILIES = {"bert.": ("bert",), "roberta.": ("roberta",), "distilbert.": ("distilbert",)}
@@ -91,10 +100,16 @@ _STACK_FAMILIES = {"encoder": ("bert", "roberta"), "transformer": ("distilbert",
 
 
 def _prefix(tensors, source):
-  prefixes = [k[:-len(_WORD_EMBEDDINGS)] for k in tensors if k.endswith(_WORD_EMBEDDINGS)]
+  """The key prefix of the checkpoint's one encoder ('', 'bert.', ...); two encoders (a
+  distillation's student. and teacher., an encoder-decoder) are refused: either could be meant."""
+  prefixes = sorted(k[:-len(_WORD_EMBEDDINGS)] for k in tensors if k.endswith(_WORD_EMBEDDINGS))
   if not prefixes:
     raise RSVQAError(f"{source}: no key ending in {_WORD_EMBEDDINGS}; not a BERT-family checkpoint")
-  return min(prefixes, key=len)
+  if len(prefixes) > 1:
+    named = ", ".join(repr(p) for p in prefixes)
+    raise RSVQAError(f"{source}: holds {len(prefixes)} BERT-family encoders (key prefixes "
+                     f"{named}); save the state dict of the one meant")
+  return prefixes[0]
 
 
 def hf_tree(model, tensors, source="checkpoint"):
@@ -116,6 +131,13 @@ def hf_tree(model, tensors, source="checkpoint"):
     if value.shape != stored:
       raise RSVQAError(f"{source}: key {key} has shape {value.shape}, model expects {stored}")
     flat[ours], names[ours] = (value.T if transpose else value), key
+  unread = sorted(k for k in tensors if k.startswith(tuple(prefix + s for s in _ENCODER_PARTS))
+                  and k not in set(names.values()) and k[len(prefix):] not in _BUFFERS)
+  if unread:
+    raise RSVQAError(f"{source}: {len(unread)} key(s) inside the encoder that the model does not "
+                     f"read, e.g. {unread[0]} (unmerged adapters such as LoRA, relative position "
+                     "embeddings, cross-attention?); merge or remove them, or save the plain "
+                     "encoder")
   return checkpoints.unflatten(flat), names
 
 
@@ -148,6 +170,23 @@ def check_model_type(tensors, config_path, source):
   if family is not None and family not in families:
     raise RSVQAError(f"{source}: the weights' keys {keys} but config.json says model_type "
                      f"{model_type!r}; use the config.json that came with these weights")
+  if family in ("bert", "roberta") and len(families) == 2:
+    _warn_if_other_family(tensors, prefix, family, model_type, source)
+
+
+def _warn_if_other_family(tensors, prefix, family, model_type, source):
+  """Bare `encoder.layer.N` keys are BERT's and RoBERTa's alike, and only model_type tells how
+  positions are numbered; the token-type table hints otherwise: BERT's has 2 rows, RoBERTa's 1.
+  A WARNING, not a refusal: a model of either family may have been trained with the other
+  count."""
+  types = tensors.get(prefix + "embeddings.token_type_embeddings.weight")
+  rows = None if types is None else types.shape[0]
+  hinted = {2: "bert", 1: "roberta"}.get(rows)
+  if hinted is not None and hinted != family:
+    _log.warning(f"{source}: config.json says model_type {model_type!r}, but the weights' "
+                 f"token-type table has {rows} row(s), as {hinted} models have; bare keys cannot "
+                 f"tell BERT from RoBERTa, which number positions differently: if these are "
+                 f"{hinted} weights, use the config.json that came with them")
 
 
 def check_layer_count(tensors, config, source):

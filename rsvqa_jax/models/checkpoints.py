@@ -266,6 +266,9 @@ def torch_array(tensor, path, key):
   if tensor.layout != torch.strided:
     raise RSVQAError(f"{path}: key {key} is a {tensor.layout} tensor: save it dense")
   tensor = tensor.detach().cpu()  # state_dict(keep_vars=True) saves Parameters, which need grad
+  if tensor.is_floating_point() and tensor.element_size() == 1:  # float8: as a safetensors file's
+    raise RSVQAError(f"{path}: key {key}: dtype {tensor.dtype}, which NumPy cannot hold; save the "
+                     "weights in float32, float16 or bfloat16")
   try:
     return (tensor.float() if tensor.is_floating_point() else tensor).numpy()
   except (TypeError, RuntimeError) as e:
@@ -309,7 +312,11 @@ def _read_index(folder, index, read):
   outside = [s for s in shards if os.path.basename(s) != s or s in ("", ".", "..")]
   if outside:
     raise RSVQAError(f"{index}: weight_map names {outside[0]!r}, not a file name in {folder}")
-  tensors = {}
+  tensors, held = {}, {}
   for shard in shards:
-    tensors.update(read(os.path.join(folder, shard)))
+    for key, value in read(os.path.join(folder, shard)).items():
+      if key in held:  # either could be the weights meant
+        raise RSVQAError(f"{index}: key {key} is in two shards, {held[key]} and {shard}; save the "
+                         "model again with save_pretrained")
+      tensors[key], held[key] = value, shard
   return tensors

@@ -14,6 +14,7 @@ The encoder is built from shapes only (`nnx.eval_shape`) and every parameter is 
 """
 import contextlib
 import contextvars
+import logging
 import os
 import pickle
 import zipfile
@@ -25,6 +26,8 @@ from rsvqa_jax import storage
 from rsvqa_jax.errors import RSVQAError
 from rsvqa_jax.models import checkpoints
 from rsvqa_jax.models.skipthoughts import SkipThoughts
+
+_log = logging.getLogger(__name__)
 
 UNI_SKIP = "uni_skip.npz"
 UTABLE = "utable.npy"
@@ -165,8 +168,12 @@ def _open_table(path, allow_pickle):
                      "the file is cut or damaged: download it again") from None
 
 
-def read_table_rows(path, rows, *, allow_pickle=False):
-  """Rows [len(rows), word_dim] of utable (plain .npy memory-mapped; pickled only on request)."""
+def read_table_rows(path, rows, *, allow_pickle=False, dictionary=None):
+  """Rows [len(rows), word_dim] of utable (plain .npy memory-mapped; pickled only on request).
+
+  `dictionary`: (its path, its lines) to compare with the table's rows: words map to rows by
+  line number, so a dictionary of one more line (a header) or of another table reads every word
+  with another word's vector, which no shape check sees (a WARNING naming both counts)."""
   table = _open_table(path, allow_pickle)
   if table.dtype != object and (table.ndim != 2 or not np.issubdtype(table.dtype, np.floating)):
     raise RSVQAError(f"{path}: a {table.dtype} array of shape {table.shape}, expected a float "
@@ -174,6 +181,10 @@ def read_table_rows(path, rows, *, allow_pickle=False):
   size = len(np.asarray(table.item())) if table.dtype == object and table.ndim == 0 else len(table)
   if len(rows) and max(rows) >= size:
     raise RSVQAError(f"{path}: {size} rows, but the dictionary needs row {max(rows)}")
+  if dictionary is not None and dictionary[1] != size:
+    _log.warning(f"{dictionary[0]}: {dictionary[1]} lines, but the word table {path} has {size} "
+                 "rows; a word's vector is the row of its line number, so every word may read "
+                 "another's: are they the files of one model?")
   try:
     return _table_rows(table, rows)
   except (TypeError, ValueError) as e:  # a pickled table whose rows are not equal-sized numbers
@@ -236,7 +247,8 @@ def load_skipthoughts(folder_or_files, vocab, *, dictionary=None, allow_pickle=F
   needed = [dictionary[w] for w in vocab[2:]]
   if UNK in dictionary:
     needed.append(dictionary[UNK])
-  table = read_table_rows(files["utable"], needed, allow_pickle=allow_pickle)
+  table = read_table_rows(files["utable"], needed, allow_pickle=allow_pickle,
+                          dictionary=(files["dictionary"], max(dictionary.values()) + 1))
   checkpoints.check_finite(table, f"{files['utable']}: the rows of the vocabulary's words")
   word_dim, hidden_dim = arrays["W"].shape[0], arrays["Ux"].shape[0]
   if table.shape[1] != word_dim:
