@@ -200,8 +200,12 @@ def main(argv=None):
   host_memory.keep_freed_memory()  # before JAX starts its threads
   name = " ".join(filter(None, (args.command, getattr(args, "action", None))))  # grounding score
   try:
-    check_environment(os.environ, argv)
-    return _load(args.command).run(args) or 0
+    try:
+      check_environment(os.environ, argv)
+      return _load(args.command).run(args) or 0
+    except BaseException:
+      _unless_interrupted()  # an error the interrupt's cleanup caused is no error of the command
+      raise
   except RSVQAError as e:
     print(f"rsvqa-jax {name}: error: {e}", file=sys.stderr)
     return 2
@@ -322,20 +326,43 @@ RERUN_KEEPS = "it keeps what was finished"
 AFTER_INTERRUPT = {"synth": "it writes the dataset again from the start"}
 
 
+_INTERRUPTED = threading.Event()  # set by exit_on_interrupt's watcher, which ends the process
+PARK_SECONDS = 0.5  # how long the watcher waits for the main thread to stop before cleaning up
+
+
+def _unless_interrupted():
+  """Waits for the end while an interrupt is handled: the watcher removes the temporary folders
+  this thread may still be writing into, and the error that raises here ("no such file" of a
+  dataset file the user never had) or the command's own status raced the interrupt's line and
+  status 130."""
+  if _INTERRUPTED.is_set():
+    threading.Event().wait()
+
+
 def exit_on_interrupt(what, after=RERUN_KEEPS):
   """SIGINT / SIGHUP / SIGTERM end the process at once with 130 / 129 / 143 and a line naming
   `what` and saying what its rerun does (`after`).
 
   The signal's C handler writes to a wakeup pipe the moment it arrives; a watcher thread reads
-  it and exits, so a main thread busy in a long C call (an XLA compile) does not delay it.
+  it and exits, so a main thread busy in a long C call (an XLA compile) delays it PARK_SECONDS at
+  most. The main thread's Python handler parks it at its next instruction, and the watcher
+  waits for that before it removes the temporary folders: a main thread still writing into one
+  left it behind, re-created, and reported its "no such file" as the command's error.
   """
   read_end, write_end = os.pipe()
   os.set_blocking(write_end, False)
+  parked = threading.Event()
+
+  def park(*_):
+    parked.set()
+    threading.Event().wait()  # until the watcher ends the process
 
   def watch():
     while True:
       sig = os.read(read_end, 1)[0]
       if sig in EXIT_STATUS:
+        _INTERRUPTED.set()
+        parked.wait(PARK_SECONDS)
         try:
           # Imported by then if it holds a lock; while it is still being imported it holds
           # none and lacks the function (an AttributeError here lost the interrupt).
@@ -353,7 +380,7 @@ def exit_on_interrupt(what, after=RERUN_KEEPS):
   threading.Thread(target=watch, name="exit_on_interrupt", daemon=True).start()
   signal.set_wakeup_fd(write_end, warn_on_full_buffer=False)
   for sig in EXIT_STATUS:  # Python handlers, so the C handler writes the wakeup byte; SIGTERM last
-    signal.signal(sig, lambda *_: None)
+    signal.signal(sig, park)
 
 
 def entry():
@@ -364,7 +391,9 @@ def entry():
   exit_on_interrupt(f"rsvqa-jax {command}".strip(),
                     AFTER_INTERRUPT.get(command, RERUN_KEEPS))
   streams.make_safe()
-  sys.exit(main(argv))
+  status = main(argv)
+  _unless_interrupted()
+  sys.exit(status)
 
 
 if __name__ == "__main__":

@@ -19,6 +19,7 @@ import secrets
 import shutil
 import socket
 import stat
+import threading
 import time
 
 import numpy as np
@@ -31,6 +32,10 @@ MANIFEST = "manifest.json"
 LOCK = ".lock"
 DIGESTS_DIR = "file_digests"  # in a cache folder: file_digests indexes (sha256 + stat stamp)
 _WRITING = set()  # the temporary files (replacing_path) and folders (building) being written
+# Held while a temporary file or folder is put in place; remove_unfinished takes it for good, so
+# nothing is put in place once an interrupt's cleanup has begun (a folder it was removing,
+# renamed into place half deleted, would have passed for a finished dataset).
+_COMMIT = threading.Lock()
 
 
 @contextlib.contextmanager
@@ -55,10 +60,12 @@ def building(parent, name, replace=False):
   try:
     yield tmp
     try:
-      if replace:
-        _replace(tmp, target)
-      else:
-        os.rename(tmp, target)
+      with _COMMIT:
+        if replace:
+          _replace(tmp, target)
+        else:
+          os.rename(tmp, target)
+        _WRITING.discard(tmp)
     except OSError:
       if replace or not os.path.isdir(target):
         raise
@@ -173,12 +180,14 @@ def staged(out, owned=()):
     yield tmp, lambda path: os.path.join(out, os.path.relpath(path, tmp))
     os.remove(owner)
     written = set()
-    for folder, _, files in os.walk(tmp):
-      into = os.path.join(out, os.path.relpath(folder, tmp))
-      os.makedirs(into, exist_ok=True)
-      for name in files:
-        os.replace(os.path.join(folder, name), os.path.join(into, name))
-        written.add(os.path.normpath(os.path.join(into, name)))
+    with _COMMIT:
+      for folder, _, files in os.walk(tmp):
+        into = os.path.join(out, os.path.relpath(folder, tmp))
+        os.makedirs(into, exist_ok=True)
+        for name in files:
+          os.replace(os.path.join(folder, name), os.path.join(into, name))
+          written.add(os.path.normpath(os.path.join(into, name)))
+      _WRITING.discard(tmp)
     for name in owned:
       if os.path.normpath(os.path.join(out, name)) not in written:
         remove(os.path.join(out, name))
@@ -460,7 +469,9 @@ def replacing_path(path):
   _WRITING.add(tmp)
   try:
     yield tmp
-    os.replace(tmp, path)
+    with _COMMIT:
+      os.replace(tmp, path)
+      _WRITING.discard(tmp)
   except OSError as e:
     if tmp not in (e.filename, e.filename2):
       raise
@@ -512,7 +523,9 @@ def _remove_dead_writers(path):
 def remove_unfinished():
   """Removes the temporary files and folders this process is writing (replacing_path,
   building): the interrupt handler (cli.exit_on_interrupt) calls it just before os._exit, which
-  skips their cleanup (a synthetic dataset's whole folder stayed until the next build)."""
+  skips their cleanup (a synthetic dataset's whole folder stayed until the next build). The
+  commit lock it takes is never given back: a thread still writing puts nothing in place."""
+  _COMMIT.acquire()  # pylint: disable=consider-using-with
   for tmp in list(_WRITING):
     if os.path.isdir(tmp) and not os.path.islink(tmp):
       shutil.rmtree(tmp, ignore_errors=True)

@@ -176,6 +176,57 @@ def test_an_interrupt_while_a_folder_is_built_leaves_no_temporary_folder(tmp_pat
   assert os.listdir(tmp_path) == []
 
 
+def _run(code):
+  return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                        env=subprocess_env.env())
+
+
+def test_an_interrupt_while_a_command_writes_a_folder_ends_in_its_own_line(tmp_path):
+  """The watcher removed the folder the main thread was still writing into: the write's "no such
+  file" (of a dataset file the user never had) was printed as the command's error, and its status
+  2 raced the interrupt's 130 (a third of the Ctrl-Cs during a study's dataset generation)."""
+  code = ("import os, signal, sys, threading, time\n"
+          "from rsvqa_jax import cli, storage\n"
+          "from rsvqa_jax.commands import synth\n"
+          "def run(args):  # writes into a folder being built until interrupted\n"
+          f"  with storage.building({str(tmp_path)!r}, 'lr') as tmp:\n"
+          "    threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGINT)).start()\n"
+          "    for i in range(10**9):\n"
+          "      with open(os.path.join(tmp, f'{i % 50}.tif'), 'w') as f:\n"
+          "        f.write('x')\n"
+          "synth.run = run\n"
+          "cli.exit_on_interrupt('rsvqa-jax synth')\n"
+          f"sys.exit(cli.main(['synth', '--out', {str(tmp_path / 'lr')!r}]))\n")
+  for _ in range(3):  # the race was lost one time in three
+    out = _run(code)
+    assert (out.returncode, out.stderr.strip()) == (130, (
+        "rsvqa-jax synth: interrupted (SIGINT); run the same command again: it keeps what was "
+        "finished")), out.stderr[-2000:]
+    assert os.listdir(tmp_path) == []
+
+
+def test_nothing_is_put_in_place_once_an_interrupt_cleans_up(tmp_path):
+  """A block that completed while the interrupt removed its temporary folder renamed what was
+  left of it into place: a dataset half deleted under its final name."""
+  code = ("import os, threading\n"
+          "from rsvqa_jax import storage\n"
+          "written, cleaned = threading.Event(), threading.Event()\n"
+          "def build():\n"
+          f"  with storage.building({str(tmp_path)!r}, 'lr') as tmp:\n"
+          "    open(os.path.join(tmp, 'a'), 'w').close()\n"
+          "    written.set()\n"
+          "    cleaned.wait()\n"
+          "t = threading.Thread(target=build, daemon=True)\n"
+          "t.start()\n"
+          "written.wait()\n"
+          "storage.remove_unfinished()\n"
+          "cleaned.set()\n"
+          "t.join(2)\n"
+          f"print(t.is_alive(), sorted(os.listdir({str(tmp_path)!r})))\n")
+  out = _run(code)
+  assert out.stdout.strip() == "True []", out.stdout + out.stderr[-2000:]
+
+
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory):
   """An in-memory task and a model trained on it (as tests/test_eval.py's)."""

@@ -1005,3 +1005,17 @@ def test_a_study_on_a_dataset_folder_makes_its_new_workdir(tmp_path, monkeypatch
     study.run_study(c, str(workdir), log=lambda _: None)
   assert recorded.check(c.study, str(workdir)) is None
   assert (workdir / recorded.FILE).is_file() and (workdir / "cache").is_dir()
+
+
+def test_compilation_cache_entries_cut_by_a_kill_are_removed(tmp_path):
+  """JAX writes an entry in place and never writes an existing one again: a kill mid-write left
+  it cut for good, and every later compile of its function printed JAX's raw UserWarning."""
+  from jax._src.compilation_cache import compress_executable  # pylint: disable=g-import-not-at-top
+  from rsvqa_jax.study import preparation  # pylint: disable=g-import-not-at-top
+  whole = compress_executable(bytes(range(256)) * 40)
+  (tmp_path / "jit_step-aa-cache").write_bytes(whole)
+  (tmp_path / "jit_step-aa-atime").write_bytes(b"1")
+  (tmp_path / "jit_step-bb-cache").write_bytes(whole[:len(whole) // 2])
+  (tmp_path / "jit_step-bb-atime").write_bytes(b"1")
+  preparation._remove_cut_entries(str(tmp_path))  # pylint: disable=protected-access
+  assert sorted(os.listdir(tmp_path)) == ["jit_step-aa-atime", "jit_step-aa-cache"]

@@ -1,21 +1,56 @@
 """Data preparation: a study's datasets (generated when synthetic), the image encoder's
 pretraining stage and the clean image features every run on a dataset shares."""
+import logging
 import os
 import time
 
 import jax
 
+from rsvqa_jax import storage
 from rsvqa_jax.data import rsvqa_json, synthetic
 from rsvqa_jax.errors import RSVQAError
 from rsvqa_jax.study import names, runs
 from rsvqa_jax.train import inputs, prepare
 
+_log = logging.getLogger(__name__)
+_ENTRY = "-cache"  # JAX's name of an entry's file; its access time is KEY-atime beside it
+
 
 def use_compilation_cache(cache):
-  """XLA's persistent cache under `cache`/xla, every compile kept: seeds reuse compiled steps."""
+  """XLA's persistent cache under `cache`/xla, every compile kept: seeds reuse compiled steps.
+  Entries a kill cut short are removed first (_remove_cut_entries)."""
+  _remove_cut_entries(os.path.join(cache, "xla"))
   jax.config.update("jax_compilation_cache_dir", os.path.join(cache, "xla"))
   jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)
   jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
+
+
+def _remove_cut_entries(folder):
+  """Removes the cache entries that do not decompress: JAX writes an entry in place, so a kill
+  mid-write left it cut for good (an existing entry is never written again), and every later
+  compile of its function printed JAX's raw UserWarning instead of reading it. JAX's own reader
+  judges; the files are small (a study's are a few MB)."""
+  try:
+    from jax._src.compilation_cache import decompress_executable  # pylint: disable=g-import-not-at-top
+  except ImportError:  # another JAX: its cache checks itself or warns
+    return
+  if not os.path.isdir(folder):
+    return
+  cut = []
+  for name in sorted(os.listdir(folder)):
+    if not name.endswith(_ENTRY):
+      continue
+    try:
+      with open(os.path.join(folder, name), "rb") as f:
+        decompress_executable(f.read())
+    except Exception:  # pylint: disable=broad-exception-caught  (zlib's or zstd's error: cut)
+      cut.append(name)
+  for name in cut:
+    for path in (name, name[:-len(_ENTRY)] + "-atime"):
+      storage.remove(os.path.join(folder, path))
+  if cut:
+    _log.info("%s: removed %d compilation-cache entr%s cut short by a kill (compiled again)",
+              folder, len(cut), "y" if len(cut) == 1 else "ies")
 
 
 def sizes(ds):
