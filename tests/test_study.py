@@ -1019,3 +1019,40 @@ def test_compilation_cache_entries_cut_by_a_kill_are_removed(tmp_path):
   (tmp_path / "jit_step-bb-atime").write_bytes(b"1")
   preparation._remove_cut_entries(str(tmp_path))  # pylint: disable=protected-access
   assert sorted(os.listdir(tmp_path)) == ["jit_step-aa-atime", "jit_step-aa-cache"]
+
+
+def test_an_evaluation_the_run_outgrew_is_made_again(done, tmp_path):
+  """An evaluation of a best step the run has since replaced (it trained on after `evaluate`)
+  kept its old clean and adversarial scores in the report, where `tables` leaves it out."""
+  copy = str(tmp_path / "copy")
+  shutil.copytree(done[0], copy)
+  run = os.path.join(copy, "runs", RUNS[0], "seed0", "eval", "test")
+  acc_path = os.path.join(run, "accuracy.json")
+  adv_path = os.path.join(run, "adversarial_random.json")
+  best = storage.read_json(acc_path)
+  storage.write_json(acc_path, {**best, "step": 1, "oa": 0.0})
+  storage.write_json(adv_path, {**storage.read_json(adv_path), "step": 1})
+  lines = []
+  result = study.run_study(micro_config(), copy, log=lines.append)
+  assert result["trained_this_call"] == 0
+  assert storage.read_json(acc_path)["step"] == best["step"]
+  assert result["cells"][0]["reference"][0]["accuracy"]["oa"] == best["oa"]
+  moved = f"step 1 scored, the best checkpoint is now step {best['step']}"
+  assert any(f"{RUNS[0]}/seed0: evaluated again ({moved}" in l for l in lines), lines
+  assert any(f"{RUNS[0]}/seed0: adversarial random x2 (" in l and moved in l for l in lines)
+  assert storage.read_json(adv_path)["step"] == best["step"]
+
+
+def test_an_evaluation_of_an_unfinished_run_is_not_reused(tmp_path):
+  """A run stopped early (train.stop_after_steps) and evaluated by hand was attacked and averaged
+  as it was by the next study call."""
+  folder = tmp_path / "checkpoints"
+  for step, epoch in ((5, 1), (10, 2)):
+    (folder / str(step) / "data").mkdir(parents=True)
+    (folder / str(step) / "data" / "metadata").write_text(
+        json.dumps({"epoch": epoch, "loop": {"best_step": 5}}))
+  recorded = {"split": "test", "checkpoint": "best", "step": 5}
+  assert reuse.behind(recorded, str(tmp_path), 3) == "the run had trained 2 of 3 epochs"
+  assert reuse.behind(recorded, str(tmp_path), 2) == ""
+  assert reuse.behind({**recorded, "step": 10}, str(tmp_path), 2) == (
+      "step 10 scored, the best checkpoint is now step 5")

@@ -15,9 +15,11 @@ from rsvqa_jax import cli
 from rsvqa_jax import config as config_lib
 from rsvqa_jax.bias import tables
 from rsvqa_jax.commands import tables as tables_cmd
+from rsvqa_jax.errors import RSVQAError
 from rsvqa_jax.train import run_record
 
 import subprocess_env
+from test_train_support import warnings_of_rsvqa_jax
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -439,6 +441,47 @@ def test_an_unfinished_seed_beside_a_finished_one_reads_unlike_runs(tmp_path, ca
   rc, out = _run(runs, capsys)
   assert rc == 0 and "unlike" not in out.err
   assert "| 2 | 70.00 (20.00) | 55.00 (5.00) |" in (runs / "tables" / "table2.md").read_text()
+
+
+def test_seeds_stopped_at_different_epochs_are_not_averaged(tmp_path, capsys, caplog):
+  """Every run unfinished, one after epoch 1, one after epoch 2: Table 1 read 45.00 (8.00) and
+  evaluate --seeds a mean (std), as if one training length."""
+  from rsvqa_jax.commands import evaluate  # pylint: disable=g-import-not-at-top
+  runs = tmp_path / "runs"
+  one = _workdir(runs, "db_ft/seed0", test=(0.9, 0.6), record=(1, 8))
+  two = _workdir(runs, "db_ft/seed1", test=(0.5, 0.5), seed=1, record=(2, 16))
+  rc, out = _run(runs, capsys)
+  assert rc == 0 and "runs of 1 and 2 epochs of training (e.g. " in out.err
+  assert "Table 1 cell 'distilBERT e-mult, LM fine-tuned'" in out.err
+  row = next(l for l in (runs / "tables" / "table2.md").read_text().splitlines()
+             if l.startswith("| Transformer distilBERT | fine-tuned"))
+  assert row.endswith("| unlike runs | unlike runs | unlike runs | unlike runs |"), row
+  with pytest.raises(RSVQAError, match=r"^--seeds: runs of 1 and 2 epochs of training \(e\.g\. "):
+    evaluate._check_seed_runs([one, two], None)  # pylint: disable=protected-access
+  # A run whose checkpoints/ is gone (pruned to keep best/): how far it went is unknown.
+  shutil.rmtree(os.path.join(two, "checkpoints"))
+  os.makedirs(os.path.join(two, "checkpoints"))
+  epochs = config_lib.paper_config("lr", "distilbert", "mult", False).train.num_epochs
+  _record(one, epochs, 8)  # seed0 trained to its end
+  with warnings_of_rsvqa_jax(caplog):
+    evaluate._check_seed_runs([one, two], None)  # pylint: disable=protected-access
+  assert [r.getMessage() for r in caplog.records] == [
+      f"--seeds: {two}: how far it trained cannot be read (no readable checkpoint record under "
+      "checkpoints/): taken as finished"]
+
+
+def test_runs_of_data_replaced_in_their_folder_are_not_averaged(tmp_path, capsys):
+  """The dataset folder regenerated between two seeds: Table 1 pooled the validation OA of two
+  datasets (Table 2 and evaluate --seeds refused them: their evaluations or data.json differ)."""
+  runs = tmp_path / "runs"
+  for seed, sha in ((0, "aa"), (1, "bb")):
+    w = _workdir(runs, f"db_ft/seed{seed}", seed=seed)
+    pathlib.Path(w, "data.json").write_text(json.dumps(
+        {"train": {"questions": 10, "sha256": sha}, "val": {"questions": 5, "sha256": "cc"}}))
+  rc, out = _run(runs, capsys)
+  assert rc == 0 and (f"{runs / 'db_ft' / 'seed1'} trained on other data than "
+                      f"{runs / 'db_ft' / 'seed0'} (their data.json record other train or "
+                      "validation splits); it reads 'unlike runs'") in out.err
 
 
 def test_an_evaluation_of_a_best_step_the_run_has_replaced_is_left_out(tmp_path, capsys):

@@ -395,6 +395,8 @@ class RunRecord:
   # synthetic generator's settings), None: not known
   random_init: bool = False  # its language model started from random weights (text.checkpoint
   # unset or "random"): not the paper's pretrained model of that name
+  epochs: int | None = None  # whole epochs it trained (None: no readable checkpoint record)
+  data: dict | None = None  # its data.json: the train and validation splits' sha256 (None: none)
 
   @property
   def weights(self):
@@ -504,6 +506,15 @@ def _unlike(runs, label, free=()):
   stopped = [r for r in runs if r.stopped]
   if not problem and stopped and len(stopped) < len(runs):  # evaluate --seeds refuses them too
     problem = f"{stopped[0].workdir}: {stopped[0].stopped}; a mean would mix it with finished runs"
+  lengths = sorted({r.epochs for r in runs if r.epochs is not None})
+  if not problem and len(lengths) > 1:  # every one stopped, at different epochs
+    problem = f"runs of {' and '.join(map(str, lengths))} epochs of training" + (
+        f" (e.g. {stopped[0].workdir}: {stopped[0].stopped})" if stopped else "")
+  data = [r for r in runs if r.data is not None]
+  other = next((r for r in data if r.data != data[0].data), None)
+  if not problem and other is not None:  # the folder's data replaced between the runs
+    problem = (f"{other.workdir} trained on other data than {data[0].workdir} (their data.json "
+               "record other train or validation splits)")
   if problem:
     _log.warning(f"{label}: {problem}; it reads {UNLIKE!r} instead of a mean: keep one model's "
                  "runs under --runs")

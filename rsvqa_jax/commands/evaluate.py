@@ -20,11 +20,14 @@ the edit demands and the share that change under the control edit, written to
 DIR/eval/SPLIT/counterfactual.{json,csv,md,tex} and counterfactual_edits.csv.
 """
 import glob
+import logging
 import os
 
 from rsvqa_jax import storage
 from rsvqa_jax.commands import argument_types, common
 from rsvqa_jax.errors import RSVQAError
+
+_log = logging.getLogger(__name__)
 
 
 def add_arguments(parser):
@@ -139,6 +142,15 @@ def _check_seed_runs(workdirs, data_root):
     first = stopped[0]
     raise RSVQAError(f"--seeds: {first}: {run_record.unfinished(first, done[first], total)}; a mean "
                      "over seeds would mix it with finished runs")
+  lengths = sorted({d for d in done.values() if d is not None})
+  if len(lengths) > 1:  # every one stopped, at different epochs
+    first = stopped[0]
+    raise RSVQAError(f"--seeds: runs of {' and '.join(map(str, lengths))} epochs of training (e.g. "
+                     f"{first}: {run_record.unfinished(first, done[first], total)}); a mean over "
+                     "seeds is of one training length")
+  for w in (w for w, d in done.items() if d is None):
+    _log.warning(f"--seeds: {w}: how far it trained cannot be read (no readable checkpoint record "
+                 "under checkpoints/): taken as finished")
 
 
 def run(args):

@@ -189,6 +189,8 @@ def read_run(workdir, split):
         accuracy=_best_accuracy(os.path.join(workdir, "eval", split, "accuracy.json"), workdir),
         identity=config_lib.recorded_identity(config),
         stopped=_stopped(workdir, key("train.num_epochs", int)),
+        epochs=run_record.epochs_trained(os.path.join(workdir, "checkpoints")),
+        data=_data_record(workdir),
         random_init=_random_init(key("text.checkpoint", object, None)),
         dataset=dataset_of(key("data", dict)))
   except (KeyError, TypeError, ValueError, AttributeError) as e:
@@ -210,7 +212,8 @@ def dataset_of(data):
   name = tables.dataset_label(str(data.get("name")))
   if data.get("synthetic"):
     return (f"synthetic {data.get('synthetic_variant')} ({data.get('synthetic_images')} images, "
-            f"seed {data.get('synthetic_seed')})")
+            f"{data.get('synthetic_questions_per_image')} questions each, seed "
+            f"{data.get('synthetic_seed')})")
   root = data.get("root")
   return f"{name} at {os.path.normpath(root)}" if isinstance(root, str) else name
 
@@ -229,6 +232,17 @@ def _one_dataset(runs, folder):
     raise RSVQAError(f"--runs {folder}: workdirs of {len(groups)} datasets ({said}); a table is "
                      "of one dataset: give --runs a folder of one dataset's workdirs (a "
                      "study's: DIR/runs, its balanced twin's: DIR/balanced/runs)")
+
+
+def _data_record(workdir):
+  """The workdir's data.json (train/inputs.record_data) as read, or None (none, or unreadable:
+  then the run's data is not compared)."""
+  try:
+    with open(os.path.join(workdir, "data.json"), encoding="utf-8") as f:
+      record = json.load(f)
+  except (OSError, ValueError, RecursionError):
+    return None
+  return record if isinstance(record, dict) else None
 
 
 def _stopped(workdir, total):

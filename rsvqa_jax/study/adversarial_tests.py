@@ -13,13 +13,16 @@ from rsvqa_jax.eval import adversarial, outputs
 from rsvqa_jax.study import reuse
 
 
-def attack(study, workdir, ds, feats, label):
-  """{kind: the run's adversarial result} for every kind of study.adversarial."""
+def attack(study, workdir, ds, feats, label, epochs):
+  """{kind: the run's adversarial result} for every kind of study.adversarial (`epochs`: the
+  run's training length, reuse.behind)."""
   s = study.s
   results = {}
   for kind in s.adversarial:
     json_path, _ = outputs.adversarial_paths(workdir, s.split, kind)
-    why = reuse.stale(storage.read_json(json_path), reuse.adversarial_settings(s, kind))
+    recorded = storage.read_json(json_path)
+    why = (reuse.stale(recorded, reuse.adversarial_settings(s, kind))
+           or reuse.behind(recorded, workdir, epochs))
     if why:
       started = time.time()
       k = reuse.draws(s, kind)

@@ -2,9 +2,13 @@
 
 A file written with other settings (study.repeats, adv_pool or adv_seed changed since, or
 `rsvqa-jax evaluate --checkpoint last` over a run's own files) is computed again, so the report
-always describes what was computed; the run's progress line says why.
+always describes what was computed; the run's progress line says why. So is one the run has
+outgrown (`behind`): made before its training ended, or of a best checkpoint since replaced.
 """
+import os
+
 from rsvqa_jax.eval import adversarial
+from rsvqa_jax.train import run_record
 
 CHECKPOINT = "best"  # the study reads every run at its best-on-validation checkpoint
 MISSING = "missing"
@@ -30,6 +34,21 @@ def adversarial_settings(s, kind):
   if kind in adversarial.SAME_EVERY_REPEAT:
     del wanted["repeats"]
   return wanted
+
+
+def behind(recorded, workdir, epochs):
+  """Why an evaluation (as read) of the study's settings still does not stand for the run in
+  `workdir`, trained for `epochs`: "" when it does. A run stopped early and evaluated by hand
+  was attacked and averaged as it was, and an evaluation of a best step the run has since
+  replaced (it trained on) kept its old scores, where `tables` leaves both out."""
+  folder = os.path.join(workdir, "checkpoints")
+  done = run_record.epochs_trained(folder)
+  if done is not None and done < epochs:
+    return f"the run had trained {done} of {epochs} epochs"
+  best = run_record.best_step(folder)
+  if recorded and best is not None and recorded.get("step") != best:
+    return f"step {recorded.get('step')} scored, the best checkpoint is now step {best}"
+  return ""
 
 
 def stale(recorded, wanted):

@@ -55,8 +55,10 @@ def run_one(study, cfg, workdir, ds, feats, label, attack=True):
   split = study.s.split
   acc_path, _ = outputs.accuracy_paths(workdir, split)
   checkpointing.check_or_record_config(workdir, cfg, record=False)  # loop.train records it
-  why = reuse.stale(storage.read_json(acc_path), reuse.accuracy_settings(split))
-  if why:  # missing, or of another checkpoint (`rsvqa-jax evaluate --checkpoint last` over it)
+  recorded = storage.read_json(acc_path)
+  why = (reuse.stale(recorded, reuse.accuracy_settings(split))
+         or reuse.behind(recorded, workdir, cfg.train.num_epochs))
+  if why:  # missing, of another checkpoint (`evaluate --checkpoint last`), of a shorter training
     started = time.time()
     summary = loop.train(cfg, workdir, dataset=ds, features=feats, log=study.progress)
     if not summary["finished"]:
@@ -66,8 +68,9 @@ def run_one(study, cfg, workdir, ds, feats, label, attack=True):
       study.timings.record(f"train/{label}", time.time() - started)
     accuracy.evaluate(workdir, split, dataset=ds, features=feats)
     took = f"{time.time() - started:.1f}s"
+    trained = "trained and " if "state" in summary else ""
     done = (f"trained and evaluated ({took})" if why == reuse.MISSING
-            else f"evaluated again ({why}; {took})")
+            else f"{trained}evaluated again ({why}; {took})")
     study.progress(f"{label}: {done}, best validation OA {tables.percent(summary['best_oa'])}")
   else:
     study.progress(f"{label}: done before, skipped")
@@ -75,5 +78,6 @@ def run_one(study, cfg, workdir, ds, feats, label, attack=True):
          "val_oa": metrics_log.best_validation(workdir, cfg.data.val_split),
          "adversarial": {}}
   if attack and not cfg.model.blind:
-    out["adversarial"] = adversarial_tests.attack(study, workdir, ds, feats, label)
+    out["adversarial"] = adversarial_tests.attack(study, workdir, ds, feats, label,
+                                                 cfg.train.num_epochs)
   return out
