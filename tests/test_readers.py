@@ -235,6 +235,23 @@ def test_missing_key(broken):
     rsvqa_json.read_dataset(broken, "lr")
 
 
+@pytest.mark.parametrize("columnar", [False, True])
+def test_questions_are_read_stripped_and_composed(broken, lr, columnar):
+  """A trailing space made every test question another question than its train twin (the
+  question-level prior fell back to the type's: 72.50 -> 62.50), and a decomposed accent other
+  words than the composed one; answers were read stripped and composed already."""
+  def spaced(qs):
+    for q in qs:
+      if q["active"]:
+        q["question"] = f"  {q['question']} "
+  _edit(broken, "test", "questions", spaced)
+  _edit(broken, "val", "questions",
+        lambda qs: _first_active(qs).update(question="Is there a fore\u0302t?"))
+  ds = rsvqa_json.read_dataset(broken, "lr", columnar=columnar)
+  np.testing.assert_array_equal(ds["test"].question, lr[1].splits["test"].question)
+  assert "Is there a for\u00eat?" in ds["val"].question.tolist()
+
+
 def test_inactive_entries_are_skipped(broken, lr):
   split = lr[1].splits["train"]
   qid = int(split.question_id[0])

@@ -282,6 +282,26 @@ def test_data_a_run_learns_nothing_from_is_a_warning(task, tmp_path, caplog):
   assert said["plain"] == []
 
 
+def test_answers_beyond_the_vocabulary_are_a_warning(task, tmp_path, caplog, monkeypatch):
+  """RSVQAxBEN keeps its 1,000 most frequent answers: the samples of the others were left out of
+  the loss (label -1) and validation answers outside it counted wrong, with no word at train time
+  (`validate` and answers.json alone told)."""
+  import collections  # pylint: disable=g-import-not-at-top
+  from rsvqa_jax.data import answers  # pylint: disable=g-import-not-at-top
+  dataset, features = task
+  monkeypatch.setattr(answers, "XBEN_TOP_K", 2)
+  xben = dataclasses.replace(dataset, name="xben")
+  counts = collections.Counter(dataset["train"].answer.tolist())
+  kept = sorted(counts, key=lambda a: (-counts[a], a))[:2]
+  outside = sum(a not in kept for a in dataset["val"].answer.tolist())
+  said = _warnings_of_runs(tmp_path, caplog, features, {"xben": (_one_epoch(), xben)})
+  assert said["xben"] == [
+      f"split train: {sum(n for a, n in counts.items() if a not in kept)} sample(s) of "
+      f"{len(counts) - 2} answer(s) beyond the answer vocabulary's 2 most frequent are left out "
+      f"of training, and {outside} of the {len(dataset['val'])} val answers are outside it "
+      "(counted wrong); their list: answers.json, 'dropped'"]
+
+
 def test_settings_a_run_learns_nothing_from_are_warnings(task, tmp_path, caplog):
   """Validation on the train split, and a learning rate of 0, trained and reported in silence."""
   dataset, features = task

@@ -43,8 +43,9 @@ from rsvqa_jax.data import records
 from rsvqa_jax.data import split_files
 from rsvqa_jax.errors import RSVQAError, short_repr
 
-VERSION = 5  # 2: the manifest records the sha256 of each file; 3: and the build's warnings;
-# 4: LR/HR question types checked against the layout's; 5: inactive listed questions warned of
+VERSION = 6  # 2: the manifest records the sha256 of each file; 3: and the build's warnings;
+# 4: LR/HR question types checked against the layout's; 5: inactive listed questions warned of;
+# 6: questions stripped and composed (NFC)
 CACHE_DIR = ".columnar"
 DIGESTS = "digests.json"
 VOCAB = "vocab.json"

@@ -325,6 +325,10 @@ def question_fields(q, qid, path, name):
   if not any(unicodedata.category(c)[0] in VISIBLE for c in text):
     raise RSVQAError(f"{path}: question {qid} has an empty question string (no visible "
                      "character)")
+  # As answers are read (data/answers.py): a question with a trailing space was another question
+  # than its train twin (question-level priors fell back to the type's), a decomposed accent
+  # other words than the composed one.
+  text = unicodedata.normalize("NFC", text).strip()
   ids = id_list(q["answers_ids"], path, f"question {qid}", "answers_ids")
   if not ids:
     raise RSVQAError(f"{path}: question {qid} has answers_ids []: it names no answer")

@@ -309,6 +309,12 @@ def warn_if_degenerate(run, train_split, val_split):
     _log.warning("none of the %d %s answers is among the %s answers: every prediction counts "
                  "wrong there, so validation OA reads 0 and picks no better checkpoint",
                  len(answers), val_split, train_split)
+  elif run.vocab.dropped:  # RSVQAxBEN keeps its 1,000 most frequent answers
+    _log.warning("split %s: %d sample(s) of %d answer(s) beyond the answer vocabulary's %d most "
+                 "frequent are left out of training, and %d of the %d %s answers are outside it "
+                 "(counted wrong); their list: answers.json, 'dropped'", train_split,
+                 run.vocab.n_dropped_samples, len(run.vocab.dropped), len(run.vocab),
+                 int((answers < 0).sum()), len(answers), val_split)
 
 
 def _train(config, workdir, dataset, read, features, augment_features, log):
