@@ -14,6 +14,7 @@ from rsvqa_jax.errors import RSVQAError
 from rsvqa_jax.models import bert_params, checkpoints
 from rsvqa_jax.models.bert import BertConfig, BertEncoder
 from rsvqa_jax.train import model_builder
+from test_train_support import warnings_of_rsvqa_jax
 
 QUESTIONS = ["Is there a road in the image?", "How many buildings are there?",
              "Is a road there?", "road"]
@@ -448,14 +449,14 @@ def test_bare_bert_weights_under_a_roberta_config_are_warned_of(tmp_path, caplog
   loaded with RoBERTa's positions (hidden states off by 0.55) without a word."""
   _hand_made_bert_folder(tmp_path)
   _with_model_type(tmp_path, "roberta", "")
-  with caplog.at_level("WARNING", logger="rsvqa_jax"):
+  with warnings_of_rsvqa_jax(caplog):
     bert_params.load_bert(tmp_path)
   [message] = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
   assert ("config.json says model_type 'roberta', but the weights' token-type table has 2 "
           "row(s), as bert models have") in message
   caplog.clear()
   _with_model_type(tmp_path, "bert")
-  with caplog.at_level("WARNING", logger="rsvqa_jax"):
+  with warnings_of_rsvqa_jax(caplog):
     bert_params.load_bert(tmp_path)
   assert not [r for r in caplog.records if r.levelname == "WARNING"]
 

@@ -10,6 +10,7 @@ from rsvqa_jax import cli
 from rsvqa_jax.models import checkpoints
 from rsvqa_jax.models import resnet_params
 from rsvqa_jax.models.resnet import ResNet
+from test_train_support import warnings_of_rsvqa_jax
 
 
 @pytest.fixture(name="main")
@@ -302,12 +303,12 @@ def test_a_dictionary_of_another_length_than_the_word_table_is_warned_of(skip_sr
   from rsvqa_jax.models import skipthoughts_params  # pylint: disable=g-import-not-at-top
   src, _ = skip_src
   vocab = ["<pad>", "<unk>", "is", "there"]
-  with caplog.at_level("WARNING", logger="rsvqa_jax"):
+  with warnings_of_rsvqa_jax(caplog):
     skipthoughts_params.load_skipthoughts(src, vocab)
   assert not [r for r in caplog.records if r.levelname == "WARNING"]
   words = (src / "dictionary.txt").read_text()
   (src / "dictionary.txt").write_text("# words\n" + words)
-  with caplog.at_level("WARNING", logger="rsvqa_jax"):
+  with warnings_of_rsvqa_jax(caplog):
     skipthoughts_params.load_skipthoughts(src, vocab)
   [message] = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
   assert message.startswith(f"{src / 'dictionary.txt'}: 8 lines, but the word table "
