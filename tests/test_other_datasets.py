@@ -65,6 +65,18 @@ def test_floodnet_non_numeric_image_never_shares_an_id(tmp_path):
   assert other_datasets.read_floodnet(str(tmp_path))["train"].image_id.tolist() == [1, 0]
 
 
+@pytest.mark.parametrize("other", ["07000.jpg", "7000.jpg"])
+def test_floodnet_image_ids_of_one_number_are_refused(tmp_path, other):
+  """'7000.JPG' and '07000.jpg' were read as one image: a question of each, in train and val,
+  was then warned of as 'not held out'."""
+  first = dict(FLOODNET_TRAIN["0"], Image_ID="7000.JPG")
+  second = dict(FLOODNET_TRAIN["1"], Image_ID=other)
+  write_json(tmp_path / "Training_Question.json", {"0": first, "1": second})
+  with pytest.raises(RSVQAError, match=rf"^{tmp_path}: Image_IDs '7000.JPG' and '{other}' both "
+                                       r"read as image 7000; name each image one way"):
+    other_datasets.read_floodnet(str(tmp_path))
+
+
 def test_floodnet_errors(tmp_path):
   with pytest.raises(RSVQAError, match="no FloodNet question file"):
     other_datasets.read_floodnet(str(tmp_path))

@@ -290,6 +290,25 @@ def test_lzw_and_jpeg_tiles_read_without_imagecodecs(tmp_path):
   assert images.read_tif(path, size=(16, 8)).dtype == np.uint8
 
 
+def test_a_tile_neither_tifffile_nor_pillow_decodes_says_what_it_needs(tmp_path, monkeypatch):
+  """Three bands tagged grey, LZW-compressed: tifffile asks for imagecodecs and Pillow cannot
+  identify the file, which read "not a readable TIFF (UnidentifiedImageError ...)", though
+  `validate --headers-only` passed it."""
+  rgb = np.random.default_rng(0).integers(0, 256, (16, 8, 3), dtype=np.uint8)
+  path = str(tmp_path / "g.tif")
+  tifffile.imwrite(path, np.moveaxis(rgb, -1, 0), photometric="minisblack",
+                   planarconfig="separate")
+
+  def lzw(*args, **kwargs):
+    raise ValueError("<COMPRESSION.LZW: 5> requires the 'imagecodecs' package")
+
+  monkeypatch.setattr(tifffile.TiffPageSeries, "asarray", lzw)
+  with pytest.raises(RSVQAError, match=rf"^{path}: its compression needs the imagecodecs package "
+                                       r"\(.*\), and Pillow cannot read it either; pip install "
+                                       "imagecodecs, or save the tile as an uncompressed RGB TIFF$"):
+    images.read_tif(path, size=(16, 8))
+
+
 def test_tiles_in_another_colour_space_are_refused_and_grey_bands_and_jpeg_read(tmp_path):
   """A YCbCr or L*a*b* tile holds three uint8 bands like an RGB one: tifffile returned the raw
   values, which validate passed and the model read as RGB. Bands tagged grey (a GeoTIFF's) are
@@ -418,6 +437,9 @@ def _misplace_images(folder, how):
         os.remove(path)
       else:
         os.rename(path, path.replace(".tif", ".tiff"))
+  elif how == "zero-padded files":
+    for name in os.listdir(folder):
+      os.rename(os.path.join(folder, name), os.path.join(folder, name.zfill(7)))  # 000.tif
   elif how == "lower-case folder":
     os.rename(folder, os.path.join(os.path.dirname(folder), "images_lr"))
   else:
@@ -434,6 +456,9 @@ def _misplace_images(folder, how):
                    "extension): rename the image files to <id>.tif"),
     ("png files", "{folder}/0.tif: image file missing; {folder} holds 0.png (another extension): "
                   "convert the images to TIFF files named <id>.tif"),
+    ("zero-padded files", "{folder}/0.tif: image file missing; {folder} holds 000.tif (the id "
+                          "padded with zeros): rename the image files to <id>.tif, the id as the "
+                          "JSON files write it"),
     ("lower-case folder", "{folder}: image folder missing; {root}/images_lr differs in letter case "
                           "only: rename it to Images_LR"),
     ("zipped", "{folder}: image folder missing; {root}/images_LR.Zip lies beside it: unzip it "

@@ -146,6 +146,12 @@ def misplaced(path):
     return (f"{path}: image file missing; {folder} holds {other.name} (another letter case): "
             f"rename the image files to <id>{os.path.splitext(file)[1]}")
   stem, ext = os.path.splitext(file)
+  padded = next((e for e in entries if stem.isdigit() and os.path.splitext(e.name)[0].isdigit()
+                 and os.path.splitext(e.name)[0].lstrip("0") == stem.lstrip("0")
+                 and os.path.splitext(e.name)[1].lower() == ext.lower()), None)
+  if padded is not None:  # 000.tif for image 0: the names are the JSON's ids, unpadded
+    return (f"{path}: image file missing; {folder} holds {padded.name} (the id padded with "
+            f"zeros): rename the image files to <id>{ext}, the id as the JSON files write it")
   if other := next((e for e in entries if os.path.splitext(e.name)[0] == stem), None):
     theirs = os.path.splitext(other.name)[1]  # 0.tiff, 0.png: read as missing, without a word
     fix = (f"rename the image files to <id>{ext}" if theirs.lower() in (".tif", ".tiff")
@@ -214,10 +220,17 @@ def _pixels(series, source):
   except ValueError as e:
     if "imagecodecs" not in str(e):
       raise
+    needs = str(e)
   if hasattr(source, "seek"):
     source.seek(0)
-  with Image.open(source) as im:
-    return np.asarray(im)
+  try:
+    with Image.open(source) as im:
+      return np.asarray(im)
+  except (OSError, ValueError) as e:  # Pillow cannot either (3 bands tagged greyscale, say)
+    name = getattr(source, "name", source)
+    raise RSVQAError(f"{name}: its compression needs the imagecodecs package ({needs}), and "
+                     "Pillow cannot read it either; pip install imagecodecs, or save the tile "
+                     "as an uncompressed RGB TIFF") from e
 
 
 def _hwc(arr, name):

@@ -107,13 +107,20 @@ def _floodnet_entries(path):
   return entries
 
 
-def _floodnet_image_ids(names):
+def _floodnet_image_ids(names, root):
   """Image_ID -> image id: its numeric stem, else the next number above every numeric stem.
 
-  Numbering the others from 0 would give "img_a.JPG" the id of "0.JPG".
+  Numbering the others from 0 would give "img_a.JPG" the id of "0.JPG". Two Image_IDs of one
+  numeric stem ("7000.JPG", "07000.jpg") are refused: read as one image, their questions were
+  taken for one image's (a question "not held out" between splits that was).
   """
   stems = {n: os.path.splitext(n)[0] for n in names}
   ids = {n: int(s) for n, s in stems.items() if s.isascii() and s.isdigit() and len(s) <= 18}
+  named = {}
+  for n, i in ids.items():
+    if named.setdefault(i, n) != n:
+      raise RSVQAError(f"{root}: Image_IDs {named[i]!r} and {n!r} both read as image {i}; name "
+                       "each image one way in the question files")
   next_id = max(ids.values(), default=-1) + 1
   for n in names:
     if n not in ids:
@@ -156,7 +163,7 @@ def read_floodnet(root):
   if not read:
     raise RSVQAError(f"{root}: no FloodNet question file has answers (Ground_Truth)")
   image_ids = _floodnet_image_ids(list(dict.fromkeys(
-      str(entry["Image_ID"]) for _, entries in read.values() for entry in entries.values())))
+      str(entry["Image_ID"]) for _, entries in read.values() for entry in entries.values())), root)
   splits = {s: _floodnet_split(s, p, e, image_ids) for s, (p, e) in read.items()}
   split_files.warn_shared_questions(root, splits)  # as the RSVQA layouts: a test not held out
   return records.Dataset(name="floodnet", root=root, splits=splits)
