@@ -137,8 +137,9 @@ COUNTING = {"Question": "How many buildings are there?", "Question_Type": "Simpl
 @pytest.mark.parametrize("truth,message", [
     (-3, "count answer '-3' is not a non-negative integer$"),
     ("three", "count answer 'three' is not a non-negative integer$"),
-    (2.5, "Ground_Truth is 2.5, expected a non-empty string"),
-    (1e30, "Ground_Truth is 1e\\+30, expected a non-empty string"),
+    (2.5, "Ground_Truth is 2.5, a JSON number with a decimal point; expected a string or a whole "
+          "number"),
+    (1e30, "Ground_Truth is 1e\\+30, a JSON number with a decimal point"),
 ])
 def test_floodnet_counts_that_are_no_whole_number_are_refused(tmp_path, truth, message):
   """-3 was read as an answer of its own."""

@@ -345,6 +345,10 @@ DAMAGES = {
                     r"answer (\d+) \(question \1\) is None: expected a non-empty string$"),
     "empty answer": ("answers", _set_first(answer="  "),
                      r"answer (\d+) \(question \1\) is '  ': expected a non-empty string$"),
+    # A count a tool wrote as a float read "expected a non-empty string", which it is not.
+    "float answer": ("answers", _set_first(answer=3.0),
+                     r"answer (\d+) \(question \1\) is 3\.0: a JSON number with a decimal "
+                     r"point; expected a string or a whole number \(\"3\", 3\)$"),
     "boolean answer": ("answers", _set_first(answer=True),
                        r"answer \d+ \(question \d+\) is True: expected a non-empty string$"),
     "answer with a lone surrogate": ("answers", _set_first(answer="yes\ud800"),

@@ -411,8 +411,11 @@ def valid_unicode(value):
 
 def text_problem(value):
   """Why `value` is no text a sample can hold (nonempty_text gave None), for a message."""
-  return ("not valid Unicode: it holds an unpaired surrogate (a lone \\ud800-style escape)"
-          if isinstance(value, str) and not valid_unicode(value) else "expected a non-empty string")
+  if isinstance(value, str) and not valid_unicode(value):
+    return "not valid Unicode: it holds an unpaired surrogate (a lone \\ud800-style escape)"
+  if isinstance(value, float):  # 3.0: a count written by a tool that holds numbers as floats
+    return "a JSON number with a decimal point; expected a string or a whole number (\"3\", 3)"
+  return "expected a non-empty string"
 
 
 def warn_shared_questions(root, splits):
