@@ -131,7 +131,7 @@ def test_random_repeats_equal_separate_evaluations(trained):
   assert (out["pool"], out["pool_images"]) == ("dataset", len(feats.image_ids))
   assert out["predictions"]["n_mapped"] == out["predictions"]["n_outside_answer_space"] == 0
   # which questions were scored: `tables` pools only evaluations of the same ones
-  assert out["split_sha256"] == inputs.split_fingerprint(test)
+  assert out["split_sha256"] == test.fingerprint()
   written = _read_csv(csv_path)
   assert [int(r["repeat"]) for r in written] == np.repeat(np.arange(k), len(test)).tolist()
   by_repeat = [written[j * len(test):(j + 1) * len(test)] for j in range(k)]

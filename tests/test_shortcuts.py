@@ -308,11 +308,15 @@ def test_labels_csv_and_refusal_without_labels(bench, tmp_path, capsys):
   table.write_text("image_id,label\n1,a+b\n")
   with pytest.raises(RSVQAError, match="without '\\+'"):
     shortcuts.csv_labels(str(table))
+  table.write_text("image_id,label\n1,lake\n2,(none)\n")  # joined the images without a label
+  with pytest.raises(RSVQAError, match=rf"^{table}:3: label '\(none\)': expected a non-empty "
+                                       r"label without '\+', other than '\(none\)'$"):
+    shortcuts.csv_labels(str(table))
   # A cell listing labels read as one label; composed and decomposed é as two.
   for cell, sep in (("forest;water", ";"), ("forest | water", "|")):
     table.write_text(f"image_id,label\n1,lake\n2,{cell}\n")
     with pytest.raises(RSVQAError, match=rf"^{table}:3: label '{re.escape(cell)}' holds "
-                                         rf"'{re.escape(sep)}': one row per label of an image"):
+                                         rf"'{re.escape(sep)}': one label each \(image_id,label "):
       shortcuts.csv_labels(str(table))
   table.write_text("image_id,label\n1,caf\u00e9\n2,cafe\u0301\n", encoding="utf-8")
   assert shortcuts.csv_labels(str(table)).labels == {1: ("caf\u00e9",), 2: ("caf\u00e9",)}
@@ -347,6 +351,19 @@ def test_xben_entry_labels_are_streamed_with_the_same_labels_and_errors(tmp_path
     shortcuts.entry_labels(root, "xben", [bad["id"]])
   assert str(error.value) == (f"{path}: image {bad['id']} has labels 'Pastures': expected a list "
                               "of strings")
+  # Labels of the entries are read as a labels file's: 'Pastures', ' pastures ', 'PASTURES' were
+  # three labels (OOD KO fell from 79 questions to 55); '' a label, 'a+b' one joining two.
+  first, second = entries[split][-1], entries[split][-2]
+  spelt = [dict(first, labels=["Pastures"]), dict(second, labels=[" pastures  "])]
+  with open(path, "w") as f:
+    json.dump({"images": entries[split][:-2] + spelt}, f)
+  found = shortcuts.entry_labels(root, "xben", [first["id"], second["id"]])
+  assert found.labels == {first["id"]: ("Pastures",), second["id"]: ("Pastures",)}
+  for odd in ("", "a+b", "(none)", "x; y"):
+    with open(path, "w") as f:
+      json.dump({"images": entries[split][:-1] + [dict(first, labels=[odd])]}, f)
+    with pytest.raises(RSVQAError, match=rf"^{re.escape(path)}: image {first['id']}: label "):
+      shortcuts.entry_labels(root, "xben", [first["id"]])
 
 
 def test_question_unit_and_hr_test_phili(tmp_path, capsys):
@@ -451,6 +468,30 @@ def test_analyze_shortcuts_needs_predictions_of_the_iid_test_split(bench, tmp_pa
   wrote = next(l for l in capsys.readouterr().out.splitlines() if l.startswith("wrote "))
   for name in ("shortcuts_ood.csv", "shortcuts_ood.md", "shortcuts_ood.tex", "shortcuts.json"):
     assert os.path.join(report, name) in wrote and (report / name).is_file()  # all named
+
+
+def test_data_of_the_benchmarks_question_ids_but_other_rows_is_refused(bench, tmp_path, capsys):
+  """Another dataset numbered alike (the same generator seed at another prior strength), or the
+  benchmark's data edited since: its question ids matched, so it was scored on OOD sets cut on
+  other questions and answers without a word."""
+  source, out = bench
+  data = tmp_path / "data"
+  shutil.copytree(os.path.join(out, "data"), data)
+  path = data / "LR_split_test_answers.json"
+  answers = json.loads(path.read_text())
+  first = next(a for a in answers["answers"] if a["active"] and a["answer"] in ("yes", "no"))
+  first["answer"] = "no" if first["answer"] == "yes" else "yes"
+  path.write_text(json.dumps(answers))
+  iid = rsvqa_json.read_dataset(str(data), "lr")["test"]
+  preds = tmp_path / "preds.csv"
+  preds.write_text("question_id,prediction\n" + "".join(f"{q},yes\n" for q in
+                                                      iid.question_id.tolist()))
+  argv = ["analyze", "--dataset", "lr", "--out", str(tmp_path / "report"), "--shortcuts", out,
+          "--predictions", str(preds)]
+  assert cli.main([*argv, "--data", str(data)]) == 2
+  assert (f"--data {data}: its test split has the question ids of the iid_test split of {out} "
+          "but other questions, images or answers") in capsys.readouterr().err
+  assert cli.main([*argv, "--data", os.path.join(out, "data")]) == 0
 
 
 def test_benchmark_row_in_toy_mode():

@@ -367,6 +367,8 @@ def create(dataset, out, *, seed=0, unit="image", labels=None, log=_log.info):
         "entropy_threshold": shortcuts.ENTROPY_THRESHOLD,
         "tail_factor": float(shortcuts.TAIL_FACTOR), "labels": described,
         "questions": {s: len(bench.splits[s]) for s in shortcuts.SPLITS},
+        shortcuts.ROWS_SHA256: {s: bench.splits[s].fingerprint(by_id=True)
+                                for s in shortcuts.SPLITS},
         "images": {s: images[shortcuts.DATA_SPLIT[s]] for s in shortcuts.SPLITS},
         "ood": {c: int(bench.test_rules[c].ood.sum()) for c in shortcuts.CONCEPTS},
         "seconds": round(time.time() - started, 2)}

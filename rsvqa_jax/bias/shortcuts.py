@@ -323,10 +323,24 @@ def entry_labels(root, name, image_ids):
         if not isinstance(found, list) or not all(isinstance(x, str) for x in found):
           raise RSVQAError(f"{path}: image {entry['id']} has labels {short_repr(found)}"
                            ": expected a list of strings")
-        pairs += [(entry["id"], x) for x in found]
+        pairs += [(entry["id"], _label(x, f"{path}: image {entry['id']}")) for x in found]
   if not pairs:
     return None
-  return ImageLabels(_labels(pairs), "image entries", root)
+  return ImageLabels(_labels(_one_spelling(pairs, root)), "image entries", root)
+
+
+def _label(raw, where):
+  """A user's label as the concepts read it: composed (NFC: an accent typed or composed is one
+  label), stripped, inner spaces single; refused when empty, holding JOIN or a list separator,
+  or spelling NONE (the value of an image without a label, which it would join)."""
+  label = " ".join(unicodedata.normalize("NFC", raw).split())
+  if not label or JOIN in label or label == NONE:
+    raise RSVQAError(f"{where}: label {raw!r}: expected a non-empty label without {JOIN!r}, other "
+                     f"than {NONE!r}")
+  if listed := next((c for c in LIST_SEPARATORS if c in label), None):
+    raise RSVQAError(f"{where}: label {raw!r} holds {listed!r}: one label each (image_id,label "
+                     "twice for two labels)")
+  return label
 
 
 def csv_labels(path):
@@ -337,14 +351,7 @@ def csv_labels(path):
       image = csv_columns.integer(row["image_id"])
     except ValueError:
       raise RSVQAError(f"{path}:{line}: image_id {row['image_id']!r} is not an integer") from None
-    label = unicodedata.normalize("NFC", row["label"]).strip()  # é typed or composed: one
-    if not label or JOIN in label:
-      raise RSVQAError(f"{path}:{line}: label {row['label']!r}: expected a non-empty label "
-                       f"without {JOIN!r}")
-    if listed := next((c for c in LIST_SEPARATORS if c in label), None):
-      raise RSVQAError(f"{path}:{line}: label {row['label']!r} holds {listed!r}: one row per "
-                       "label of an image (image_id,label twice for two labels)")
-    pairs.append((image, " ".join(label.split())))
+    pairs.append((image, _label(row["label"], f"{path}:{line}")))
   return ImageLabels(_labels(_one_spelling(pairs, path)), "csv", os.path.abspath(path))
 
 
@@ -488,6 +495,9 @@ MANIFEST = "shortcuts.json"
 VERSION = 1  # of a benchmark folder's files and rules, recorded in its manifest
 DATA_DIR = "data"
 SOURCE_MANIFEST = "source_manifest"  # the source's synthetic.json, null for a real dataset
+# Per split, records.Split.fingerprint(by_id=True) of its rows as cut: question ids alone
+# matched another dataset numbered alike, whose questions were then scored on these OOD sets.
+ROWS_SHA256 = "rows_sha256"
 
 
 def data_source(root):
@@ -547,10 +557,15 @@ class Saved:
     `hint` ends the message (default: give --data the benchmark's data folder)."""
     want = self.split_ids[name]
     have = np.sort(split.question_id)
+    fix = hint or f"give --data {os.path.join(self.root, DATA_DIR)}"
     if not np.array_equal(have, np.sort(want)):
       raise RSVQAError(f"{what}: its {split.name} split ({len(have)} questions) is not the "
-                       f"{name} split of {self.root} ({len(want)} questions); "
-                       + (hint or f"give --data {os.path.join(self.root, DATA_DIR)}"))
+                       f"{name} split of {self.root} ({len(want)} questions); {fix}")
+    recorded = (self.manifest.get(ROWS_SHA256) or {}).get(name)  # none: cut before it was kept
+    if recorded is not None and recorded != split.fingerprint(by_id=True):
+      raise RSVQAError(f"{what}: its {split.name} split has the question ids of the {name} split "
+                       f"of {self.root} but other questions, images or answers (another dataset "
+                       f"numbered alike, or files edited since the benchmark was cut); {fix}")
 
 
 def _ids(value, path):

@@ -6,6 +6,7 @@ Answers are stored twice: `raw_answer` as written in the files, `answer` after t
 normalisation (LR count binning, HR area binning), which is what vocabularies are built on.
 """
 import dataclasses
+import hashlib
 import os
 from typing import Callable, Mapping
 
@@ -59,6 +60,17 @@ class Split:
   def qtypes(self):
     """Question types present, in first-seen order."""
     return list(dict.fromkeys(self.qtype.tolist()))
+
+  def fingerprint(self, by_id=False):
+    """sha256 of the rows (ids, type, question, answer; in order, or in question-id order when
+    `by_id`, whichever order files list them): equal for the same data."""
+    rows = self.select(np.argsort(self.question_id, kind="stable")) if by_id else self
+    h = hashlib.sha256()
+    for ids in (rows.question_id, rows.image_id):
+      h.update(np.ascontiguousarray(ids, np.int64).tobytes())
+    for column in (rows.qtype, rows.question, rows.answer):
+      h.update("\x1f".join(map(str, column.tolist())).encode("utf-8", "surrogatepass") + b"\x1e")
+    return h.hexdigest()
 
   def select(self, mask_or_index):
     """A new Split with the rows picked by a boolean mask or an index array."""

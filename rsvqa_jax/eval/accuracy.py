@@ -5,7 +5,7 @@ step and writes WORKDIR/eval/SPLIT/predictions.csv (question_id, image_id, type,
 answer) and accuracy.json (bias/metrics.accuracy_table: OA, AA, per-type accuracy and counts;
 under "predictions" the audit `analyze` applies to the same file: how many predictions the
 answer normalisation maps and how many fall outside the training answer space; under
-"split_sha256" the evaluated split's fingerprint, train/inputs.split_fingerprint).
+"split_sha256" the evaluated split's fingerprint, records.Split.fingerprint).
 """
 import logging
 import os
@@ -13,7 +13,7 @@ import os
 from rsvqa_jax import storage
 from rsvqa_jax.bias import predictions as predictions_lib
 from rsvqa_jax.eval import outputs
-from rsvqa_jax.train import inputs, predict, restore
+from rsvqa_jax.train import predict, restore
 
 _log = logging.getLogger(__name__)
 
@@ -34,7 +34,7 @@ def write_results(run, split, preds, table, json_path, csv_path, *, repeats, **e
   decoded = [run.vocab.decode(p) for p in preds]
   audit = predictions_lib.normalised(decoded, records, run.dataset.name, set(run.vocab.answers))
   table["predictions"] = audit.summary()
-  table["split_sha256"] = inputs.split_fingerprint(records)  # which data: `tables` pools alike
+  table["split_sha256"] = records.fingerprint()  # which data: `tables` pools alike
   os.makedirs(os.path.dirname(json_path), exist_ok=True)
   storage.remove(json_path)  # an earlier evaluation's must not vouch for the CSV replaced next
   predictions_lib.write(csv_path, records, decoded if repeats else decoded[0], **extra)

@@ -123,20 +123,10 @@ def answer_vocab(dataset, config, workdir):
   return vocab
 
 
-def split_fingerprint(split):
-  """sha256 of a split's rows (ids, type, question, answer, in order): equal for the same data."""
-  h = hashlib.sha256()
-  for ids in (split.question_id, split.image_id):
-    h.update(np.ascontiguousarray(ids, np.int64).tobytes())
-  for column in (split.qtype, split.question, split.answer):
-    h.update("\x1f".join(map(str, column.tolist())).encode("utf-8", "surrogatepass") + b"\x1e")
-  return h.hexdigest()
-
-
 def _data_record(dataset, config):
   """{split: {questions, sha256}} of the splits a run trains and selects its checkpoint on."""
   names = dict.fromkeys([config.data.train_split, config.data.val_split])
-  return {s: {"questions": len(dataset[s]), "sha256": split_fingerprint(dataset[s])}
+  return {s: {"questions": len(dataset[s]), "sha256": dataset[s].fingerprint()}
           for s in names if s in dataset.splits}
 
 
