@@ -578,14 +578,24 @@ def test_a_folder_edited_or_of_another_version_is_refused(bench, tmp_path):
   ids = json.loads(pathlib.Path(path).read_text())
   with open(path, "w") as f:
     json.dump(ids[1:], f)
+  with pytest.raises(RSVQAError, match=f"^{path}: edited since the benchmark was cut"):
+    shortcuts.load(copy)
+  # A question swapped for another IID test question kept every count, all that was checked.
+  other = next(q for q in shortcuts.load(out).split_ids["iid_test"].tolist() if q not in ids)
+  with open(path, "w") as f:
+    json.dump([other, *ids[1:]], f)
+  with pytest.raises(RSVQAError, match=f"^{path}: edited since the benchmark was cut"):
+    shortcuts.load(copy)
+  manifest_path = os.path.join(copy, shortcuts.MANIFEST)
+  manifest = json.loads(pathlib.Path(manifest_path).read_text())
+  with open(manifest_path, "w") as f:  # a benchmark cut before the files' sha256 were kept
+    json.dump({k: v for k, v in manifest.items() if k != shortcuts.FILES_SHA256}, f)
+  with open(path, "w") as f:
+    json.dump(ids[1:], f)
   with pytest.raises(RSVQAError, match=f"{path}: {len(ids) - 1} questions in "
                      f"{shortcuts.CONCEPTS[0]}, shortcuts.json records {len(ids)}: the folder "
                      "was edited"):
     shortcuts.load(copy)
-  with open(path, "w") as f:
-    json.dump(ids, f)
-  manifest_path = os.path.join(copy, shortcuts.MANIFEST)
-  manifest = json.loads(pathlib.Path(manifest_path).read_text())
   with open(manifest_path, "w") as f:
     json.dump({**manifest, "version": shortcuts.VERSION + 1}, f)
   with pytest.raises(RSVQAError, match=f"version {shortcuts.VERSION + 1}, this rsvqa-jax reads "

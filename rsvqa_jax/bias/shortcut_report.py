@@ -369,6 +369,8 @@ def create(dataset, out, *, seed=0, unit="image", labels=None, log=_log.info):
         "questions": {s: len(bench.splits[s]) for s in shortcuts.SPLITS},
         shortcuts.ROWS_SHA256: {s: bench.splits[s].fingerprint(by_id=True)
                                 for s in shortcuts.SPLITS},
+        shortcuts.FILES_SHA256: {os.path.basename(p): storage.file_sha256(p)
+                                 for p in shortcuts.benchmark_files(tmp)},
         "images": {s: images[shortcuts.DATA_SPLIT[s]] for s in shortcuts.SPLITS},
         "ood": {c: int(bench.test_rules[c].ood.sum()) for c in shortcuts.CONCEPTS},
         "seconds": round(time.time() - started, 2)}

@@ -498,6 +498,9 @@ SOURCE_MANIFEST = "source_manifest"  # the source's synthetic.json, null for a r
 # Per split, records.Split.fingerprint(by_id=True) of its rows as cut: question ids alone
 # matched another dataset numbered alike, whose questions were then scored on these OOD sets.
 ROWS_SHA256 = "rows_sha256"
+# File name -> sha256 of benchmark_files as written: a question moved from one OOD set to another
+# or a concept value edited kept the counts, which were all that was checked.
+FILES_SHA256 = "files_sha256"
 
 
 def data_source(root):
@@ -518,6 +521,12 @@ def data_source(root):
 def ood_file(out, concept):
   """The path of a concept's OOD set file in the benchmark folder `out`."""
   return os.path.join(out, f"ood_{concept}.json")
+
+
+def benchmark_files(out):
+  """The files of a benchmark folder whose sha256 its manifest records (FILES_SHA256)."""
+  return [os.path.join(out, SPLIT_FILE), os.path.join(out, CONCEPTS_FILE),
+          *(ood_file(out, c) for c in CONCEPTS)]
 
 
 def write_files(out, bench):
@@ -628,6 +637,11 @@ def load(out):
     stray = np.setdiff1d(ids, split_ids["iid_test"])
     if len(stray):
       raise RSVQAError(f"{ood_file(out, c)}: question {stray[0]} is not in the IID test split")
+  for path in benchmark_files(out):
+    recorded = (manifest.get(FILES_SHA256) or {}).get(os.path.basename(path))  # none: cut before
+    if recorded is not None and recorded != storage.file_sha256(path):
+      raise RSVQAError(f"{path}: edited since the benchmark was cut (its sha256 is not the one "
+                       f"{MANIFEST} records); build it again with rsvqa-jax shortcuts")
   _check_counts(out, manifest, {**{(SPLIT_FILE, "questions", s): len(split_ids[s]) for s in SPLITS},
                                 **{(os.path.basename(ood_file(out, c)), "ood", c): len(ood[c])
                                    for c in CONCEPTS}})
