@@ -353,9 +353,13 @@ def exit_on_interrupt(what, after=RERUN_KEEPS):
   os.set_blocking(write_end, False)
   parked = threading.Event()
 
-  def park(*_):
+  def park_now():
     parked.set()
     threading.Event().wait()  # until the watcher ends the process
+
+  def park(*_):  # inside a commit, at its end: parked holding the lock, it blocked the watcher
+    storage = sys.modules.get("rsvqa_jax.storage")
+    getattr(storage, "after_commit", lambda action: action())(park_now)
 
   def watch():
     while True:

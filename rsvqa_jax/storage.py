@@ -32,10 +32,36 @@ MANIFEST = "manifest.json"
 LOCK = ".lock"
 DIGESTS_DIR = "file_digests"  # in a cache folder: file_digests indexes (sha256 + stat stamp)
 _WRITING = set()  # the temporary files (replacing_path) and folders (building) being written
-# Held while a temporary file or folder is put in place; remove_unfinished takes it for good, so
-# nothing is put in place once an interrupt's cleanup has begun (a folder it was removing,
-# renamed into place half deleted, would have passed for a finished dataset).
+# Held while a temporary file or folder is put in place (_commit); remove_unfinished takes it for
+# good, so nothing is put in place once an interrupt's cleanup has begun (a folder it was
+# removing, renamed into place half deleted, would have passed for a finished dataset).
 _COMMIT = threading.Lock()
+_IN_COMMIT = threading.local()  # .active: this thread is in _commit
+_AFTER_COMMIT = []  # what an interrupt's handler left for the end of the main thread's commit
+
+
+@contextlib.contextmanager
+def _commit():
+  """The commit lock held over a block that puts files in place. An interrupt's handler landing
+  inside it (after_commit) waits for the block's end: parked holding the lock, the main thread
+  kept the watcher from ever ending the process."""
+  _IN_COMMIT.active = True  # before the lock: a handler between the two defers too
+  try:
+    with _COMMIT:
+      yield
+  finally:
+    _IN_COMMIT.active = False
+    while _AFTER_COMMIT:
+      _AFTER_COMMIT.pop()()
+
+
+def after_commit(action):
+  """Runs `action` now, or at the end of the commit this thread is in (cli's interrupt handler,
+  which parks the main thread)."""
+  if getattr(_IN_COMMIT, "active", False):
+    _AFTER_COMMIT.append(action)
+  else:
+    action()
 
 
 @contextlib.contextmanager
@@ -60,12 +86,11 @@ def building(parent, name, replace=False):
   try:
     yield tmp
     try:
-      with _COMMIT:
+      with _commit():
         if replace:
           _replace(tmp, target)
         else:
           os.rename(tmp, target)
-        _WRITING.discard(tmp)
     except OSError:
       if replace or not os.path.isdir(target):
         raise
@@ -180,14 +205,13 @@ def staged(out, owned=()):
     yield tmp, lambda path: os.path.join(out, os.path.relpath(path, tmp))
     os.remove(owner)
     written = set()
-    with _COMMIT:
+    with _commit():
       for folder, _, files in os.walk(tmp):
         into = os.path.join(out, os.path.relpath(folder, tmp))
         os.makedirs(into, exist_ok=True)
         for name in files:
           os.replace(os.path.join(folder, name), os.path.join(into, name))
           written.add(os.path.normpath(os.path.join(into, name)))
-      _WRITING.discard(tmp)
     for name in owned:
       if os.path.normpath(os.path.join(out, name)) not in written:
         remove(os.path.join(out, name))
@@ -469,9 +493,8 @@ def replacing_path(path):
   _WRITING.add(tmp)
   try:
     yield tmp
-    with _COMMIT:
+    with _commit():
       os.replace(tmp, path)
-      _WRITING.discard(tmp)
   except OSError as e:
     if tmp not in (e.filename, e.filename2):
       raise

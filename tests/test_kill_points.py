@@ -205,6 +205,28 @@ def test_an_interrupt_while_a_command_writes_a_folder_ends_in_its_own_line(tmp_p
     assert os.listdir(tmp_path) == []
 
 
+def test_an_interrupt_inside_a_commit_still_ends_the_process(tmp_path):
+  """The main thread parked by the interrupt's handler inside a commit held the commit lock,
+  which the watcher waited on for good: the process never ended, not even on SIGTERM."""
+  path = str(tmp_path / "accuracy.json")
+  code = ("import os, signal, sys\n"
+          "from rsvqa_jax import cli, storage\n"
+          "cli.exit_on_interrupt('rsvqa-jax test')\n"
+          "real = os.replace\n"
+          "def replace(*args):\n"
+          "  real(*args)\n"
+          "  if storage._COMMIT.locked():\n"
+          "    os.kill(os.getpid(), signal.SIGINT)  # its handler runs before the lock is let go\n"
+          "os.replace = replace\n"
+          f"with storage.replacing_path({path!r}) as tmp:\n"
+          "  open(tmp, 'w').close()\n"
+          "import time; time.sleep(60)\n")
+  out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                       env=subprocess_env.env())
+  assert out.returncode == 130, out.stderr[-2000:]
+  assert os.listdir(tmp_path) == ["accuracy.json"]  # put in place before the interrupt
+
+
 def test_nothing_is_put_in_place_once_an_interrupt_cleans_up(tmp_path):
   """A block that completed while the interrupt removed its temporary folder renamed what was
   left of it into place: a dataset half deleted under its final name."""
