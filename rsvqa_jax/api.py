@@ -360,7 +360,7 @@ def analyze(data_root, dataset=None, predictions=None, adversarial_predictions=N
          if adversarial_predictions else {})
   for path, loaded in ((predictions, model), (adversarial_predictions, adv)):
     for name, aligned in loaded.items():  # as the command prints them; counted wrong: a WARNING
-      wrong = aligned.n_outside or aligned.n_foreign or aligned.missing
+      wrong = aligned.n_outside or aligned.missing or aligned.other_form_types()
       level = logging.WARNING if wrong else logging.INFO
       _log.log(level, aligned.describe(f"{path} on {name}"))
   predictions_lib.check_same_questions(model, adv, predictions, adversarial_predictions)

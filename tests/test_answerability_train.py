@@ -341,7 +341,7 @@ def test_pools_other_than_those_trained_on_are_refused(task, tmp_path):
     with open(os.path.join(moved, name), "w") as f:
       f.write(text.replace(json.dumps(task["folder"]), json.dumps(folder)))
   with pytest.raises(RSVQAError, match=rf"data.json: split train of {folder} is not the one "
-                     rf"{moved} trained on \(1050 questions then, 1050 now, other contents\)"):
+                     rf"{moved} trained on \(1050 questions then, 1050 now, other contents; "):
     evaluation.evaluate(moved, "test", dataset=task["dataset"], features=task["features"])
 
 

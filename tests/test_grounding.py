@@ -196,25 +196,33 @@ def test_16_bit_colour_or_alpha_is_refused(tmp_path, colour_type, channels):
 
 def test_a_colour_scale_is_refused_and_shades_of_one_colour_read(tmp_path):
   """A jet-coloured map read by brightness scored an IoU of 0.51 for a map whose top values are
-  the truth exactly (jet's top and bottom are both dark)."""
+  the truth exactly (jet's top and bottom are both dark). Scales of rising brightness (viridis,
+  plt.imsave's default) and shades of one colour read right as grey, resized ones too."""
+  import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
   from matplotlib import colormaps  # pylint: disable=g-import-not-at-top
   from PIL import Image  # pylint: disable=g-import-not-at-top
-  values = np.linspace(0, 1, 64).reshape(8, 8)
+  values = np.linspace(0, 1, 256).reshape(16, 16)
   jet = (colormaps["jet"](values)[..., :3] * 255).round().astype(np.uint8)
   Image.fromarray(jet, "RGB").save(tmp_path / "jet.png")
-  with pytest.raises(g.RSVQAError, match=r"jet.png: a colour map of \d+ colours that are not "
-                                         r"shades of one colour \(a colour scale\?\)"):
+  with pytest.raises(g.RSVQAError, match=r"jet.png: a colour map whose brightness does not "
+                                         r"follow its colours \(a colour scale such as jet\?\)"):
     g.read_mask(str(tmp_path / "jet.png"))
-  two = np.zeros((8, 8, 3), np.uint8)
-  two[...] = (0, 200, 0)
-  two[box(2, 2, 6, 6, size=8)] = (255, 0, 0)  # red on green: which is the object?
-  Image.fromarray(two, "RGB").save(tmp_path / "two.png")
-  with pytest.raises(g.RSVQAError, match="two.png: a colour map of 2 colours"):
-    g.read_mask(str(tmp_path / "two.png"))
-  red = np.zeros((8, 8, 3), np.uint8)
+  viridis = (colormaps["viridis"](values)[..., :3] * 255).round().astype(np.uint8)
+  Image.fromarray(viridis, "RGB").save(tmp_path / "viridis.png")
+  kept = g.binarize(g.read_mask(str(tmp_path / "viridis.png")))
+  assert values[kept].min() > values[~kept].max()  # the highest values, where brightness puts them
+  truth = box(16, 16, 48, 48)
+  plt.imsave(tmp_path / "imsave.png", truth.astype(float))  # viridis: purple and yellow
+  np.testing.assert_array_equal(g.binarize(g.read_mask(str(tmp_path / "imsave.png"))), truth)
+  orange = np.zeros((SIZE, SIZE, 3), np.uint8)
+  orange[truth] = (255, 128, 0)
+  Image.fromarray(orange).resize((128, 128)).save(tmp_path / "orange.png")  # bicubic overshoot
+  assert g.read_mask(str(tmp_path / "orange.png")).shape == (128, 128)
+  red = np.zeros((16, 16, 3), np.uint8)
   red[..., 0] = np.round(values * 255).astype(np.uint8)  # red on black, graded: its brightness
   Image.fromarray(red, "RGB").save(tmp_path / "red.png")
-  np.testing.assert_array_equal(g.binarize(g.read_mask(str(tmp_path / "red.png"))), values >= 0.5)
+  kept = g.binarize(g.read_mask(str(tmp_path / "red.png")))
+  assert values[kept].min() > values[~kept].max() and abs(kept.mean() - 0.5) < 0.02
 
 
 @pytest.mark.parametrize("kind", ["JPEG", "GIF", "BMP"])
@@ -455,7 +463,7 @@ def test_a_confidence_of_a_question_without_a_map_is_ignored_and_counted(tmp_pat
   assert (results[1]["n_confidence_without_map"], results[1]["n_missing_prediction"]) == (1, 1)
   assert ("ignored 0 row(s) of questions without a truth mask and 1 of questions without a "
           "predicted map (a miss, ranked after every prediction)") in printed
-  assert "1 file(s) not named {question_id}.png (e.g. 0.jpg)" in printed  # 3.PNG: question 3's
+  assert "1 file(s) not named {question_id}.png (e.g. '0.jpg')" in printed  # 3.PNG: question 3's
 
 
 def test_score_never_replaces_a_workdir_evaluation(tmp_path, capsys):

@@ -149,9 +149,9 @@ def test_tifffiles_lines_on_a_read_tile_are_one_warning_naming_it(lr, monkeypatc
   """What tifffile says of a tile it reads is one WARNING naming the file, not its bare lines."""
   pixels = images._pixels
 
-  def noisy(series, source):
+  def noisy(series, source, name):
     logging.getLogger("tifffile").warning("<tifffile.TiffPage 0 @8> odd\ntag")
-    return pixels(series, source)
+    return pixels(series, source, name)
 
   monkeypatch.setattr(images, "_pixels", noisy)
   path = os.path.join(lr, "Images_LR", "0.tif")

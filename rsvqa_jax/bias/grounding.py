@@ -39,6 +39,8 @@ from rsvqa_jax.data import csv_columns
 from rsvqa_jax.errors import RSVQAError
 
 THRESHOLD = 0.5
+_LUMA = np.array([0.299, 0.587, 0.114])  # PIL's grey conversion, which reads a colour map
+_SAME_LUMA, _FAR_APART = 2.0, 64  # _colours: brightness levels, channel levels
 AP_KEYS = {"ap_25": 0.25, "ap_50": 0.5, "ap_75": 0.75}
 MAP_THRESHOLDS = tuple(round(0.5 + 0.05 * k, 2) for k in range(10))
 RECALL_POINTS = np.linspace(0.0, 1.0, 101)
@@ -220,7 +222,8 @@ def read_mask(path):
   transparent pixel shows nothing, whatever colour it keeps); RSVQAError if unreadable, if its
   shape is in the alpha channel alone (over black it is blank), if it is another format under a
   .png name (a JPEG's compression blurs the edges the IoU is measured on), a 16-bit PNG of
-  colour or alpha (PIL keeps the high byte: a 0/1 mask read empty) or a colour scale (`_colours`)."""
+  colour or alpha (PIL keeps the high byte: a 0/1 mask read empty) or a colour scale
+  (`_colours`)."""
   try:
     if _sixteen_bit_colour(path):
       raise RSVQAError(f"{path}: a 16-bit PNG of colour or alpha, whose values read back cut to "
@@ -263,22 +266,26 @@ def _sixteen_bit_colour(path):
 
 
 def _colours(path, rgb, alpha):
-  """RSVQAError unless the colours shown over black (`alpha`: None when opaque) are shades of
-  one colour: grey, or a colour and its darker versions (a red mask on black, its edges
-  anti-aliased). A colour scale (jet, viridis) or two colours neither of which is black read
-  as grey by brightness, which does not follow the values they stand for (a jet map's top and
-  bottom are both dark)."""
+  """RSVQAError when the colours shown over black (`alpha`: None when opaque) are a colour scale
+  whose brightness does not follow its values, as jet's (dark at both ends): two colours of one
+  brightness far apart. Grey, shades of one colour (a red mask on black, anti-aliased or resized)
+  and scales of rising brightness (viridis, a two-colour plt.imsave mask) read right as grey."""
   if alpha is not None:
     rgb = (rgb.astype(np.uint32) * alpha[..., None] + 127) // 255
-  colours = np.unique(rgb.reshape(-1, 3), axis=0).astype(np.float64)
-  if (colours[:, :1] == colours).all():  # grey
+  rgb = rgb.astype(np.uint32)
+  if (rgb[..., 0] == rgb[..., 1]).all() and (rgb[..., 1] == rgb[..., 2]).all():
     return
-  base = colours[np.argmax(colours.sum(axis=1))]
-  along = colours @ base / (base @ base)
-  if np.abs(colours - along[:, None] * base).max() > 2:  # beyond rounding
-    raise RSVQAError(f"{path}: a colour map of {len(colours)} colours that are not shades of "
-                     "one colour (a colour scale?): its values cannot be read from its colours; "
-                     "save the map as a grey PNG (8- or 16-bit), brighter meaning more")
+  packed = np.unique((rgb[..., 0] << 16) | (rgb[..., 1] << 8) | rgb[..., 2])
+  colours = np.stack([packed >> 16, (packed >> 8) & 255, packed & 255], 1).astype(np.float64)
+  order = np.argsort(colours @ _LUMA, kind="stable")
+  colours, luma = colours[order], (colours @ _LUMA)[order]
+  last = np.searchsorted(luma, luma + _SAME_LUMA, side="right")  # colours of about one brightness
+  for i in np.flatnonzero(last - np.arange(len(luma)) > 1):
+    if np.abs(colours[i + 1:last[i]] - colours[i]).max() > _FAR_APART:
+      raise RSVQAError(f"{path}: a colour map whose brightness does not follow its colours (a "
+                       f"colour scale such as jet?): {tuple(int(v) for v in colours[i])} and "
+                       "another colour of its brightness are far apart; save the map as a grey "
+                       "PNG (8- or 16-bit), brighter meaning more")
 
 
 def _saved(path, save):
@@ -466,7 +473,8 @@ def score_folders(predicted, truth, out, confidence=None):
     # ranked by one, the same maps scored two ways.
     confidences = [conf.get(r["question_id"], math.nan) if r["question_id"] in predicted_files
                    else math.nan for r in rows]
-  unmapped = [] if conf is None else sorted(set(conf) & set(truth_files) - set(predicted_files))
+  scored = {r["question_id"] for r in rows if not math.isnan(r["iou"])}  # empty truths: apart
+  unmapped = [] if conf is None else sorted(set(conf) & scored - set(predicted_files))
   if all(math.isnan(r["iou"]) for r in rows):
     raise RSVQAError(f"--truth {truth}: all {len(rows)} truth mask(s) are empty (questions whose "
                      "answer shows nowhere): no grounding to score")

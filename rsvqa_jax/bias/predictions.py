@@ -23,8 +23,8 @@ the dataset: the same question ids over other images are another dataset or vers
 optional `type` column (ours writes one) giving a question another type than the dataset's. A
 `repeat` or `substituted_image_id` column marks an adversarial file: refused as clean predictions.
 An adversarial file must answer, in every repeat, the questions the clean file answers
-(`check_same_questions`). An adversarial file without `substituted_image_id` is read with a WARNING: which image each answer
-was given cannot be checked; so is one where it is every question's own `image_id` (right only for
+(`check_same_questions`). An adversarial file without `substituted_image_id` is read with a
+WARNING: which image each answer was given cannot be checked; so is one where it is every question's own `image_id` (right only for
 the pixel kinds).
 """
 import collections
@@ -46,6 +46,7 @@ IMAGE = "image_id"
 TYPE = "type"
 SUBSTITUTED = "substituted_image_id"
 TOP = 5  # most common mapped / outside predictions listed
+OTHER_FORM_SHARE = 0.9  # Aligned.other_form_types
 
 _log = logging.getLogger(__name__)
 
@@ -165,6 +166,17 @@ class Aligned:
   # cells of `outside` equal to their question's answer: one no training question has, which no
   # model of this answer space can give (counted wrong for every model alike)
   outside_right: int = 0
+  answered: collections.Counter = dataclasses.field(default_factory=collections.Counter)  # type ->
+  # cells with a prediction
+
+  def other_form_types(self, share=OTHER_FORM_SHARE):
+    """The question types `share` or more of whose predictions are not of the type's form: a
+    file of another convention ("1" / "0" for yes / no), not a model's mistakes, which a trained
+    model or our own evaluations make on a few questions of a type."""
+    by_type = collections.Counter()
+    for (t, _), n in self.foreign.items():
+      by_type[t] += n
+    return sorted(t for t, n in by_type.items() if n >= share * self.answered[t])
 
   @property
   def repeats(self):
@@ -240,6 +252,7 @@ def normalised(raw, split, dataset, space=None):
   memo = {}  # (type, prediction) -> (normalised, of the type's form): few distinct answers
   values = np.empty(raw.shape, dtype=object)
   mapped, outside, foreign = collections.Counter(), collections.Counter(), collections.Counter()
+  answered = collections.Counter()
   outside_right = 0
   for k, row in enumerate(raw.tolist()):
     for i, (p, t, truth) in enumerate(zip(row, qtypes, truths)):
@@ -250,6 +263,7 @@ def normalised(raw, split, dataset, space=None):
                       else (str(p).strip(), True))
       v, read = memo[t, p]
       values[k, i] = v
+      answered[t] += 1
       if not read:
         foreign[t, v] += 1
       if v != p:
@@ -260,6 +274,7 @@ def normalised(raw, split, dataset, space=None):
   missing = sum(v is None for v in values.reshape(-1).tolist())
   return Aligned(prediction=values, missing=missing, mapped=mapped, outside=outside,
                  space=None if space is None else frozenset(space), foreign=foreign,
+                 answered=answered,
                  outside_right=outside_right)
 
 

@@ -11,6 +11,7 @@ Grounding/ masks (eval/grounding.py); O/maps is replaced whole, so it holds that
 """
 import os
 
+from rsvqa_jax import errors
 from rsvqa_jax.commands import common
 from rsvqa_jax.errors import RSVQAError
 
@@ -62,7 +63,7 @@ def _first_other(folder):
   why (0.jpg, 0.npy, notes.txt)."""
   from rsvqa_jax.bias import grounding  # pylint: disable=g-import-not-at-top
   names = grounding.other_files(folder)
-  return f" (e.g. {names[0]})" if names else ""
+  return f" (e.g. {errors.short_repr(names[0])})" if names else ""  # a name may hold a newline
 
 
 def _own_out(args, what):

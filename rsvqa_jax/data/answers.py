@@ -92,7 +92,8 @@ def _shown(raw, limit=40):
   return text if len(text) <= limit else f"{text[:limit]}... ({len(str(raw))} characters)"
 
 
-_SPACED_M2 = re.compile(r"\s+m2\b")  # "more than 1000 m2": a bin spaced as an area ("5 m2") is
+# "more than 1000 m2": a bin label spaced as a single area may be ("5 m2")
+_SPACED_M2 = re.compile(r"\s+m2\b")
 _INTEGRAL_FLOAT = re.compile(r"[0-9]+\.0*")
 _EXPONENT_FLOAT = re.compile(r"[0-9]+(?:\.[0-9]*)?[eE][+-]?[0-9]{1,4}")
 
@@ -170,8 +171,8 @@ def read_prediction(dataset, qtype, raw):
   m2), a wrong answer the audit counts. Where `normalise` refuses it, the spellings a model's
   tooling writes are read too: a count written as an integral float ("3.0": pandas writes an int
   column holding a NaN so; "4.000000e+00" or "1e3" with a float format), and a bin label in
-  another case ("Between 1 And 10") or spaced as a single area is ("more than 1000 m2"). A thousands separator ("1,000") stays refused: a decimal
-  comma in other locales."""
+  another case ("Between 1 And 10") or spaced as a single area is ("more than 1000 m2"). A
+  thousands separator ("1,000") stays refused: a decimal comma in other locales."""
   for text in (raw, *_prediction_spellings(raw)):
     try:
       return normalise(dataset, qtype, text), True

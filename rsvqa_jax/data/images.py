@@ -199,7 +199,7 @@ def _parse(source, name, size, decode):
       _check(series.shape, np.dtype(series.dtype), name, size, tif.pages[0],
              _bands_first(series.shape, tif.pages[0]))
       _check_colours(tif.pages[0], name)
-      pixels = _pixels(series, source) if decode else None
+      pixels = _pixels(series, source, name) if decode else None
   except RSVQAError:
     raise
   except Exception as e:  # tifffile (and zlib, ...) raise many types for corrupt files.
@@ -212,7 +212,7 @@ def _parse(source, name, size, decode):
   return pixels
 
 
-def _pixels(series, source):
+def _pixels(series, source, name):
   """The decoded pixels; a tile tifffile would need its optional imagecodecs for (LZW or JPEG
   compression, common in GeoTIFF exports) is decoded by Pillow instead."""
   try:
@@ -227,7 +227,6 @@ def _pixels(series, source):
     with Image.open(source) as im:
       return np.asarray(im)
   except (OSError, ValueError) as e:  # Pillow cannot either (3 bands tagged greyscale, say)
-    name = getattr(source, "name", source)
     raise RSVQAError(f"{name}: its compression needs the imagecodecs package ({needs}), and "
                      "Pillow cannot read it either; pip install imagecodecs, or save the tile "
                      "as an uncompressed RGB TIFF") from e

@@ -31,7 +31,8 @@ def _remove_cut_entries(folder):
   compile of its function printed JAX's raw UserWarning instead of reading it. JAX's own reader
   judges; the files are small (a study's are a few MB)."""
   try:
-    from jax._src.compilation_cache import decompress_executable  # pylint: disable=g-import-not-at-top
+    # pylint: disable-next=g-import-not-at-top
+    from jax._src.compilation_cache import decompress_executable
   except ImportError:  # another JAX: its cache checks itself or warns
     return
   if not os.path.isdir(folder):

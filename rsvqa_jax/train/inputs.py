@@ -147,10 +147,13 @@ def check_data(workdir, dataset, config):
   for s, now in _data_record(dataset, config).items():
     then = recorded.get(s)
     if isinstance(then, dict) and then.get("sha256") != now["sha256"]:
+      alike = then.get("questions") == now["questions"]  # the readers' text changed since?
       raise RSVQAError(f"{path}: split {s} of {dataset.root} is not the one {workdir} trained "
                        f"on ({then.get('questions')} questions then, {now['questions']} now, "
-                       "other contents): give the data it trained on, or train in another "
-                       "--workdir")
+                       "other contents" + (
+                           "; or files whose questions have surrounding spaces or decomposed "
+                           "accents, which the readers keep out since 2026-12-07" if alike else "")
+                       + "): give the data it trained on, or train in another --workdir")
 
 
 def record_data(workdir, dataset, config):
