@@ -172,8 +172,9 @@ def read_table_rows(path, rows, *, allow_pickle=False, dictionary=None):
   """Rows [len(rows), word_dim] of utable (plain .npy memory-mapped; pickled only on request).
 
   `dictionary`: (its path, its lines) to compare with the table's rows: words map to rows by
-  line number, so a dictionary of one more line (a header) or of another table reads every word
-  with another word's vector, which no shape check sees (a WARNING naming both counts)."""
+  line number, so a dictionary longer than the table (a header line, or another table's) reads
+  every word with another word's vector, which no shape check sees (a WARNING naming both
+  counts). A table of more rows than lines is left alone: rows no line names are never read."""
   table = _open_table(path, allow_pickle)
   if table.dtype != object and (table.ndim != 2 or not np.issubdtype(table.dtype, np.floating)):
     raise RSVQAError(f"{path}: a {table.dtype} array of shape {table.shape}, expected a float "
@@ -181,7 +182,7 @@ def read_table_rows(path, rows, *, allow_pickle=False, dictionary=None):
   size = len(np.asarray(table.item())) if table.dtype == object and table.ndim == 0 else len(table)
   if len(rows) and max(rows) >= size:
     raise RSVQAError(f"{path}: {size} rows, but the dictionary needs row {max(rows)}")
-  if dictionary is not None and dictionary[1] != size:
+  if dictionary is not None and dictionary[1] > size:
     _log.warning(f"{dictionary[0]}: {dictionary[1]} lines, but the word table {path} has {size} "
                  "rows; a word's vector is the row of its line number, so every word may read "
                  "another's: are they the files of one model?")
