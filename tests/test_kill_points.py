@@ -143,17 +143,19 @@ def test_a_write_that_fails_names_the_file_not_its_temporary_twin(tmp_path, monk
   assert os.listdir(tmp_path) == []
 
 
-def _interrupted_inside(block):
-  """Runs `block` (indented code) under the CLI's interrupt handler, where it sends itself
-  SIGINT: the status the process ended with."""
-  code = ("import os, signal, sys, time\n"
-          "from rsvqa_jax import cli, storage\n"
-          "cli.exit_on_interrupt('rsvqa-jax test')\n"
-          f"{block}"
-          "  os.kill(os.getpid(), signal.SIGINT)\n"
-          "  time.sleep(60)\n")
-  out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
-                       env=subprocess_env.env())
+def _run(code):
+  """The finished `python -c code` (its status, stdout and stderr)."""
+  return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                        env=subprocess_env.env())
+
+
+def _interrupted_inside(block, tail="  os.kill(os.getpid(), signal.SIGINT)\n  time.sleep(60)\n"):
+  """Runs `block` (code ending in an indented suite) under the CLI's interrupt handler, where
+  `tail` sends itself SIGINT (by default at the suite's end), and checks it ended with 130."""
+  out = _run("import os, signal, sys, time\n"
+             "from rsvqa_jax import cli, storage\n"
+             "cli.exit_on_interrupt('rsvqa-jax test')\n"
+             f"{block}{tail}")
   assert out.returncode == 130, out.stderr[-2000:]
 
 
@@ -174,11 +176,6 @@ def test_an_interrupt_while_a_folder_is_built_leaves_no_temporary_folder(tmp_pat
                       "  os.makedirs(os.path.join(tmp, 'Images_LR'))\n"
                       "  open(os.path.join(tmp, 'Images_LR', '0.tif'), 'w').close()\n")
   assert os.listdir(tmp_path) == []
-
-
-def _run(code):
-  return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
-                        env=subprocess_env.env())
 
 
 def test_an_interrupt_while_a_command_writes_a_folder_ends_in_its_own_line(tmp_path):
@@ -209,21 +206,14 @@ def test_an_interrupt_inside_a_commit_still_ends_the_process(tmp_path):
   """The main thread parked by the interrupt's handler inside a commit held the commit lock,
   which the watcher waited on for good: the process never ended, not even on SIGTERM."""
   path = str(tmp_path / "accuracy.json")
-  code = ("import os, signal, sys\n"
-          "from rsvqa_jax import cli, storage\n"
-          "cli.exit_on_interrupt('rsvqa-jax test')\n"
-          "real = os.replace\n"
-          "def replace(*args):\n"
-          "  real(*args)\n"
-          "  if storage._COMMIT.locked():\n"
-          "    os.kill(os.getpid(), signal.SIGINT)  # its handler runs before the lock is let go\n"
-          "os.replace = replace\n"
-          f"with storage.replacing_path({path!r}) as tmp:\n"
-          "  open(tmp, 'w').close()\n"
-          "import time; time.sleep(60)\n")
-  out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
-                       env=subprocess_env.env())
-  assert out.returncode == 130, out.stderr[-2000:]
+  _interrupted_inside("real = os.replace\n"
+                      "def replace(*args):\n"
+                      "  real(*args)\n"
+                      "  if storage._COMMIT.locked():  # its handler runs before the lock is let go\n"
+                      "    os.kill(os.getpid(), signal.SIGINT)\n"
+                      "os.replace = replace\n"
+                      f"with storage.replacing_path({path!r}) as tmp:\n"
+                      "  open(tmp, 'w').close()\n", tail="time.sleep(60)\n")
   assert os.listdir(tmp_path) == ["accuracy.json"]  # put in place before the interrupt
 
 

@@ -733,15 +733,21 @@ def test_an_evaluation_is_reused_only_with_the_settings_the_study_reports():
   assert reuse.stale(clean, reuse.accuracy_settings("test")) == "checkpoint last recorded, best now"
 
 
-def test_rerun_evaluates_again_what_other_settings_or_checkpoints_wrote(done, tmp_path):
-  """A changed study.repeats / adv_seed, or `evaluate --checkpoint last` over a run's accuracy
-  file, is computed again: the report describes what was computed, not what is on disk."""
+def _copied(done, tmp_path):
+  """(a copy of the finished study, its first run's eval folder, accuracy.json and random
+  adversarial file there, and that accuracy as read)."""
   copy = str(tmp_path / "copy")
   shutil.copytree(done[0], copy)
   run = os.path.join(copy, "runs", RUNS[0], "seed0", "eval", "test")
   acc_path = os.path.join(run, "accuracy.json")
-  adv_path = os.path.join(run, "adversarial_random.json")
-  best = storage.read_json(acc_path)
+  return (copy, run, acc_path, os.path.join(run, "adversarial_random.json"),
+          storage.read_json(acc_path))
+
+
+def test_rerun_evaluates_again_what_other_settings_or_checkpoints_wrote(done, tmp_path):
+  """A changed study.repeats / adv_seed, or `evaluate --checkpoint last` over a run's accuracy
+  file, is computed again: the report describes what was computed, not what is on disk."""
+  copy, run, acc_path, adv_path, best = _copied(done, tmp_path)
   storage.write_json(acc_path, {**best, "checkpoint": "last", "oa": 0.0})
   shortcut_path = os.path.join(copy, "shortcuts", "runs", "skipthoughts_finetuned_reference",
                                "seed0", "eval", "shortcuts", "shortcuts.json")
@@ -1024,12 +1030,7 @@ def test_compilation_cache_entries_cut_by_a_kill_are_removed(tmp_path):
 def test_an_evaluation_the_run_outgrew_is_made_again(done, tmp_path):
   """An evaluation of a best step the run has since replaced (it trained on after `evaluate`)
   kept its old clean and adversarial scores in the report, where `tables` leaves it out."""
-  copy = str(tmp_path / "copy")
-  shutil.copytree(done[0], copy)
-  run = os.path.join(copy, "runs", RUNS[0], "seed0", "eval", "test")
-  acc_path = os.path.join(run, "accuracy.json")
-  adv_path = os.path.join(run, "adversarial_random.json")
-  best = storage.read_json(acc_path)
+  copy, run, acc_path, adv_path, best = _copied(done, tmp_path)
   storage.write_json(acc_path, {**best, "step": 1, "oa": 0.0})
   storage.write_json(adv_path, {**storage.read_json(adv_path), "step": 1})
   lines = []
