@@ -36,8 +36,8 @@ _WRITING = set()  # the temporary files (replacing_path) and folders (building) 
 # good, so nothing is put in place once an interrupt's cleanup has begun (a folder it was
 # removing, renamed into place half deleted, would have passed for a finished dataset).
 _COMMIT = threading.Lock()
-_IN_COMMIT = threading.local()  # .active: this thread is in _commit
-_AFTER_COMMIT = []  # what an interrupt's handler left for the end of the main thread's commit
+# .active: this thread is in _commit; .after: what an interrupt's handler left for its end
+_IN_COMMIT = threading.local()
 
 
 @contextlib.contextmanager
@@ -51,15 +51,16 @@ def _commit():
       yield
   finally:
     _IN_COMMIT.active = False
-    while _AFTER_COMMIT:
-      _AFTER_COMMIT.pop()()
+    after = getattr(_IN_COMMIT, "after", [])
+    while after:
+      after.pop()()
 
 
 def after_commit(action):
   """Runs `action` now, or at the end of the commit this thread is in (cli's interrupt handler,
   which parks the main thread)."""
   if getattr(_IN_COMMIT, "active", False):
-    _AFTER_COMMIT.append(action)
+    _IN_COMMIT.__dict__.setdefault("after", []).append(action)
   else:
     action()
 
