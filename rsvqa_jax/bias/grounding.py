@@ -277,8 +277,9 @@ def _colours(path, rgb, alpha):
     return
   packed = np.unique((rgb[..., 0] << 16) | (rgb[..., 1] << 8) | rgb[..., 2])
   colours = np.stack([packed >> 16, (packed >> 8) & 255, packed & 255], 1).astype(np.float64)
-  order = np.argsort(colours @ _LUMA, kind="stable")
-  colours, luma = colours[order], (colours @ _LUMA)[order]
+  luma = colours @ _LUMA
+  order = np.argsort(luma, kind="stable")
+  colours, luma = colours[order], luma[order]
   last = np.searchsorted(luma, luma + _SAME_LUMA, side="right")  # colours of about one brightness
   for i in np.flatnonzero(last - np.arange(len(luma)) > 1):
     if np.abs(colours[i + 1:last[i]] - colours[i]).max() > _FAR_APART:

@@ -24,8 +24,8 @@ optional `type` column (ours writes one) giving a question another type than the
 `repeat` or `substituted_image_id` column marks an adversarial file: refused as clean predictions.
 An adversarial file must answer, in every repeat, the questions the clean file answers
 (`check_same_questions`). An adversarial file without `substituted_image_id` is read with a
-WARNING: which image each answer was given cannot be checked; so is one where it is every question's own `image_id` (right only for
-the pixel kinds).
+WARNING: which image each answer was given cannot be checked; so is one where it is every
+question's own `image_id` (right only for the pixel kinds).
 """
 import collections
 import csv

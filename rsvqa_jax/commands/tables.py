@@ -237,11 +237,7 @@ def _one_dataset(runs, folder):
 def _data_record(workdir):
   """The workdir's data.json (train/inputs.record_data) as read, or None (none, or unreadable:
   then the run's data is not compared)."""
-  try:
-    with open(os.path.join(workdir, "data.json"), encoding="utf-8") as f:
-      record = json.load(f)
-  except (OSError, ValueError, RecursionError):
-    return None
+  record = storage.read_json(os.path.join(workdir, "data.json"))
   return record if isinstance(record, dict) else None
 
 
