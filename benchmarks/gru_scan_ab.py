@@ -36,7 +36,7 @@ def module_at(revision):
   root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
   source = subprocess.run(["git", "show", f"{revision}:{MODULE}"], cwd=root, check=True,
                           capture_output=True, text=True).stdout
-  with tempfile.NamedTemporaryFile("w", suffix=".py", delete=False) as f:
+  with tempfile.NamedTemporaryFile("w", suffix=".py", delete=False, encoding="utf-8") as f:
     f.write(source)
   spec = importlib.util.spec_from_file_location(f"skipthoughts_at_{revision}", f.name)
   module = importlib.util.module_from_spec(spec)

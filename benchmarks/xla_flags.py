@@ -230,7 +230,7 @@ def worker_main(kind, size_mode):
   """The worker loop: protocol lines on the real stdout, everything else printed to stderr."""
   from rsvqa_jax import host_memory  # pylint: disable=g-import-not-at-top
   host_memory.keep_freed_memory()  # before JAX starts its threads, as benchmarks.run does
-  proto = os.fdopen(os.dup(1), "w")
+  proto = os.fdopen(os.dup(1), "w", encoding="utf-8")
   os.dup2(2, 1)
 
   def reply(obj):

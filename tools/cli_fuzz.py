@@ -64,9 +64,9 @@ def prepare(root):
   os.makedirs(os.path.join(root, "a_folder"), exist_ok=True)
   with open(os.path.join(root, "garbage.txt"), "wb") as f:
     f.write(b"\x00\xff garbage,\n\"unterminated")
-  with open(os.path.join(root, "labels.csv"), "w") as f:  # one pool of two images
+  with open(os.path.join(root, "labels.csv"), "w", encoding="utf-8") as f:  # one pool of two images
     f.write("pool_id,question,image_id,label\n0,Is there a road,1,2\n0,Is there a road,2,0\n")
-  with open(os.path.join(root, "scores.csv"), "w") as f:
+  with open(os.path.join(root, "scores.csv"), "w", encoding="utf-8") as f:
     f.write("pool_id,image_id,score\n0,1,0.9\n0,2,0.1\n")
   if not os.path.isdir(data):
     run_ok(["synth", "--out", data, "--images", "12", "--questions-per-image", "4"], root)

@@ -145,7 +145,7 @@ def cases(root, kinds):
               for label, damage in image_damages().items()]
       continue
     for name in _json_files(here):
-      with open(os.path.join(here, name)) as f:
+      with open(os.path.join(here, name), encoding="utf-8") as f:
         parsed = json.load(f)
       damages = {**whole_file_damages(), **{
           label: (lambda d: lambda b: json.dumps(d(json.loads(b))).encode())(damage)
@@ -263,7 +263,7 @@ def main(argv=None):
     cli_fuzz.run_ok(["evaluate", "--workdir", run], root)
   found, accepted = fuzz(root, kinds, [c for c in args.commands.split(",") if c], args.timeout,
                          args.sample)
-  with open(os.path.join(root, "accepted.txt"), "w") as f:
+  with open(os.path.join(root, "accepted.txt"), "w", encoding="utf-8") as f:
     f.writelines(f"{label}\t{command}\t{'with a WARNING' if warned else 'silently'}\n"
                  for label, command, warned in accepted)
   print(f"{len(found)} run(s) with a traceback or a hang; {len(accepted)} accepted, "

@@ -44,7 +44,7 @@ def _bert(args):
   """Through `pretrained_bert`, as `train` loads it: the tokenizer must fit the word table too."""
   from rsvqa_jax.train import model_builder  # pylint: disable=g-import-not-at-top
   model, _ = model_builder.pretrained_bert(args.src)
-  with open(os.path.join(args.src, "config.json")) as f:
+  with open(os.path.join(args.src, "config.json"), encoding="utf-8") as f:
     config = f.read()
   return model, {"format": "rsvqa_jax", "kind": "bert", "config": config}, "BERT-family encoder"
 

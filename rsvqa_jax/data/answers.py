@@ -251,7 +251,7 @@ class AnswerVocab:
   @classmethod
   def load(cls, path):
     try:
-      with open(path) as f:
+      with open(path, encoding="utf-8") as f:
         data = json.load(f)
     except FileNotFoundError:
       raise RSVQAError(f"{path}: answer vocabulary file missing") from None

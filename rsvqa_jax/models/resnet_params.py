@@ -199,7 +199,7 @@ def _folder_state_dict(folder):
   model_type, `architecture` 'resnetN', torchvision's key names)."""
   path = os.path.join(folder, "config.json")
   try:
-    with open(path) as f:
+    with open(path, encoding="utf-8") as f:
       config = json.load(f)
   except ValueError as e:
     raise RSVQAError(f"{path}: not valid JSON ({e})") from None

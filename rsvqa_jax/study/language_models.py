@@ -73,7 +73,7 @@ def random_distilbert(folder, words, *, dim, layers, heads, hidden_dim, dropout=
   parent, name = os.path.split(os.path.abspath(folder))
   with storage.building_owned(parent, name) as tmp:
     save_file(t, os.path.join(tmp, "model.safetensors"))
-    with open(os.path.join(tmp, "config.json"), "w") as f:
+    with open(os.path.join(tmp, "config.json"), "w", encoding="utf-8") as f:
       json.dump(config, f, indent=1)
     tokenizer = tokenizers.hf_transformers().BertTokenizer(
         vocab={w: i for i, w in enumerate(vocab)}, do_lower_case=True)

@@ -67,7 +67,7 @@ class MetricsWriter:
   def write(self, record):
     if not self.enabled:
       return
-    with open(self.path, "a") as f:
+    with open(self.path, "a", encoding="utf-8") as f:
       f.write(storage.json_line(record) + "\n")
     prefix = record["split"]
     for key, value in record.items():
