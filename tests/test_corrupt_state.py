@@ -29,7 +29,7 @@ from rsvqa_jax.bias import metrics
 from rsvqa_jax.commands import tables as tables_cmd
 from rsvqa_jax.data import answers
 from rsvqa_jax.errors import RSVQAError
-from rsvqa_jax.train import checkpointing, loop, metrics_log, run_record
+from rsvqa_jax.train import checkpointing, loop, metrics_log, restore, run_record
 from test_train_support import array_chunks, tiny_config, tiny_task, warnings_of_rsvqa_jax
 import subprocess_env
 
@@ -184,6 +184,59 @@ def test_one_damaged_file_is_named_and_an_older_checkpoint_used(trained, tmp_pat
     assert f"{os.path.relpath(path, latest)} unreadable (" in warning, warning
   with open(os.path.join(copy, "eval_last", "test", "accuracy.json")) as f:
     assert json.load(f)["step"] == steps[-2]
+
+
+def _failing(times, error):
+  """A stand-in for orbax's restore that raises `error` the first `times` calls, then reads."""
+  calls = []
+
+  def read(original, *args, **kwargs):
+    calls.append(1)
+    if len(calls) <= times:
+      raise error
+    return original(*args, **kwargs)
+  return read, calls
+
+
+def _interrupted_read():
+  """What orbax raised for a Ctrl-C reaching its reading threads: an error reading an array."""
+  try:
+    try:
+      raise KeyboardInterrupt
+    except KeyboardInterrupt as e:
+      raise Exception("Encountered error while reading array index: (slice(0, 32, 1),)") from e
+  except Exception as e:  # pylint: disable=broad-exception-caught
+    return e
+
+
+@pytest.mark.parametrize("times, error, outcome", [
+    (1, Exception("Encountered error while reading array index"), "restored"),
+    (2, Exception("Encountered error while reading array index"), "corrupt"),
+    (1, _interrupted_read(), "interrupt"),
+])
+def test_a_failed_read_is_damage_only_when_read_again_it_fails(trained, tmp_path, times, error,
+                                                              outcome):
+  """A Ctrl-C during load_run(checkpoint="last") came back from orbax as an error reading an
+  array: the newest (good) checkpoint was set aside as corrupted and an older one returned."""
+  _, steps, _ = trained
+  copy = _copy(trained, tmp_path)
+  periodic = checkpointing.Checkpoints(os.path.join(copy, "checkpoints"), 20, reader=True)
+  like = restore.restore(copy, ["test"], which="last")[1].checkpoint_items()
+  original = periodic.manager.restore
+  stand_in, calls = _failing(times, error)
+  periodic.manager.restore = lambda *a, **k: stand_in(original, *a, **k)
+  if outcome == "restored":
+    _, _, step = periodic.restore_latest(like)
+    assert step == steps[-1] and len(calls) == 3  # the record failing, read again; the state
+  elif outcome == "corrupt":
+    with pytest.raises(checkpointing.CorruptCheckpoint, match=r": data/metadata unreadable "
+                       r"\(Exception: Encountered error while reading array index"):
+      periodic.restore(steps[-1], like)
+  else:
+    with pytest.raises(KeyboardInterrupt):
+      periodic.restore_latest(like)
+  assert sorted(periodic.steps()) == steps  # nothing set aside
+  assert not os.path.exists(os.path.join(copy, "checkpoints.corrupted"))
 
 
 def test_a_record_changed_yet_still_json_is_not_trusted(trained, tmp_path):

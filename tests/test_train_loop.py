@@ -1,11 +1,15 @@
 """The training loop end to end on a tiny task: learning, exact resume, evaluate, bad input."""
 import collections
+import contextlib
 import csv
 import dataclasses
 import json
 import os
 import pathlib
 import re
+import shutil
+import subprocess
+import sys
 
 import jax
 import numpy as np
@@ -233,11 +237,9 @@ def test_evaluate_names_a_training_type_the_split_lacks(task, finished):
   assert whole["types_absent"] == []
 
 
-def test_reading_a_workdir_a_run_is_writing_says_so(task, finished):
-  """evaluate scored a run still training at its checkpoint so far, with no word of it."""
-  import subprocess  # pylint: disable=g-import-not-at-top
-  import sys  # pylint: disable=g-import-not-at-top
-  workdir, summary = finished
+@contextlib.contextmanager
+def held_by_another_process(workdir):
+  """Another process holds the workdir's lock (a run writing there) for the block; its PID."""
   holder = subprocess.Popen(
       [sys.executable, "-c", "import sys; from rsvqa_jax import storage\n"
        f"with storage.locked({workdir!r}, 'training'):\n"
@@ -245,16 +247,66 @@ def test_reading_a_workdir_a_run_is_writing_says_so(task, finished):
       stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
   try:
     assert holder.stdout.readline().strip() == "held"
+    yield holder.pid
+  finally:
+    holder.communicate("")  # end of input: the holder lets go
+
+
+def test_reading_a_workdir_a_run_is_writing_says_so(task, finished):
+  """evaluate scored a run still training at its checkpoint so far, with no word of it."""
+  workdir, summary = finished
+  with held_by_another_process(workdir) as pid:
     said = []
     restore.restore(workdir, ["test"], dataset=task[0], features=task[1], warn=said.append)
     assert len(said) == 1 and said[0].startswith(f"{workdir}: a run is writing there now (PID "
-                                                 f"{holder.pid} since "), said
+                                                 f"{pid} since "), said
     assert said[0].endswith(f"read at its best checkpoint so far, step {summary['best_step']}")
-  finally:
-    holder.communicate("")  # end of input: the holder lets go
   said = []
   restore.restore(workdir, ["test"], dataset=task[0], features=task[1], warn=said.append)
   assert said == []
+
+
+def test_a_reader_leaves_a_running_trainings_folders_alone(task, finished, tmp_path):
+  """An evaluate beside a training removed the save in progress (orbax's temporary folder of
+  the step being written) and the training died; a checkpoint that failed to read while the
+  run wrote (its max_to_keep may remove it meanwhile) was moved away from under the run."""
+  workdir = str(tmp_path / "w")
+  shutil.copytree(finished[0], workdir)
+  saving = pathlib.Path(workdir, "checkpoints", "999.orbax-checkpoint-tmp", "state")
+  saving.mkdir(parents=True)
+  (saving / "part").write_bytes(b"being written")
+  steps = checkpointing.Checkpoints(os.path.join(workdir, "checkpoints"), 1, reader=True).steps()
+  newest = pathlib.Path(workdir, "checkpoints", str(steps[-1]))
+  (newest / "_CHECKPOINT_METADATA").write_bytes(b"")
+  with held_by_another_process(workdir):
+    said = []
+    _, _, step = restore.restore(workdir, ["test"], which="last", dataset=task[0],
+                                 features=task[1], warn=said.append)
+    assert step == steps[-2] and (saving / "part").read_bytes() == b"being written"
+    assert newest.is_dir() and not os.path.exists(f"{workdir}/checkpoints.corrupted")
+    assert said[0].startswith(f"checkpoint {newest}: _CHECKPOINT_METADATA unreadable ("), said
+    assert said[0].endswith("; skipped, left in place (a run is writing there now: it may have "
+                            "removed it while read)"), said
+  said = []
+  restore.restore(workdir, ["test"], which="last", dataset=task[0], features=task[1],
+                  warn=said.append)  # no run writing: a damaged checkpoint is set aside
+  assert said[0].endswith(f"; skipped, moved to {workdir}/checkpoints.corrupted/{steps[-1]}")
+  # A training run opening the folder removes what a killed save left.
+  checkpointing.Checkpoints(os.path.join(workdir, "checkpoints"), 1)
+  assert not saving.parent.exists()
+
+
+def test_a_run_writing_its_first_checkpoint_is_waited_for_not_restarted(task, tmp_path):
+  workdir = str(tmp_path / "w")
+  os.makedirs(workdir)
+  periodic = checkpointing.Checkpoints(os.path.join(workdir, "checkpoints"), 1, reader=True)
+  with held_by_another_process(workdir) as pid:
+    error = str(restore.no_checkpoint(workdir, "last", periodic, "evaluate"))
+    assert error.startswith(f"{workdir}: no checkpoint to evaluate yet: a run is writing there "
+                            f"now (PID {pid} since "), error
+    assert error.endswith("); wait for its first checkpoint (train.checkpoint_every_steps)")
+  assert "run rsvqa-jax train --workdir" in str(
+      restore.no_checkpoint(workdir, "last", periodic, "evaluate"))
 
 
 def test_a_batch_larger_than_the_train_split_is_refused_before_pretraining(tmp_path, monkeypatch):

@@ -53,8 +53,8 @@ def _kept_states(workdir, run):
   time; a corrupted one is named in a WARNING and skipped."""
   like = run_lib.new_state(run)
   keep = run.config.train.keep_checkpoints
-  managers = [checkpointing.Checkpoints(os.path.join(workdir, "best"), 1),
-              checkpointing.Checkpoints(os.path.join(workdir, "checkpoints"), keep)]
+  managers = [checkpointing.Checkpoints(os.path.join(workdir, "best"), 1, reader=True),
+              checkpointing.Checkpoints(os.path.join(workdir, "checkpoints"), keep, reader=True)]
   validated = {r["step"] for r in metrics_log.read(workdir)
                if r.get("split") == run.config.data.val_split}
   where = {}

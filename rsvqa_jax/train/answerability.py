@@ -599,7 +599,7 @@ def restore(workdir, splits, *, which="best", data_root=None, dataset=None, feat
   dataset = _dataset(config, workdir, dataset, features)
   _checked(config, workdir, splits, dataset, extra)  # the pools' refusals before the checkpoint's
   kept = checkpointing.Checkpoints(os.path.join(workdir, "checkpoints"),
-                                   config.train.keep_checkpoints)
+                                   config.train.keep_checkpoints, reader=True)
   why = (f"no validation has run, or none gave a {config.answerability.select_metric} (val "
          "pools without relevant candidates)")
   if not _names_a_checkpoint(workdir, kept, which):

@@ -376,7 +376,9 @@ class Checkpoints:
   (_check_json_files, _read_arrays), then the arrays through orbax, and compares, so a checkpoint
   whose bytes changed on disk (a bit flip, a truncated or emptied file) is named in one line and
   never used: `restore_latest` skips it for the newest checkpoint that verifies. Temporary
-  folders of a save that was killed are removed when the manager opens the folder.
+  folders of a save that was killed are removed when a writer's manager opens the folder; a
+  `reader` (evaluate, load_run) removes nothing, as a run may be writing there now: it removed
+  the save in progress under a live training, which then died.
 
   The periodic and best managers save the same step at an epoch end, and orbax names the
   barriers of a background commit after the step folder ("async_write_complete.16"): without a
@@ -386,8 +388,9 @@ class Checkpoints:
   host follows alike.
   """
 
-  def __init__(self, directory, keep):
+  def __init__(self, directory, keep, *, reader=False):
     self.directory = os.path.abspath(directory)
+    self.reader = reader
     if os.path.lexists(self.directory) and not os.path.isdir(self.directory):
       raise RSVQAError(f"{self.directory}: a file stands where the run's checkpoint folder "
                        "belongs; move it away")  # orbax's own threads would print a traceback
@@ -395,13 +398,14 @@ class Checkpoints:
     self.manager = ocp.CheckpointManager(
         self.directory, item_names=("state", "data"),
         options=ocp.CheckpointManagerOptions(
-            max_to_keep=keep, create=True, cleanup_tmp_directories=True,
+            max_to_keep=keep, create=True, cleanup_tmp_directories=not reader,
             multiprocessing_options=ocp.options.MultiprocessingOptions(
                 barrier_sync_key_prefix=prefix)))
     # Orbax removes those temporary folders on a thread of its own; a command that then stops at
     # once (an RSVQAError: no checkpoint yet) left it running into the interpreter's shutdown,
     # which printed its traceback under the one-line error. The folder listing is short: wait.
-    self.manager._maybe_await_cleanup_tmp_directory()  # pylint: disable=protected-access
+    if not reader:
+      self.manager._maybe_await_cleanup_tmp_directory()  # pylint: disable=protected-access
 
   def steps(self):
     """Saved steps, oldest first."""
@@ -462,11 +466,7 @@ class Checkpoints:
                               "arrays (a file is missing)")
     abstract = jax.tree.map(
         lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=x.sharding), like)
-    try:
-      items = self.manager.restore(step, args=ocp.args.Composite(
-          state=ocp.args.StandardRestore(abstract)))["state"]
-    except Exception as e:  # pylint: disable=broad-exception-caught
-      raise CorruptCheckpoint(f"checkpoint {where}: unreadable ({_first_line(e)})") from None
+    items = self._orbax_restore(step, "", state=ocp.args.StandardRestore(abstract))["state"]
     recorded = data.get("checksums")
     if recorded is not None:  # checkpoints written before checksums were kept are trusted
       for key, crc in checksums(items).items():
@@ -478,12 +478,7 @@ class Checkpoints:
   def _record(self, step):
     """The verified JSON record of checkpoint `step`; CorruptCheckpoint names what is wrong."""
     where = os.path.join(self.directory, str(step))
-    try:
-      data = self.manager.restore(
-          step, args=ocp.args.Composite(data=ocp.args.JsonRestore()))["data"]
-    except Exception as e:  # pylint: disable=broad-exception-caught
-      raise CorruptCheckpoint(f"checkpoint {where}: {RECORD_FILE} unreadable ({_first_line(e)})"
-                              ) from None
+    data = self._orbax_restore(step, f"{RECORD_FILE} ", data=ocp.args.JsonRestore())["data"]
     if not isinstance(data, dict):
       raise CorruptCheckpoint(f"checkpoint {where}: {RECORD_FILE} is not a JSON object")
     recorded = data.pop(RECORD_CHECKSUM, None)
@@ -493,6 +488,22 @@ class Checkpoints:
     if not isinstance(data.get("shapes"), dict) or not isinstance(data.get("checksums", {}), dict):
       raise CorruptCheckpoint(f"checkpoint {where}: {RECORD_FILE} lacks its shapes or checksums")
     return data
+
+  def _orbax_restore(self, step, what, **items):
+    """Orbax's restore of `items` of checkpoint `step`; an error counts as damage (a
+    CorruptCheckpoint naming `what`) only when a second read fails too. A Ctrl-C reaching
+    orbax's reading threads came back as an error reading an array, and `restore_latest` set a
+    good checkpoint aside; an interrupt found in the error's chain is raised as one."""
+    for attempt in range(2):
+      try:
+        return self.manager.restore(step, args=ocp.args.Composite(**items))
+      except Exception as e:  # pylint: disable=broad-exception-caught
+        if _interrupt_in(e):
+          raise KeyboardInterrupt from None
+        if attempt:
+          raise CorruptCheckpoint(f"checkpoint {os.path.join(self.directory, str(step))}: "
+                                  f"{what}unreadable ({_first_line(e)})") from None
+        _log.debug("checkpoint %s: read again after %s", step, _first_line(e))
 
   def restore_latest(self, like, warn=_log.warning):
     """(items, data, step) of the newest checkpoint that verifies, or None if there is none.
@@ -509,7 +520,9 @@ class Checkpoints:
         return items, data, step
       except CorruptCheckpoint as e:
         first_error = first_error or e
-        warn(f"{e}; skipped, moved to {self._set_aside(step)}")
+        aside = self._set_aside(step)
+        warn(f"{e}; skipped, " + (f"moved to {aside}" if aside else "left in place (a run is "
+                                  "writing there now: it may have removed it while read)"))
     start_over = f"move {self.directory} and {self.directory}.corrupted away to start over"
     if first_error is not None:
       raise RSVQAError(f"{first_error}; no older checkpoint in {self.directory} verifies either "
@@ -527,7 +540,11 @@ class Checkpoints:
 
 
   def _set_aside(self, step):
-    """Moves a corrupted step out of the manager's folder (a later save may reuse its number)."""
+    """Moves a corrupted step out of the manager's folder (a later save may reuse its number);
+    the target, or None where a reader finds a run writing in the workdir (the step may be one
+    that run's max_to_keep removed while it was read: the writer's folder is the writer's)."""
+    if self.reader and storage.lock_holder(os.path.dirname(self.directory)):
+      return None
     target = os.path.join(f"{self.directory}.corrupted", str(step))
     if jax.process_index() == 0:
       os.makedirs(os.path.dirname(target), exist_ok=True)
@@ -535,6 +552,17 @@ class Checkpoints:
       os.replace(os.path.join(self.directory, str(step)), target)
     self.manager.reload()
     return target
+
+
+def _interrupt_in(error):
+  """Whether a KeyboardInterrupt is among the causes and contexts of `error`."""
+  seen = set()
+  while error is not None and id(error) not in seen:
+    if isinstance(error, KeyboardInterrupt):
+      return True
+    seen.add(id(error))
+    error = error.__cause__ or error.__context__
+  return False
 
 
 def _first_line(error):

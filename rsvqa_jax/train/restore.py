@@ -36,19 +36,19 @@ def restore(workdir, splits, *, which="best", data_root=None, dataset=None, feat
                       restored=True)
   like = run_lib.new_state(run)
   periodic = checkpointing.Checkpoints(os.path.join(workdir, "checkpoints"),
-                                       config.train.keep_checkpoints)
+                                       config.train.keep_checkpoints, reader=True)
   if which == "last":
     found = periodic.restore_latest(like.checkpoint_items(), warn)
   else:
     found = best_checkpoint(workdir, periodic, like.checkpoint_items(), warn)
   if found is None:
     raise no_checkpoint(workdir, which, periodic, "evaluate")
+  holder = storage.lock_holder(workdir)
   done = run_record.epochs_trained(periodic.directory)
-  if done is not None and done < config.train.num_epochs:
+  if done is not None and done < config.train.num_epochs and not holder:
     warn(f"{workdir}: {run_record.unfinished(workdir, done, config.train.num_epochs)}: these "
          "are the scores of an unfinished run")
   items, _, step = found
-  holder = storage.lock_holder(workdir)
   if holder:
     warn(f"{workdir}: a run is writing there now (PID {holder.get('pid', '?')} since "
          f"{holder.get('since', '?')}): read at its {which} checkpoint so far, step {step}")
@@ -57,11 +57,17 @@ def restore(workdir, splits, *, which="best", data_root=None, dataset=None, feat
 
 def no_checkpoint(workdir, which, periodic, verb, why="no validation has run"):
   """The RSVQAError when `which` found nothing: a run stopped before its first validation has
-  periodic checkpoints but no best one yet, and the last one can be named; `why` says why."""
+  periodic checkpoints but no best one yet, and the last one can be named; `why` says why. A run
+  writing there now is waited for, not told to start again."""
   steps = periodic.steps()
   if which == "best" and steps:
     return RSVQAError(f"{workdir}: no best checkpoint yet ({why}); checkpoint 'last' "
                       f"(--checkpoint last) uses step {steps[-1]}")
+  holder = storage.lock_holder(workdir)
+  if holder:
+    return RSVQAError(f"{workdir}: no checkpoint to {verb} yet: a run is writing there now (PID "
+                      f"{holder.get('pid', '?')} since {holder.get('since', '?')}); wait for its "
+                      "first checkpoint (train.checkpoint_every_steps)")
   return RSVQAError(f"{workdir}: no checkpoint to {verb}: training stopped before its first one "
                     f"(train.checkpoint_every_steps); run rsvqa-jax train --workdir {workdir} "
                     "again with its config and overrides to go on")
@@ -75,7 +81,7 @@ def best_checkpoint(workdir, periodic, like, warn=_log.warning):
   checkpoint of that step, the same state, stands in, with a `warn` line saying so; when that
   one does not verify either, the error names its damaged file.
   """
-  best = checkpointing.Checkpoints(os.path.join(workdir, "best"), 1)
+  best = checkpointing.Checkpoints(os.path.join(workdir, "best"), 1, reader=True)
   step = run_record.best_step(periodic.directory) or (best.steps() or [None])[-1]
   if step is None:
     return None
