@@ -246,21 +246,39 @@ RESUMING = ("train", "study", "features", "answerability train")
 
 def check_environment(environ, argv):
   """Refuses, in one line, what the process was started with that would fail far inside: a
-  current folder that was deleted, a non-ASCII argument under an ASCII file-name locale
-  (tensorstore cannot open such a path), and a bad XLA_FLAGS device count
-  (jax_environment.check_xla_flags).
-  JAX settings the runs are not made for are refused where a run is built (train/run.py)."""
+  current folder that was deleted, a path tensorstore cannot open (a non-ASCII argument or
+  current folder under an ASCII or Latin-1 file-name locale; bytes that are not UTF-8 under
+  any), and a bad XLA_FLAGS device count (jax_environment.check_xla_flags).
+  JAX settings the runs are not made for are refused where a run is built (train/run.py).
+
+  Tensorstore encodes a path as UTF-8 whatever the locale: under Latin-1, a relative workdir
+  in a folder named `café` was written to `cafÃ©` (the checkpoints' arrays elsewhere than
+  their metadata: a run said done with no checkpoint that restores)."""
   try:
-    os.getcwd()
+    cwd = os.getcwd()
   except FileNotFoundError:
     raise RSVQAError("the current folder no longer exists (deleted or moved): cd to another "
                      "one and run the command again") from None
   encoding = sys.getfilesystemencoding().lower().replace("-", "")
-  if encoding != "utf8" and not all(a.isascii() for a in argv):
-    raise RSVQAError(f"a path or value of the command line is not ASCII, and file names are read "
-                     f"as {sys.getfilesystemencoding()} here (the locale): run it with "
-                     "LC_ALL=C.UTF-8 (or PYTHONUTF8=1)")
+  fix = "run it with LC_ALL=C.UTF-8 (or PYTHONUTF8=1)"
+  for text, what in [*((a, "a path or value of the command line") for a in argv),
+                     (cwd, "the current folder's path")]:
+    if encoding != "utf8" and not text.isascii():
+      raise RSVQAError(f"{what} is not ASCII, and file names are read as "
+                       f"{sys.getfilesystemencoding()} here (the locale): {fix}")
+    if not _encodes(text):
+      raise RSVQAError(f"{what} holds bytes that are not UTF-8 ({ascii(text)[1:-1][:80]}); "
+                       "rename it: tensorstore, which writes the checkpoints, cannot open it")
   jax_environment.check_xla_flags(environ)
+
+
+def _encodes(text):
+  """Whether `text` is valid UTF-8 text (no escaped undecodable bytes)."""
+  try:
+    text.encode("utf-8")
+  except UnicodeEncodeError:
+    return False
+  return True
 
 
 XLA_ERRORS = ("JaxRuntimeError", "XlaRuntimeError")  # by name: the command line never imports JAX

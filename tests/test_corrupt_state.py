@@ -213,11 +213,14 @@ def _interrupted_read():
     (1, Exception("Encountered error while reading array index"), "restored"),
     (2, Exception("Encountered error while reading array index"), "corrupt"),
     (1, _interrupted_read(), "interrupt"),
+    (2, ValueError('PERMISSION_DENIED: Error opening "zarr" driver: Error reading local file '
+                   '".../d/1a2b": Failed to open: Permission denied'), "denied"),
 ])
 def test_a_failed_read_is_damage_only_when_read_again_it_fails(trained, tmp_path, times, error,
                                                               outcome):
   """A Ctrl-C during load_run(checkpoint="last") came back from orbax as an error reading an
-  array: the newest (good) checkpoint was set aside as corrupted and an older one returned."""
+  array: the newest (good) checkpoint was set aside as corrupted and an older one returned. A
+  file the user may not read was taken for damage too, and the checkpoint set aside."""
   _, steps, _ = trained
   copy = _copy(trained, tmp_path)
   periodic = checkpointing.Checkpoints(os.path.join(copy, "checkpoints"), 20, reader=True)
@@ -232,6 +235,14 @@ def test_a_failed_read_is_damage_only_when_read_again_it_fails(trained, tmp_path
     with pytest.raises(checkpointing.CorruptCheckpoint, match=r": data/metadata unreadable "
                        r"\(Exception: Encountered error while reading array index"):
       periodic.restore(steps[-1], like)
+  elif outcome == "denied":  # root reads whatever the permissions: the read is made to fail
+    with pytest.raises(RSVQAError) as e:
+      periodic.restore_latest(like)
+    assert not isinstance(e.value, checkpointing.CorruptCheckpoint)
+    assert str(e.value).startswith(f"checkpoint {copy}/checkpoints/{steps[-1]}: data/metadata "
+                                   "cannot be read (permission denied: ValueError: "
+                                   "PERMISSION_DENIED: "), e.value
+    assert str(e.value).endswith("); give this user read access to the workdir")
   else:
     with pytest.raises(KeyboardInterrupt):
       periodic.restore_latest(like)

@@ -131,6 +131,33 @@ def test_a_non_ascii_argument_under_an_ascii_locale_is_one_line(monkeypatch):
   cli.check_environment({}, ["train", "--workdir", "run \u00e9"])  # UTF-8 file names: fine
 
 
+def test_a_current_folder_tensorstore_cannot_open_is_one_line(tmp_path, monkeypatch):
+  """Under Latin-1, a relative workdir inside `café` was written to `cafÃ©` by tensorstore (its
+  arrays apart from their metadata: 'done', with no checkpoint that restores); a folder name
+  that is not UTF-8 printed a thousand lines of orbax's tracebacks after the first epoch."""
+  accented = tmp_path / "caf\u00e9"
+  accented.mkdir()
+  monkeypatch.chdir(accented)
+  cli.check_environment({}, ["train", "--workdir", "run"])  # UTF-8 file names: fine
+  monkeypatch.setattr(sys, "getfilesystemencoding", lambda: "iso8859-1")
+  with pytest.raises(RSVQAError) as e:
+    cli.check_environment({}, ["train", "--workdir", "run"])
+  assert str(e.value) == ("the current folder's path is not ASCII, and file names are read as "
+                          "iso8859-1 here (the locale): run it with LC_ALL=C.UTF-8 (or "
+                          "PYTHONUTF8=1)")
+  monkeypatch.undo()
+  undecodable = os.fsdecode(os.path.join(os.fsencode(str(tmp_path)), b"lat\xe9"))
+  os.mkdir(undecodable)
+  monkeypatch.chdir(undecodable)
+  with pytest.raises(RSVQAError, match=r"^the current folder's path holds bytes that are not "
+                     r"UTF-8 \(.*lat\\udce9\); rename it: tensorstore"):
+    cli.check_environment({}, ["train", "--workdir", "run"])
+  monkeypatch.chdir(tmp_path)
+  with pytest.raises(RSVQAError, match=r"^a path or value of the command line holds bytes that "
+                     r"are not UTF-8"):
+    cli.check_environment({}, ["train", "--workdir", undecodable])
+
+
 @pytest.mark.parametrize("key,value,said", [
     ("JAX_PLATFORMS", "nosuch", "environment JAX_PLATFORMS=nosuch: JAX could not start that "
                                 "backend ("),

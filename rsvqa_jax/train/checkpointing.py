@@ -272,8 +272,7 @@ def _check_json_files(where):
         with open(path, encoding="utf-8") as f:
           json.load(f)
       except (OSError, ValueError, RecursionError) as e:
-        raise CorruptCheckpoint(f"checkpoint {where}: {os.path.relpath(path, where)} unreadable "
-                                f"({_first_line(e)})") from None
+        raise _unreadable(where, os.path.relpath(path, where), e) from None
 
 
 def _read_arrays(where, item):
@@ -300,8 +299,18 @@ def _read_arrays(where, item):
   except ValueError as e:  # tensorstore's errors: the last file named is the damaged one
     files = re.findall(r'local file "([^"]+)"', str(e))
     what = os.path.relpath(files[-1], where) if files else item
-    raise CorruptCheckpoint(f"checkpoint {where}: {what} unreadable ({_first_line(e)})") from None
+    raise _unreadable(where, what, e) from None
   return found
+
+
+def _unreadable(where, what, error):
+  """The error for a file `what` of checkpoint `where` that could not be read: a
+  CorruptCheckpoint (skipped and set aside), or an RSVQAError where the system refused the read
+  (a permission), which says nothing of the checkpoint: one it set aside was a good one."""
+  if isinstance(error, PermissionError) or "PERMISSION_DENIED" in str(error):
+    return RSVQAError(f"checkpoint {where}: {what} cannot be read (permission denied: "
+                      f"{_first_line(error)}); give this user read access to the workdir")
+  return CorruptCheckpoint(f"checkpoint {where}: {what} unreadable ({_first_line(error)})")
 
 
 class _StepMetadataLines(logging.Filter):
@@ -466,7 +475,7 @@ class Checkpoints:
                               "arrays (a file is missing)")
     abstract = jax.tree.map(
         lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=x.sharding), like)
-    items = self._orbax_restore(step, "", state=ocp.args.StandardRestore(abstract))["state"]
+    items = self._orbax_restore(step, "state", state=ocp.args.StandardRestore(abstract))["state"]
     recorded = data.get("checksums")
     if recorded is not None:  # checkpoints written before checksums were kept are trusted
       for key, crc in checksums(items).items():
@@ -478,7 +487,7 @@ class Checkpoints:
   def _record(self, step):
     """The verified JSON record of checkpoint `step`; CorruptCheckpoint names what is wrong."""
     where = os.path.join(self.directory, str(step))
-    data = self._orbax_restore(step, f"{RECORD_FILE} ", data=ocp.args.JsonRestore())["data"]
+    data = self._orbax_restore(step, RECORD_FILE, data=ocp.args.JsonRestore())["data"]
     if not isinstance(data, dict):
       raise CorruptCheckpoint(f"checkpoint {where}: {RECORD_FILE} is not a JSON object")
     recorded = data.pop(RECORD_CHECKSUM, None)
@@ -501,8 +510,7 @@ class Checkpoints:
         if _interrupt_in(e):
           raise KeyboardInterrupt from None
         if attempt:
-          raise CorruptCheckpoint(f"checkpoint {os.path.join(self.directory, str(step))}: "
-                                  f"{what}unreadable ({_first_line(e)})") from None
+          raise _unreadable(os.path.join(self.directory, str(step)), what, e) from None
         _log.debug("checkpoint %s: read again after %s", step, _first_line(e))
 
   def restore_latest(self, like, warn=_log.warning):
