@@ -53,6 +53,13 @@ def _config(name, overrides):
      "config study.lm.distilbert.dim=1180591620717411303424: must be at most 8192"),
     (STUDY, ["study.lm.skipthoughts.update_bias=1e999"],
      "config study.lm.skipthoughts.update_bias=inf: must be a finite number"),
+    # 0 in float32: Adam divided 0 by 0 and the run stopped "diverged", blaming its lr.
+    (TINY, ["optim.eps=1e-40"], "config optim.eps=1e-40: is below float32's smallest normal "
+     "number (1.18e-38), and the runs compute in float32, where it is 0; give a larger value"),
+    # 0 in float32 past the lr=0 check: trained nothing, said nothing.
+    (TINY, ["optim.lr=1e-320", "optim.text_lr=0"], "config optim.lr=1e-320: is below float32's "
+     "smallest normal number (1.18e-38), and the runs compute in float32, where it is 0; give 0 "
+     "or a larger value"),
 ])
 def test_a_value_no_run_can_use_is_one_line(name, overrides, message):
   c = _config(name, overrides)

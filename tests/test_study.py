@@ -19,7 +19,7 @@ from rsvqa_jax.errors import RSVQAError
 from rsvqa_jax.study import checks as study_checks
 from rsvqa_jax.study import journal, recorded, reuse
 from rsvqa_jax.train import checkpointing
-from test_train_support import listing
+from test_train_support import held_by_another_process, listing
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RUNS = ("skipthoughts_finetuned_reference", "skipthoughts_finetuned_blind")
@@ -690,6 +690,18 @@ def test_a_random_init_language_model_is_checked_before_anything_runs(tmp_path, 
   with pytest.raises(RSVQAError, match=message):
     study.Study(c, str(tmp_path / "s"))
   assert not os.path.exists(tmp_path / "s")
+
+
+def test_a_study_folder_another_study_works_in_is_refused(tmp_path):
+  """Two studies started together on one folder regenerated its dataset under each other, and
+  the second, refused only at its first run, left a report of both datasets."""
+  folder = str(tmp_path / "s")
+  os.makedirs(folder)
+  with held_by_another_process(folder, "study") as pid:
+    with pytest.raises(RSVQAError, match=rf"^{folder}: in use by study PID {pid} on .* since "
+                       r".*; wait for it to end$"):
+      study.run_study(micro_config(), folder)
+    assert os.listdir(folder) == [storage.LOCK]  # nothing generated
 
 
 def test_a_training_workdir_or_a_dataset_is_refused_as_the_study_folder(tmp_path):

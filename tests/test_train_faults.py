@@ -5,6 +5,7 @@ import json
 import logging
 import os
 import pathlib
+import re
 import subprocess
 import sys
 
@@ -151,6 +152,32 @@ def test_divergence_stops_and_names_the_last_checkpoint(task, tmp_path):
     loop.train(c, str(tmp_path / "w"), dataset=task[0], features=task[1], **QUIET)
 
 
+def test_a_diverged_run_stays_diverged_and_is_named_so(task, tmp_path):
+  """A run stopped for divergence with checkpoints written mid-runaway: the same command again
+  counted the steps above the level from 0 and finished "done" (its last epochs too short to
+  stop it), and evaluate called it unfinished, offering that rerun."""
+  c = _config()
+  c.optim.lr = c.optim.text_lr = 1e3
+  c.train.checkpoint_every_steps, c.train.log_every_steps, c.train.divergence_steps = 2, 1, 14
+  workdir = str(tmp_path / "w")
+  with pytest.raises(RSVQAError) as first:
+    loop.train(c, workdir, dataset=task[0], features=task[1], **QUIET)
+  said = str(first.value)
+  assert re.match(r"training diverged at step \d+ \(epoch \d\): loss \S+ stayed above 10 x its "
+                  r"early level \S+ for 14 steps; stopped; the last checkpoint, step \d+, is in "
+                  r".*\(the same config diverges again: train anew in another --workdir with a "
+                  r"lower optim.lr / optim.text_lr\)$", said), said
+  with pytest.raises(RSVQAError, match=r"^training diverged at step \d+ "):
+    loop.train(c, workdir, dataset=task[0], features=task[1], **QUIET)
+  lines = []
+  restore.restore(workdir, ["test"], which="last", dataset=task[0], features=task[1],
+                  warn=lines.append)
+  assert len(lines) == 1 and lines[0].startswith(f"{workdir}: training diverged at step "), lines
+  assert "finishes it" not in lines[0] and lines[0].endswith(
+      "(the same config diverges again: train anew in another --workdir with a lower optim.lr "
+      "/ optim.text_lr): these are the scores of an unfinished run"), lines
+
+
 def test_a_run_that_ends_above_the_divergence_level_is_warned_of(task, tmp_path, caplog):
   """Shorter than train.divergence_steps at a huge learning rate, it is not stopped: it
   finishes, but not as a run like any other."""
@@ -162,6 +189,12 @@ def test_a_run_that_ends_above_the_divergence_level_is_warned_of(task, tmp_path,
   assert summary["finished"]
   assert any(r.levelno == logging.WARNING and "the training loss ended at" in r.getMessage()
              and "it may have diverged" in r.getMessage() for r in caplog.records), caplog.records
+  lines = []  # evaluate said nothing of it
+  restore.restore(str(tmp_path / "w"), ["test"], dataset=task[0], features=task[1],
+                  warn=lines.append)
+  assert len(lines) == 1 and "the training loss ended at" in lines[0], lines
+  assert lines[0].endswith(": these may be the scores of a diverged model (train anew in another "
+                           "--workdir with a lower optim.lr / optim.text_lr)"), lines
 
 
 def test_divergence_rule_by_hand():
@@ -172,11 +205,14 @@ def test_divergence_rule_by_hand():
   ok = {"loss": 5.0, "finite_grads": True}
   high = {"loss": 11.0, "finite_grads": True}
   assert d.check([(1, ok), (2, high), (3, ok), (4, high)]) is None  # never 2 in a row
-  assert d.unsettled("w") == ("w: the training loss ended at 11, above 10 x its early level 1 "
-                              "for its last 1 step(s) (the run stops at "
-                              "train.divergence_steps=2): it may have diverged (lower optim.lr "
-                              "/ optim.text_lr)")
-  assert loop.Divergence(c, {}).unsettled("w") is None
+  assert d.unsettled() == ("the training loss ended at 11, above 10 x its early level 1 for its "
+                           "last 1 step(s) (the run stops at train.divergence_steps=2): it may "
+                           "have diverged")
+  assert loop.Divergence(c, {}).unsettled() is None
+  resumed = loop.Divergence(c, d.record({"best_step": 3}))  # the count goes on after a resume
+  assert resumed.unsettled() == d.unsettled()
+  assert resumed.check([(5, high)]) == (5, "loss 11 stayed above 10 x its early level 1 for 2 "
+                                           "steps")
   assert d.check([(5, high)]) == (5, "loss 11 stayed above 10 x its early level 1 for 2 steps")
   bad = loop.Divergence(c, {"early_loss": 1.0})
   assert bad.check([(7, {"loss": 1.0, "finite_grads": False})]) == (7, "a gradient is not finite")

@@ -1,6 +1,5 @@
 """The training loop end to end on a tiny task: learning, exact resume, evaluate, bad input."""
 import collections
-import contextlib
 import csv
 import dataclasses
 import json
@@ -8,8 +7,6 @@ import os
 import pathlib
 import re
 import shutil
-import subprocess
-import sys
 
 import jax
 import numpy as np
@@ -22,7 +19,8 @@ from rsvqa_jax.errors import RSVQAError
 from rsvqa_jax.train import checkpointing, loop, restore
 from rsvqa_jax.train.inputs import Features
 from test_tensorboard_events import scalars
-from test_train_support import forbid_slow_stages, tiny_config, tiny_task
+from test_train_support import forbid_slow_stages, held_by_another_process, tiny_config
+from test_train_support import tiny_task
 
 
 def _config():
@@ -235,21 +233,6 @@ def test_evaluate_names_a_training_type_the_split_lacks(task, finished):
   assert set(table["per_type"]) == set(kept.qtypes) and table["n"] == len(kept)
   whole = accuracy.evaluate(finished[0], "test", dataset=dataset, features=features)
   assert whole["types_absent"] == []
-
-
-@contextlib.contextmanager
-def held_by_another_process(workdir):
-  """Another process holds the workdir's lock (a run writing there) for the block; its PID."""
-  holder = subprocess.Popen(
-      [sys.executable, "-c", "import sys; from rsvqa_jax import storage\n"
-       f"with storage.locked({workdir!r}, 'training'):\n"
-       "  print('held', flush=True); sys.stdin.read()"],
-      stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-  try:
-    assert holder.stdout.readline().strip() == "held"
-    yield holder.pid
-  finally:
-    holder.communicate("")  # end of input: the holder lets go
 
 
 def test_reading_a_workdir_a_run_is_writing_says_so(task, finished):

@@ -257,3 +257,18 @@ def test_an_eval_batch_rounded_up_to_the_devices_is_said_once(tmp_path, caplog):
   assert json.loads(proc.stdout.split("RESULT", 1)[1]) == [
       "train.eval_batch_size=70 rounded up to 72: evaluation batches are split evenly over the 8 "
       "devices (2 masked padding rows per batch)"]
+
+
+@contextlib.contextmanager
+def held_by_another_process(folder, what="training"):
+  """Another process holds the folder's lock (`what` working there) for the block; its PID."""
+  holder = subprocess.Popen(
+      [sys.executable, "-c", "import sys; from rsvqa_jax import storage\n"
+       f"with storage.locked({folder!r}, {what!r}):\n"
+       "  print('held', flush=True); sys.stdin.read()"],
+      stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+  try:
+    assert holder.stdout.readline().strip() == "held"
+    yield holder.pid
+  finally:
+    holder.communicate("")  # end of input: the holder lets go

@@ -176,8 +176,9 @@ def _study(args):
                      "has one)")
   if args.docs:
     _check_docs(args.docs)
-  with common.trusted_pickles(args):
-    result = answerability.study_stage(study.Study(config, args.workdir))
+  stage = study.Study(config, args.workdir)
+  with common.trusted_pickles(args), stage.locked():
+    result = answerability.study_stage(stage)
   print(result["summary"])
   if args.docs:
     _quote_in_docs(args.docs, os.path.join(args.workdir, "answerability"))

@@ -46,6 +46,10 @@ WIDTH = (0, None, False, int, "a positive integer")
 # Seeds: numpy refuses a negative one and JAX overflows past 64 bits, both late; a 32-bit JAX key
 # (no x64) keeps only the low 32 bits, so a larger seed would silently repeat a smaller one.
 SEED = (0, 2**32, True, int, "an integer in [0, 2**32)")
+# float32's smallest normal number (np.finfo(np.float32).tiny): a positive value below it is 0
+# (or flushed to 0) where the runs compute. optim.eps=1e-40 passed as positive, then Adam divided
+# 0 by 0 and the run stopped blaming its learning rate; optim.lr=1e-320 trained nothing unsaid.
+FLOAT32_TINY = 1.1754943508222875e-38
 # Adversarial repeats (study.repeats, evaluate --repeats): each holds a prediction per question in
 # memory until the files are written, so a typo of 100000000 filled 14 GB in 35 s without a word.
 MAX_REPEATS = 1000
@@ -184,6 +188,10 @@ def check(config):
       which = f"{entry!r} " if listed else ""
       if isinstance(entry, float) and math.isinf(entry):  # 1e999: no learning rate or size
         raise RSVQAError(f"config {key}={value!r}: {which}must be finite ({interval[-1]})")
+      if isinstance(entry, float) and 0 < abs(entry) < FLOAT32_TINY:
+        raise RSVQAError(f"config {key}={value!r}: {which}is below float32's smallest normal "
+                         f"number ({FLOAT32_TINY:.3g}), and the runs compute in float32, where "
+                         f"it is 0; give {'0 or ' if interval[2] else ''}a larger value")
       if _outside(entry, interval):
         # True read as 1 was "not positive"; '8' a number that was not.
         kind = f"is a {type(entry).__name__}; " if isinstance(entry, (bool, str)) else ""

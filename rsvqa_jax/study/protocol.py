@@ -14,7 +14,7 @@ from rsvqa_jax.study import (balanced_twin, checks, dataset_analysis, grid, jour
                              language_models, preparation, recorded, report, runs, shortcuts,
                              table2)
 from rsvqa_jax.study import settings as settings_lib
-from rsvqa_jax.train import checkpointing
+from rsvqa_jax.train import checkpointing, loop
 
 _log = logging.getLogger(__name__)
 
@@ -98,10 +98,15 @@ class Study:
     report lists the WARNINGs logged meanwhile (journal.Warnings). `named`: the keys the command
     line set, whose config keys the study's mode does not read are judged here
     (config.check_unread), so that the report lists those WARNINGs too; None: not judged."""
-    with self.warnings.caught():
+    with self.locked(), self.warnings.caught():
       if named is not None:
         config_lib.check_unread(self.config, named=named)
       return self._stages()
+
+  def locked(self):
+    """The study folder's lock, held while a command works in it: two studies started together
+    on one folder regenerated its dataset under each other and wrote one report of both."""
+    return loop.run_lock(self.dir, "study")
 
   def _stages(self):
     s = self.s

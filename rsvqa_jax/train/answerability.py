@@ -550,8 +550,10 @@ def _train(config, workdir, dataset, features, log):
         got = jax.device_get([mm for _, mm in pending])
         diverged = divergence.check([(at, mm) for (at, _), mm in zip(pending, got)])
         if diverged:
-          raise RSVQAError(f"training diverged at step {diverged[0]}: {diverged[1]}; stopped "
-                           "(lower optim.lr / optim.text_lr)")
+          said = f"training diverged at step {diverged[0]}: {diverged[1]}"
+          if jax.process_index() == 0:
+            run_record.record_divergence(workdir, said)
+          raise RSVQAError(f"{said}; stopped ({run_record.ANEW})")
         record = divergence.record(record)
         loss = float(np.mean([mm["loss"] for mm in got]))
         writer.write({"step": step, "epoch": step / steps_per_epoch, "split": "train",
@@ -575,11 +577,14 @@ def _train(config, workdir, dataset, features, log):
     for mgr in (periodic, best):
       mgr.wait()
     writer.close()
-  unsettled = divergence.unsettled(workdir) if step >= total else None
   if step < total:
     log(loop.stopped(workdir, step, last_saved))
-  if unsettled:
-    _log.warning(unsettled)
+  else:
+    unsettled = divergence.unsettled()
+    if jax.process_index() == 0:
+      run_record.record_divergence(workdir, unsettled)
+    if unsettled:
+      _log.warning(f"{workdir}: {unsettled} (lower optim.lr / optim.text_lr)")
   return {"finished": step >= total, "step": step, **record, "state": state}
 
 

@@ -32,7 +32,8 @@ from rsvqa_jax import cpu_units, progress, storage
 from rsvqa_jax.bias import tables
 from rsvqa_jax.data import pipeline
 from rsvqa_jax.errors import RSVQAError
-from rsvqa_jax.train import checkpointing, inputs, metrics_log, prepare, tensorboard_events
+from rsvqa_jax.train import checkpointing, inputs, metrics_log, prepare, run_record
+from rsvqa_jax.train import tensorboard_events
 from rsvqa_jax.train import predict as predict_lib
 from rsvqa_jax.train import run as run_lib
 from rsvqa_jax.train import sharding as shd
@@ -197,15 +198,18 @@ class Divergence:
   number of answers: a model that learned nothing), kept in the loop record so a resumed run
   compares against the same level; a run diverges when its loss stays above
   train.divergence_factor x that level for train.divergence_steps steps in a row, or when a
-  loss or a gradient is not finite.
+  loss or a gradient is not finite. The count of steps in a row is kept in the loop record too:
+  started again, a run that stopped diverging counted from 0, and its last epochs ended "done".
+  A stop, and a run that ends above the level, are recorded in the workdir
+  (run_record.DIVERGED_FILE), so that evaluate and tables say so instead of offering a rerun.
   """
 
   def __init__(self, config, loop):
     self.factor = config.train.divergence_factor
     self.patience = config.train.divergence_steps
     self.early = loop.get("early_loss")
-    self.run = 0
-    self.last = None
+    self.run = loop.get("divergence_run", 0)
+    self.last = loop.get("last_loss")
 
   def check(self, steps_metrics):
     """(step, reason) of the first divergence among [(step, fetched metrics)], else None."""
@@ -227,18 +231,17 @@ class Divergence:
 
   def record(self, loop):
     """The loop record with the early level, so a resumed run keeps comparing against it."""
-    return {**loop, "early_loss": self.early}
+    return {**loop, "early_loss": self.early, "divergence_run": self.run, "last_loss": self.last}
 
-  def unsettled(self, workdir):
-    """A warning when the run ended with its loss above the divergence level, for fewer steps
+  def unsettled(self):
+    """What to say when the run ended with its loss above the divergence level, for fewer steps
     than stop it (a run shorter than train.divergence_steps at a huge learning rate finished
     as "done"), else None."""
     if not self.run:
       return None
-    return (f"{workdir}: the training loss ended at {self.last:.4g}, above {self.factor:g} x its "
-            f"early level {self.early:.4g} for its last {self.run} step(s) (the run stops at "
-            f"train.divergence_steps={self.patience}): it may have diverged (lower optim.lr / "
-            "optim.text_lr)")
+    return (f"the training loss ended at {self.last:.4g}, above {self.factor:g} x its early level "
+            f"{self.early:.4g} for its last {self.run} step(s) (the run stops at "
+            f"train.divergence_steps={self.patience}): it may have diverged")
 
 
 def train(config, workdir, *, dataset=None, features=None, log=_log.info, augment_features=None):
@@ -381,9 +384,11 @@ def _train(config, workdir, dataset, read, features, augment_features, log):
           at, reason = diverged
           kept = (f"the last checkpoint, step {last_saved}, is in {periodic.directory}"
                   if last_saved else "no checkpoint was written before it")
-          raise RSVQAError(f"training diverged at step {at} (epoch "
-                           f"{(at - 1) // steps_per_epoch + 1}): {reason}; stopped; {kept} (lower "
-                           "optim.lr / optim.text_lr)")
+          said = (f"training diverged at step {at} (epoch {(at - 1) // steps_per_epoch + 1}): "
+                  f"{reason}")
+          if jax.process_index() == 0:
+            run_record.record_divergence(workdir, said)
+          raise RSVQAError(f"{said}; stopped; {kept} ({run_record.ANEW})")
         loop = divergence.record(loop)
         elapsed = max(time.time() - window_start, 1e-9)
         n = sum(int(mm["n"]) for mm in got)
@@ -414,7 +419,10 @@ def _train(config, workdir, dataset, read, features, augment_features, log):
     periodic.wait()
     best.wait()
     writer.close()
-  unsettled = divergence.unsettled(workdir) if step >= total_steps else None
-  if unsettled:
-    _log.warning(unsettled)
+  if step >= total_steps:
+    unsettled = divergence.unsettled()
+    if jax.process_index() == 0:
+      run_record.record_divergence(workdir, unsettled)
+    if unsettled:
+      _log.warning(f"{workdir}: {unsettled} (lower optim.lr / optim.text_lr)")
   return {"finished": step >= total_steps, "step": step, **loop, "state": state}

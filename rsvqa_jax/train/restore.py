@@ -48,6 +48,9 @@ def restore(workdir, splits, *, which="best", data_root=None, dataset=None, feat
   if done is not None and done < config.train.num_epochs and not holder:
     warn(f"{workdir}: {run_record.unfinished(workdir, done, config.train.num_epochs)}: these "
          "are the scores of an unfinished run")
+  elif run_record.divergence(workdir) and not holder:
+    warn(f"{workdir}: {run_record.divergence(workdir)}: these may be the scores of a diverged "
+         "model (train anew in another --workdir with a lower optim.lr / optim.text_lr)")
   items, _, step = found
   if holder:
     warn(f"{workdir}: a run is writing there now (PID {holder.get('pid', '?')} since "

@@ -10,6 +10,8 @@ import json
 import os
 import zlib
 
+from rsvqa_jax import storage
+
 RECORD_FILE = os.path.join("data", "metadata")  # where orbax's JsonSave keeps the "data" item
 RECORD_CHECKSUM = "record_checksum"  # the data record's own crc32, so it is verified like arrays
 
@@ -62,7 +64,33 @@ def best_step(directory):
   return None
 
 
+DIVERGED_FILE = "diverged.json"  # {"said": why}: the run diverged (train/loop.Divergence)
+ANEW = ("the same config diverges again: train anew in another --workdir with a lower optim.lr / "
+        "optim.text_lr")
+
+
+def record_divergence(workdir, said):
+  """Records in the workdir that its run diverged (`said`: how), or, with None, that it did not
+  (a finished run whose loss came back down)."""
+  path = os.path.join(workdir, DIVERGED_FILE)
+  if said:
+    storage.write_json(path, {"said": said})
+  elif os.path.exists(path):
+    os.remove(path)
+
+
+def divergence(workdir):
+  """How the workdir's run diverged, as recorded, or None."""
+  record = storage.read_json(os.path.join(workdir, DIVERGED_FILE))
+  said = record.get("said") if isinstance(record, dict) else None
+  return said if isinstance(said, str) else None
+
+
 def unfinished(workdir, done, total):
-  """What to say of a run stopped before its last epoch."""
+  """What to say of a run stopped before its last epoch: a rerun finishes it, unless it
+  diverged (a rerun diverges again)."""
+  said = divergence(workdir)
+  if said:
+    return f"{said}; it stopped after epoch {done} of {total} ({ANEW})"
   return (f"training stopped after epoch {done} of {total} (rsvqa-jax train --workdir "
           f"{workdir} again, with its config, finishes it)")
