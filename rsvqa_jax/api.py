@@ -297,9 +297,15 @@ class TrainedRun:
       raise RSVQAError(f"evaluate seed={seed}: must be from 0 to {config_lib.SEED[1] - 1}")
     with skipthoughts_params.pickle_allowed(self._allow_pickle):
       if adversarial_kind is None:
-        return accuracy.evaluate(self.workdir, split, **where)
-      return adversarial.evaluate(self.workdir, split, adversarial_kind, repeats=repeats,
-                                  seed=seed, pool=pool, **where)
+        table = accuracy.evaluate(self.workdir, split, **where)
+      else:
+        table = adversarial.evaluate(self.workdir, split, adversarial_kind, repeats=repeats,
+                                     seed=seed, pool=pool, **where)
+    if table.get("step") != self.step:  # it reads the workdir's checkpoint as it is now
+      _log.warning(f"{self.workdir}: evaluated at step {table.get('step')}, the workdir's "
+                   f"{self._which} checkpoint now; this run was loaded at step {self.step} (the "
+                   "run trained on since): load_run again for predict to match")
+    return table
 
 
 @caller_logging.keeping

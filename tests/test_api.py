@@ -128,6 +128,23 @@ def test_predict_agrees_with_evaluate(tiny):
     rsvqa_jax.load_run(str(tiny / "runs" / "tiny"), data_root=str(tiny / "nosuch"))
 
 
+def test_evaluate_says_when_it_scored_another_step_than_the_run_loaded(tiny, caplog):
+  """run.evaluate reads the workdir's checkpoint as it is now: for a run loaded mid-training
+  and trained on since, it scored a later step than run.predict answers with, unsaid."""
+  run = rsvqa_jax.load_run(str(tiny / "runs" / "tiny"))
+  with warnings_of_rsvqa_jax(caplog):
+    assert run.evaluate("test")["step"] == run.step
+  assert not caplog.records
+  loaded = run.step
+  run.step = loaded - 1  # as if loaded at an earlier best step
+  with warnings_of_rsvqa_jax(caplog):
+    assert run.evaluate("test")["step"] == loaded
+  assert [r.getMessage() for r in caplog.records] == [
+      f"{run.workdir}: evaluated at step {loaded}, the workdir's best checkpoint now; this run "
+      f"was loaded at step {loaded - 1} (the run trained on since): load_run again for predict "
+      "to match"]
+
+
 def test_load_run_says_what_is_wrong_with_the_folder(tmp_path):
   (tmp_path / "file").write_text("x")
   (tmp_path / "empty").mkdir()
@@ -150,6 +167,30 @@ def test_api_calls_leave_the_root_logger_as_they_found_it(monkeypatch):
   root.handlers.append(mine)  # the user's configuration is theirs: kept whole
   caller_logging.keeping(logging.basicConfig)()
   assert root.handlers == [mine]
+
+
+def test_overlapping_api_calls_in_threads_put_the_levels_back():
+  """The second of two overlapping calls recorded the level the first had raised and put it
+  back last: absl stayed at WARNING for good."""
+  import threading  # pylint: disable=g-import-not-at-top
+  import absl.logging  # pylint: disable=g-import-not-at-top,unused-import
+  from rsvqa_jax import caller_logging  # pylint: disable=g-import-not-at-top
+  absl = logging.getLogger("absl")
+  before = absl.level
+  steps = [threading.Event() for _ in range(3)]
+
+  def first():
+    with caller_logging.kept():
+      steps[0].set()  # inside
+      steps[1].wait()  # the second call is inside too
+  thread = threading.Thread(target=first)
+  thread.start()
+  steps[0].wait()
+  with caller_logging.kept():
+    steps[1].set()
+    thread.join()  # the first call ends before this one
+    assert absl.level == max(before, logging.WARNING)
+  assert absl.level == before
 
 
 def test_the_first_use_of_the_api_leaves_the_root_logger_alone():
