@@ -497,7 +497,10 @@ def replacing_path(path):
     with _commit():
       os.replace(tmp, path)
   except OSError as e:
-    if tmp not in (e.filename, e.filename2):
+    # A full disk while the block writes or closes the file names none (a text file's flush,
+    # PIL's close of a PNG: "a file: no space left on device").
+    unnamed = e.filename is None and e.errno in WRITE_ERRNOS
+    if not unnamed and tmp not in (e.filename, e.filename2):
       raise
     raise OSError(e.errno, e.strerror, path) from None
   finally:
@@ -511,13 +514,8 @@ def replacing(path, **open_kwargs):
   """Yields a text file that becomes `path` only when the block completes (readers, and a run
   that was killed, never see half a file)."""
   with replacing_path(path) as tmp:
-    try:
-      with open(tmp, "w", encoding="utf-8", **open_kwargs) as f:
-        yield f
-    except OSError as e:  # a full disk while writing or closing: the error names no file
-      if e.filename is None and e.errno in WRITE_ERRNOS:
-        raise OSError(e.errno, e.strerror, tmp) from None
-      raise
+    with open(tmp, "w", encoding="utf-8", **open_kwargs) as f:
+      yield f
 
 
 def _remove_dead_writers(path):

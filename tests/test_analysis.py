@@ -402,3 +402,18 @@ def test_a_tiny_set_plots_without_a_raw_warning(tmp_path, recwarn):
                    "--out", str(tmp_path / "out")]) == 0
   assert (tmp_path / "out" / "answer_distribution.png").is_file()
   assert not [w for w in recwarn if "layout" in str(w.message)]
+
+
+def test_analyze_never_writes_its_tables_into_a_training_workdir(tmp_path, capsys):
+  """--out a training run's workdir scattered ten tables and figures among its checkpoints
+  (study and grounding refused such a folder already)."""
+  data = str(tmp_path / "lr")
+  synthetic.generate(data, "lr", images=8, seed=0, questions_per_image=5)
+  run = tmp_path / "run"
+  run.mkdir()
+  (run / "config.json").write_text("{}")
+  assert cli.main(["-q", "analyze", "--data", data, "--out", str(run)]) == 2
+  assert capsys.readouterr().err.strip() == (
+      f"rsvqa-jax analyze: error: --out {run} holds a training run (config.json); give the "
+      "tables a folder of its own")
+  assert os.listdir(run) == ["config.json"]

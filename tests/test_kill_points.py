@@ -143,6 +143,26 @@ def test_a_write_that_fails_names_the_file_not_its_temporary_twin(tmp_path, monk
   assert os.listdir(tmp_path) == []
 
 
+def test_a_figure_that_fills_the_disk_names_its_file(tmp_path, monkeypatch):
+  """PIL's close of a PNG on a full disk raises ENOSPC naming no file: analyze and the study's
+  figures ended with "a file: no space left on device"."""
+  import matplotlib  # pylint: disable=g-import-not-at-top
+  matplotlib.use("Agg")
+  from matplotlib import figure  # pylint: disable=g-import-not-at-top
+  from rsvqa_jax.bias import plots  # pylint: disable=g-import-not-at-top
+
+  def full(*args, **kwargs):
+    raise OSError(errno.ENOSPC, "No space left on device")
+
+  fig = figure.Figure()
+  monkeypatch.setattr(fig, "savefig", full)
+  path = str(tmp_path / "figures" / "answer_distribution.png")
+  with pytest.raises(OSError) as e:
+    plots.save(fig, path, 50)
+  assert e.value.errno == errno.ENOSPC and e.value.filename == path
+  assert os.listdir(tmp_path / "figures") == []
+
+
 def _run(code):
   """The finished `python -c code` (its status, stdout and stderr)."""
   return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,

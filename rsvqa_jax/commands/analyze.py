@@ -28,6 +28,7 @@ from rsvqa_jax import storage
 from rsvqa_jax.commands import argument_types
 from rsvqa_jax.data import other_datasets, split_files
 from rsvqa_jax.errors import RSVQAError
+from rsvqa_jax.train import run_record
 
 DATASETS = other_datasets.NAMES
 MAX_QUESTION_ROWS = 500
@@ -65,6 +66,7 @@ def run(args):
   if args.shortcuts and not args.predictions:
     raise RSVQAError("--shortcuts scores a model: give its --predictions")
   split_files.refuse_dataset(args.out, "--out", "the tables", inside=True)
+  run_record.refuse_run(args.out, "--out", "the tables")
   if os.path.isfile(os.path.join(args.out, shortcuts.SPLIT_FILE)):  # its manifest is ours too
     raise RSVQAError(f"--out {args.out} is a shortcut benchmark folder ({shortcuts.SPLIT_FILE}); "
                      "give a folder of its own for the tables")

@@ -57,7 +57,7 @@ from rsvqa_jax.data import split_files
 from rsvqa_jax.errors import RSVQAError
 from rsvqa_jax.eval import adversarial, outputs
 from rsvqa_jax.features import pixels
-from rsvqa_jax.train import checkpointing, inputs, predict, restore
+from rsvqa_jax.train import inputs, predict, restore, run_record
 from rsvqa_jax.train import sharding as shd
 from rsvqa_jax.train import steps as steps_lib
 
@@ -200,9 +200,7 @@ def check_maps(out):
   if os.path.lexists(out) and not os.path.isdir(out):
     raise RSVQAError(f"--out {out}: a file, not a folder; give the folder to write into")
   split_files.refuse_dataset(out, "--out", "the evaluation", inside=True)
-  if os.path.isfile(os.path.join(out, checkpointing.CONFIG_FILE)):
-    raise RSVQAError(f"--out {out} holds a training run ({checkpointing.CONFIG_FILE}); give the "
-                     "evaluation a folder of its own")
+  run_record.refuse_run(out, "--out", "the evaluation")
   if os.path.isfile(os.path.join(out, metrics.SCORE_FIGURE)):  # its csv and summary: replaced
     raise RSVQAError(f"--out {out} holds the results of `grounding score` "
                      f"({metrics.SCORE_FIGURE}); give the evaluation a folder of its own")

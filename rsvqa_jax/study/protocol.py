@@ -14,7 +14,7 @@ from rsvqa_jax.study import (balanced_twin, checks, dataset_analysis, grid, jour
                              language_models, preparation, recorded, report, runs, shortcuts,
                              table2)
 from rsvqa_jax.study import settings as settings_lib
-from rsvqa_jax.train import checkpointing, loop
+from rsvqa_jax.train import checkpointing, loop, run_record
 
 _log = logging.getLogger(__name__)
 
@@ -22,9 +22,7 @@ _log = logging.getLogger(__name__)
 def _check_folder(workdir):
   """A training run's workdir or a dataset folder is refused: the study's report, cache and
   runs would land among (and could replace) their files."""
-  if os.path.isfile(os.path.join(workdir, checkpointing.CONFIG_FILE)):
-    raise RSVQAError(f"--workdir {workdir} holds a training run ({checkpointing.CONFIG_FILE}); "
-                     "give the study a folder of its own")
+  run_record.refuse_run(workdir, "--workdir", "the study")
   if not os.path.exists(os.path.join(workdir, recorded.FILE)):  # not a study's folder yet
     for run in _runs_within(workdir, depth=2):
       raise RSVQAError(f"--workdir {workdir} holds training runs ({run}); give the study a folder "

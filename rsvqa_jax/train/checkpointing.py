@@ -38,7 +38,7 @@ from rsvqa_jax.train.run_record import RECORD_CHECKSUM, RECORD_FILE
 
 _log = logging.getLogger(__name__)
 
-CONFIG_FILE = "config.json"
+CONFIG_FILE = run_record.CONFIG_FILE
 RECORDED_IN = config_lib.RECORDED_IN
 
 

@@ -11,6 +11,7 @@ import os
 import zlib
 
 from rsvqa_jax import storage
+from rsvqa_jax.errors import RSVQAError
 
 RECORD_FILE = os.path.join("data", "metadata")  # where orbax's JsonSave keeps the "data" item
 RECORD_CHECKSUM = "record_checksum"  # the data record's own crc32, so it is verified like arrays
@@ -62,6 +63,17 @@ def best_step(directory):
     if data and isinstance(data.get("loop"), dict):
       return data["loop"].get("best_step")
   return None
+
+
+CONFIG_FILE = "config.json"  # a training run's recorded config (train/checkpointing)
+
+
+def refuse_run(folder, option, what):
+  """An RSVQAError when `folder` holds a training run: `what` would land among (and could
+  replace) its files."""
+  if os.path.isfile(os.path.join(folder, CONFIG_FILE)):
+    raise RSVQAError(f"{option} {folder} holds a training run ({CONFIG_FILE}); give {what} a "
+                     "folder of its own")
 
 
 DIVERGED_FILE = "diverged.json"  # {"said": why}: the run diverged (train/loop.Divergence)
