@@ -20,7 +20,7 @@ from rsvqa_jax.train import checkpointing, loop, restore
 from rsvqa_jax.train.inputs import Features
 from test_tensorboard_events import scalars
 from test_train_support import forbid_slow_stages, held_by_another_process, tiny_config
-from test_train_support import tiny_task
+from test_train_support import tiny_task, warnings_of_rsvqa_jax
 
 
 def _config():
@@ -309,3 +309,24 @@ def test_a_batch_larger_than_the_train_split_is_refused_before_pretraining(tmp_p
   assert str(e.value) == ("config train.batch_size=32: larger than the 8 training samples; set "
                           "train.batch_size to 8 or less")
   assert not os.path.exists(tmp_path / "w") and not os.path.exists(tmp_path / "cache")
+
+
+def test_images_that_all_give_the_same_features_are_warned_of(task, tmp_path, caplog):
+  """A dataset of black images trained and validated without a word; only an adversarial test
+  refused it, after every model of a study had trained."""
+  dataset, features = task
+  same = Features(np.repeat(features.features[:1], len(features.features), axis=0),
+                  features.image_ids)
+  c = _config()
+  c.train.num_epochs = 1
+  with warnings_of_rsvqa_jax(caplog):
+    loop.train(c, str(tmp_path / "same"), dataset=dataset, features=same, log=lambda m: None)
+  said = [r.getMessage() for r in caplog.records]
+  assert any(m.startswith(f"every image gives the same features ({len(same.features)} images: ")
+             for m in said), said
+  caplog.clear()
+  with warnings_of_rsvqa_jax(caplog):
+    loop.train(c, str(tmp_path / "own"), dataset=dataset, features=features, log=lambda m: None)
+  assert not any("the same features" in r.getMessage() for r in caplog.records)
+  assert loop._rows_alike(np.ones((9000, 3))) and not loop._rows_alike(  # pylint: disable=protected-access
+      np.concatenate([np.ones((8999, 3)), np.zeros((1, 3))]))

@@ -297,7 +297,9 @@ def _missing_folders(workdir):
 def warn_if_degenerate(run, train_split, val_split):
   """WARNINGs for settings a run can train with but learns or shows nothing from: a train split
   of one answer, a val split whose answers are all outside the training answers (OA 0), the
-  train split as val split (the best checkpoint picked on what it trained on), optim.lr 0."""
+  train split as val split (the best checkpoint picked on what it trained on), optim.lr 0,
+  images whose features are all alike (validate and training said nothing of a dataset of
+  black images; only an adversarial test refused it, after every model of a study trained)."""
   if val_split == train_split:
     _log.warning("data.val_split is the train split %s: the best checkpoint is picked on the "
                  "questions it trains on, and validation OA overstates", train_split)
@@ -312,6 +314,21 @@ def warn_if_degenerate(run, train_split, val_split):
     _log.warning("none of the %d %s answers is among the %s answers: every prediction counts "
                  "wrong there, so validation OA reads 0 and picks no better checkpoint",
                  len(answers), val_split, train_split)
+  table = run.features.features
+  if len(table) > 1 and _rows_alike(table):
+    _log.warning("every image gives the same features (%d images: all black, all one image, or "
+                 "an encoder that ignores its input): the model cannot tell images apart, so its "
+                 "scores are a visual-blind model's and swapping images changes nothing",
+                 len(table))
+
+
+def _rows_alike(table, chunk=4096):
+  """Whether every row of `table` equals its first, read a chunk at a time (a cached table
+  may be a memory map of gigabytes; the first chunk of a real one already differs)."""
+  first = np.asarray(table[:1])
+  return all(np.array_equal(np.asarray(table[i:i + chunk]),
+                            np.broadcast_to(first, (min(chunk, len(table) - i),) + first.shape[1:]))
+             for i in range(0, len(table), chunk))
 
 
 
