@@ -235,6 +235,24 @@ def test_evaluate_names_a_training_type_the_split_lacks(task, finished):
   assert whole["types_absent"] == []
 
 
+def test_evaluate_names_a_split_type_training_lacks(task, tmp_path, caplog):
+  """analyze said so of such data; evaluate averaged the untrained type into AA unsaid."""
+  dataset, features = task
+  train = dataset["train"]
+  without = dataclasses.replace(dataset, splits={
+      **dataset.splits, "train": train.select(train.qtype != "rural_urban")})
+  c = _config()
+  c.train.num_epochs = 1
+  workdir = str(tmp_path / "w")
+  loop.train(c, workdir, dataset=without, features=features, log=lambda m: None)
+  with warnings_of_rsvqa_jax(caplog):
+    table = accuracy.evaluate(workdir, "test", dataset=without, features=features)
+  assert "rural_urban" in table["per_type"]
+  assert [r.getMessage() for r in caplog.records] == [
+      f"{workdir}: split test has question type(s) rural_urban that the training split train "
+      "has none of: the model answers them untrained, and AA averages them in"]
+
+
 def test_reading_a_workdir_a_run_is_writing_says_so(task, finished):
   """evaluate scored a run still training at its checkpoint so far, with no word of it."""
   workdir, summary = finished

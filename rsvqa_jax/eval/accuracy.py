@@ -55,6 +55,12 @@ def evaluate(workdir, split, *, which="best", data_root=None, dataset=None, feat
   elif which == "best" and split == run.config.data.val_split:
     _log.warning(f"{workdir}: split {split} is the one its best checkpoint was chosen on "
                  f"(data.val_split={split}): this score is optimistic")
+  trained = set(run.dataset[run.config.data.train_split].qtypes)
+  untrained = [t for t in run.dataset[split].qtypes if t not in trained]
+  if untrained:  # analyze said so of the same data; evaluate's AA averaged them in unsaid
+    _log.warning(f"{workdir}: split {split} has question type(s) {', '.join(untrained)} that "
+                 f"the training split {run.config.data.train_split} has none of: the model "
+                 "answers them untrained, and AA averages them in")
   preds = predict.predict(run, state, split)
   table = predict.accuracy(run, split, preds)
   table.update(split=split, checkpoint=which, step=step, workdir=os.path.abspath(workdir))
