@@ -379,8 +379,8 @@ def lock_holder(folder):
     try:
       fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
     except BlockingIOError:
-      owner = _owner(fd)
-      return None if owner.get("pid") == os.getpid() else owner
+      owner = _owner(fd)  # {} while the holder has yet to write its record: a holder still
+      return None if owner.get("pid") == os.getpid() else owner or {"pid": "?", "since": "?"}
     fcntl.flock(fd, fcntl.LOCK_UN)
     return None
   finally:
@@ -499,7 +499,7 @@ def replacing_path(path):
   except OSError as e:
     # A full disk while the block writes or closes the file names none (a text file's flush,
     # PIL's close of a PNG: "a file: no space left on device").
-    unnamed = e.filename is None and e.errno in WRITE_ERRNOS
+    unnamed = e.filename is None and e.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
     if not unnamed and tmp not in (e.filename, e.filename2):
       raise
     raise OSError(e.errno, e.strerror, path) from None

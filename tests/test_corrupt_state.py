@@ -198,13 +198,23 @@ def _failing(times, error):
   return read, calls
 
 
-def _interrupted_read():
-  """What orbax raised for a Ctrl-C reaching its reading threads: an error reading an array."""
+def _interrupted_read(cause=None):
+  """What orbax raised for a Ctrl-C reaching its reading threads: an error reading an array
+  (raised from the interrupt, or from another error while the interrupt was handled)."""
   try:
     try:
       raise KeyboardInterrupt
     except KeyboardInterrupt as e:
-      raise Exception("Encountered error while reading array index: (slice(0, 32, 1),)") from e
+      raise Exception("Encountered error while reading array index: (slice(0, 32, 1),)") from (
+          cause or e)
+  except Exception as e:  # pylint: disable=broad-exception-caught
+    return e
+
+
+def _wrapped(cause):
+  """An error orbax raises from `cause`, which alone names what happened."""
+  try:
+    raise Exception("Encountered error while reading array index") from cause
   except Exception as e:  # pylint: disable=broad-exception-caught
     return e
 
@@ -213,8 +223,10 @@ def _interrupted_read():
     (1, Exception("Encountered error while reading array index"), "restored"),
     (2, Exception("Encountered error while reading array index"), "corrupt"),
     (1, _interrupted_read(), "interrupt"),
+    (1, _interrupted_read(cause=ValueError("DATA_LOSS")), "interrupt"),
     (2, ValueError('PERMISSION_DENIED: Error opening "zarr" driver: Error reading local file '
                    '".../d/1a2b": Failed to open: Permission denied'), "denied"),
+    (2, _wrapped(PermissionError(13, "Permission denied")), "denied"),
 ])
 def test_a_failed_read_is_damage_only_when_read_again_it_fails(trained, tmp_path, times, error,
                                                               outcome):
@@ -240,8 +252,7 @@ def test_a_failed_read_is_damage_only_when_read_again_it_fails(trained, tmp_path
       periodic.restore_latest(like)
     assert not isinstance(e.value, checkpointing.CorruptCheckpoint)
     assert str(e.value).startswith(f"checkpoint {copy}/checkpoints/{steps[-1]}: data/metadata "
-                                   "cannot be read (permission denied: ValueError: "
-                                   "PERMISSION_DENIED: "), e.value
+                                   "cannot be read (permission denied: "), e.value
     assert str(e.value).endswith("); give this user read access to the workdir")
   else:
     with pytest.raises(KeyboardInterrupt):

@@ -16,7 +16,7 @@ import pytest
 from rsvqa_jax import storage
 from rsvqa_jax.errors import RSVQAError
 from rsvqa_jax.eval import accuracy
-from rsvqa_jax.train import checkpointing, loop, metrics_log, restore
+from rsvqa_jax.train import checkpointing, loop, metrics_log, restore, run_record
 from test_train_support import flip_bytes, tiny_config, tiny_task, warnings_of_rsvqa_jax
 
 QUIET = dict(log=lambda m: None)
@@ -176,6 +176,37 @@ def test_a_diverged_run_stays_diverged_and_is_named_so(task, tmp_path):
   assert "finishes it" not in lines[0] and lines[0].endswith(
       "(the same config diverges again: train anew in another --workdir with a lower optim.lr "
       "/ optim.text_lr): these are the scores of an unfinished run"), lines
+
+
+def test_a_divergence_record_holds_until_a_checkpoint_passes_its_step(tmp_path):
+  """A resume that got past the recorded step and then stopped for another reason still read
+  as diverged ("train anew"), though a rerun finishes it."""
+  workdir = str(tmp_path)
+  run_record.record_divergence(workdir, "training diverged at step 10 (epoch 2): loss is nan", 10)
+  assert run_record.divergence(workdir).endswith("loss is nan")  # no checkpoint at all
+  os.makedirs(os.path.join(workdir, "checkpoints", "8"))
+  assert "diverged at step 10" in run_record.unfinished(workdir, 1, 3)
+  os.makedirs(os.path.join(workdir, "checkpoints", "12"))
+  assert run_record.divergence(workdir) is None
+  assert run_record.unfinished(workdir, 2, 3).startswith("training stopped after epoch 2 of 3")
+  run_record.record_divergence(workdir, None, 0)
+  assert not os.path.exists(os.path.join(workdir, run_record.DIVERGED_FILE))
+
+
+def test_a_lock_held_before_its_record_is_written_still_has_a_holder(tmp_path):
+  """Between the flock and the record, a reader took the folder for one nobody writes in."""
+  folder = str(tmp_path)
+  code = ("import fcntl, os, sys\n"
+          f"fd = os.open(os.path.join({folder!r}, '.lock'), os.O_RDWR | os.O_CREAT)\n"
+          "fcntl.flock(fd, fcntl.LOCK_EX)\nprint('held', flush=True)\nsys.stdin.read()\n")
+  holder = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, text=True)
+  try:
+    assert holder.stdout.readline().strip() == "held"
+    assert storage.lock_holder(folder) == {"pid": "?", "since": "?"}
+  finally:
+    holder.communicate("")
+  assert storage.lock_holder(folder) is None
 
 
 def test_a_run_that_ends_above_the_divergence_level_is_warned_of(task, tmp_path, caplog):

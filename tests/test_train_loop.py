@@ -270,7 +270,8 @@ def test_reading_a_workdir_a_run_is_writing_says_so(task, finished):
 def test_a_reader_leaves_a_running_trainings_folders_alone(task, finished, tmp_path):
   """An evaluate beside a training removed the save in progress (orbax's temporary folder of
   the step being written) and the training died; a checkpoint that failed to read while the
-  run wrote (its max_to_keep may remove it meanwhile) was moved away from under the run."""
+  run wrote (its max_to_keep may remove it meanwhile) was moved away from under the run, and
+  when none read, the error said to move the run's folders away."""
   workdir = str(tmp_path / "w")
   shutil.copytree(finished[0], workdir)
   saving = pathlib.Path(workdir, "checkpoints", "999.orbax-checkpoint-tmp", "state")
@@ -279,7 +280,7 @@ def test_a_reader_leaves_a_running_trainings_folders_alone(task, finished, tmp_p
   steps = checkpointing.Checkpoints(os.path.join(workdir, "checkpoints"), 1, reader=True).steps()
   newest = pathlib.Path(workdir, "checkpoints", str(steps[-1]))
   (newest / "_CHECKPOINT_METADATA").write_bytes(b"")
-  with held_by_another_process(workdir):
+  with held_by_another_process(workdir) as pid:
     said = []
     _, _, step = restore.restore(workdir, ["test"], which="last", dataset=task[0],
                                  features=task[1], warn=said.append)
@@ -288,6 +289,20 @@ def test_a_reader_leaves_a_running_trainings_folders_alone(task, finished, tmp_p
     assert said[0].startswith(f"checkpoint {newest}: _CHECKPOINT_METADATA unreadable ("), said
     assert said[0].endswith("; skipped, left in place (a run is writing there now: it may have "
                             "removed it while read)"), said
+    damaged = pathlib.Path(workdir, "checkpoints", str(steps[-2]), "_CHECKPOINT_METADATA")
+    kept = damaged.read_bytes()
+    for step in steps:  # none reads
+      pathlib.Path(workdir, "checkpoints", str(step), "_CHECKPOINT_METADATA").write_bytes(b"")
+    with pytest.raises(RSVQAError) as e:
+      restore.restore(workdir, ["test"], which="last", dataset=task[0], features=task[1],
+                      warn=lambda m: None)
+    assert str(e.value).endswith(f"; no other checkpoint in {workdir}/checkpoints read while a "
+                                 f"run writes there (PID {pid}): run the command again once it "
+                                 "has saved its next one"), e.value
+    assert checkpointing.Checkpoints(os.path.join(workdir, "checkpoints"), 1,
+                                     reader=True).steps() == steps
+  for step in steps[:-1]:
+    pathlib.Path(workdir, "checkpoints", str(step), "_CHECKPOINT_METADATA").write_bytes(kept)
   said = []
   restore.restore(workdir, ["test"], which="last", dataset=task[0], features=task[1],
                   warn=said.append)  # no run writing: a damaged checkpoint is set aside
@@ -346,5 +361,7 @@ def test_images_that_all_give_the_same_features_are_warned_of(task, tmp_path, ca
   with warnings_of_rsvqa_jax(caplog):
     loop.train(c, str(tmp_path / "own"), dataset=dataset, features=features, log=lambda m: None)
   assert not any("the same features" in r.getMessage() for r in caplog.records)
-  assert loop._rows_alike(np.ones((9000, 3))) and not loop._rows_alike(  # pylint: disable=protected-access
-      np.concatenate([np.ones((8999, 3)), np.zeros((1, 3))]))
+  alike = loop._rows_alike  # pylint: disable=protected-access
+  assert alike(np.ones((9000, 3))) and alike(np.ones((9000, 3)), chunk_bytes=24)
+  last_differs = np.concatenate([np.ones((8999, 3)), np.zeros((1, 3))])
+  assert not alike(last_differs) and not alike(last_differs, chunk_bytes=24)

@@ -525,6 +525,7 @@ def _train(config, workdir, dataset, features, log):
   optimizer = run_lib.compiled_steps(config, run.mesh)[0]
   train_step = _train_step(optimizer, run.mesh, t.compute_dtype, a.loss)
   writer, divergence = loop.MetricsWriter(workdir, step), loop.Divergence(config, record)
+  divergence.start(workdir, step)
   stop = min(total, step + t.stop_after_steps) if t.stop_after_steps else total
   pending = []
 
@@ -551,8 +552,7 @@ def _train(config, workdir, dataset, features, log):
         diverged = divergence.check([(at, mm) for (at, _), mm in zip(pending, got)])
         if diverged:
           said = f"training diverged at step {diverged[0]}: {diverged[1]}"
-          if jax.process_index() == 0:
-            run_record.record_divergence(workdir, said)
+          loop.record_divergence(workdir, said, diverged[0])
           raise RSVQAError(f"{said}; stopped ({run_record.ANEW})")
         record = divergence.record(record)
         loss = float(np.mean([mm["loss"] for mm in got]))
@@ -580,11 +580,7 @@ def _train(config, workdir, dataset, features, log):
   if step < total:
     log(loop.stopped(workdir, step, last_saved))
   else:
-    unsettled = divergence.unsettled()
-    if jax.process_index() == 0:
-      run_record.record_divergence(workdir, unsettled)
-    if unsettled:
-      _log.warning(f"{workdir}: {unsettled} (lower optim.lr / optim.text_lr)")
+    divergence.close(workdir, step)
   return {"finished": step >= total, "step": step, **record, "state": state}
 
 
@@ -616,6 +612,8 @@ def restore(workdir, splits, *, which="best", data_root=None, dataset=None, feat
            best(workdir, kept, like.checkpoint_items(), warn))
   if found is None:
     raise restore_lib.no_checkpoint(workdir, which, kept, "score", why)
+  if not storage.lock_holder(workdir):
+    restore_lib.warn_if_diverged(workdir, warn)
   return run, pools, like.replace(**found[0]), int(found[2])
 
 

@@ -307,7 +307,7 @@ def _unreadable(where, what, error):
   """The error for a file `what` of checkpoint `where` that could not be read: a
   CorruptCheckpoint (skipped and set aside), or an RSVQAError where the system refused the read
   (a permission), which says nothing of the checkpoint: one it set aside was a good one."""
-  if isinstance(error, PermissionError) or "PERMISSION_DENIED" in str(error):
+  if any(isinstance(e, PermissionError) or "PERMISSION_DENIED" in str(e) for e in _chain(error)):
     return RSVQAError(f"checkpoint {where}: {what} cannot be read (permission denied: "
                       f"{_first_line(error)}); give this user read access to the workdir")
   return CorruptCheckpoint(f"checkpoint {where}: {what} unreadable ({_first_line(error)})")
@@ -521,8 +521,15 @@ class Checkpoints:
     one instead of starting over silently, and so does every later call while none is left but
     those set aside (a run that started over would replace the work they hold).
     """
-    first_error = None
-    for step in reversed(self.steps()):
+    first_error, tried = None, set()
+    while True:
+      # Asked again after each failure: a run writing there now saves newer steps and removes
+      # older ones (max_to_keep) meanwhile, so the newest untried one is read next.
+      untried = [step for step in self.steps() if step not in tried]
+      if not untried:
+        break
+      step = untried[-1]
+      tried.add(step)
       try:
         items, data = self.restore(step, like)
         return items, data, step
@@ -531,6 +538,11 @@ class Checkpoints:
         aside = self._set_aside(step)
         warn(f"{e}; skipped, " + (f"moved to {aside}" if aside else "left in place (a run is "
                                   "writing there now: it may have removed it while read)"))
+    writer = self.reader and storage.lock_holder(os.path.dirname(self.directory))
+    if first_error is not None and writer:
+      raise RSVQAError(f"{first_error}; no other checkpoint in {self.directory} read while a run "
+                       f"writes there (PID {writer.get('pid', '?')}): run the command again once "
+                       "it has saved its next one")
     start_over = f"move {self.directory} and {self.directory}.corrupted away to start over"
     if first_error is not None:
       raise RSVQAError(f"{first_error}; no older checkpoint in {self.directory} verifies either "
@@ -552,6 +564,7 @@ class Checkpoints:
     the target, or None where a reader finds a run writing in the workdir (the step may be one
     that run's max_to_keep removed while it was read: the writer's folder is the writer's)."""
     if self.reader and storage.lock_holder(os.path.dirname(self.directory)):
+      self.manager.reload()  # the steps the writer saved and removed meanwhile
       return None
     target = os.path.join(f"{self.directory}.corrupted", str(step))
     if jax.process_index() == 0:
@@ -563,14 +576,19 @@ class Checkpoints:
 
 
 def _interrupt_in(error):
-  """Whether a KeyboardInterrupt is among the causes and contexts of `error`."""
-  seen = set()
-  while error is not None and id(error) not in seen:
-    if isinstance(error, KeyboardInterrupt):
-      return True
-    seen.add(id(error))
-    error = error.__cause__ or error.__context__
-  return False
+  """Whether a KeyboardInterrupt is among `error`, its causes and contexts."""
+  return any(isinstance(e, KeyboardInterrupt) for e in _chain(error))
+
+
+def _chain(error):
+  """`error` and every error it was raised from or while handling, each once."""
+  seen, todo = set(), [error]
+  while todo:
+    e = todo.pop()
+    if e is not None and id(e) not in seen:
+      seen.add(id(e))
+      yield e
+      todo += [e.__cause__, e.__context__]
 
 
 def _first_line(error):

@@ -233,6 +233,20 @@ class Divergence:
     """The loop record with the early level, so a resumed run keeps comparing against it."""
     return {**loop, "early_loss": self.early, "divergence_run": self.run, "last_loss": self.last}
 
+  def start(self, workdir, step):
+    """At the start of a run: started afresh (step 0), a record of an earlier attempt in this
+    workdir says nothing of this one."""
+    if not step:
+      record_divergence(workdir, None, 0)
+
+  def close(self, workdir, step):
+    """At the end of a finished run: a WARNING and a record when its loss ended above the
+    level (unsettled), else the record of an earlier stop removed."""
+    said = self.unsettled()
+    record_divergence(workdir, said, step)
+    if said:
+      _log.warning(f"{workdir}: {said} (lower optim.lr / optim.text_lr)")
+
   def unsettled(self):
     """What to say when the run ended with its loss above the divergence level, for fewer steps
     than stop it (a run shorter than train.divergence_steps at a huge learning rate finished
@@ -242,6 +256,17 @@ class Divergence:
     return (f"the training loss ended at {self.last:.4g}, above {self.factor:g} x its early level "
             f"{self.early:.4g} for its last {self.run} step(s) (the run stops at "
             f"train.divergence_steps={self.patience}): it may have diverged")
+
+
+def record_divergence(workdir, said, step):
+  """run_record.record_divergence on process 0; a file it cannot write is a WARNING, so the
+  divergence itself is what the run ends with."""
+  if jax.process_index() != 0:
+    return
+  try:
+    run_record.record_divergence(workdir, said, step)
+  except OSError as e:
+    _log.warning(f"{workdir}: {run_record.DIVERGED_FILE} not written ({e})")
 
 
 def train(config, workdir, *, dataset=None, features=None, log=_log.info, augment_features=None):
@@ -322,14 +347,16 @@ def warn_if_degenerate(run, train_split, val_split):
                  len(table))
 
 
-def _rows_alike(table, chunk=4096):
-  """Whether every row of `table` equals its first, read a chunk at a time (a cached table
-  may be a memory map of gigabytes; the first chunk of a real one already differs)."""
-  first = np.asarray(table[:1])
-  return all(np.array_equal(np.asarray(table[i:i + chunk]),
-                            np.broadcast_to(first, (min(chunk, len(table) - i),) + first.shape[1:]))
-             for i in range(0, len(table), chunk))
-
+def _rows_alike(table, chunk_bytes=64 << 20):
+  """Whether every row of `table` equals its first. A cached table may be a memory map of
+  gigabytes, its rows flattened maps of megabytes: the second row first (a real table differs
+  there), then chunks of at most `chunk_bytes`."""
+  first = np.asarray(table[0])
+  if not np.array_equal(np.asarray(table[1]), first):
+    return False
+  rows = max(1, chunk_bytes // max(first.nbytes, 1))
+  return not any((np.asarray(table[i:i + rows]) != first).any()
+                 for i in range(2, len(table), rows))
 
 
 def _train(config, workdir, dataset, read, features, augment_features, log):
@@ -370,6 +397,7 @@ def _train(config, workdir, dataset, read, features, augment_features, log):
   writer = MetricsWriter(workdir, step)
   val_split = config.data.val_split
   divergence = Divergence(config, loop)
+  divergence.start(workdir, step)
   last_saved = step
 
   def save(mgr, at):
@@ -403,8 +431,7 @@ def _train(config, workdir, dataset, read, features, augment_features, log):
                   if last_saved else "no checkpoint was written before it")
           said = (f"training diverged at step {at} (epoch {(at - 1) // steps_per_epoch + 1}): "
                   f"{reason}")
-          if jax.process_index() == 0:
-            run_record.record_divergence(workdir, said)
+          record_divergence(workdir, said, at)
           raise RSVQAError(f"{said}; stopped; {kept} ({run_record.ANEW})")
         loop = divergence.record(loop)
         elapsed = max(time.time() - window_start, 1e-9)
@@ -437,9 +464,5 @@ def _train(config, workdir, dataset, read, features, augment_features, log):
     best.wait()
     writer.close()
   if step >= total_steps:
-    unsettled = divergence.unsettled()
-    if jax.process_index() == 0:
-      run_record.record_divergence(workdir, unsettled)
-    if unsettled:
-      _log.warning(f"{workdir}: {unsettled} (lower optim.lr / optim.text_lr)")
+    divergence.close(workdir, step)
   return {"finished": step >= total_steps, "step": step, **loop, "state": state}

@@ -48,14 +48,21 @@ def restore(workdir, splits, *, which="best", data_root=None, dataset=None, feat
   if done is not None and done < config.train.num_epochs and not holder:
     warn(f"{workdir}: {run_record.unfinished(workdir, done, config.train.num_epochs)}: these "
          "are the scores of an unfinished run")
-  elif run_record.divergence(workdir) and not holder:
-    warn(f"{workdir}: {run_record.divergence(workdir)}: these may be the scores of a diverged "
-         "model (train anew in another --workdir with a lower optim.lr / optim.text_lr)")
+  elif not holder:
+    warn_if_diverged(workdir, warn)
   items, _, step = found
   if holder:
     warn(f"{workdir}: a run is writing there now (PID {holder.get('pid', '?')} since "
          f"{holder.get('since', '?')}): read at its {which} checkpoint so far, step {step}")
   return run, like.replace(**items), int(step)
+
+
+def warn_if_diverged(workdir, warn):
+  """A `warn` line when the workdir records that its run diverged (run_record.divergence)."""
+  said = run_record.divergence(workdir)
+  if said:
+    warn(f"{workdir}: {said}: these may be the scores of a diverged model "
+         f"({run_record.RETRAIN})")
 
 
 def no_checkpoint(workdir, which, periodic, verb, why="no validation has run"):

@@ -76,26 +76,32 @@ def refuse_run(folder, option, what):
                      "folder of its own")
 
 
-DIVERGED_FILE = "diverged.json"  # {"said": why}: the run diverged (train/loop.Divergence)
-ANEW = ("the same config diverges again: train anew in another --workdir with a lower optim.lr / "
-        "optim.text_lr")
+DIVERGED_FILE = "diverged.json"  # {"said": how, "step": where}: the run diverged (loop.Divergence)
+RETRAIN = "train anew in another --workdir with a lower optim.lr / optim.text_lr"
+ANEW = f"the same config diverges again: {RETRAIN}"
 
 
-def record_divergence(workdir, said):
-  """Records in the workdir that its run diverged (`said`: how), or, with None, that it did not
-  (a finished run whose loss came back down)."""
+def record_divergence(workdir, said, step):
+  """Records in the workdir that its run diverged at `step` (`said`: how), or, with None, that
+  it did not (a run started afresh, or finished with its loss back down)."""
   path = os.path.join(workdir, DIVERGED_FILE)
   if said:
-    storage.write_json(path, {"said": said})
+    storage.write_json(path, {"said": said, "step": step})
   elif os.path.exists(path):
     os.remove(path)
 
 
 def divergence(workdir):
-  """How the workdir's run diverged, as recorded, or None."""
+  """How the workdir's run diverged, as recorded, or None; also None once a checkpoint was saved
+  past the recorded step (a resume that got past it and then stopped for another reason)."""
   record = storage.read_json(os.path.join(workdir, DIVERGED_FILE))
-  said = record.get("said") if isinstance(record, dict) else None
-  return said if isinstance(said, str) else None
+  if not isinstance(record, dict) or not isinstance(record.get("said"), str):
+    return None
+  saved = steps(os.path.join(workdir, "checkpoints"))
+  step = record.get("step")
+  if saved and isinstance(step, int) and saved[-1] > step:
+    return None
+  return record["said"]
 
 
 def unfinished(workdir, done, total):
