@@ -23,7 +23,7 @@ import threading
 # Nothing heavier than the standard library is imported before `entry` installs the interrupt
 # handler (tqdm, host_memory and argument_types' config are imported where they are used): a
 # Ctrl-C in the first tenth of a second printed a KeyboardInterrupt traceback.
-from rsvqa_jax import __version__, jax_environment, streams
+from rsvqa_jax import __version__, errors, jax_environment, streams
 from rsvqa_jax.errors import RSVQAError, one_line, os_error_line
 
 COMMANDS = {
@@ -267,7 +267,8 @@ def check_environment(environ, argv):
       raise RSVQAError(f"{what} is not ASCII, and file names are read as "
                        f"{sys.getfilesystemencoding()} here (the locale): {fix}")
     if not _encodes(text):
-      raise RSVQAError(f"{what} holds bytes that are not UTF-8 ({ascii(text)[1:-1][:80]}); "
+      raise RSVQAError(f"{what} holds bytes that are not UTF-8 "
+                       f"({errors.shortened(ascii(text)[1:-1])}); "
                        "rename it: tensorstore, which writes the checkpoints, cannot open it")
   jax_environment.check_xla_flags(environ)
 

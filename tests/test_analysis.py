@@ -412,6 +412,7 @@ def test_analyze_never_writes_its_tables_into_a_training_workdir(tmp_path, capsy
   run = tmp_path / "run"
   run.mkdir()
   (run / "config.json").write_text("{}")
+  capsys.readouterr()
   assert cli.main(["-q", "analyze", "--data", data, "--out", str(run)]) == 2
   assert capsys.readouterr().err.strip() == (
       f"rsvqa-jax analyze: error: --out {run} holds a training run (config.json); give the "

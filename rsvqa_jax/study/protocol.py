@@ -4,10 +4,12 @@ Each stage is a module of this package (its inputs the study and the earlier sta
 its output a part of study.json); the grounding and answerability stages are their evaluators'
 (eval/grounding.py, eval/answerability.py), which take a Study without importing this package.
 """
+import contextlib
 import logging
 import os
 
 from rsvqa_jax import config as config_lib
+from rsvqa_jax import storage
 from rsvqa_jax.data import split_files
 from rsvqa_jax.errors import RSVQAError
 from rsvqa_jax.study import (balanced_twin, checks, dataset_analysis, grid, journal,
@@ -101,10 +103,20 @@ class Study:
         config_lib.check_unread(self.config, named=named)
       return self._stages()
 
+  @contextlib.contextmanager
   def locked(self):
     """The study folder's lock, held while a command works in it: two studies started together
-    on one folder regenerated its dataset under each other and wrote one report of both."""
-    return loop.run_lock(self.dir, "study")
+    on one folder regenerated its dataset under each other and wrote one report of both. A study
+    refused before the folder records one leaves the folder as it was, lock file included."""
+    lock = os.path.join(self.dir, storage.LOCK)
+    had_lock = os.path.exists(lock)
+    try:
+      with loop.run_lock(self.dir, "study"):
+        yield
+    except RSVQAError:
+      if not had_lock and not os.path.exists(os.path.join(self.dir, recorded.FILE)):
+        storage.remove(lock)
+      raise
 
   def _stages(self):
     s = self.s
