@@ -261,6 +261,30 @@ def test_a_failed_read_is_damage_only_when_read_again_it_fails(trained, tmp_path
   assert not os.path.exists(os.path.join(copy, "checkpoints.corrupted"))
 
 
+@pytest.mark.parametrize("failures", [1, checkpointing.READER_LISTINGS])
+def test_a_step_removed_while_a_reader_lists_the_folder(trained, monkeypatch, failures):
+  """A run writing there removed a step between the manager's listing and its look at the step:
+  evaluate ended with "checkpoints/614: no such file or directory", load_run with a raw
+  FileNotFoundError. The listing is taken again; a folder that keeps changing is one line."""
+  workdir = trained[0]
+  original, calls = checkpointing.ocp.CheckpointManager, []
+
+  def listing(*args, **kwargs):
+    calls.append(1)
+    if len(calls) <= failures:
+      raise FileNotFoundError(2, "No such file or directory", f"{workdir}/checkpoints/614")
+    return original(*args, **kwargs)
+  monkeypatch.setattr(checkpointing.ocp, "CheckpointManager", listing)
+  folder = os.path.join(workdir, "checkpoints")
+  if failures < checkpointing.READER_LISTINGS:
+    assert checkpointing.Checkpoints(folder, 20, reader=True).steps() == trained[1]
+  else:
+    with pytest.raises(RSVQAError) as e:
+      checkpointing.Checkpoints(folder, 20, reader=True)
+    assert str(e.value) == (f"{folder}: {workdir}/checkpoints/614 was removed while listed (a run "
+                            "writing there keeps only its newest ones); run the command again")
+
+
 def test_a_record_changed_yet_still_json_is_not_trusted(trained, tmp_path):
   """The record (loop position, shapes, checksums) carries its own checksum; a record without
   one (written before it was kept) is trusted as before."""

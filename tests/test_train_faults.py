@@ -17,7 +17,8 @@ from rsvqa_jax import storage
 from rsvqa_jax.errors import RSVQAError
 from rsvqa_jax.eval import accuracy
 from rsvqa_jax.train import checkpointing, loop, metrics_log, restore, run_record
-from test_train_support import flip_bytes, tiny_config, tiny_task, warnings_of_rsvqa_jax
+from test_train_support import flip_bytes, held_by_another_process, tiny_config, tiny_task
+from test_train_support import warnings_of_rsvqa_jax
 
 QUIET = dict(log=lambda m: None)
 
@@ -191,6 +192,19 @@ def test_a_divergence_record_holds_until_a_checkpoint_passes_its_step(tmp_path):
   assert run_record.unfinished(workdir, 2, 3).startswith("training stopped after epoch 2 of 3")
   run_record.record_divergence(workdir, None, 0)
   assert not os.path.exists(os.path.join(workdir, run_record.DIVERGED_FILE))
+
+
+def test_a_run_refused_at_the_lock_removes_nothing(tmp_path, monkeypatch):
+  """Two studies started together on a new folder: the one refused had found the folder
+  missing, took the winner's fresh folder (only its .lock) for its own and removed it; a third
+  study then got in beside the winner."""
+  folder = str(tmp_path / "study")
+  with held_by_another_process(folder, "study") as pid:
+    monkeypatch.setattr(loop, "_missing_folders", lambda workdir: [folder])  # missing when seen
+    with pytest.raises(RSVQAError, match=f"in use by study PID {pid} "):
+      with loop.run_lock(folder, "study"):
+        pass
+    assert os.listdir(folder) == [storage.LOCK] and storage.lock_holder(folder)["pid"] == pid
 
 
 def test_a_lock_held_before_its_record_is_written_still_has_a_holder(tmp_path):

@@ -7,6 +7,8 @@ import os
 import pathlib
 import re
 import shutil
+import subprocess
+import sys
 
 import jax
 import numpy as np
@@ -253,6 +255,50 @@ def test_evaluate_names_a_split_type_training_lacks(task, tmp_path, caplog):
       "has none of: the model answers them untrained, and AA averages them in"]
 
 
+def test_two_evaluations_at_once_write_their_files_a_pair_at_a_time(task, finished, tmp_path):
+  """One evaluation's accuracy.json stood beside another's predictions.csv (the second wrote its
+  CSV between the first's CSV and JSON): the pair is written under a lock."""
+  import logging  # pylint: disable=g-import-not-at-top
+  import threading  # pylint: disable=g-import-not-at-top
+  workdir = str(tmp_path / "w")
+  shutil.copytree(finished[0], workdir)
+  folder = os.path.join(workdir, "eval", "test")
+  os.makedirs(folder, exist_ok=True)
+  code = ("import fcntl, os, sys\n"
+          f"fd = os.open(os.path.join({folder!r}, '.accuracy.json.lock'), os.O_RDWR | os.O_CREAT)\n"
+          "fcntl.flock(fd, fcntl.LOCK_EX)\nprint('held', flush=True)\nsys.stdin.read()\n")
+  holder = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, text=True)
+  waiting = threading.Event()
+
+  class Waiting(logging.Handler):
+    def emit(self, record):
+      if "waiting for another process" in record.getMessage():
+        waiting.set()
+  handler, storage_log = Waiting(), logging.getLogger("rsvqa_jax.storage")
+  storage_log.addHandler(handler)
+  level, storage_log.level = storage_log.level, logging.INFO
+  try:
+    assert holder.stdout.readline().strip() == "held"
+    done = []
+    thread = threading.Thread(target=lambda: done.append(
+        accuracy.evaluate(workdir, "test", dataset=task[0], features=task[1])))
+    thread.start()
+    while thread.is_alive() and not waiting.wait(0.05):
+      pass
+    assert waiting.is_set() and not os.path.exists(os.path.join(folder, "predictions.csv"))
+    holder.communicate("")  # the other pair is written: this one goes on
+    thread.join()
+  finally:
+    storage_log.removeHandler(handler)
+    storage_log.setLevel(level)
+    if holder.poll() is None:
+      holder.communicate("")
+  with open(os.path.join(folder, "accuracy.json"), encoding="utf-8") as f:
+    assert json.load(f)["step"] == done[0]["step"]
+  assert os.path.exists(os.path.join(folder, "predictions.csv"))
+
+
 def test_reading_a_workdir_a_run_is_writing_says_so(task, finished):
   """evaluate scored a run still training at its checkpoint so far, with no word of it."""
   workdir, summary = finished
@@ -310,6 +356,22 @@ def test_a_reader_leaves_a_running_trainings_folders_alone(task, finished, tmp_p
   # A training run opening the folder removes what a killed save left.
   checkpointing.Checkpoints(os.path.join(workdir, "checkpoints"), 1)
   assert not saving.parent.exists()
+
+
+def test_a_best_step_replaced_while_read_is_not_called_damage(task, finished, tmp_path):
+  """A run validating better replaced best/ while an evaluate read it: the error said the run's
+  best step had no checkpoint that verifies and offered an older step."""
+  workdir = str(tmp_path / "w")
+  shutil.copytree(finished[0], workdir)
+  best = finished[1]["best_step"]
+  for folder in ("best", "checkpoints"):  # gone while read
+    shutil.rmtree(os.path.join(workdir, folder, str(best), "state"), ignore_errors=True)
+  with held_by_another_process(workdir) as pid:
+    with pytest.raises(RSVQAError) as e:
+      restore.restore(workdir, ["test"], dataset=task[0], features=task[1], warn=lambda m: None)
+  assert str(e.value) == (f"{workdir}/best: the run's best step {best} could not be read while "
+                          f"a run writes there (PID {pid}), which replaces it as it validates; "
+                          "run the command again")
 
 
 def test_a_run_writing_its_first_checkpoint_is_waited_for_not_restarted(task, tmp_path):

@@ -35,10 +35,14 @@ def write_results(run, split, preds, table, json_path, csv_path, *, repeats, **e
   audit = predictions_lib.normalised(decoded, records, run.dataset.name, set(run.vocab.answers))
   table["predictions"] = audit.summary()
   table["split_sha256"] = records.fingerprint()  # which data: `tables` pools alike
-  os.makedirs(os.path.dirname(json_path), exist_ok=True)
-  storage.remove(json_path)  # an earlier evaluation's must not vouch for the CSV replaced next
-  predictions_lib.write(csv_path, records, decoded if repeats else decoded[0], **extra)
-  storage.write_json(json_path, table)  # last: its presence says the evaluation is complete
+  folder = os.path.dirname(json_path)
+  os.makedirs(folder, exist_ok=True)
+  # One pair at a time: two evaluations of a workdir at once (one started while it trained, at
+  # another best step) left one's JSON beside the other's CSV.
+  with storage.building_alone(folder, os.path.basename(json_path)):
+    storage.remove(json_path)  # an earlier evaluation's must not vouch for the CSV replaced next
+    predictions_lib.write(csv_path, records, decoded if repeats else decoded[0], **extra)
+    storage.write_json(json_path, table)  # last: its presence says the evaluation is complete
   return table
 
 

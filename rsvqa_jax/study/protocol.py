@@ -109,12 +109,13 @@ class Study:
     on one folder regenerated its dataset under each other and wrote one report of both. A study
     refused before the folder records one leaves the folder as it was, lock file included."""
     lock = os.path.join(self.dir, storage.LOCK)
-    had_lock = os.path.exists(lock)
+    had_lock, held = os.path.exists(lock), False
     try:
       with loop.run_lock(self.dir, "study"):
+        held = True
         yield
-    except RSVQAError:
-      if not had_lock and not os.path.exists(os.path.join(self.dir, recorded.FILE)):
+    except RSVQAError:  # refused at the lock (not held): the lock file is the holder's
+      if held and not had_lock and not os.path.exists(os.path.join(self.dir, recorded.FILE)):
         storage.remove(lock)
       raise
 

@@ -378,6 +378,9 @@ def _quiet_after_failed_commit(hook):
 sys.unraisablehook = _quiet_after_failed_commit(sys.unraisablehook)
 
 
+READER_LISTINGS = 3  # how many times a reader lists a folder a run is removing steps from
+
+
 class Checkpoints:
   """One orbax CheckpointManager over a folder (periodic: keep k; best: keep 1).
 
@@ -404,12 +407,23 @@ class Checkpoints:
       raise RSVQAError(f"{self.directory}: a file stands where the run's checkpoint folder "
                        "belongs; move it away")  # orbax's own threads would print a traceback
     prefix = f"rsvqa_{os.path.basename(self.directory)}_{next(_MANAGERS)}"
-    self.manager = ocp.CheckpointManager(
-        self.directory, item_names=("state", "data"),
-        options=ocp.CheckpointManagerOptions(
-            max_to_keep=keep, create=True, cleanup_tmp_directories=not reader,
-            multiprocessing_options=ocp.options.MultiprocessingOptions(
-                barrier_sync_key_prefix=prefix)))
+    options = ocp.CheckpointManagerOptions(
+        max_to_keep=keep, create=True, cleanup_tmp_directories=not reader,
+        multiprocessing_options=ocp.options.MultiprocessingOptions(barrier_sync_key_prefix=prefix))
+    # The manager lists the steps, then reads each one's folder: a run writing there removes
+    # old ones meanwhile (max_to_keep), and a reader's listing is then taken again.
+    for attempt in range(READER_LISTINGS if reader else 1):
+      try:
+        self.manager = ocp.CheckpointManager(self.directory, item_names=("state", "data"),
+                                             options=options)
+        break
+      except FileNotFoundError as e:
+        if not reader:
+          raise
+        if attempt == READER_LISTINGS - 1:
+          raise RSVQAError(f"{self.directory}: {e.filename or 'a checkpoint'} was removed while "
+                           "listed (a run writing there keeps only its newest ones); run the "
+                           "command again") from None
     # Orbax removes those temporary folders on a thread of its own; a command that then stops at
     # once (an RSVQAError: no checkpoint yet) left it running into the interpreter's shutdown,
     # which printed its traceback under the one-line error. The folder listing is short: wait.

@@ -295,19 +295,21 @@ def run_lock(workdir, what):
   while they stay empty: a refused run leaves no folder."""
   created = _missing_folders(workdir)
   first = jax.process_index() == 0
-  try:
-    with storage.locked(workdir, what) if first else contextlib.nullcontext():
+  # A run refused at the lock removes nothing: the folder it found missing may be the one the
+  # run holding the lock has just made (two studies started together lost their lock so).
+  with storage.locked(workdir, what) if first else contextlib.nullcontext():
+    try:
       yield
-  except RSVQAError:
-    if (created and first and os.path.isdir(workdir)
-        and set(os.listdir(workdir)) <= {storage.LOCK, inputs.ANSWERS_FILE}):
-      shutil.rmtree(workdir)
-      for folder in created[1:]:
-        try:
-          os.rmdir(folder)  # only an empty folder goes
-        except OSError:
-          break
-    raise
+    except RSVQAError:
+      if (created and first and os.path.isdir(workdir)
+          and set(os.listdir(workdir)) <= {storage.LOCK, inputs.ANSWERS_FILE}):
+        shutil.rmtree(workdir)
+        for folder in created[1:]:
+          try:
+            os.rmdir(folder)  # only an empty folder goes
+          except OSError:
+            break
+      raise
 
 
 def _missing_folders(workdir):

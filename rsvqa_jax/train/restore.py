@@ -111,6 +111,11 @@ def best_checkpoint(workdir, periodic, like, warn=_log.warning):
       warn(f"{best.directory}: step {step} missing or corrupted; its periodic checkpoint "
            f"{periodic.directory}/{step} (the same state) is used")
       return items, data, step
+  holder = storage.lock_holder(workdir)
+  if holder:  # best/ is replaced at each better validation: what was read may be gone since
+    raise RSVQAError(f"{best.directory}: the run's best step {step} could not be read while a "
+                     f"run writes there (PID {holder.get('pid', '?')}), which replaces it as it "
+                     "validates; run the command again")
   fallback = next((s for s in reversed(periodic.steps()) if s != step and _verifies(periodic, s,
                                                                                     like)), None)
   hint = (f"the newest that does, step {fallback}, can be used instead (--checkpoint last)"
