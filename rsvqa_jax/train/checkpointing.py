@@ -578,7 +578,10 @@ class Checkpoints:
     the target, or None where a reader finds a run writing in the workdir (the step may be one
     that run's max_to_keep removed while it was read: the writer's folder is the writer's)."""
     if self.reader and storage.lock_holder(os.path.dirname(self.directory)):
-      self.manager.reload()  # the steps the writer saved and removed meanwhile
+      # The steps the writer saved and removed meanwhile; a step removed while listed leaves the
+      # listing as it was, whose steps that are gone fail to read and are passed over.
+      with contextlib.suppress(FileNotFoundError):
+        self.manager.reload()
       return None
     target = os.path.join(f"{self.directory}.corrupted", str(step))
     if jax.process_index() == 0:
