@@ -263,7 +263,8 @@ def test_two_evaluations_at_once_write_their_files_a_pair_at_a_time(task, finish
   workdir = str(tmp_path / "w")
   shutil.copytree(finished[0], workdir)
   folder = os.path.join(workdir, "eval", "test")
-  os.makedirs(folder, exist_ok=True)
+  shutil.rmtree(folder, ignore_errors=True)  # an earlier test's evaluation of the run
+  os.makedirs(folder)
   code = ("import fcntl, os, sys\n"
           f"fd = os.open(os.path.join({folder!r}, '.accuracy.json.lock'), os.O_RDWR | os.O_CREAT)\n"
           "fcntl.flock(fd, fcntl.LOCK_EX)\nprint('held', flush=True)\nsys.stdin.read()\n")
