@@ -87,8 +87,8 @@ def record_divergence(workdir, said, step):
   path = os.path.join(workdir, DIVERGED_FILE)
   if said:
     storage.write_json(path, {"said": said, "step": step})
-  elif os.path.exists(path):
-    os.remove(path)
+  else:
+    storage.remove(path)
 
 
 def divergence(workdir):
